@@ -1,0 +1,38 @@
+.DEFAULT_GOAL := help
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+.PHONY: help install run test lint migrate bench clean
+
+help: ## list the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || python3 -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e ".[dev]"
+	touch $(STAMP)
+
+install: $(STAMP) ## create .venv and install the service with its dev tools
+
+run: $(STAMP) ## start the API with the in-process worker (SQLite, scripted model)
+	$(VENV)/bin/abeyance serve
+
+migrate: $(STAMP) ## apply the migrations to ABEYANCE_DATABASE_URL
+	$(VENV)/bin/abeyance migrate
+
+test: $(STAMP) ## run the tests (SQLite and PostgreSQL on 127.0.0.1:5432)
+	$(VENV)/bin/pytest -q
+
+lint: $(STAMP) ## ruff, mypy --strict, import-linter
+	$(VENV)/bin/ruff check abeyance tests alembic bench
+	$(VENV)/bin/ruff format --check abeyance tests alembic bench
+	$(VENV)/bin/mypy
+	$(VENV)/bin/lint-imports
+
+bench: $(STAMP) ## measure per-turn cost and throughput; prints a table and a JSON line
+	$(PY) bench/bench.py
+
+clean: ## remove the venv and local databases
+	rm -rf $(VENV) abeyance.db abeyance.db-wal abeyance.db-shm

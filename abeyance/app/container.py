@@ -1,0 +1,101 @@
+"""The composition root: everything the app and the worker need, built from one Settings."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+import uuid
+from dataclasses import dataclass
+from datetime import timedelta
+
+from abeyance.app.settings import Settings
+from abeyance.domain.records import Principal
+from abeyance.domain.services import AgentService, RunView, utcnow
+from abeyance.infra.agents.declarations import AgentDefinition, DeclaredToolCatalog
+from abeyance.infra.agents.models import build_model
+from abeyance.infra.agents.ops import ops_agent
+from abeyance.infra.db.engine import create_engine
+from abeyance.infra.db.uow import SqlUnitOfWorkFactory
+from abeyance.infra.notifier import LocalRunNotifier
+from abeyance.infra.runner import AgentRunner, Timeouts
+from abeyance.infra.worker import Worker
+
+
+@dataclass
+class Container:
+    settings: Settings
+    uow: SqlUnitOfWorkFactory
+    notifier: LocalRunNotifier
+    catalog: DeclaredToolCatalog
+    service: AgentService
+    runner: AgentRunner
+    worker: Worker
+
+    async def wait_for_run(self, principal: Principal, run_id: uuid.UUID, wait: float) -> RunView:
+        """Long-poll: the run once it is settled, or as it is when `wait` seconds have passed."""
+        deadline = time.monotonic() + min(wait, self.settings.max_wait_seconds)
+        while True:
+            with self.notifier.watch(run_id) as changed:
+                view = await self.service.get_run(principal, run_id)
+                remaining = deadline - time.monotonic()
+                if view.run.status.settled or remaining <= 0:
+                    return view
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(changed.wait(), min(remaining, 1.0))
+
+    async def close(self) -> None:
+        await self.worker.stop()
+        await self.uow.engine.dispose()
+
+
+def agent_definitions(uow: SqlUnitOfWorkFactory) -> dict[str, AgentDefinition]:
+    definitions = [ops_agent(uow)]
+    return {d.name: d for d in definitions}
+
+
+def build_container(settings: Settings) -> Container:
+    engine = create_engine(settings.database_url)
+    uow = SqlUnitOfWorkFactory(engine)
+    notifier = LocalRunNotifier()
+    definitions = agent_definitions(uow)
+    catalog = DeclaredToolCatalog(definitions.values())
+    model = build_model(
+        settings.model,
+        openai_base_url=settings.openai_base_url,
+        openai_api_key=settings.openai_api_key.get_secret_value() if settings.openai_api_key else None,
+    )
+    runner = AgentRunner(
+        uow,
+        definitions,
+        model,
+        notifier,
+        clock=utcnow,
+        step_limit=settings.step_limit,
+        timeouts=Timeouts(
+            approval=timedelta(seconds=settings.approval_timeout_seconds),
+            elicitation=timedelta(seconds=settings.elicitation_timeout_seconds),
+            client_exec=timedelta(seconds=settings.client_exec_timeout_seconds),
+        ),
+        lease=timedelta(seconds=settings.lease_seconds),
+    )
+    worker = Worker(
+        uow,
+        runner,
+        notifier,
+        clock=utcnow,
+        concurrency=settings.worker_concurrency,
+        poll_seconds=settings.worker_poll_seconds,
+        lease=timedelta(seconds=settings.lease_seconds),
+        sweep_seconds=settings.sweep_seconds,
+    )
+    service = AgentService(uow, catalog, notifier, max_content_chars=settings.max_content_chars)
+    return Container(
+        settings=settings,
+        uow=uow,
+        notifier=notifier,
+        catalog=catalog,
+        service=service,
+        runner=runner,
+        worker=worker,
+    )

@@ -1,0 +1,97 @@
+"""`create_app(settings)`: the Litestar application, wired from one Settings object."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import sqlalchemy as sa
+from litestar import Litestar, get
+from litestar.datastructures import State
+from litestar.di import NamedDependency, Provide
+from litestar.exceptions import HTTPException
+from litestar.openapi import OpenAPIConfig
+from litestar.openapi.plugins import SwaggerRenderPlugin
+from sqlalchemy.exc import DBAPIError, OperationalError
+
+from abeyance.app import problems
+from abeyance.app.container import Container, build_container
+from abeyance.app.routes.v1 import route_handlers
+from abeyance.app.settings import Settings
+from abeyance.domain.errors import ServiceError
+from abeyance.domain.records import Principal
+from abeyance.infra.db.engine import is_sqlite
+from abeyance.infra.db.migrations import upgrade_async
+
+ANONYMOUS_ADMIN = Principal(id="anonymous", role="admin", workspace=None)
+
+
+def provide_container(state: State) -> Container:
+    container: Container = state.container
+    return container
+
+
+async def provide_principal() -> Principal:
+    return ANONYMOUS_ADMIN
+
+
+@get("/healthz", tags=["health"])
+async def healthz() -> dict[str, str]:
+    """The process is up."""
+    return {"status": "ok"}
+
+
+@get("/readyz", tags=["health"])
+async def readyz(container: NamedDependency[Container]) -> dict[str, str]:
+    """The database answers."""
+    async with container.uow() as uow:
+        await uow.session.execute(sa.text("SELECT 1"))
+    return {"status": "ready"}
+
+
+def database_unavailable(request: Any, exc: Exception) -> Any:
+    problems.log.warning("database.unavailable", error=str(exc)[:200], path=request.url.path)
+    return problems.problem(503, "database_unavailable", "the database is not reachable; try again shortly")
+
+
+def create_app(settings: Settings, *, container: Container | None = None) -> Litestar:
+    @asynccontextmanager
+    async def lifespan(app: Litestar) -> AsyncIterator[None]:
+        if settings.migrate_on_start and is_sqlite(settings.database_url):
+            await upgrade_async(settings.database_url)
+        built = container or build_container(settings)
+        app.state.container = built
+        if settings.run_worker:
+            built.worker.start()
+        try:
+            yield
+        finally:
+            await built.close()
+
+    return Litestar(
+        route_handlers=[healthz, readyz, *route_handlers()],
+        lifespan=[lifespan],
+        dependencies={
+            "container": Provide(provide_container, sync_to_thread=False),
+            "principal": Provide(provide_principal),
+        },
+        exception_handlers={
+            ServiceError: problems.service_error_handler,
+            HTTPException: problems.http_error_handler,
+            OperationalError: database_unavailable,
+            DBAPIError: database_unavailable,
+            ConnectionError: database_unavailable,
+            Exception: problems.internal_error_handler,
+        },
+        openapi_config=OpenAPIConfig(
+            title="Abeyance",
+            version="0.1.0",
+            description="Agents whose tool calls wait, durably, for a human.",
+            path="/schema",
+            render_plugins=[SwaggerRenderPlugin()],
+        ),
+        request_max_body_size=settings.max_body_bytes,
+        logging_config=None,
+        debug=False,
+    )

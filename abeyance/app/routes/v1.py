@@ -1,0 +1,187 @@
+"""HTTP API v1: conversations, runs and pending calls."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Annotated, Any
+
+from litestar import Controller, Response, get, post
+from litestar.di import NamedDependency
+from litestar.params import FromPath, FromQuery, JSONBody, QueryParameter
+from litestar.status_codes import HTTP_200_OK, HTTP_201_CREATED, HTTP_202_ACCEPTED
+
+from abeyance.app.container import Container
+from abeyance.app.schemas import (
+    ConversationDetailOut,
+    ConversationOut,
+    CreateConversation,
+    PendingCallOut,
+    PendingPage,
+    PostMessage,
+    ResolveBody,
+    RunOut,
+    ToolCallOut,
+    conversation_out,
+    decode_cursor,
+    encode_cursor,
+    message_out,
+    pending_out,
+    run_out,
+    tool_call_out,
+)
+from abeyance.domain.records import Principal
+from abeyance.domain.services import Resolution
+from abeyance.domain.states import Decision, PendingStatus
+from abeyance.domain.tools import PendingKind
+
+Wait = Annotated[float, QueryParameter(ge=0, le=3600, description="Long-poll up to this many seconds")]
+
+
+class ConversationController(Controller):
+    path = "/v1/conversations"
+    tags = ["conversations"]
+
+    @post("/", status_code=HTTP_201_CREATED)
+    async def create(
+        self,
+        data: JSONBody[CreateConversation],
+        container: NamedDependency[Container],
+        principal: NamedDependency[Principal],
+    ) -> ConversationOut:
+        """Start a conversation with an agent."""
+        conversation = await container.service.create_conversation(principal, data.agent, data.workspace)
+        return conversation_out(conversation)
+
+    @get("/{conversation_id:uuid}")
+    async def detail(
+        self,
+        conversation_id: FromPath[uuid.UUID],
+        container: NamedDependency[Container],
+        principal: NamedDependency[Principal],
+    ) -> ConversationDetailOut:
+        """The conversation, its message log and its active run."""
+        conversation, messages, active = await container.service.conversation_detail(
+            principal, conversation_id
+        )
+        return ConversationDetailOut(
+            **conversation_out(conversation).model_dump(),
+            messages=[message_out(m) for m in messages],
+            active_run=run_out(active, principal) if active else None,
+        )
+
+    @post("/{conversation_id:uuid}/messages", status_code=HTTP_202_ACCEPTED)
+    async def post_message(
+        self,
+        conversation_id: FromPath[uuid.UUID],
+        data: JSONBody[PostMessage],
+        container: NamedDependency[Container],
+        principal: NamedDependency[Principal],
+        wait: Wait = 0,
+    ) -> Response[RunOut]:
+        """Post a user message; its run is queued. `?wait=` long-polls until the run settles."""
+        run = await container.service.post_message(principal, conversation_id, data.content)
+        view = await container.wait_for_run(principal, run.id, wait)
+        status = HTTP_200_OK if view.run.status.settled else HTTP_202_ACCEPTED
+        return Response(run_out(view, principal), status_code=status)
+
+
+class RunController(Controller):
+    path = "/v1/runs"
+    tags = ["runs"]
+
+    @get("/{run_id:uuid}")
+    async def detail(
+        self,
+        run_id: FromPath[uuid.UUID],
+        container: NamedDependency[Container],
+        principal: NamedDependency[Principal],
+        wait: Wait = 0,
+    ) -> RunOut:
+        """A run with its awaiting pending calls. `?wait=` long-polls until it settles."""
+        return run_out(await container.wait_for_run(principal, run_id, wait), principal)
+
+    @get("/{run_id:uuid}/tool-calls")
+    async def tool_calls(
+        self,
+        run_id: FromPath[uuid.UUID],
+        container: NamedDependency[Container],
+        principal: NamedDependency[Principal],
+    ) -> list[ToolCallOut]:
+        """The executed tool calls of a run, with their metadata, in order."""
+        return [tool_call_out(r) for r in await container.service.list_tool_calls(principal, run_id)]
+
+    @post("/{run_id:uuid}/cancel", status_code=HTTP_200_OK)
+    async def cancel(
+        self,
+        run_id: FromPath[uuid.UUID],
+        container: NamedDependency[Container],
+        principal: NamedDependency[Principal],
+    ) -> RunOut:
+        """Cancel a run; its awaiting calls become `cancelled` and the conversation is free again."""
+        return run_out(await container.service.cancel_run(principal, run_id), principal)
+
+
+class PendingController(Controller):
+    path = "/v1/pending"
+    tags = ["pending"]
+
+    @get("/")
+    async def list_pending(
+        self,
+        container: NamedDependency[Container],
+        principal: NamedDependency[Principal],
+        status: FromQuery[PendingStatus | None] = PendingStatus.AWAITING,
+        kind: FromQuery[PendingKind | None] = None,
+        tool_name: FromQuery[str | None] = None,
+        cursor: FromQuery[str | None] = None,
+        limit: Annotated[int, QueryParameter(ge=1, le=200)] = 50,
+    ) -> PendingPage:
+        """Pending calls of the caller's workspace, newest first."""
+        items = await container.service.list_pending(
+            principal,
+            status=status,
+            kind=kind,
+            tool_name=tool_name,
+            after=decode_cursor(cursor) if cursor else None,
+            limit=limit + 1,
+        )
+        page = items[:limit]
+        return PendingPage(
+            items=[pending_out(p, principal) for p in page],
+            next_cursor=encode_cursor(page[-1]) if len(items) > limit else None,
+        )
+
+    @get("/{correlation_id:uuid}")
+    async def detail(
+        self,
+        correlation_id: FromPath[uuid.UUID],
+        container: NamedDependency[Container],
+        principal: NamedDependency[Principal],
+    ) -> PendingCallOut:
+        return pending_out(await container.service.get_pending(principal, correlation_id), principal)
+
+    @post("/{correlation_id:uuid}/resolve", status_code=HTTP_200_OK)
+    async def resolve(
+        self,
+        correlation_id: FromPath[uuid.UUID],
+        data: JSONBody[ResolveBody],
+        container: NamedDependency[Container],
+        principal: NamedDependency[Principal],
+    ) -> PendingCallOut:
+        """Decide a pending call. Answered once the decision is committed; the run resumes in a worker."""
+        call = await container.service.resolve_pending(
+            principal,
+            correlation_id,
+            Resolution(
+                decision=Decision(data.decision),
+                reason=data.reason,
+                args=data.args,
+                result=data.result,
+                args_hash=data.args_hash,
+            ),
+        )
+        return pending_out(call, principal)
+
+
+def route_handlers() -> list[Any]:
+    return [ConversationController, RunController, PendingController]

@@ -1,0 +1,209 @@
+"""HTTP request and response shapes."""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import json
+import uuid
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic_core import to_jsonable_python
+
+from abeyance.domain.errors import ValidationFailed
+from abeyance.domain.records import Conversation, PendingCall, Principal, Run, StoredMessage, ToolCallRecord
+from abeyance.domain.services import RunView
+
+
+def jsonable(value: Any) -> Any:
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        value = dataclasses.asdict(value)
+    return to_jsonable_python(value)
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class CreateConversation(Strict):
+    agent: str = Field(min_length=1, max_length=100)
+    workspace: str | None = Field(default=None, min_length=1, max_length=100, pattern=r"^[A-Za-z0-9_.-]+$")
+
+
+class PostMessage(Strict):
+    content: str = Field(min_length=1)
+
+
+class ResolveBody(Strict):
+    decision: Literal["approve", "deny", "revise", "answer"]
+    reason: str | None = Field(default=None, max_length=4000)
+    args: dict[str, Any] | None = None
+    result: Any = None
+    args_hash: str | None = Field(default=None, min_length=64, max_length=64)
+
+
+class ConversationOut(BaseModel):
+    id: uuid.UUID
+    workspace: str
+    agent: str
+    status: str
+    active_run_id: uuid.UUID | None
+    created_at: datetime
+    updated_at: datetime
+
+
+class PendingCallOut(BaseModel):
+    correlation_id: uuid.UUID
+    conversation_id: uuid.UUID
+    run_id: uuid.UUID
+    tool_call_id: str
+    tool_name: str
+    agent: str
+    executor: str
+    kind: str
+    args_summary: dict[str, Any]
+    args_hash: str
+    effect_description: str
+    status: str
+    created_at: datetime
+    expires_at: datetime
+    resolved_at: datetime | None
+    resolved_by: str | None
+    reason: str | None
+    args: dict[str, Any] | None = None
+    edited_args: dict[str, Any] | None = None
+    result: Any = None
+
+
+class RunOut(BaseModel):
+    id: uuid.UUID
+    conversation_id: uuid.UUID
+    status: str
+    output: str | None
+    error: dict[str, str] | None
+    pending: list[PendingCallOut]
+    usage: dict[str, int]
+    created_at: datetime
+    finished_at: datetime | None
+
+
+class MessageOut(BaseModel):
+    seq: int
+    run_id: uuid.UUID | None
+    created_at: datetime
+    message: dict[str, Any]
+
+
+class ConversationDetailOut(ConversationOut):
+    messages: list[MessageOut]
+    active_run: RunOut | None
+
+
+class ToolCallOut(BaseModel):
+    tool_call_id: str
+    tool_name: str
+    agent_name: str
+    ok: bool
+    error_class: str | None
+    error_code: str | None
+    latency_ms: float
+    trace_id: str | None
+    started_at: datetime
+    ended_at: datetime
+    result: Any
+
+
+class PendingPage(BaseModel):
+    items: list[PendingCallOut]
+    next_cursor: str | None
+
+
+def conversation_out(c: Conversation) -> ConversationOut:
+    return ConversationOut(
+        id=c.id,
+        workspace=c.workspace,
+        agent=c.agent,
+        status=c.status,
+        active_run_id=c.active_run_id,
+        created_at=c.created_at,
+        updated_at=c.updated_at,
+    )
+
+
+def pending_out(p: PendingCall, principal: Principal) -> PendingCallOut:
+    privileged = principal.role in ("operator", "admin")
+    resolution = p.resolution or {}
+    return PendingCallOut(
+        correlation_id=p.correlation_id,
+        conversation_id=p.conversation_id,
+        run_id=p.run_id,
+        tool_call_id=p.tool_call_id,
+        tool_name=p.tool_name,
+        agent=p.agent,
+        executor=p.executor.value,
+        kind=p.kind.value,
+        args_summary=p.args_summary,
+        args_hash=p.args_hash,
+        effect_description=p.effect_description,
+        status=p.status.value,
+        created_at=p.created_at,
+        expires_at=p.expires_at,
+        resolved_at=p.resolved_at,
+        resolved_by=p.resolved_by,
+        reason=p.reason,
+        args=p.args if privileged else None,
+        edited_args=resolution.get("args") if privileged else None,
+        result=resolution.get("result"),
+    )
+
+
+def run_out(view: RunView, principal: Principal) -> RunOut:
+    run: Run = view.run
+    return RunOut(
+        id=run.id,
+        conversation_id=run.conversation_id,
+        status=run.status.value,
+        output=run.output,
+        error={"code": run.error.code, "message": run.error.message} if run.error else None,
+        pending=[pending_out(p, principal) for p in view.pending],
+        usage=dataclasses.asdict(run.usage),
+        created_at=run.created_at,
+        finished_at=run.finished_at,
+    )
+
+
+def tool_call_out(r: ToolCallRecord) -> ToolCallOut:
+    md = r.metadata
+    return ToolCallOut(
+        tool_call_id=r.tool_call_id,
+        tool_name=md.tool_name,
+        agent_name=md.agent_name,
+        ok=md.ok,
+        error_class=md.error_class,
+        error_code=r.error_code,
+        latency_ms=md.latency_ms,
+        trace_id=md.trace_id,
+        started_at=md.started_at,
+        ended_at=md.ended_at,
+        result=r.result,
+    )
+
+
+def message_out(m: StoredMessage) -> MessageOut:
+    return MessageOut(seq=m.seq, run_id=m.run_id, created_at=m.created_at, message=json.loads(m.body))
+
+
+def encode_cursor(p: PendingCall) -> str:
+    return base64.urlsafe_b64encode(f"{p.created_at.isoformat()}|{p.correlation_id}".encode()).decode()
+
+
+def decode_cursor(cursor: str) -> tuple[datetime, uuid.UUID]:
+    try:
+        created, cid = base64.urlsafe_b64decode(cursor.encode()).decode().split("|")
+        return datetime.fromisoformat(created), uuid.UUID(cid)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ValidationFailed(
+            "cursor is not valid", extra={"errors": [{"loc": ["query", "cursor"], "msg": "invalid cursor"}]}
+        ) from exc

@@ -1,0 +1,38 @@
+"""Typed settings, read once at the entry point and passed in."""
+
+from __future__ import annotations
+
+from pydantic import AliasChoices, Field, SecretStr
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class Settings(BaseSettings):
+    """Every knob of the service. Environment variables use the `ABEYANCE_` prefix."""
+
+    model_config = SettingsConfigDict(env_prefix="ABEYANCE_", env_file=".env", extra="ignore")
+
+    database_url: str = "sqlite+aiosqlite:///./abeyance.db"
+    model: str = "scripted"
+    openai_base_url: str | None = Field(
+        default=None, validation_alias=AliasChoices("ABEYANCE_OPENAI_BASE_URL", "OPENAI_BASE_URL")
+    )
+    openai_api_key: SecretStr | None = Field(
+        default=None, validation_alias=AliasChoices("ABEYANCE_OPENAI_API_KEY", "OPENAI_API_KEY")
+    )
+    host: str = "127.0.0.1"
+    port: int = 8000
+    run_worker: bool = True
+    worker_concurrency: int = 4
+    worker_poll_seconds: float = 1.0
+    lease_seconds: float = 30.0
+    step_limit: int = 25
+    approval_timeout_seconds: float = 24 * 3600
+    elicitation_timeout_seconds: float = 3600
+    client_exec_timeout_seconds: float = 30
+    sweep_seconds: float = 5.0
+    max_wait_seconds: float = 60.0
+    max_content_chars: int = 32_000
+    max_body_bytes: int = 1_048_576
+    migrate_on_start: bool = True
+    log_level: str = "INFO"
+    log_json: bool | None = None

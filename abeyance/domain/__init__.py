@@ -1,0 +1,1 @@
+"""The core of Abeyance: tool contract, errors, state machines and ports. Standard library only."""

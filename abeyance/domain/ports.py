@@ -1,0 +1,200 @@
+"""Ports: what the service layer needs from storage and from the agent side."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from datetime import datetime
+from types import TracebackType
+from typing import Any, Protocol, Self
+
+from abeyance.domain.records import (
+    AuditEntry,
+    Conversation,
+    PendingCall,
+    Run,
+    RunError,
+    StoredMessage,
+    ToolCallRecord,
+    Usage,
+)
+from abeyance.domain.states import PendingStatus, RunStatus
+from abeyance.domain.tools import PendingKind, ToolSpec
+
+
+class ConversationRepository(Protocol):
+    async def add(self, conversation: Conversation) -> None: ...
+    async def get(self, conversation_id: uuid.UUID) -> Conversation | None: ...
+    async def claim_active_run(self, conversation_id: uuid.UUID, run_id: uuid.UUID, now: datetime) -> bool:
+        """Set the active run only if there is none; False when another run holds it."""
+        ...
+
+    async def release_active_run(
+        self, conversation_id: uuid.UUID, run_id: uuid.UUID, now: datetime
+    ) -> None: ...
+
+
+class MessageRepository(Protocol):
+    async def append(
+        self, conversation_id: uuid.UUID, run_id: uuid.UUID | None, bodies: Sequence[str], now: datetime
+    ) -> int:
+        """Append bodies after the last seq; returns the new last seq."""
+        ...
+
+    async def list(self, conversation_id: uuid.UUID, after_seq: int = 0) -> list[StoredMessage]: ...
+
+
+class RunRepository(Protocol):
+    async def add(self, run: Run) -> None: ...
+    async def get(self, run_id: uuid.UUID) -> Run | None: ...
+    async def transition(
+        self,
+        run_id: uuid.UUID,
+        expected: Sequence[RunStatus],
+        target: RunStatus,
+        now: datetime,
+        **fields: Any,
+    ) -> bool:
+        """Conditional write: only when the run is in one of `expected`."""
+        ...
+
+    async def resolve_one_awaiting(self, run_id: uuid.UUID, now: datetime) -> bool:
+        """Count one awaiting call down; requeue the run when it was the last. True if requeued."""
+        ...
+
+    async def claim_next(self, owner: str, now: datetime, lease_until: datetime) -> Run | None: ...
+    async def renew_lease(self, run_id: uuid.UUID, owner: str, lease_until: datetime) -> bool: ...
+    async def requeue_expired_leases(self, now: datetime) -> list[uuid.UUID]: ...
+    async def record_progress(
+        self, run_id: uuid.UUID, owner: str, usage: Usage, now: datetime, lease_until: datetime
+    ) -> bool:
+        """Store usage and renew the lease; False when the lease was lost."""
+        ...
+
+    async def finish(
+        self,
+        run_id: uuid.UUID,
+        owner: str,
+        status: RunStatus,
+        now: datetime,
+        *,
+        usage: Usage | None = None,
+        output: str | None = None,
+        error: RunError | None = None,
+        awaiting_count: int = 0,
+    ) -> bool: ...
+
+    async def cancel_requested(self, run_id: uuid.UUID) -> bool: ...
+
+
+class PendingCallRepository(Protocol):
+    async def add(self, call: PendingCall) -> None: ...
+    async def get(self, correlation_id: uuid.UUID) -> PendingCall | None: ...
+    async def list(
+        self,
+        *,
+        workspace: str | None,
+        status: PendingStatus | None,
+        kind: PendingKind | None,
+        tool_name: str | None,
+        after: tuple[datetime, uuid.UUID] | None,
+        limit: int,
+    ) -> list[PendingCall]: ...
+    async def for_run(self, run_id: uuid.UUID, status: PendingStatus | None = None) -> list[PendingCall]: ...
+    async def by_tool_call_ids(self, conversation_id: uuid.UUID, ids: Sequence[str]) -> list[PendingCall]: ...
+    async def transition(
+        self,
+        correlation_id: uuid.UUID,
+        target: PendingStatus,
+        now: datetime,
+        *,
+        resolved_by: str,
+        reason: str | None,
+        resolution: dict[str, Any] | None,
+    ) -> bool:
+        """`UPDATE ... WHERE correlation_id = :id AND status = 'awaiting'`; False for the loser."""
+        ...
+
+    async def overdue(self, now: datetime, limit: int) -> list[PendingCall]: ...
+
+
+class ToolCallRepository(Protocol):
+    async def record(self, record: ToolCallRecord) -> bool:
+        """Insert unless a row for (conversation_id, tool_call_id) exists; True if inserted."""
+        ...
+
+    async def get(self, conversation_id: uuid.UUID, tool_call_id: str) -> ToolCallRecord | None: ...
+    async def for_run(self, run_id: uuid.UUID) -> list[ToolCallRecord]: ...
+
+
+class AuditRepository(Protocol):
+    async def append(self, entry: AuditEntry, now: datetime) -> None: ...
+    async def list(
+        self,
+        *,
+        workspace: str | None,
+        conversation_id: uuid.UUID | None,
+        correlation_id: uuid.UUID | None,
+        action: str | None,
+        since: datetime | None,
+        after_id: int | None,
+        limit: int,
+    ) -> list[AuditEntry]: ...
+
+
+class UnitOfWork(Protocol):
+    """One transaction. Rolls back on exit unless `commit()` was called; repositories never commit."""
+
+    conversations: ConversationRepository
+    messages: MessageRepository
+    runs: RunRepository
+    pending: PendingCallRepository
+    tool_calls: ToolCallRepository
+    audit: AuditRepository
+    ops: OpsRepository
+
+    async def __aenter__(self) -> Self: ...
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None: ...
+    async def commit(self) -> None: ...
+
+
+class UnitOfWorkFactory(Protocol):
+    def __call__(self) -> UnitOfWork: ...
+
+
+class ToolCatalog(Protocol):
+    """The declared tools of every agent, as the service layer needs them."""
+
+    def agent_names(self) -> list[str]: ...
+    def spec(self, agent: str, tool_name: str) -> ToolSpec | None: ...
+    def validate_args(self, agent: str, tool_name: str, args: dict[str, Any]) -> dict[str, Any]:
+        """Validated, JSON-ready args, or `ValidationFailed` with field errors."""
+        ...
+
+
+class RunNotifier(Protocol):
+    """Wakes workers and long-pollers. Best effort: everything also works by polling."""
+
+    async def run_queued(self, run_id: uuid.UUID) -> None: ...
+    async def run_changed(self, run_id: uuid.UUID) -> None: ...
+
+
+class OpsRepository(Protocol):
+    """The service's own outbox, dead letters and failure clusters (what the `ops` agent operates)."""
+
+    async def list_dead_letters(
+        self, workspace: str, status: str | None, limit: int
+    ) -> list[dict[str, Any]]: ...
+    async def get_dead_letter(self, workspace: str, event_id: str) -> dict[str, Any] | None: ...
+    async def replay_dead_letter(
+        self, workspace: str, event_id: str, reason: str, now: datetime
+    ) -> dict[str, Any]: ...
+    async def list_clusters(self, workspace: str, status: str | None) -> list[dict[str, Any]]: ...
+    async def get_cluster(self, workspace: str, cluster_id: str) -> dict[str, Any] | None: ...
+    async def triage_cluster(
+        self, workspace: str, cluster_id: str, status: str, notes: str, now: datetime
+    ) -> dict[str, Any]: ...
+    async def add_dead_letter(self, row: dict[str, Any]) -> None: ...
+    async def add_cluster(self, row: dict[str, Any]) -> None: ...

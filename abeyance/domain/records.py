@@ -1,0 +1,165 @@
+"""Plain records the ports exchange, and the value objects of the tool contract."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from abeyance.domain.states import PendingStatus, RunStatus
+from abeyance.domain.tools import Executor, PendingKind
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallMetadata:
+    """Emitted once per tool call by the one wrapper around every tool."""
+
+    tool_name: str
+    agent_name: str
+    latency_ms: float
+    ok: bool
+    error_class: str | None
+    trace_id: str | None
+    started_at: datetime
+    ended_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class ToolApprovalRequest:
+    """What an operator sees before deciding."""
+
+    tool_name: str
+    agent_name: str
+    args_summary: dict[str, Any]
+    effect_description: str
+    correlation_id: uuid.UUID
+
+
+@dataclass(slots=True)
+class Conversation:
+    id: uuid.UUID
+    workspace: str
+    agent: str
+    status: str
+    active_run_id: uuid.UUID | None
+    created_at: datetime
+    updated_at: datetime
+
+
+@dataclass(slots=True)
+class RunError:
+    code: str
+    message: str
+
+
+@dataclass(slots=True)
+class Usage:
+    requests: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    tool_calls: int = 0
+
+    def add(self, other: Usage) -> Usage:
+        return Usage(
+            requests=self.requests + other.requests,
+            input_tokens=self.input_tokens + other.input_tokens,
+            output_tokens=self.output_tokens + other.output_tokens,
+            tool_calls=self.tool_calls + other.tool_calls,
+        )
+
+
+@dataclass(slots=True)
+class Run:
+    id: uuid.UUID
+    conversation_id: uuid.UUID
+    workspace: str
+    agent: str
+    status: RunStatus
+    input: str
+    output: str | None
+    error: RunError | None
+    segment: int
+    awaiting_count: int
+    usage: Usage
+    cancel_requested: bool
+    lease_owner: str | None
+    lease_expires_at: datetime | None
+    created_at: datetime
+    updated_at: datetime
+    finished_at: datetime | None
+
+
+@dataclass(slots=True)
+class PendingCall:
+    correlation_id: uuid.UUID
+    conversation_id: uuid.UUID
+    run_id: uuid.UUID
+    workspace: str
+    segment: int
+    tool_call_id: str
+    tool_name: str
+    agent: str
+    executor: Executor
+    kind: PendingKind
+    args: dict[str, Any]
+    args_summary: dict[str, Any]
+    args_hash: str
+    effect_description: str
+    status: PendingStatus
+    created_at: datetime
+    expires_at: datetime
+    resolved_at: datetime | None = None
+    resolved_by: str | None = None
+    reason: str | None = None
+    resolution: dict[str, Any] | None = None
+
+
+@dataclass(slots=True)
+class StoredMessage:
+    """One pydantic-ai message as JSON, at its place in the append-only log."""
+
+    conversation_id: uuid.UUID
+    seq: int
+    run_id: uuid.UUID | None
+    body: str
+    created_at: datetime
+
+
+@dataclass(slots=True)
+class ToolCallRecord:
+    conversation_id: uuid.UUID
+    run_id: uuid.UUID
+    tool_call_id: str
+    metadata: ToolCallMetadata
+    result: Any = None
+    error_code: str | None = None
+
+
+@dataclass(slots=True)
+class AuditEntry:
+    action: str
+    actor: str
+    workspace: str
+    conversation_id: uuid.UUID | None = None
+    run_id: uuid.UUID | None = None
+    correlation_id: uuid.UUID | None = None
+    details: dict[str, Any] = field(default_factory=dict)
+    id: int | None = None
+    at: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Principal:
+    """Who is calling: the identity every decision is recorded under."""
+
+    id: str
+    role: str
+    workspace: str | None
+
+    @property
+    def is_admin(self) -> bool:
+        return self.role == "admin"
+
+    def can_see(self, workspace: str) -> bool:
+        return self.is_admin or self.workspace == workspace

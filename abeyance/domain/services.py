@@ -1,0 +1,347 @@
+"""Use cases. Each runs in one unit of work and commits once; they speak only to ports."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from abeyance.domain.errors import ArgsChanged, NotFound, RunActive, Stale, ValidationFailed
+from abeyance.domain.ports import RunNotifier, ToolCatalog, UnitOfWorkFactory
+from abeyance.domain.records import (
+    AuditEntry,
+    Conversation,
+    PendingCall,
+    Principal,
+    Run,
+    StoredMessage,
+    ToolCallRecord,
+    Usage,
+)
+from abeyance.domain.sanitize import args_hash as compute_args_hash
+from abeyance.domain.states import Decision, PendingStatus, RunStatus, decide
+from abeyance.domain.tools import PendingKind
+
+Clock = Callable[[], datetime]
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+@dataclass(frozen=True, slots=True)
+class Resolution:
+    """What an operator or user decided about one pending call."""
+
+    decision: Decision
+    reason: str | None = None
+    args: dict[str, Any] | None = None
+    result: Any = None
+    args_hash: str | None = None
+
+
+@dataclass(slots=True)
+class RunView:
+    run: Run
+    pending: list[PendingCall]
+
+
+class AgentService:
+    """Conversations, messages, runs and pending calls, as HTTP clients and operators use them."""
+
+    def __init__(
+        self,
+        uow: UnitOfWorkFactory,
+        catalog: ToolCatalog,
+        notifier: RunNotifier,
+        *,
+        clock: Clock = utcnow,
+        max_content_chars: int = 32_000,
+    ) -> None:
+        self._uow = uow
+        self._catalog = catalog
+        self._notifier = notifier
+        self._clock = clock
+        self._max_content_chars = max_content_chars
+
+    async def create_conversation(
+        self, principal: Principal, agent: str, workspace: str | None
+    ) -> Conversation:
+        if agent not in self._catalog.agent_names():
+            raise ValidationFailed(
+                f"unknown agent {agent!r}", extra={"errors": [{"loc": ["agent"], "msg": "unknown agent"}]}
+            )
+        ws = workspace or principal.workspace or "default"
+        if not principal.can_see(ws):
+            raise NotFound("workspace not found")
+        now = self._clock()
+        conversation = Conversation(
+            id=uuid.uuid4(),
+            workspace=ws,
+            agent=agent,
+            status="open",
+            active_run_id=None,
+            created_at=now,
+            updated_at=now,
+        )
+        async with self._uow() as uow:
+            await uow.conversations.add(conversation)
+            await uow.commit()
+        return conversation
+
+    async def get_conversation(self, principal: Principal, conversation_id: uuid.UUID) -> Conversation:
+        async with self._uow() as uow:
+            return await self._visible_conversation(uow, principal, conversation_id)
+
+    async def conversation_detail(
+        self, principal: Principal, conversation_id: uuid.UUID
+    ) -> tuple[Conversation, list[StoredMessage], RunView | None]:
+        async with self._uow() as uow:
+            conversation = await self._visible_conversation(uow, principal, conversation_id)
+            messages = await uow.messages.list(conversation_id)
+            active = None
+            if conversation.active_run_id is not None:
+                run = await uow.runs.get(conversation.active_run_id)
+                if run is not None:
+                    pending = await uow.pending.for_run(run.id, PendingStatus.AWAITING)
+                    active = RunView(run=run, pending=pending)
+            return conversation, messages, active
+
+    async def post_message(self, principal: Principal, conversation_id: uuid.UUID, content: str) -> Run:
+        """Write the user message's run as `queued`; the worker turns it into messages."""
+        if not content.strip():
+            raise ValidationFailed(
+                "content is empty", extra={"errors": [{"loc": ["content"], "msg": "empty"}]}
+            )
+        if len(content) > self._max_content_chars:
+            raise ValidationFailed(
+                f"content is longer than {self._max_content_chars} characters",
+                extra={"errors": [{"loc": ["content"], "msg": "too long"}]},
+            )
+        now = self._clock()
+        async with self._uow() as uow:
+            conversation = await self._visible_conversation(uow, principal, conversation_id)
+            run = Run(
+                id=uuid.uuid4(),
+                conversation_id=conversation.id,
+                workspace=conversation.workspace,
+                agent=conversation.agent,
+                status=RunStatus.QUEUED,
+                input=content,
+                output=None,
+                error=None,
+                segment=0,
+                awaiting_count=0,
+                usage=Usage(),
+                cancel_requested=False,
+                lease_owner=None,
+                lease_expires_at=None,
+                created_at=now,
+                updated_at=now,
+                finished_at=None,
+            )
+            if not await uow.conversations.claim_active_run(conversation.id, run.id, now):
+                fresh = await uow.conversations.get(conversation.id)
+                active = fresh.active_run_id if fresh else None
+                pending = await uow.pending.for_run(active, PendingStatus.AWAITING) if active else []
+                raise RunActive(
+                    "the conversation has a run that has not finished; resolve or cancel it first",
+                    extra={"run_id": str(active) if active else None, "pending": pending},
+                )
+            await uow.runs.add(run)
+            await uow.audit.append(
+                AuditEntry(
+                    action="run.queued",
+                    actor=principal.id,
+                    workspace=conversation.workspace,
+                    conversation_id=conversation.id,
+                    run_id=run.id,
+                ),
+                now,
+            )
+            await uow.commit()
+        await self._notifier.run_queued(run.id)
+        return run
+
+    async def get_run(self, principal: Principal, run_id: uuid.UUID) -> RunView:
+        async with self._uow() as uow:
+            run = await uow.runs.get(run_id)
+            if run is None or not principal.can_see(run.workspace):
+                raise NotFound("run not found")
+            pending = await uow.pending.for_run(run.id, PendingStatus.AWAITING) if run.awaiting_count else []
+            return RunView(run=run, pending=pending)
+
+    async def list_tool_calls(self, principal: Principal, run_id: uuid.UUID) -> list[ToolCallRecord]:
+        async with self._uow() as uow:
+            run = await uow.runs.get(run_id)
+            if run is None or not principal.can_see(run.workspace):
+                raise NotFound("run not found")
+            return await uow.tool_calls.for_run(run_id)
+
+    async def cancel_run(self, principal: Principal, run_id: uuid.UUID) -> RunView:
+        """Cancel a run: awaiting calls become `cancelled` (the model is told on the next turn)."""
+        now = self._clock()
+        async with self._uow() as uow:
+            run = await uow.runs.get(run_id)
+            if run is None or not principal.can_see(run.workspace):
+                raise NotFound("run not found")
+            if run.status.finished:
+                raise Stale(f"the run is already {run.status.value}", extra={"status": run.status.value})
+            if run.status is RunStatus.RUNNING:
+                await uow.runs.transition(
+                    run.id, [RunStatus.RUNNING], RunStatus.RUNNING, now, cancel_requested=True
+                )
+            else:
+                ok = await uow.runs.transition(
+                    run.id, [RunStatus.QUEUED, RunStatus.SUSPENDED], RunStatus.CANCELLED, now, finished_at=now
+                )
+                if not ok:
+                    raise Stale("the run changed while it was being cancelled")
+                for call in await uow.pending.for_run(run.id, PendingStatus.AWAITING):
+                    if await uow.pending.transition(
+                        call.correlation_id,
+                        PendingStatus.CANCELLED,
+                        now,
+                        resolved_by=principal.id,
+                        reason="run cancelled",
+                        resolution={"decision": "cancel"},
+                    ):
+                        await uow.audit.append(
+                            _pending_audit("pending.cancelled", principal.id, call, {}), now
+                        )
+                await uow.conversations.release_active_run(run.conversation_id, run.id, now)
+            await uow.audit.append(
+                AuditEntry(
+                    action="run.cancelled" if run.status is not RunStatus.RUNNING else "run.cancel_requested",
+                    actor=principal.id,
+                    workspace=run.workspace,
+                    conversation_id=run.conversation_id,
+                    run_id=run.id,
+                ),
+                now,
+            )
+            await uow.commit()
+        await self._notifier.run_changed(run_id)
+        return await self.get_run(principal, run_id)
+
+    async def get_pending(self, principal: Principal, correlation_id: uuid.UUID) -> PendingCall:
+        async with self._uow() as uow:
+            call = await uow.pending.get(correlation_id)
+            if call is None or not principal.can_see(call.workspace):
+                raise NotFound("pending call not found")
+            return call
+
+    async def list_pending(
+        self,
+        principal: Principal,
+        *,
+        status: PendingStatus | None,
+        kind: PendingKind | None,
+        tool_name: str | None,
+        after: tuple[datetime, uuid.UUID] | None,
+        limit: int,
+    ) -> list[PendingCall]:
+        async with self._uow() as uow:
+            return await uow.pending.list(
+                workspace=None if principal.is_admin else principal.workspace,
+                status=status,
+                kind=kind,
+                tool_name=tool_name,
+                after=after,
+                limit=limit,
+            )
+
+    async def resolve_pending(
+        self, principal: Principal, correlation_id: uuid.UUID, resolution: Resolution
+    ) -> PendingCall:
+        """Commit one decision. Exactly one of racing resolvers wins; the others get `Stale`.
+
+        Answered as soon as the decision is committed: the resume happens in a worker.
+        """
+        now = self._clock()
+        async with self._uow() as uow:
+            call = await uow.pending.get(correlation_id)
+            if call is None or not principal.can_see(call.workspace):
+                raise NotFound("pending call not found")
+            if call.status is not PendingStatus.AWAITING:
+                raise _stale(call)
+            target = decide(call.kind, resolution.decision)
+            if resolution.args_hash is not None and resolution.args_hash != call.args_hash:
+                raise ArgsChanged(
+                    "the call's arguments are not the ones you reviewed", extra={"args_hash": call.args_hash}
+                )
+            record: dict[str, Any] = {"decision": resolution.decision.value}
+            details: dict[str, Any] = {}
+            if resolution.decision is Decision.APPROVE and resolution.args is not None:
+                edited = self._catalog.validate_args(call.agent, call.tool_name, resolution.args)
+                if edited != call.args:
+                    record["args"] = edited
+                    details = {"edited_args": edited, "args_hash": compute_args_hash(call.tool_name, edited)}
+            if resolution.decision is Decision.ANSWER:
+                record["result"] = resolution.result
+            if not await uow.pending.transition(
+                correlation_id,
+                target,
+                now,
+                resolved_by=principal.id,
+                reason=resolution.reason,
+                resolution=record,
+            ):
+                fresh = await uow.pending.get(correlation_id)
+                raise _stale(fresh or call)
+            await uow.audit.append(
+                _pending_audit(
+                    _AUDIT_ACTIONS[target], principal.id, call, {"reason": resolution.reason, **details}
+                ),
+                now,
+            )
+            requeued = await uow.runs.resolve_one_awaiting(call.run_id, now)
+            await uow.commit()
+            resolved = await uow.pending.get(correlation_id)
+        if requeued:
+            await self._notifier.run_queued(call.run_id)
+        assert resolved is not None
+        return resolved
+
+    async def _visible_conversation(
+        self, uow: Any, principal: Principal, conversation_id: uuid.UUID
+    ) -> Conversation:
+        conversation: Conversation | None = await uow.conversations.get(conversation_id)
+        if conversation is None or not principal.can_see(conversation.workspace):
+            raise NotFound("conversation not found")
+        return conversation
+
+
+_AUDIT_ACTIONS = {
+    PendingStatus.APPROVED: "pending.approved",
+    PendingStatus.DENIED: "pending.denied",
+    PendingStatus.REVISION_REQUESTED: "pending.revision_requested",
+    PendingStatus.ANSWERED: "pending.answered",
+    PendingStatus.EXPIRED: "pending.expired",
+    PendingStatus.CANCELLED: "pending.cancelled",
+}
+
+
+def _stale(call: PendingCall) -> Stale:
+    return Stale(
+        f"the pending call is already {call.status.value}",
+        extra={
+            "pending_status": call.status.value,
+            "resolved_by": call.resolved_by,
+            "resolved_at": call.resolved_at.isoformat() if call.resolved_at else None,
+        },
+    )
+
+
+def _pending_audit(action: str, actor: str, call: PendingCall, details: dict[str, Any]) -> AuditEntry:
+    return AuditEntry(
+        action=action,
+        actor=actor,
+        workspace=call.workspace,
+        conversation_id=call.conversation_id,
+        run_id=call.run_id,
+        correlation_id=call.correlation_id,
+        details={"tool_name": call.tool_name, "tool_call_id": call.tool_call_id, **details},
+    )

@@ -1,0 +1,250 @@
+"""The one wrapper around every tool call.
+
+It enforces the tool contract (approval gate, human/client executors), turns every outcome
+into the `{"ok": ...}` convention without crashing the run or spending retries, and emits one
+`ToolCallMetadata` per executed call (log event, span attributes, `tool_calls` row).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import Mapping
+from contextvars import ContextVar
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import structlog
+from opentelemetry import trace
+from pydantic_ai import RunContext
+from pydantic_ai.capabilities import AbstractCapability
+from pydantic_ai.capabilities.abstract import WrapToolExecuteHandler
+from pydantic_ai.exceptions import ApprovalRequired, CallDeferred, ModelRetry, ToolFailed
+from pydantic_ai.messages import ToolCallPart
+from pydantic_ai.tools import ToolDefinition
+
+from abeyance.domain.errors import ToolError, ok_result, unexpected_error_result
+from abeyance.domain.ports import UnitOfWork, UnitOfWorkFactory
+from abeyance.domain.records import ToolCallMetadata, ToolCallRecord
+from abeyance.domain.services import Clock
+from abeyance.domain.tools import Executor, PendingKind, ToolSpec
+
+log = structlog.get_logger("abeyance.tools")
+
+REDISPATCH = "redispatch"
+EDITED_ARGS = "edited_args"
+
+
+class PreApprovalPolicy:
+    """Decides whether a gated call is covered by a workspace pre-approval. Default: never."""
+
+    async def covering_authorization(
+        self, workspace: str, tool_name: str, args: Mapping[str, Any], now: datetime
+    ) -> str | None:
+        return None
+
+
+@dataclass(slots=True)
+class RunDeps:
+    """What every tool call of one segment can reach."""
+
+    conversation_id: uuid.UUID
+    run_id: uuid.UUID
+    workspace: str
+    agent_name: str
+    uow: UnitOfWorkFactory
+    clock: Clock
+    policy: PreApprovalPolicy
+
+
+@dataclass(frozen=True, slots=True)
+class _CallTiming:
+    started_at: datetime
+    t0: float
+
+
+_timing: ContextVar[_CallTiming | None] = ContextVar("abeyance_tool_call_timing", default=None)
+
+
+class AlreadyApplied(Exception):
+    """A side effect for this tool call id was committed before; carries the stored outcome."""
+
+    def __init__(self, payload: Any) -> None:
+        super().__init__("already applied")
+        self.payload = payload
+
+
+async def record_effect(uow: UnitOfWork, ctx: RunContext[RunDeps], tool_name: str, result: Any) -> None:
+    """Record a side effect's outcome in the same transaction as the effect.
+
+    The `(conversation_id, tool_call_id)` row is the idempotency record: when it already
+    exists, the effect was applied by an earlier dispatch of the same call, and the caller's
+    transaction must not commit (`AlreadyApplied` makes sure it rolls back).
+    """
+    deps = ctx.deps
+    timing = _timing.get() or _CallTiming(deps.clock(), time.perf_counter())
+    payload = ok_result(result)
+    md = ToolCallMetadata(
+        tool_name=tool_name,
+        agent_name=deps.agent_name,
+        latency_ms=round((time.perf_counter() - timing.t0) * 1000, 3),
+        ok=True,
+        error_class=None,
+        trace_id=_trace_id(),
+        started_at=timing.started_at,
+        ended_at=deps.clock(),
+    )
+    inserted = await uow.tool_calls.record(
+        ToolCallRecord(
+            conversation_id=deps.conversation_id,
+            run_id=deps.run_id,
+            tool_call_id=ctx.tool_call_id or "",
+            metadata=md,
+            result=payload,
+        )
+    )
+    if not inserted:
+        previous = await uow.tool_calls.get(deps.conversation_id, ctx.tool_call_id or "")
+        raise AlreadyApplied(previous.result if previous else payload)
+
+
+def _trace_id() -> str | None:
+    context = trace.get_current_span().get_span_context()
+    return format(context.trace_id, "032x") if context.is_valid else None
+
+
+def failure_message(payload: Mapping[str, Any]) -> str:
+    return json.dumps(payload, default=str)
+
+
+class ObservedTools(AbstractCapability[RunDeps]):
+    def __init__(self, specs: Mapping[str, ToolSpec]) -> None:
+        self._specs = dict(specs)
+
+    async def wrap_tool_execute(
+        self,
+        ctx: RunContext[RunDeps],
+        *,
+        call: ToolCallPart,
+        tool_def: ToolDefinition,
+        args: dict[str, Any],
+        handler: WrapToolExecuteHandler,
+    ) -> Any:
+        spec = self._specs.get(call.tool_name)
+        if spec is None:
+            return await handler(args)
+        deps = ctx.deps
+        metadata = ctx.tool_call_metadata or {}
+        approved = ctx.tool_call_approved and not metadata.get(REDISPATCH)
+        if spec.gated and not approved:
+            authorization = await self._pre_approval(deps, spec, args)
+            if authorization is None:
+                raise ApprovalRequired(metadata={"kind": PendingKind.APPROVAL.value})
+        external = spec.external_kind()
+        if external is not None:
+            raise CallDeferred(
+                metadata={"kind": external.value},
+                kind="question" if spec.executor is Executor.HUMAN else "external",
+            )
+        return await self._execute(ctx, spec, call, args, handler, metadata)
+
+    async def _pre_approval(self, deps: RunDeps, spec: ToolSpec, args: Mapping[str, Any]) -> str | None:
+        try:
+            return await deps.policy.covering_authorization(deps.workspace, spec.name, args, deps.clock())
+        except Exception:
+            # Fail closed: a policy that cannot be evaluated gates the call.
+            log.exception("pre_approval.unavailable", tool_name=spec.name)
+            return None
+
+    async def _execute(
+        self,
+        ctx: RunContext[RunDeps],
+        spec: ToolSpec,
+        call: ToolCallPart,
+        args: dict[str, Any],
+        handler: WrapToolExecuteHandler,
+        metadata: Mapping[str, Any],
+    ) -> Any:
+        deps = ctx.deps
+        async with deps.uow() as uow:
+            previous = await uow.tool_calls.get(deps.conversation_id, call.tool_call_id)
+        if previous is not None:
+            # Dispatched before (a crashed segment): the stored outcome is the outcome.
+            return _replay(previous.result)
+        started_at = deps.clock()
+        t0 = time.perf_counter()
+        error_code: str | None = None
+        token = _timing.set(_CallTiming(started_at, t0))
+        try:
+            payload = ok_result(await handler(args))
+        except AlreadyApplied as exc:
+            return _replay(exc.payload)
+        except (ApprovalRequired, CallDeferred, ModelRetry, ToolFailed):
+            raise
+        except ToolError as exc:
+            payload = exc.to_result()
+            error_code = exc.code
+        except Exception:
+            log.exception("tool.unexpected_error", tool_name=spec.name, tool_call_id=call.tool_call_id)
+            payload = unexpected_error_result()
+            error_code = "UNEXPECTED"
+        finally:
+            _timing.reset(token)
+        if metadata.get(EDITED_ARGS) is not None:
+            payload["args_edited_by_operator"] = metadata[EDITED_ARGS]
+        ended_at = deps.clock()
+        ok = bool(payload["ok"])
+        span = trace.get_current_span()
+        trace_id = _trace_id()
+        md = ToolCallMetadata(
+            tool_name=spec.name,
+            agent_name=deps.agent_name,
+            latency_ms=round((time.perf_counter() - t0) * 1000, 3),
+            ok=ok,
+            error_class=None if ok else payload["error"]["class"],
+            trace_id=trace_id,
+            started_at=started_at,
+            ended_at=ended_at,
+        )
+        async with deps.uow() as uow:
+            await uow.tool_calls.record(
+                ToolCallRecord(
+                    conversation_id=deps.conversation_id,
+                    run_id=deps.run_id,
+                    tool_call_id=call.tool_call_id,
+                    metadata=md,
+                    result=payload,
+                    error_code=error_code,
+                )
+            )
+            await uow.commit()
+        span.set_attributes(
+            {
+                "abeyance.tool.name": md.tool_name,
+                "abeyance.tool.agent": md.agent_name,
+                "abeyance.tool.ok": md.ok,
+                "abeyance.tool.latency_ms": md.latency_ms,
+                "abeyance.tool.error_class": md.error_class or "",
+            }
+        )
+        log.info(
+            "tool.call",
+            tool_name=md.tool_name,
+            agent_name=md.agent_name,
+            latency_ms=md.latency_ms,
+            ok=md.ok,
+            error_class=md.error_class,
+            trace_id=md.trace_id,
+            tool_call_id=call.tool_call_id,
+            run_id=str(deps.run_id),
+            conversation_id=str(deps.conversation_id),
+        )
+        return _replay(payload)
+
+
+def _replay(payload: Any) -> Any:
+    if isinstance(payload, dict) and payload.get("ok") is False:
+        raise ToolFailed(failure_message(payload))
+    return payload

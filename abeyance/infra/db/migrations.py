@@ -1,0 +1,45 @@
+"""Run the Alembic migrations programmatically (the CLI and the tests go through here)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from alembic.config import Config
+
+from alembic import command
+
+PROJECT_ROOT = Path(__file__).resolve().parents[3]
+
+
+def alembic_config(url: str) -> Config:
+    config = Config(str(PROJECT_ROOT / "alembic.ini"))
+    config.set_main_option("script_location", str(PROJECT_ROOT / "alembic"))
+    config.attributes["database_url"] = url
+    return config
+
+
+def _outside_loop(fn: Callable[[], None]) -> None:
+    """Alembic's async env starts its own event loop, which needs a thread without one."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        fn()
+        return
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        pool.submit(fn).result()
+
+
+def upgrade(url: str, revision: str = "head") -> None:
+    _outside_loop(lambda: command.upgrade(alembic_config(url), revision))
+
+
+def downgrade(url: str, revision: str) -> None:
+    _outside_loop(lambda: command.downgrade(alembic_config(url), revision))
+
+
+async def upgrade_async(url: str, revision: str = "head") -> None:
+    """From inside a running event loop: Alembic's async env starts its own loop, so use a thread."""
+    await asyncio.to_thread(upgrade, url, revision)

@@ -1,0 +1,100 @@
+"""`abeyance demo seed`: a few realistic dead letters and failure clusters to look at."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from abeyance.domain.ports import UnitOfWorkFactory
+
+CLUSTERS = [
+    (
+        "clu_webhook_timeout",
+        "POST https://hooks.example.com/* timed out after 10 s",
+        "Partner webhook timeouts",
+    ),
+    (
+        "clu_schema_v2",
+        "payload.customer.tier: field required",
+        "Events missing customer.tier after schema v2",
+    ),
+]
+
+LETTERS = [
+    (
+        "evt_1001",
+        "invoice.paid",
+        "clu_webhook_timeout",
+        "ReadTimeout: hooks.example.com did not answer in 10 s",
+        {"invoice_id": "inv_8812", "amount_cents": 12900, "currency": "EUR"},
+    ),
+    (
+        "evt_1002",
+        "invoice.paid",
+        "clu_webhook_timeout",
+        "ReadTimeout: hooks.example.com did not answer in 10 s",
+        {"invoice_id": "inv_8813", "amount_cents": 4500, "currency": "EUR"},
+    ),
+    (
+        "evt_1003",
+        "customer.updated",
+        "clu_schema_v2",
+        "ValidationError: payload.customer.tier: field required",
+        {"customer_id": "cus_311", "email": "ana@example.com"},
+    ),
+    (
+        "evt_1004",
+        "subscription.renewed",
+        None,
+        "HTTP 502 from billing-gateway",
+        {"subscription_id": "sub_77", "plan": "team"},
+    ),
+]
+
+
+async def seed_demo(uow: UnitOfWorkFactory, workspace: str, now: datetime) -> int:
+    """Insert the demo rows unless they exist; returns how many dead letters were added."""
+    added = 0
+    async with uow() as u:
+        existing = {c["cluster_id"] for c in await u.ops.list_clusters(workspace, None)}
+        for cluster_id, signature, title in CLUSTERS:
+            if f"{workspace}:{cluster_id}" in existing or cluster_id in existing:
+                continue
+            await u.ops.add_cluster(
+                {
+                    "id": cluster_id if workspace == "default" else f"{workspace}:{cluster_id}",
+                    "workspace": workspace,
+                    "signature": signature,
+                    "title": title,
+                    "status": "open",
+                    "notes": None,
+                    "first_seen": now - timedelta(hours=6),
+                    "last_seen": now - timedelta(minutes=5),
+                    "updated_at": now,
+                }
+            )
+        for i, (event_id, topic, cluster_id, error, payload) in enumerate(LETTERS):
+            full_id = event_id if workspace == "default" else f"{workspace}:{event_id}"
+            if await u.ops.get_dead_letter(workspace, full_id) is not None:
+                continue
+            cluster = None
+            if cluster_id is not None:
+                cluster = cluster_id if workspace == "default" else f"{workspace}:{cluster_id}"
+            await u.ops.add_dead_letter(
+                {
+                    "id": full_id,
+                    "workspace": workspace,
+                    "outbox_id": None,
+                    "topic": topic,
+                    "payload": payload,
+                    "error": error,
+                    "attempts": 5,
+                    "cluster_id": cluster,
+                    "status": "dead",
+                    "replay_count": 0,
+                    "failed_at": now - timedelta(minutes=30 - i),
+                    "replayed_at": None,
+                }
+            )
+            added += 1
+        await u.commit()
+    return added

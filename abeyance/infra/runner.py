@@ -1,0 +1,447 @@
+"""The agent runner: one claimed run, one segment of pydantic-ai, persisted as it goes."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+import structlog
+from pydantic import TypeAdapter
+from pydantic_ai import Agent
+from pydantic_ai.exceptions import ToolFailed, UsageLimitExceeded
+from pydantic_ai.messages import (
+    ModelMessage,
+    ModelResponse,
+    RetryPromptPart,
+    TextPart,
+    ToolCallPart,
+    ToolReturnPart,
+)
+from pydantic_ai.models import Model
+from pydantic_ai.tools import DeferredToolRequests, DeferredToolResults, ToolApproved, ToolDenied
+from pydantic_ai.usage import UsageLimits
+
+from abeyance.domain.errors import ToolPolicyError, ok_result
+from abeyance.domain.ports import UnitOfWorkFactory
+from abeyance.domain.records import AuditEntry, PendingCall, Run, RunError, StoredMessage, Usage
+from abeyance.domain.sanitize import args_hash, sanitize
+from abeyance.domain.services import Clock
+from abeyance.domain.states import PendingStatus, RunStatus
+from abeyance.domain.tools import Executor, PendingKind
+from abeyance.infra.agents.declarations import AgentDefinition
+from abeyance.infra.agents.observed import (
+    EDITED_ARGS,
+    REDISPATCH,
+    ObservedTools,
+    PreApprovalPolicy,
+    RunDeps,
+    failure_message,
+)
+from abeyance.infra.notifier import LocalRunNotifier
+
+log = structlog.get_logger("abeyance.runner")
+MESSAGE = TypeAdapter(ModelMessage)
+ACTOR = "system:worker"
+
+
+def build_agent(definition: AgentDefinition, model: Model) -> Agent[RunDeps, str | DeferredToolRequests]:
+    return Agent(
+        model,
+        name=definition.name,
+        instructions=definition.instructions,
+        deps_type=RunDeps,
+        output_type=[str, DeferredToolRequests],
+        tools=[declared.tool for declared in definition.tools],
+        capabilities=[ObservedTools({d.spec.name: d.spec for d in definition.tools})],
+    )
+
+
+def encode(message: ModelMessage) -> str:
+    return MESSAGE.dump_json(message).decode()
+
+
+def decode(stored: Sequence[StoredMessage]) -> list[ModelMessage]:
+    return [MESSAGE.validate_json(m.body) for m in stored]
+
+
+def unanswered_tool_calls(history: Sequence[ModelMessage]) -> list[ToolCallPart]:
+    """Tool calls of the last model response that have no result in the log yet."""
+    answered: set[str] = set()
+    for message in reversed(history):
+        if isinstance(message, ModelResponse):
+            return [
+                p for p in message.parts if isinstance(p, ToolCallPart) and p.tool_call_id not in answered
+            ]
+        for part in message.parts:
+            if isinstance(part, ToolReturnPart | RetryPromptPart) and part.tool_call_id:
+                answered.add(part.tool_call_id)
+    return []
+
+
+def _policy_denial(code: str, message: str) -> str:
+    return failure_message(ToolPolicyError(message, code=code).to_result())
+
+
+def denial_for(call: PendingCall) -> str:
+    """What the model sees for a suspension that did not end in approval or an answer."""
+    reason = (call.reason or "").strip()
+    match call.status:
+        case PendingStatus.DENIED:
+            return _policy_denial(
+                "APPROVAL_DENIED", f"The operator denied this call. Reason: {reason or 'none given'}."
+            )
+        case PendingStatus.REVISION_REQUESTED:
+            return _policy_denial(
+                "REVISION_REQUESTED",
+                "The operator did not run this call and asks for a revised one. "
+                f"Notes: {reason or 'none given'}. You may propose a new call with revised arguments.",
+            )
+        case PendingStatus.EXPIRED:
+            waited = call.expires_at - call.created_at
+            return _policy_denial(
+                "APPROVAL_EXPIRED", f"No decision within {_human(waited)}; the action was not performed."
+            )
+        case PendingStatus.CANCELLED:
+            return _policy_denial(
+                "CANCELLED", "The run was cancelled before a decision; the action was not performed."
+            )
+        case _:
+            raise ValueError(f"no denial for status {call.status}")
+
+
+def _human(delta: timedelta) -> str:
+    seconds = int(delta.total_seconds())
+    if seconds % 3600 == 0 and seconds >= 3600:
+        return f"{seconds // 3600} h"
+    if seconds % 60 == 0 and seconds >= 60:
+        return f"{seconds // 60} min"
+    return f"{seconds} s"
+
+
+class NotReady(Exception):
+    """The run was queued while one of its calls still awaits a decision (should not happen)."""
+
+
+class LeaseLost(Exception):
+    """Another worker owns the run now; stop without writing."""
+
+
+@dataclass(slots=True)
+class Timeouts:
+    approval: timedelta
+    elicitation: timedelta
+    client_exec: timedelta
+
+    def as_mapping(self) -> Mapping[PendingKind, timedelta]:
+        return {
+            PendingKind.APPROVAL: self.approval,
+            PendingKind.ELICITATION: self.elicitation,
+            PendingKind.CLIENT_EXEC: self.client_exec,
+        }
+
+
+class AgentRunner:
+    """Runs one segment of a claimed run and leaves the run suspended, completed, failed or cancelled."""
+
+    def __init__(
+        self,
+        uow: UnitOfWorkFactory,
+        definitions: Mapping[str, AgentDefinition],
+        model: Model,
+        notifier: LocalRunNotifier,
+        *,
+        clock: Clock,
+        step_limit: int,
+        timeouts: Timeouts,
+        lease: timedelta,
+        policy: PreApprovalPolicy | None = None,
+    ) -> None:
+        self._uow = uow
+        self._definitions = dict(definitions)
+        self._agents = {name: build_agent(d, model) for name, d in definitions.items()}
+        self._notifier = notifier
+        self._clock = clock
+        self._step_limit = step_limit
+        self._timeouts = timeouts.as_mapping()
+        self._lease = lease
+        self._policy = policy or PreApprovalPolicy()
+
+    async def run_segment(self, run: Run, owner: str) -> RunStatus | None:
+        bound = log.bind(run_id=str(run.id), conversation_id=str(run.conversation_id), segment=run.segment)
+        try:
+            status = await self._run_segment(run, owner, bound)
+        except LeaseLost:
+            bound.warning("run.lease_lost")
+            return None
+        await self._notifier.run_changed(run.id)
+        return status
+
+    async def _run_segment(self, run: Run, owner: str, bound: Any) -> RunStatus:
+        async with self._uow() as uow:
+            stored = await uow.messages.list(run.conversation_id)
+            history = decode(stored)
+            tail = unanswered_tool_calls(history)
+            rows = await uow.pending.by_tool_call_ids(run.conversation_id, [p.tool_call_id for p in tail])
+            tail_runs = {m.run_id for m in stored[-2:]}
+            previous_runs = {rid: await uow.runs.get(rid) for rid in tail_runs if rid and rid != run.id}
+        started = any(m.run_id == run.id for m in stored)
+        if started and history and isinstance(history[-1], ModelResponse) and not tail:
+            # A crash after the final answer was stored but before the run was marked done.
+            text = "".join(p.content for p in history[-1].parts if isinstance(p, TextPart))
+            return await self._finish(run, owner, [], RunStatus.COMPLETED, run.usage, output=text)
+        cancelled_tail = any(
+            r is not None and r.status is RunStatus.CANCELLED for r in previous_runs.values()
+        )
+        results = self._deferred_results(tail, rows, cancelled_tail)
+        remaining = self._step_limit - run.usage.requests
+        if remaining <= 0:
+            return await self._step_limit_reached(run, owner, [], run.usage)
+
+        agent = self._agents[run.agent]
+        deps = RunDeps(
+            conversation_id=run.conversation_id,
+            run_id=run.id,
+            workspace=run.workspace,
+            agent_name=run.agent,
+            uow=self._uow,
+            clock=self._clock,
+            policy=self._policy,
+        )
+        persisted = 0
+        usage = run.usage
+        agent_run = None
+        bound.info("run.segment_started", resumed=bool(results))
+        try:
+            async with agent.iter(
+                None if started else run.input,
+                message_history=history,
+                deferred_tool_results=results,
+                deps=deps,
+                usage_limits=UsageLimits(request_limit=remaining),
+            ) as agent_run:
+                async for node in agent_run:
+                    if Agent.is_end_node(node):
+                        break
+                    new = agent_run.new_messages()
+                    if len(new) > persisted:
+                        usage = run.usage.add(_usage(agent_run.usage))
+                        if await self._persist(run, owner, new[persisted:], usage):
+                            return await self._finish(run, owner, [], RunStatus.CANCELLED, usage)
+                        persisted = len(new)
+                result = agent_run.result
+                usage = run.usage.add(_usage(agent_run.usage))
+                new = agent_run.new_messages()[persisted:]
+        except UsageLimitExceeded:
+            unsaved = agent_run.new_messages()[persisted:] if agent_run else []
+            return await self._step_limit_reached(run, owner, unsaved, usage)
+        except LeaseLost:
+            raise
+        except Exception as exc:
+            bound.exception("run.segment_error")
+            return await self._finish(
+                run,
+                owner,
+                agent_run.new_messages()[persisted:] if agent_run else [],
+                RunStatus.FAILED,
+                usage,
+                error=RunError("model_error", f"{type(exc).__name__}: {exc}"[:500]),
+            )
+        if result is None:
+            raise RuntimeError("agent run ended without a result")
+        output = result.output
+        if isinstance(output, DeferredToolRequests):
+            return await self._suspend(run, owner, new, output, usage)
+        return await self._finish(run, owner, new, RunStatus.COMPLETED, usage, output=output)
+
+    def _deferred_results(
+        self, tail: Sequence[ToolCallPart], rows: Sequence[PendingCall], cancelled_tail: bool
+    ) -> DeferredToolResults | None:
+        if not tail:
+            return None
+        latest: dict[str, PendingCall] = {}
+        for row in sorted(rows, key=lambda r: r.created_at):
+            latest[row.tool_call_id] = row
+        results = DeferredToolResults()
+        for part in tail:
+            row = latest.get(part.tool_call_id)
+            call_id = part.tool_call_id
+            if row is None:
+                if cancelled_tail:
+                    results.approvals[call_id] = ToolDenied(
+                        _policy_denial("CANCELLED", "The run was cancelled; the call was not performed.")
+                    )
+                else:
+                    # Dispatched by a segment that died: run it again under the same id.
+                    results.approvals[call_id] = ToolApproved()
+                    results.metadata[call_id] = {REDISPATCH: True}
+                continue
+            if row.status is PendingStatus.AWAITING:
+                raise NotReady(f"pending call {row.correlation_id} is still awaiting")
+            if row.kind is PendingKind.APPROVAL:
+                if row.status is PendingStatus.APPROVED:
+                    edited = (row.resolution or {}).get("args")
+                    results.approvals[call_id] = ToolApproved(override_args=edited)
+                    if edited is not None:
+                        results.metadata[call_id] = {EDITED_ARGS: edited}
+                else:
+                    results.approvals[call_id] = ToolDenied(denial_for(row))
+            elif row.status is PendingStatus.ANSWERED:
+                results.calls[call_id] = ok_result((row.resolution or {}).get("result"))
+            elif row.status is PendingStatus.DENIED:
+                results.calls[call_id] = ToolFailed(
+                    _policy_denial(
+                        "ANSWER_DECLINED", f"No answer was given. Reason: {row.reason or 'none given'}."
+                    )
+                )
+            else:
+                results.calls[call_id] = ToolFailed(denial_for(row))
+        return results
+
+    async def _persist(self, run: Run, owner: str, messages: Sequence[ModelMessage], usage: Usage) -> bool:
+        """Append new messages and renew the lease in one transaction; True if a cancel was requested."""
+        now = self._clock()
+        async with self._uow() as uow:
+            await uow.messages.append(run.conversation_id, run.id, [encode(m) for m in messages], now)
+            if not await uow.runs.record_progress(run.id, owner, usage, now, now + self._lease):
+                raise LeaseLost()
+            cancel = await uow.runs.cancel_requested(run.id)
+            await uow.commit()
+        return cancel
+
+    async def _suspend(
+        self,
+        run: Run,
+        owner: str,
+        messages: Sequence[ModelMessage],
+        output: DeferredToolRequests,
+        usage: Usage,
+    ) -> RunStatus:
+        now = self._clock()
+        definition = self._definitions[run.agent]
+        calls: list[PendingCall] = []
+        for part, default_kind in [(p, PendingKind.APPROVAL) for p in output.approvals] + [
+            (p, PendingKind.ELICITATION) for p in output.calls
+        ]:
+            spec = definition.spec(part.tool_name)
+            kind = PendingKind(output.metadata.get(part.tool_call_id, {}).get("kind", default_kind.value))
+            args = part.args_as_dict()
+            calls.append(
+                PendingCall(
+                    correlation_id=uuid.uuid4(),
+                    conversation_id=run.conversation_id,
+                    run_id=run.id,
+                    workspace=run.workspace,
+                    segment=run.segment,
+                    tool_call_id=part.tool_call_id,
+                    tool_name=part.tool_name,
+                    agent=run.agent,
+                    executor=spec.executor if spec else Executor.SERVER,
+                    kind=kind,
+                    args=args,
+                    args_summary=sanitize(args),
+                    args_hash=args_hash(part.tool_name, args),
+                    effect_description=spec.describe_effect(args) if spec else f"Run {part.tool_name}",
+                    status=PendingStatus.AWAITING,
+                    created_at=now,
+                    expires_at=now
+                    + (spec.timeout_for(kind, self._timeouts) if spec else self._timeouts[kind]),
+                )
+            )
+        async with self._uow() as uow:
+            await uow.messages.append(run.conversation_id, run.id, [encode(m) for m in messages], now)
+            if not await uow.runs.finish(
+                run.id, owner, RunStatus.SUSPENDED, now, usage=usage, awaiting_count=len(calls)
+            ):
+                raise LeaseLost()
+            for call in calls:
+                await uow.pending.add(call)
+                await uow.audit.append(
+                    AuditEntry(
+                        action="pending.requested",
+                        actor=ACTOR,
+                        workspace=run.workspace,
+                        conversation_id=run.conversation_id,
+                        run_id=run.id,
+                        correlation_id=call.correlation_id,
+                        details={
+                            "tool_name": call.tool_name,
+                            "tool_call_id": call.tool_call_id,
+                            "kind": call.kind,
+                        },
+                    ),
+                    now,
+                )
+            await uow.audit.append(self._run_audit(run, "run.suspended", {"pending": len(calls)}), now)
+            await uow.commit()
+        log.info("run.suspended", run_id=str(run.id), pending=len(calls))
+        return RunStatus.SUSPENDED
+
+    async def _step_limit_reached(
+        self, run: Run, owner: str, messages: Sequence[ModelMessage], usage: Usage
+    ) -> RunStatus:
+        return await self._finish(
+            run,
+            owner,
+            messages,
+            RunStatus.FAILED,
+            usage,
+            error=RunError(
+                "step_limit",
+                f"the agent made {self._step_limit} model requests in this run without finishing; "
+                "the conversation stays usable",
+            ),
+        )
+
+    async def _finish(
+        self,
+        run: Run,
+        owner: str,
+        messages: Sequence[ModelMessage],
+        status: RunStatus,
+        usage: Usage,
+        *,
+        output: str | None = None,
+        error: RunError | None = None,
+    ) -> RunStatus:
+        now = self._clock()
+        async with self._uow() as uow:
+            await uow.messages.append(run.conversation_id, run.id, [encode(m) for m in messages], now)
+            if not await uow.runs.finish(run.id, owner, status, now, usage=usage, output=output, error=error):
+                raise LeaseLost()
+            if status is RunStatus.CANCELLED:
+                await uow.audit.append(self._run_audit(run, "run.cancelled", {}), now)
+            else:
+                details = {"error": error.code} if error else {}
+                await uow.audit.append(self._run_audit(run, f"run.{status.value}", details), now)
+            await uow.conversations.release_active_run(run.conversation_id, run.id, now)
+            await uow.commit()
+        log.info(f"run.{status.value}", run_id=str(run.id), error=error.code if error else None)
+        return status
+
+    @staticmethod
+    def _run_audit(run: Run, action: str, details: dict[str, Any]) -> AuditEntry:
+        return AuditEntry(
+            action=action,
+            actor=ACTOR,
+            workspace=run.workspace,
+            conversation_id=run.conversation_id,
+            run_id=run.id,
+            details=details,
+        )
+
+
+def _usage(usage: Any) -> Usage:
+    return Usage(
+        requests=usage.requests,
+        input_tokens=usage.input_tokens,
+        output_tokens=usage.output_tokens,
+        tool_calls=usage.tool_calls,
+    )
+
+
+def dumps(value: Any) -> str:
+    return json.dumps(value, default=str)

@@ -1,0 +1,132 @@
+"""Shared fixtures: real SQLite and PostgreSQL databases, migrated with Alembic, and the real app."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import uuid
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+from litestar.testing import AsyncTestClient
+from pydantic_ai import models
+
+from abeyance.app.container import Container, build_container
+from abeyance.app.main import create_app
+from abeyance.app.settings import Settings
+from abeyance.domain.services import utcnow
+from abeyance.infra.db.engine import create_engine
+from abeyance.infra.db.migrations import downgrade, upgrade
+from abeyance.infra.db.tables import metadata
+from abeyance.infra.db.uow import SqlUnitOfWorkFactory
+from abeyance.infra.demo import seed_demo
+
+models.ALLOW_MODEL_REQUESTS = False
+
+PG_URL = os.environ.get("ABEYANCE_TEST_PG_URL", "postgresql+asyncpg://postgres@127.0.0.1:5432/test")
+
+
+@pytest.fixture(scope="session")
+def sqlite_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("sqlite") / "template.db"
+    upgrade(f"sqlite+aiosqlite:///{path}")
+    return path
+
+
+@pytest.fixture(scope="session")
+def pg_migrated() -> str:
+    downgrade(PG_URL, "base")
+    upgrade(PG_URL)
+    return PG_URL
+
+
+async def _truncate_pg(url: str) -> None:
+    engine = create_engine(url)
+    async with engine.begin() as conn:
+        names = ", ".join(t.name for t in metadata.sorted_tables)
+        await conn.execute(sa.text(f"TRUNCATE {names} RESTART IDENTITY CASCADE"))
+    await engine.dispose()
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+async def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A migrated, empty database of each kind, isolated per test."""
+    if request.param == "sqlite":
+        template: Path = request.getfixturevalue("sqlite_template")
+        target = tmp_path / "abeyance.db"
+        shutil.copy(template, target)
+        return f"sqlite+aiosqlite:///{target}"
+    url: str = request.getfixturevalue("pg_migrated")
+    await _truncate_pg(url)
+    return url
+
+
+def make_settings(database_url: str, **overrides: Any) -> Settings:
+    values: dict[str, Any] = {
+        "database_url": database_url,
+        "model": "scripted",
+        "worker_poll_seconds": 0.2,
+        "sweep_seconds": 0.5,
+        "lease_seconds": 5,
+        "migrate_on_start": False,
+        "log_json": True,
+    }
+    values.update(overrides)
+    return Settings(**values)
+
+
+@pytest.fixture
+def settings_factory(database_url: str) -> Callable[..., Settings]:
+    return lambda **overrides: make_settings(database_url, **overrides)
+
+
+@pytest.fixture
+async def seeded(database_url: str) -> str:
+    engine = create_engine(database_url)
+    await seed_demo(SqlUnitOfWorkFactory(engine), "default", utcnow())
+    await engine.dispose()
+    return database_url
+
+
+@pytest.fixture
+async def client(seeded: str) -> AsyncIterator[AsyncTestClient[Any]]:
+    app = create_app(make_settings(seeded))
+    async with AsyncTestClient(app=app) as test_client:
+        yield test_client
+
+
+@pytest.fixture
+async def container(seeded: str) -> AsyncIterator[Container]:
+    """The composition root without HTTP, and without a background worker (tests drive it)."""
+    built = build_container(make_settings(seeded))
+    yield built
+    await built.close()
+
+
+def script(*steps: Any, text: str = "please help") -> str:
+    import json
+
+    return f"{text}\nSCRIPT: {json.dumps(list(steps))}"
+
+
+def call(tool: str, **args: Any) -> dict[str, Any]:
+    return {"tool": tool, "args": args}
+
+
+def new_id() -> str:
+    return str(uuid.uuid4())
+
+
+async def eventually(check: Callable[[], Any], limit: float = 10.0) -> Any:
+    deadline = asyncio.get_running_loop().time() + limit
+    while True:
+        value = await check()
+        if value:
+            return value
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError("condition not met in time")
+        await asyncio.sleep(0.05)
