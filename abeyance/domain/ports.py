@@ -41,7 +41,7 @@ class MessageRepository(Protocol):
         """Append bodies after the last seq; returns the new last seq."""
         ...
 
-    async def list(self, conversation_id: uuid.UUID, after_seq: int = 0) -> list[StoredMessage]: ...
+    async def read(self, conversation_id: uuid.UUID, after_seq: int = 0) -> list[StoredMessage]: ...
 
 
 class RunRepository(Protocol):
@@ -90,7 +90,7 @@ class RunRepository(Protocol):
 class PendingCallRepository(Protocol):
     async def add(self, call: PendingCall) -> None: ...
     async def get(self, correlation_id: uuid.UUID) -> PendingCall | None: ...
-    async def list(
+    async def search(
         self,
         *,
         workspace: str | None,
@@ -129,7 +129,7 @@ class ToolCallRepository(Protocol):
 
 class AuditRepository(Protocol):
     async def append(self, entry: AuditEntry, now: datetime) -> None: ...
-    async def list(
+    async def search(
         self,
         *,
         workspace: str | None,
@@ -145,13 +145,20 @@ class AuditRepository(Protocol):
 class UnitOfWork(Protocol):
     """One transaction. Rolls back on exit unless `commit()` was called; repositories never commit."""
 
-    conversations: ConversationRepository
-    messages: MessageRepository
-    runs: RunRepository
-    pending: PendingCallRepository
-    tool_calls: ToolCallRepository
-    audit: AuditRepository
-    ops: OpsRepository
+    @property
+    def conversations(self) -> ConversationRepository: ...
+    @property
+    def messages(self) -> MessageRepository: ...
+    @property
+    def runs(self) -> RunRepository: ...
+    @property
+    def pending(self) -> PendingCallRepository: ...
+    @property
+    def tool_calls(self) -> ToolCallRepository: ...
+    @property
+    def audit(self) -> AuditRepository: ...
+    @property
+    def ops(self) -> OpsRepository: ...
 
     async def __aenter__(self) -> Self: ...
     async def __aexit__(

@@ -100,7 +100,7 @@ class AgentService:
     ) -> tuple[Conversation, list[StoredMessage], RunView | None]:
         async with self._uow() as uow:
             conversation = await self._visible_conversation(uow, principal, conversation_id)
-            messages = await uow.messages.list(conversation_id)
+            messages = await uow.messages.read(conversation_id)
             active = None
             if conversation.active_run_id is not None:
                 run = await uow.runs.get(conversation.active_run_id)
@@ -244,7 +244,7 @@ class AgentService:
         limit: int,
     ) -> list[PendingCall]:
         async with self._uow() as uow:
-            return await uow.pending.list(
+            return await uow.pending.search(
                 workspace=None if principal.is_admin else principal.workspace,
                 status=status,
                 kind=kind,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime, timedelta
+from typing import Any
 
 from abeyance.domain.ports import UnitOfWorkFactory
 
@@ -19,7 +20,7 @@ CLUSTERS = [
     ),
 ]
 
-LETTERS = [
+LETTERS: list[tuple[str, str, str | None, str, dict[str, Any]]] = [
     (
         "evt_1001",
         "invoice.paid",
@@ -52,16 +53,20 @@ LETTERS = [
 
 
 async def seed_demo(uow: UnitOfWorkFactory, workspace: str, now: datetime) -> int:
-    """Insert the demo rows unless they exist; returns how many dead letters were added."""
+    """Insert the demo rows unless they exist; returns how many dead letters were added.
+
+    Ids are global, so outside the `default` workspace they carry the workspace as a prefix.
+    """
+    prefix = "" if workspace == "default" else f"{workspace}:"
     added = 0
     async with uow() as u:
         existing = {c["cluster_id"] for c in await u.ops.list_clusters(workspace, None)}
         for cluster_id, signature, title in CLUSTERS:
-            if f"{workspace}:{cluster_id}" in existing or cluster_id in existing:
+            if prefix + cluster_id in existing:
                 continue
             await u.ops.add_cluster(
                 {
-                    "id": cluster_id if workspace == "default" else f"{workspace}:{cluster_id}",
+                    "id": prefix + cluster_id,
                     "workspace": workspace,
                     "signature": signature,
                     "title": title,
@@ -72,23 +77,19 @@ async def seed_demo(uow: UnitOfWorkFactory, workspace: str, now: datetime) -> in
                     "updated_at": now,
                 }
             )
-        for i, (event_id, topic, cluster_id, error, payload) in enumerate(LETTERS):
-            full_id = event_id if workspace == "default" else f"{workspace}:{event_id}"
-            if await u.ops.get_dead_letter(workspace, full_id) is not None:
+        for i, (event_id, topic, letter_cluster, error, payload) in enumerate(LETTERS):
+            if await u.ops.get_dead_letter(workspace, prefix + event_id) is not None:
                 continue
-            cluster = None
-            if cluster_id is not None:
-                cluster = cluster_id if workspace == "default" else f"{workspace}:{cluster_id}"
             await u.ops.add_dead_letter(
                 {
-                    "id": full_id,
+                    "id": prefix + event_id,
                     "workspace": workspace,
                     "outbox_id": None,
                     "topic": topic,
                     "payload": payload,
                     "error": error,
                     "attempts": 5,
-                    "cluster_id": cluster,
+                    "cluster_id": prefix + letter_cluster if letter_cluster else None,
                     "status": "dead",
                     "replay_count": 0,
                     "failed_at": now - timedelta(minutes=30 - i),

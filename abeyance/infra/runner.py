@@ -182,7 +182,7 @@ class AgentRunner:
 
     async def _run_segment(self, run: Run, owner: str, bound: Any) -> RunStatus:
         async with self._uow() as uow:
-            stored = await uow.messages.list(run.conversation_id)
+            stored = await uow.messages.read(run.conversation_id)
             history = decode(stored)
             tail = unanswered_tool_calls(history)
             rows = await uow.pending.by_tool_call_ids(run.conversation_id, [p.tool_call_id for p in tail])
@@ -263,8 +263,8 @@ class AgentRunner:
         if not tail:
             return None
         latest: dict[str, PendingCall] = {}
-        for row in sorted(rows, key=lambda r: r.created_at):
-            latest[row.tool_call_id] = row
+        for earlier in sorted(rows, key=lambda r: r.created_at):
+            latest[earlier.tool_call_id] = earlier
         results = DeferredToolResults()
         for part in tail:
             row = latest.get(part.tool_call_id)

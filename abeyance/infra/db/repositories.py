@@ -33,7 +33,7 @@ class _Repository:
 
     @property
     def _postgres(self) -> bool:
-        return self._session.bind.dialect.name == "postgresql"
+        return self._session.get_bind().dialect.name == "postgresql"
 
     def _insert(self, table: sa.Table) -> Any:
         return postgresql.insert(table) if self._postgres else sqlite.insert(table)
@@ -105,7 +105,7 @@ class SqlMessageRepository(_Repository):
         )
         return int(value or 0)
 
-    async def list(self, conversation_id: uuid.UUID, after_seq: int = 0) -> list[StoredMessage]:
+    async def read(self, conversation_id: uuid.UUID, after_seq: int = 0) -> list[StoredMessage]:
         rows = await self._session.execute(
             sa.select(t.messages)
             .where(t.messages.c.conversation_id == conversation_id, t.messages.c.seq > after_seq)
@@ -355,7 +355,7 @@ class SqlPendingCallRepository(_Repository):
         ).first()
         return _pending_from_row(row) if row else None
 
-    async def list(
+    async def search(
         self,
         *,
         workspace: str | None,
@@ -515,7 +515,7 @@ class SqlAuditRepository(_Repository):
             )
         )
 
-    async def list(
+    async def search(
         self,
         *,
         workspace: str | None,
