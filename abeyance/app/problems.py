@@ -49,7 +49,9 @@ def status_for(exc: e.ServiceError) -> int:
     return 400
 
 
-def problem(status: int, code: str, detail: str, **extra: Any) -> Response[dict[str, Any]]:
+def problem(
+    status: int, code: str, detail: str, extra: dict[str, Any] | None = None
+) -> Response[dict[str, Any]]:
     body = {
         "type": f"https://abeyance.dev/problems/{code}",
         "title": code.replace("_", " "),
@@ -65,18 +67,18 @@ def problem(status: int, code: str, detail: str, **extra: Any) -> Response[dict[
 def service_error_handler(_: Request[Any, Any, Any], exc: e.ServiceError) -> Response[dict[str, Any]]:
     from abeyance.app.schemas import jsonable
 
-    return problem(status_for(exc), exc.code, exc.message, **jsonable(exc.extra))
+    return problem(status_for(exc), exc.code, exc.message, jsonable(exc.extra))
 
 
 def http_error_handler(_: Request[Any, Any, Any], exc: HTTPException) -> Response[dict[str, Any]]:
     status = exc.status_code
     if isinstance(exc, ValidationException):
         errors = exc.extra if isinstance(exc.extra, list) else []
-        return problem(422, "validation_failed", "the request is not valid", errors=errors)
+        return problem(422, "validation_failed", "the request is not valid", {"errors": errors})
     extra: dict[str, Any] = {}
     if status == 429 and exc.headers and "retry-after" in {k.lower() for k in exc.headers}:
         extra["retry_after"] = next(v for k, v in exc.headers.items() if k.lower() == "retry-after")
-    return problem(status, CODE_BY_STATUS.get(status, "http_error"), str(exc.detail), **extra)
+    return problem(status, CODE_BY_STATUS.get(status, "http_error"), str(exc.detail), extra)
 
 
 def internal_error_handler(request: Request[Any, Any, Any], exc: Exception) -> Response[dict[str, Any]]:

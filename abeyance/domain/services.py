@@ -188,7 +188,7 @@ class AgentService:
             if run is None or not principal.can_see(run.workspace):
                 raise NotFound("run not found")
             if run.status.finished:
-                raise Stale(f"the run is already {run.status.value}", extra={"status": run.status.value})
+                raise Stale(f"the run is already {run.status.value}", extra={"run_status": run.status.value})
             if run.status is RunStatus.RUNNING:
                 await uow.runs.transition(
                     run.id, [RunStatus.RUNNING], RunStatus.RUNNING, now, cancel_requested=True
