@@ -42,7 +42,7 @@ def _worker(settings: Settings, args: argparse.Namespace) -> int:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
-        container.worker.start()
+        await container.start(run_worker=True)
         await stop.wait()
         await container.close()
 

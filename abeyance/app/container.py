@@ -15,9 +15,10 @@ from abeyance.domain.services import AgentService, RunView, utcnow
 from abeyance.infra.agents.declarations import AgentDefinition, DeclaredToolCatalog
 from abeyance.infra.agents.models import build_model
 from abeyance.infra.agents.ops import ops_agent
-from abeyance.infra.db.engine import create_engine
+from abeyance.infra.db.engine import create_engine, is_sqlite
 from abeyance.infra.db.uow import SqlUnitOfWorkFactory
 from abeyance.infra.notifier import LocalRunNotifier
+from abeyance.infra.pg_notify import PostgresRunNotifier
 from abeyance.infra.runner import AgentRunner, Timeouts
 from abeyance.infra.worker import Worker
 
@@ -44,8 +45,14 @@ class Container:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(changed.wait(), min(remaining, 1.0))
 
+    async def start(self, *, run_worker: bool) -> None:
+        self.notifier.start()
+        if run_worker:
+            self.worker.start()
+
     async def close(self) -> None:
-        await self.worker.stop()
+        await self.worker.stop(grace=self.settings.shutdown_grace_seconds)
+        await self.notifier.stop()
         await self.uow.engine.dispose()
 
 
@@ -57,7 +64,11 @@ def agent_definitions(uow: SqlUnitOfWorkFactory) -> dict[str, AgentDefinition]:
 def build_container(settings: Settings) -> Container:
     engine = create_engine(settings.database_url)
     uow = SqlUnitOfWorkFactory(engine)
-    notifier = LocalRunNotifier()
+    notifier = (
+        LocalRunNotifier()
+        if is_sqlite(settings.database_url)
+        else PostgresRunNotifier(engine, settings.database_url)
+    )
     definitions = agent_definitions(uow)
     catalog = DeclaredToolCatalog(definitions.values())
     model = build_model(

@@ -62,8 +62,7 @@ def create_app(settings: Settings, *, container: Container | None = None) -> Lit
             await upgrade_async(settings.database_url)
         built = container or build_container(settings)
         app.state.container = built
-        if settings.run_worker:
-            built.worker.start()
+        await built.start(run_worker=settings.run_worker)
         try:
             yield
         finally:

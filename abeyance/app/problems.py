@@ -8,6 +8,7 @@ import structlog
 from litestar import Request, Response
 from litestar.exceptions import HTTPException, ValidationException
 
+from abeyance.app.schemas import jsonable
 from abeyance.domain import errors as e
 
 log = structlog.get_logger("abeyance.http")
@@ -49,24 +50,27 @@ def status_for(exc: e.ServiceError) -> int:
     return 400
 
 
+RESERVED = frozenset({"type", "title", "status", "code", "detail"})
+
+
 def problem(
     status: int, code: str, detail: str, extra: dict[str, Any] | None = None
 ) -> Response[dict[str, Any]]:
-    body = {
+    """An RFC 9457 problem document with a machine-readable `code` and any extra members."""
+    body: dict[str, Any] = {
         "type": f"https://abeyance.dev/problems/{code}",
         "title": code.replace("_", " "),
         "status": status,
+        "code": code,
+        "detail": detail,
     }
-    body.update({"code": code, "detail": detail, **extra})
-    headers = {}
-    if "retry_after" in extra:
-        headers["Retry-After"] = str(extra["retry_after"])
+    extra = extra or {}
+    body.update({k: v for k, v in extra.items() if k not in RESERVED})
+    headers = {"Retry-After": str(extra["retry_after"])} if "retry_after" in extra else {}
     return Response(content=body, status_code=status, media_type=PROBLEM, headers=headers)
 
 
 def service_error_handler(_: Request[Any, Any, Any], exc: e.ServiceError) -> Response[dict[str, Any]]:
-    from abeyance.app.schemas import jsonable
-
     return problem(status_for(exc), exc.code, exc.message, jsonable(exc.extra))
 
 

@@ -30,6 +30,7 @@ class Settings(BaseSettings):
     elicitation_timeout_seconds: float = 3600
     client_exec_timeout_seconds: float = 30
     sweep_seconds: float = 5.0
+    shutdown_grace_seconds: float = 10.0
     max_wait_seconds: float = 60.0
     max_content_chars: int = 32_000
     max_body_bytes: int = 1_048_576

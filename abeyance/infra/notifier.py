@@ -24,6 +24,15 @@ class LocalRunNotifier:
         for event in self._runs.get(run_id, ()):
             event.set()
 
+    def wake_all(self) -> None:
+        self._work.set()
+
+    def start(self) -> None:
+        """Nothing to start in one process."""
+
+    async def stop(self) -> None:
+        """Nothing to stop in one process."""
+
     async def wait_for_work(self, seconds: float) -> None:
         try:
             await asyncio.wait_for(self._work.wait(), seconds)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import uuid
 from collections.abc import Mapping, Sequence
@@ -41,6 +42,7 @@ from abeyance.infra.agents.observed import (
     RunDeps,
     failure_message,
 )
+from abeyance.infra.faults import crash_point
 from abeyance.infra.notifier import LocalRunNotifier
 
 log = structlog.get_logger("abeyance.runner")
@@ -130,6 +132,10 @@ class LeaseLost(Exception):
     """Another worker owns the run now; stop without writing."""
 
 
+class Interrupted(Exception):
+    """The worker is shutting down: the segment stopped at a persistence point."""
+
+
 @dataclass(slots=True)
 class Timeouts:
     approval: timedelta
@@ -169,13 +175,24 @@ class AgentRunner:
         self._timeouts = timeouts.as_mapping()
         self._lease = lease
         self._policy = policy or PreApprovalPolicy()
+        self._stopping = asyncio.Event()
 
-    async def run_segment(self, run: Run, owner: str) -> RunStatus | None:
+    async def run_segment(
+        self, run: Run, owner: str, stopping: asyncio.Event | None = None
+    ) -> RunStatus | None:
         bound = log.bind(run_id=str(run.id), conversation_id=str(run.conversation_id), segment=run.segment)
+        self._stopping = stopping or asyncio.Event()
         try:
             status = await self._run_segment(run, owner, bound)
         except LeaseLost:
             bound.warning("run.lease_lost")
+            return None
+        except Interrupted:
+            async with self._uow() as uow:
+                await uow.runs.release(run.id, owner, self._clock())
+                await uow.commit()
+            bound.info("run.released_for_shutdown")
+            await self._notifier.run_queued(run.id)
             return None
         await self._notifier.run_changed(run.id)
         return status
@@ -197,6 +214,8 @@ class AgentRunner:
             r is not None and r.status is RunStatus.CANCELLED for r in previous_runs.values()
         )
         results = self._deferred_results(tail, rows, cancelled_tail)
+        if results is not None:
+            crash_point("segment_resumed")
         remaining = self._step_limit - run.usage.requests
         if remaining <= 0:
             return await self._step_limit_reached(run, owner, [], run.usage)
@@ -238,7 +257,7 @@ class AgentRunner:
         except UsageLimitExceeded:
             unsaved = agent_run.new_messages()[persisted:] if agent_run else []
             return await self._step_limit_reached(run, owner, unsaved, usage)
-        except LeaseLost:
+        except (LeaseLost, Interrupted):
             raise
         except Exception as exc:
             bound.exception("run.segment_error")
@@ -310,6 +329,10 @@ class AgentRunner:
                 raise LeaseLost()
             cancel = await uow.runs.cancel_requested(run.id)
             await uow.commit()
+        if any(isinstance(m, ModelResponse) for m in messages):
+            crash_point("model_response_persisted")
+        if self._stopping.is_set() and not cancel:
+            raise Interrupted()
         return cancel
 
     async def _suspend(

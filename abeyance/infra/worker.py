@@ -59,15 +59,22 @@ class Worker:
         self._tasks.append(asyncio.create_task(self._sweeper(), name="sweeper"))
 
     async def stop(self, grace: float = 10.0) -> None:
+        """Stop claiming; let running segments reach their next persistence point; release leases."""
+        if not self._tasks:
+            return
         self._stopping.set()
-        await self._notifier.run_queued(uuid.UUID(int=0))
-        _, pending = await asyncio.wait(self._tasks, timeout=grace) if self._tasks else (set(), set())
+        self._notifier.wake_all()
+        _, pending = await asyncio.wait(self._tasks, timeout=grace)
         for task in pending:
             task.cancel()
         for task in pending:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         self._tasks = []
+        async with self._uow() as uow:
+            released = await uow.runs.release_all(self.id, self._clock())
+            await uow.commit()
+        log.info("worker.stopped", worker=self.id, released=released, forced=len(pending))
 
     async def _loop(self, index: int) -> None:
         while not self._stopping.is_set():
@@ -82,6 +89,8 @@ class Worker:
 
     async def run_once(self) -> bool:
         """Claim and run one segment; False when there was nothing to do."""
+        if self._stopping.is_set():
+            return False
         now = self._clock()
         async with self._uow() as uow:
             run = await uow.runs.claim_next(self.id, now, now + self._lease)
@@ -90,7 +99,7 @@ class Worker:
             return False
         heartbeat = asyncio.create_task(self._heartbeat(run.id))
         try:
-            await self._runner.run_segment(run, self.id)
+            await self._runner.run_segment(run, self.id, self._stopping)
         finally:
             heartbeat.cancel()
             with contextlib.suppress(asyncio.CancelledError):

@@ -30,6 +30,7 @@ from abeyance.domain.ports import UnitOfWork, UnitOfWorkFactory
 from abeyance.domain.records import ToolCallMetadata, ToolCallRecord
 from abeyance.domain.services import Clock
 from abeyance.domain.tools import Executor, PendingKind, ToolSpec
+from abeyance.infra.faults import crash_point
 
 log = structlog.get_logger("abeyance.tools")
 
@@ -177,8 +178,11 @@ class ObservedTools(AbstractCapability[RunDeps]):
         t0 = time.perf_counter()
         error_code: str | None = None
         token = _timing.set(_CallTiming(started_at, t0))
+        crash_point("tool_started")
+        crash_point(f"tool_started:{spec.name}")
         try:
             payload = ok_result(await handler(args))
+            crash_point(f"tool_effect_committed:{spec.name}")
         except AlreadyApplied as exc:
             return _replay(exc.payload)
         except (ApprovalRequired, CallDeferred, ModelRetry, ToolFailed):

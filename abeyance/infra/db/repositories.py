@@ -271,6 +271,27 @@ class SqlRunRepository(_Repository):
         )
         return _rowcount(result) == 1
 
+    async def release(self, run_id: uuid.UUID, owner: str, now: datetime) -> bool:
+        """Give a running run back to the queue (graceful shutdown)."""
+        result = await self._session.execute(
+            t.runs.update()
+            .where(
+                t.runs.c.id == run_id,
+                t.runs.c.lease_owner == owner,
+                t.runs.c.status == RunStatus.RUNNING.value,
+            )
+            .values(status=RunStatus.QUEUED.value, lease_owner=None, lease_expires_at=None, updated_at=now)
+        )
+        return _rowcount(result) == 1
+
+    async def release_all(self, owner: str, now: datetime) -> int:
+        result = await self._session.execute(
+            t.runs.update()
+            .where(t.runs.c.lease_owner == owner, t.runs.c.status == RunStatus.RUNNING.value)
+            .values(status=RunStatus.QUEUED.value, lease_owner=None, lease_expires_at=None, updated_at=now)
+        )
+        return _rowcount(result)
+
     async def cancel_requested(self, run_id: uuid.UUID) -> bool:
         return bool(
             await self._session.scalar(sa.select(t.runs.c.cancel_requested).where(t.runs.c.id == run_id))
