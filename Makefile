@@ -3,7 +3,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: help install run test lint migrate bench clean
+.PHONY: help install run test soak lint migrate bench clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -25,9 +25,12 @@ migrate: $(STAMP) ## apply the migrations to ABEYANCE_DATABASE_URL
 test: $(STAMP) ## run the tests (SQLite and PostgreSQL on 127.0.0.1:5432)
 	$(VENV)/bin/pytest -q
 
+soak: $(STAMP) ## the long random-kill soak (marked slow, not part of make test)
+	$(VENV)/bin/pytest -q -m slow tests/faults
+
 lint: $(STAMP) ## ruff, mypy --strict, import-linter
-	$(VENV)/bin/ruff check abeyance tests alembic bench
-	$(VENV)/bin/ruff format --check abeyance tests alembic bench
+	$(VENV)/bin/ruff check abeyance tests alembic $(wildcard bench)
+	$(VENV)/bin/ruff format --check abeyance tests alembic $(wildcard bench)
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports
 

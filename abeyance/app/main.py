@@ -80,7 +80,7 @@ def create_app(settings: Settings, *, container: Container | None = None) -> Lit
             HTTPException: problems.http_error_handler,
             OperationalError: database_unavailable,
             DBAPIError: database_unavailable,
-            ConnectionError: database_unavailable,
+            OSError: database_unavailable,
             Exception: problems.internal_error_handler,
         },
         openapi_config=OpenAPIConfig(

@@ -1,0 +1,26 @@
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from abeyance.domain.services import utcnow
+from abeyance.infra.db.engine import create_engine
+from abeyance.infra.db.uow import SqlUnitOfWorkFactory
+from abeyance.infra.demo import seed_demo
+from tests.conftest import _truncate_pg
+from tests.faults.processes import Cluster
+
+
+@pytest.fixture
+async def cluster(pg_migrated: str, tmp_path: Path) -> AsyncIterator[Cluster]:
+    await _truncate_pg(pg_migrated)
+    engine = create_engine(pg_migrated)
+    await seed_demo(SqlUnitOfWorkFactory(engine), "default", utcnow())
+    await engine.dispose()
+    running = Cluster(pg_migrated, tmp_path)
+    try:
+        yield running
+    finally:
+        running.stop_all()

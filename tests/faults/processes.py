@@ -1,0 +1,168 @@
+"""Real `abeyance serve` / `abeyance worker` processes for the fault-injection suite."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import sqlalchemy as sa
+
+from abeyance.infra.db.engine import create_engine
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass
+class Cluster:
+    """API and worker processes against one PostgreSQL database; everything is stopped at the end."""
+
+    database_url: str
+    log_dir: Path
+    processes: list[subprocess.Popen[bytes]] = field(default_factory=list)
+
+    def env(self, crash_at: str | None = None, **extra: str) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("ABEYANCE_")}
+        env.update(
+            {
+                "ABEYANCE_DATABASE_URL": self.database_url,
+                "ABEYANCE_MIGRATE_ON_START": "false",
+                "ABEYANCE_LEASE_SECONDS": "2",
+                "ABEYANCE_SWEEP_SECONDS": "0.5",
+                "ABEYANCE_WORKER_POLL_SECONDS": "0.5",
+                "ABEYANCE_LOG_LEVEL": "WARNING",
+                "ABEYANCE_LOG_JSON": "true",
+                "ABEYANCE_SHUTDOWN_GRACE_SECONDS": "5",
+            }
+        )
+        if crash_at:
+            env["ABEYANCE_CRASH_AT"] = crash_at
+        env.update(extra)
+        return env
+
+    def _spawn(self, args: list[str], env: dict[str, str], name: str) -> subprocess.Popen[bytes]:
+        with (self.log_dir / f"{name}-{len(self.processes)}.log").open("wb") as log:
+            process = subprocess.Popen(
+                [sys.executable, "-m", "abeyance.app.cli", *args], cwd=ROOT, env=env, stdout=log, stderr=log
+            )
+        self.processes.append(process)
+        return process
+
+    async def api(self, crash_at: str | None = None) -> tuple[subprocess.Popen[bytes], str]:
+        port = free_port()
+        process = self._spawn(["serve", "--no-worker", "--port", str(port)], self.env(crash_at), "api")
+        base = f"http://127.0.0.1:{port}"
+        async with httpx.AsyncClient() as client:
+            for _ in range(200):
+                try:
+                    if (await client.get(f"{base}/readyz")).status_code == 200:
+                        return process, base
+                except httpx.TransportError:
+                    pass
+                if process.poll() is not None:
+                    raise RuntimeError(f"api exited with {process.returncode}")
+                await asyncio.sleep(0.05)
+        raise RuntimeError("api did not become ready")
+
+    def worker(self, crash_at: str | None = None, concurrency: int = 2) -> subprocess.Popen[bytes]:
+        return self._spawn(["worker", "--concurrency", str(concurrency)], self.env(crash_at), "worker")
+
+    def stop_all(self) -> None:
+        for process in self.processes:
+            if process.poll() is None:
+                process.send_signal(signal.SIGKILL)
+        for process in self.processes:
+            process.wait(timeout=10)
+
+
+async def wait_exit(process: subprocess.Popen[bytes], seconds: float = 20) -> int:
+    deadline = time.monotonic() + seconds
+    while process.poll() is None:
+        if time.monotonic() > deadline:
+            raise AssertionError("process did not exit in time")
+        await asyncio.sleep(0.05)
+    return process.returncode
+
+
+async def wait_status(
+    client: httpx.AsyncClient, base: str, run_id: str, statuses: set[str], seconds: float = 30
+) -> Any:
+    deadline = time.monotonic() + seconds
+    while True:
+        run = (await client.get(f"{base}/v1/runs/{run_id}", params={"wait": 2})).json()
+        if run["status"] in statuses:
+            return run
+        if time.monotonic() > deadline:
+            raise AssertionError(f"run {run_id} stayed {run['status']}, wanted {statuses}")
+        await asyncio.sleep(0.05)
+
+
+async def check_invariants(database_url: str) -> dict[str, int]:
+    """What must hold after any crash: read straight from the database."""
+    engine = create_engine(database_url)
+    try:
+        async with engine.connect() as conn:
+            gaps = (
+                await conn.execute(
+                    sa.text(
+                        "SELECT conversation_id FROM messages GROUP BY conversation_id "
+                        "HAVING MAX(seq) <> COUNT(*) OR MIN(seq) <> 1"
+                    )
+                )
+            ).all()
+            assert gaps == [], f"message log with gaps: {gaps}"
+            duplicate_effects = (
+                await conn.execute(
+                    sa.text(
+                        "SELECT source_event_id, COUNT(*) FROM outbox GROUP BY source_event_id "
+                        "HAVING COUNT(*) <> (SELECT COUNT(*) FROM tool_calls t WHERE t.tool_name = 'replay_dlq_event' "
+                        "AND t.ok AND t.result->'result'->>'event_id' = outbox.source_event_id)"
+                    )
+                )
+            ).all()
+            assert duplicate_effects == [], (
+                f"replays without exactly one tool call record: {duplicate_effects}"
+            )
+            replay_counts = (
+                await conn.execute(
+                    sa.text(
+                        "SELECT d.id FROM dead_letters d WHERE d.replay_count <> "
+                        "(SELECT COUNT(*) FROM outbox o WHERE o.source_event_id = d.id)"
+                    )
+                )
+            ).all()
+            assert replay_counts == [], f"dead letters replayed a different number of times: {replay_counts}"
+            orphans = (
+                await conn.execute(
+                    sa.text(
+                        "SELECT p.correlation_id FROM pending_calls p JOIN runs r ON r.id = p.run_id "
+                        "WHERE p.status = 'awaiting' AND r.status <> 'suspended'"
+                    )
+                )
+            ).all()
+            assert orphans == [], f"awaiting calls of runs that are not suspended: {orphans}"
+            counts = (
+                await conn.execute(
+                    sa.text(
+                        "SELECT (SELECT COUNT(*) FROM runs), (SELECT COUNT(*) FROM pending_calls), "
+                        "(SELECT COUNT(*) FROM outbox), (SELECT COUNT(*) FROM tool_calls)"
+                    )
+                )
+            ).one()
+            return {"runs": counts[0], "pending": counts[1], "replays": counts[2], "tool_calls": counts[3]}
+    finally:
+        await engine.dispose()
