@@ -7,6 +7,7 @@ import os
 import shutil
 import uuid
 from collections.abc import AsyncIterator, Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +21,7 @@ from abeyance.app.main import create_app
 from abeyance.app.settings import Settings
 from abeyance.domain.services import utcnow
 from abeyance.infra.db.engine import create_engine
-from abeyance.infra.db.migrations import downgrade, upgrade
+from abeyance.infra.db.migrations import upgrade
 from abeyance.infra.db.tables import metadata
 from abeyance.infra.db.uow import SqlUnitOfWorkFactory
 from abeyance.infra.demo import seed_demo
@@ -37,9 +38,19 @@ def sqlite_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
+async def _reset_pg_schema(url: str) -> None:
+    engine = create_engine(url)
+    async with engine.begin() as conn:
+        await conn.execute(sa.text("DROP SCHEMA public CASCADE"))
+        await conn.execute(sa.text("CREATE SCHEMA public"))
+    await engine.dispose()
+
+
 @pytest.fixture(scope="session")
 def pg_migrated() -> str:
-    downgrade(PG_URL, "base")
+    """The test database, emptied whatever it held, then migrated from scratch."""
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        pool.submit(asyncio.run, _reset_pg_schema(PG_URL)).result()
     upgrade(PG_URL)
     return PG_URL
 
