@@ -70,18 +70,20 @@ def decode(stored: Sequence[StoredMessage]) -> list[ModelMessage]:
     return [MESSAGE.validate_json(m.body) for m in stored]
 
 
-def unanswered_tool_calls(history: Sequence[ModelMessage]) -> list[ToolCallPart]:
-    """Tool calls of the last model response that have no result in the log yet."""
+def unanswered_tool_calls(history: Sequence[ModelMessage]) -> tuple[int | None, list[ToolCallPart]]:
+    """The index of the last model response, and its tool calls that have no result in the log yet."""
     answered: set[str] = set()
-    for message in reversed(history):
+    for index in range(len(history) - 1, -1, -1):
+        message = history[index]
         if isinstance(message, ModelResponse):
-            return [
+            calls = [
                 p for p in message.parts if isinstance(p, ToolCallPart) and p.tool_call_id not in answered
             ]
+            return index, calls
         for part in message.parts:
             if isinstance(part, ToolReturnPart | RetryPromptPart) and part.tool_call_id:
                 answered.add(part.tool_call_id)
-    return []
+    return None, []
 
 
 def _policy_denial(code: str, message: str) -> str:
@@ -126,6 +128,10 @@ def _human(delta: timedelta) -> str:
 
 class NotReady(Exception):
     """The run was queued while one of its calls still awaits a decision (should not happen)."""
+
+    def __init__(self, message: str, awaiting: int) -> None:
+        super().__init__(message)
+        self.awaiting = awaiting
 
 
 class LeaseLost(Exception):
@@ -175,18 +181,24 @@ class AgentRunner:
         self._timeouts = timeouts.as_mapping()
         self._lease = lease
         self._policy = policy or PreApprovalPolicy()
-        self._stopping = asyncio.Event()
 
     async def run_segment(
         self, run: Run, owner: str, stopping: asyncio.Event | None = None
     ) -> RunStatus | None:
         bound = log.bind(run_id=str(run.id), conversation_id=str(run.conversation_id), segment=run.segment)
-        self._stopping = stopping or asyncio.Event()
         try:
-            status = await self._run_segment(run, owner, bound)
+            status = await self._run_segment(run, owner, bound, stopping or asyncio.Event())
         except LeaseLost:
             bound.warning("run.lease_lost")
             return None
+        except NotReady as exc:
+            bound.error("run.queued_while_awaiting", error=str(exc))
+            async with self._uow() as uow:
+                await uow.runs.finish(
+                    run.id, owner, RunStatus.SUSPENDED, self._clock(), awaiting_count=exc.awaiting
+                )
+                await uow.commit()
+            return RunStatus.SUSPENDED
         except Interrupted:
             async with self._uow() as uow:
                 await uow.runs.release(run.id, owner, self._clock())
@@ -197,23 +209,22 @@ class AgentRunner:
         await self._notifier.run_changed(run.id)
         return status
 
-    async def _run_segment(self, run: Run, owner: str, bound: Any) -> RunStatus:
+    async def _run_segment(self, run: Run, owner: str, bound: Any, stopping: asyncio.Event) -> RunStatus:
         async with self._uow() as uow:
             stored = await uow.messages.read(run.conversation_id)
             history = decode(stored)
-            tail = unanswered_tool_calls(history)
+            last_response, tail = unanswered_tool_calls(history)
             rows = await uow.pending.by_tool_call_ids(run.conversation_id, [p.tool_call_id for p in tail])
-            tail_runs = {m.run_id for m in stored[-2:]}
-            previous_runs = {rid: await uow.runs.get(rid) for rid in tail_runs if rid and rid != run.id}
+            producer_id = stored[last_response].run_id if tail and last_response is not None else None
+            producer = await uow.runs.get(producer_id) if producer_id and producer_id != run.id else None
         started = any(m.run_id == run.id for m in stored)
         if started and history and isinstance(history[-1], ModelResponse) and not tail:
             # A crash after the final answer was stored but before the run was marked done.
             text = "".join(p.content for p in history[-1].parts if isinstance(p, TextPart))
             return await self._finish(run, owner, [], RunStatus.COMPLETED, run.usage, output=text)
-        cancelled_tail = any(
-            r is not None and r.status is RunStatus.CANCELLED for r in previous_runs.values()
-        )
-        results = self._deferred_results(tail, rows, cancelled_tail)
+        # Calls left by an earlier run that ended (cancelled, failed) were never performed.
+        abandoned = producer is not None and producer.status.finished
+        results = self._deferred_results(tail, rows, abandoned)
         if results is not None:
             crash_point("segment_resumed")
         remaining = self._step_limit - run.usage.requests
@@ -248,7 +259,7 @@ class AgentRunner:
                     new = agent_run.new_messages()
                     if len(new) > persisted:
                         usage = run.usage.add(_usage(agent_run.usage))
-                        if await self._persist(run, owner, new[persisted:], usage):
+                        if await self._persist(run, owner, new[persisted:], usage, stopping):
                             return await self._finish(run, owner, [], RunStatus.CANCELLED, usage)
                         persisted = len(new)
                 result = agent_run.result
@@ -277,7 +288,7 @@ class AgentRunner:
         return await self._finish(run, owner, new, RunStatus.COMPLETED, usage, output=output)
 
     def _deferred_results(
-        self, tail: Sequence[ToolCallPart], rows: Sequence[PendingCall], cancelled_tail: bool
+        self, tail: Sequence[ToolCallPart], rows: Sequence[PendingCall], abandoned: bool
     ) -> DeferredToolResults | None:
         if not tail:
             return None
@@ -289,9 +300,9 @@ class AgentRunner:
             row = latest.get(part.tool_call_id)
             call_id = part.tool_call_id
             if row is None:
-                if cancelled_tail:
+                if abandoned:
                     results.approvals[call_id] = ToolDenied(
-                        _policy_denial("CANCELLED", "The run was cancelled; the call was not performed.")
+                        _policy_denial("CANCELLED", "The run ended before this call; it was not performed.")
                     )
                 else:
                     # Dispatched by a segment that died: run it again under the same id.
@@ -299,7 +310,8 @@ class AgentRunner:
                     results.metadata[call_id] = {REDISPATCH: True}
                 continue
             if row.status is PendingStatus.AWAITING:
-                raise NotReady(f"pending call {row.correlation_id} is still awaiting")
+                awaiting = sum(1 for r in latest.values() if r.status is PendingStatus.AWAITING)
+                raise NotReady(f"pending call {row.correlation_id} is still awaiting", awaiting)
             if row.kind is PendingKind.APPROVAL:
                 if row.status is PendingStatus.APPROVED:
                     edited = (row.resolution or {}).get("args")
@@ -320,7 +332,9 @@ class AgentRunner:
                 results.calls[call_id] = ToolFailed(denial_for(row))
         return results
 
-    async def _persist(self, run: Run, owner: str, messages: Sequence[ModelMessage], usage: Usage) -> bool:
+    async def _persist(
+        self, run: Run, owner: str, messages: Sequence[ModelMessage], usage: Usage, stopping: asyncio.Event
+    ) -> bool:
         """Append new messages and renew the lease in one transaction; True if a cancel was requested."""
         now = self._clock()
         async with self._uow() as uow:
@@ -331,7 +345,7 @@ class AgentRunner:
             await uow.commit()
         if any(isinstance(m, ModelResponse) for m in messages):
             crash_point("model_response_persisted")
-        if self._stopping.is_set() and not cancel:
+        if stopping.is_set() and not cancel:
             raise Interrupted()
         return cancel
 

@@ -67,7 +67,7 @@ class Cluster:
         process = self._spawn(["serve", "--no-worker", "--port", str(port)], self.env(crash_at), "api")
         base = f"http://127.0.0.1:{port}"
         async with httpx.AsyncClient() as client:
-            for _ in range(200):
+            for _ in range(600):
                 try:
                     if (await client.get(f"{base}/readyz")).status_code == 200:
                         return process, base
