@@ -93,7 +93,8 @@ class TracedRequests(OpenTelemetryInstrumentationMiddleware):
 def http_telemetry(telemetry: Telemetry) -> DefineMiddleware:
     """The request span for every HTTP request (Litestar turns this middleware into its
     OpenTelemetry plugin, placed outermost). `OTEL_PYTHON_EXCLUDED_URLS` (or
-    `ABEYANCE_EXCLUDED_URLS`) lists paths not to trace, e.g. `healthz,readyz,metrics`."""
+    `OTEL_PYTHON_ABEYANCE_EXCLUDED_URLS`) lists paths not to trace, e.g. `healthz,readyz,metrics`;
+    they are still logged."""
     config = OpenTelemetryConfig(
         tracer_provider=telemetry.tracer_provider,
         meter_provider=telemetry.meter_provider,

@@ -421,6 +421,15 @@ class AgentRunner:
             await uow.audit.append(self._run_audit(run, "run.suspended", {"pending": len(calls)}), now)
             await uow.commit()
         self._metrics.run_status(RunStatus.SUSPENDED)
+        for call in calls:
+            log.info(
+                "pending.requested",
+                correlation_id=str(call.correlation_id),
+                tool_call_id=call.tool_call_id,
+                tool_name=call.tool_name,
+                kind=call.kind.value,
+                expires_at=call.expires_at.isoformat(),
+            )
         log.info("run.suspended", pending=len(calls), usage=_usage_log(usage))
         return RunStatus.SUSPENDED
 

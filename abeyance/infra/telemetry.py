@@ -7,6 +7,7 @@ traces or measures. Tests pass their own tracer provider (with an in-memory expo
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -205,7 +206,7 @@ def build_telemetry(
 
             tracer_provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(endpoint=traces_endpoint)))
         if config.console:
-            tracer_provider.add_span_processor(SimpleSpanProcessor(ConsoleSpanExporter()))
+            tracer_provider.add_span_processor(SimpleSpanProcessor(ConsoleSpanExporter(out=sys.stdout)))
         closers.append(tracer_provider.shutdown)
     registry = CollectorRegistry(auto_describe=True)
     readers: list[MetricReader] = [

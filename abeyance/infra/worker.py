@@ -96,7 +96,8 @@ class Worker:
         self._telemetry.metrics.run_status(RunStatus.RUNNING)
         heartbeat = asyncio.create_task(self._heartbeat(run.id))
         try:
-            await self._runner.run_segment(run, self.id)
+            with structlog.contextvars.bound_contextvars(worker=self.id):
+                await self._runner.run_segment(run, self.id)
         finally:
             heartbeat.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -154,6 +155,12 @@ class Worker:
                                 requeued.append(call.run_id)
             await uow.commit()
         for call in expired:
+            log.info(
+                "pending.expired",
+                correlation_id=str(call.correlation_id),
+                run_id=str(call.run_id),
+                tool_name=call.tool_name,
+            )
             self._telemetry.metrics.pending_resolved(call, PendingStatus.EXPIRED, now)
         for run_id in requeued:
             log.info("sweeper.requeued", run_id=str(run_id))
