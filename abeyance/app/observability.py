@@ -17,6 +17,7 @@ from litestar.middleware.base import DefineMiddleware
 from litestar.plugins.opentelemetry import OpenTelemetryConfig, OpenTelemetryInstrumentationMiddleware
 from litestar.types import ASGIApp, Message, Receive, Scope, Send
 from opentelemetry import trace
+from opentelemetry.semconv.attributes.http_attributes import HTTP_ROUTE
 
 from abeyance.app.container import Container
 from abeyance.infra.telemetry import Telemetry
@@ -67,6 +68,7 @@ class CanonicalRequestLog:
                 "http.request",
                 method=scope.get("method"),
                 path=scope.get("path"),
+                route=scope.get("path_template"),
                 status=status,
                 duration_ms=duration_ms,
             )
@@ -106,11 +108,17 @@ def http_telemetry(telemetry: Telemetry) -> DefineMiddleware:
 
 
 async def bind_path_ids(request: Request[Any, Any, Any]) -> None:
-    """Every log line of a request about a conversation, run or pending call carries its id."""
+    """Once the route is known: every log line of a request about a conversation, run or pending
+    call carries its id, and the request span is named after the route, not the raw path."""
+    span = trace.get_current_span()
+    template = request.scope.get("path_template")
+    if template:
+        span.update_name(f"{request.method} {template}")
+        span.set_attribute(HTTP_ROUTE, template)
     ids = {name: str(request.path_params[name]) for name in PATH_IDS if name in request.path_params}
     if ids:
         structlog.contextvars.bind_contextvars(**ids)
-        trace.get_current_span().set_attributes({f"abeyance.{k}": v for k, v in ids.items()})
+        span.set_attributes({f"abeyance.{k}": v for k, v in ids.items()})
 
 
 @get("/metrics", tags=["health"], include_in_schema=False)
