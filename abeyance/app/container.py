@@ -6,8 +6,11 @@ import asyncio
 import contextlib
 import time
 import uuid
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from datetime import timedelta
+
+from pydantic_ai.models import Model
 
 from abeyance.app.settings import Settings
 from abeyance.domain.records import Principal
@@ -20,6 +23,7 @@ from abeyance.infra.db.uow import SqlUnitOfWorkFactory
 from abeyance.infra.notifier import LocalRunNotifier
 from abeyance.infra.pg_notify import PostgresRunNotifier
 from abeyance.infra.runner import AgentRunner, Timeouts
+from abeyance.infra.telemetry import Telemetry, TelemetryConfig, build_telemetry
 from abeyance.infra.worker import Worker
 
 
@@ -32,6 +36,8 @@ class Container:
     service: AgentService
     runner: AgentRunner
     worker: Worker
+    telemetry: Telemetry
+    owns_telemetry: bool = field(default=False)
 
     async def wait_for_run(self, principal: Principal, run_id: uuid.UUID, wait: float) -> RunView:
         """Long-poll: the run once it is settled, or as it is when `wait` seconds have passed."""
@@ -50,18 +56,49 @@ class Container:
         if run_worker:
             self.worker.start()
 
+    async def refresh_backlog(self) -> None:
+        """Read the awaiting calls and active runs into the gauges (right before a scrape)."""
+        async with self.uow() as uow:
+            awaiting = await uow.pending.count_awaiting()
+            active = await uow.runs.count_by_status()
+        self.telemetry.metrics.set_backlog(awaiting, active)
+
     async def close(self) -> None:
         await self.worker.stop(grace=self.settings.shutdown_grace_seconds)
         await self.notifier.stop()
         await self.uow.engine.dispose()
+        if self.owns_telemetry:
+            self.telemetry.shutdown()
 
 
-def agent_definitions(uow: SqlUnitOfWorkFactory) -> dict[str, AgentDefinition]:
-    definitions = [ops_agent(uow)]
+def agent_definitions(
+    uow: SqlUnitOfWorkFactory, extra: Sequence[AgentDefinition] = ()
+) -> dict[str, AgentDefinition]:
+    definitions = [ops_agent(uow), *extra]
     return {d.name: d for d in definitions}
 
 
-def build_container(settings: Settings) -> Container:
+def telemetry_config(settings: Settings) -> TelemetryConfig:
+    return TelemetryConfig(
+        otlp_endpoint=settings.otlp_endpoint,
+        otlp_traces_endpoint=settings.otlp_traces_endpoint,
+        otlp_metrics_endpoint=settings.otlp_metrics_endpoint,
+        console=settings.trace_console,
+        include_content=settings.trace_content,
+    )
+
+
+def build_container(
+    settings: Settings,
+    *,
+    telemetry: Telemetry | None = None,
+    extra_agents: Sequence[AgentDefinition] = (),
+    model: Model | None = None,
+) -> Container:
+    """Everything, from one Settings. `telemetry`, when given, stays the caller's to shut down;
+    `extra_agents` and `model` let tests declare their own agents and model."""
+    owns_telemetry = telemetry is None
+    telemetry = telemetry or build_telemetry(telemetry_config(settings))
     engine = create_engine(settings.database_url)
     uow = SqlUnitOfWorkFactory(engine)
     notifier = (
@@ -69,9 +106,9 @@ def build_container(settings: Settings) -> Container:
         if is_sqlite(settings.database_url)
         else PostgresRunNotifier(engine, settings.database_url)
     )
-    definitions = agent_definitions(uow)
+    definitions = agent_definitions(uow, extra_agents)
     catalog = DeclaredToolCatalog(definitions.values())
-    model = build_model(
+    model = model or build_model(
         settings.model,
         openai_base_url=settings.openai_base_url,
         openai_api_key=settings.openai_api_key.get_secret_value() if settings.openai_api_key else None,
@@ -89,6 +126,7 @@ def build_container(settings: Settings) -> Container:
             client_exec=timedelta(seconds=settings.client_exec_timeout_seconds),
         ),
         lease=timedelta(seconds=settings.lease_seconds),
+        telemetry=telemetry,
     )
     worker = Worker(
         uow,
@@ -99,8 +137,15 @@ def build_container(settings: Settings) -> Container:
         poll_seconds=settings.worker_poll_seconds,
         lease=timedelta(seconds=settings.lease_seconds),
         sweep_seconds=settings.sweep_seconds,
+        telemetry=telemetry,
     )
-    service = AgentService(uow, catalog, notifier, max_content_chars=settings.max_content_chars)
+    service = AgentService(
+        uow,
+        catalog,
+        notifier,
+        max_content_chars=settings.max_content_chars,
+        metrics=telemetry.metrics,
+    )
     return Container(
         settings=settings,
         uow=uow,
@@ -109,4 +154,6 @@ def build_container(settings: Settings) -> Container:
         service=service,
         runner=runner,
         worker=worker,
+        telemetry=telemetry,
+        owns_telemetry=owns_telemetry,
     )

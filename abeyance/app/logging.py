@@ -11,14 +11,22 @@ from structlog.typing import EventDict, WrappedLogger
 
 
 def add_trace_id(_: WrappedLogger, __: str, event: EventDict) -> EventDict:
+    """Every line carries `trace_id` (null outside a trace) and, inside one, `span_id`."""
     context = trace.get_current_span().get_span_context()
     if context.is_valid:
         event.setdefault("trace_id", format(context.trace_id, "032x"))
+        event.setdefault("span_id", format(context.span_id, "016x"))
+    else:
+        event.setdefault("trace_id", None)
     return event
 
 
 def configure_logging(level: str = "INFO", json_logs: bool | None = None) -> None:
-    """JSON lines when not on a TTY, a readable console on a TTY; library logs in the same format."""
+    """JSON lines when not on a TTY, a readable console on a TTY; library logs in the same format.
+
+    Ids bound with `structlog.contextvars` (request, conversation, run, correlation, tool call)
+    are merged into every line, including those of uvicorn and SQLAlchemy.
+    """
     if json_logs is None:
         json_logs = not sys.stderr.isatty()
     shared: list[structlog.typing.Processor] = [
@@ -41,17 +49,18 @@ def configure_logging(level: str = "INFO", json_logs: bool | None = None) -> Non
         wrapper_class=structlog.stdlib.BoundLogger,
         cache_logger_on_first_use=True,
     )
+    final: list[structlog.typing.Processor] = [structlog.stdlib.ProcessorFormatter.remove_processors_meta]
+    if json_logs:
+        # Tracebacks of library records become a string field rather than breaking the JSON line.
+        final.append(structlog.processors.format_exc_info)
     handler = logging.StreamHandler()
     handler.setFormatter(
-        structlog.stdlib.ProcessorFormatter(
-            foreign_pre_chain=shared,
-            processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta, renderer],
-        )
+        structlog.stdlib.ProcessorFormatter(foreign_pre_chain=shared, processors=[*final, renderer])
     )
     root = logging.getLogger()
     root.handlers = [handler]
     root.setLevel(level.upper())
     logging.getLogger("alembic").setLevel(logging.WARNING)
-    for name in ("uvicorn", "uvicorn.error", "uvicorn.access"):
+    for name in ("uvicorn", "uvicorn.error", "uvicorn.access", "sqlalchemy"):
         logging.getLogger(name).handlers = []
         logging.getLogger(name).propagate = True

@@ -16,13 +16,15 @@ from litestar.openapi.plugins import SwaggerRenderPlugin
 from sqlalchemy.exc import DBAPIError, OperationalError
 
 from abeyance.app import problems
-from abeyance.app.container import Container, build_container
+from abeyance.app.container import Container, build_container, telemetry_config
+from abeyance.app.observability import bind_path_ids, http_telemetry, metrics
 from abeyance.app.routes.v1 import route_handlers
 from abeyance.app.settings import Settings
 from abeyance.domain.errors import ServiceError
 from abeyance.domain.records import Principal
 from abeyance.infra.db.engine import is_sqlite
 from abeyance.infra.db.migrations import upgrade_async
+from abeyance.infra.telemetry import Telemetry, build_telemetry
 
 ANONYMOUS_ADMIN = Principal(id="anonymous", role="admin", workspace=None)
 
@@ -55,22 +57,36 @@ def database_unavailable(request: Any, exc: Exception) -> Any:
     return problems.problem(503, "database_unavailable", "the database is not reachable; try again shortly")
 
 
-def create_app(settings: Settings, *, container: Container | None = None) -> Litestar:
+def create_app(
+    settings: Settings, *, container: Container | None = None, telemetry: Telemetry | None = None
+) -> Litestar:
+    """The app. Telemetry (tracer and meter providers) is the container's, the given one, or built
+    from the settings here; whoever builds it shuts it down."""
+    owns_telemetry = container is None and telemetry is None
+    if container is not None:
+        telemetry = container.telemetry
+    elif telemetry is None:
+        telemetry = build_telemetry(telemetry_config(settings))
+
     @asynccontextmanager
     async def lifespan(app: Litestar) -> AsyncIterator[None]:
         if settings.migrate_on_start and is_sqlite(settings.database_url):
             await upgrade_async(settings.database_url)
-        built = container or build_container(settings)
+        built = container or build_container(settings, telemetry=telemetry)
         app.state.container = built
         await built.start(run_worker=settings.run_worker)
         try:
             yield
         finally:
             await built.close()
+            if owns_telemetry:
+                telemetry.shutdown()
 
     return Litestar(
-        route_handlers=[healthz, readyz, *route_handlers()],
+        route_handlers=[healthz, readyz, metrics, *route_handlers()],
         lifespan=[lifespan],
+        middleware=[http_telemetry(telemetry)],
+        before_request=bind_path_ids,
         dependencies={
             "container": Provide(provide_container, sync_to_thread=False),
             "principal": Provide(provide_principal),

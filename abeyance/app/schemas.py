@@ -13,7 +13,16 @@ from pydantic import BaseModel, ConfigDict, Field
 from pydantic_core import to_jsonable_python
 
 from abeyance.domain.errors import ValidationFailed
-from abeyance.domain.records import Conversation, PendingCall, Principal, Run, StoredMessage, ToolCallRecord
+from abeyance.domain.records import (
+    AuditEntry,
+    Conversation,
+    PendingCall,
+    Principal,
+    Run,
+    StoredMessage,
+    ToolCallRecord,
+    Usage,
+)
 from abeyance.domain.services import RunView
 
 
@@ -77,6 +86,16 @@ class PendingCallOut(BaseModel):
     result: Any = None
 
 
+class UsageOut(BaseModel):
+    requests: int
+    input_tokens: int
+    output_tokens: int
+    tool_calls: int
+    estimated_cost_usd: float | None = Field(
+        description="From the model's published prices; null when the model has no known price."
+    )
+
+
 class RunOut(BaseModel):
     id: uuid.UUID
     conversation_id: uuid.UUID
@@ -84,7 +103,7 @@ class RunOut(BaseModel):
     output: str | None
     error: dict[str, str] | None
     pending: list[PendingCallOut]
-    usage: dict[str, int]
+    usage: UsageOut
     created_at: datetime
     finished_at: datetime | None
 
@@ -117,6 +136,24 @@ class ToolCallOut(BaseModel):
 
 class PendingPage(BaseModel):
     items: list[PendingCallOut]
+    next_cursor: str | None
+
+
+class AuditEntryOut(BaseModel):
+    id: int
+    at: datetime
+    actor: str
+    action: str
+    workspace: str
+    conversation_id: uuid.UUID | None
+    run_id: uuid.UUID | None
+    correlation_id: uuid.UUID | None
+    trace_id: str | None
+    details: dict[str, Any]
+
+
+class AuditPage(BaseModel):
+    items: list[AuditEntryOut]
     next_cursor: str | None
 
 
@@ -168,9 +205,36 @@ def run_out(view: RunView, principal: Principal) -> RunOut:
         output=run.output,
         error={"code": run.error.code, "message": run.error.message} if run.error else None,
         pending=[pending_out(p, principal) for p in view.pending],
-        usage=dataclasses.asdict(run.usage),
+        usage=usage_out(run.usage),
         created_at=run.created_at,
         finished_at=run.finished_at,
+    )
+
+
+def usage_out(usage: Usage) -> UsageOut:
+    return UsageOut(
+        requests=usage.requests,
+        input_tokens=usage.input_tokens,
+        output_tokens=usage.output_tokens,
+        tool_calls=usage.tool_calls,
+        estimated_cost_usd=None if usage.cost is None else float(usage.cost),
+    )
+
+
+def audit_out(entry: AuditEntry) -> AuditEntryOut:
+    assert entry.id is not None
+    assert entry.at is not None
+    return AuditEntryOut(
+        id=entry.id,
+        at=entry.at,
+        actor=entry.actor,
+        action=entry.action,
+        workspace=entry.workspace,
+        conversation_id=entry.conversation_id,
+        run_id=entry.run_id,
+        correlation_id=entry.correlation_id,
+        trace_id=entry.trace_id,
+        details=jsonable(entry.details),
     )
 
 
@@ -203,6 +267,22 @@ def decode_cursor(cursor: str) -> tuple[datetime, uuid.UUID]:
     try:
         created, cid = base64.urlsafe_b64decode(cursor.encode()).decode().split("|")
         return datetime.fromisoformat(created), uuid.UUID(cid)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ValidationFailed(
+            "cursor is not valid", extra={"errors": [{"loc": ["query", "cursor"], "msg": "invalid cursor"}]}
+        ) from exc
+
+
+def encode_audit_cursor(entry: AuditEntry) -> str:
+    return base64.urlsafe_b64encode(f"audit|{entry.id}".encode()).decode()
+
+
+def decode_audit_cursor(cursor: str) -> int:
+    try:
+        prefix, value = base64.urlsafe_b64decode(cursor.encode()).decode().split("|")
+        if prefix != "audit":
+            raise ValueError(prefix)
+        return int(value)
     except (ValueError, UnicodeDecodeError) as exc:
         raise ValidationFailed(
             "cursor is not valid", extra={"errors": [{"loc": ["query", "cursor"], "msg": "invalid cursor"}]}

@@ -37,3 +37,16 @@ class Settings(BaseSettings):
     migrate_on_start: bool = True
     log_level: str = "INFO"
     log_json: bool | None = None
+    trace_console: bool = False
+    """Print every finished span to stdout (`ABEYANCE_TRACE_CONSOLE=1`)."""
+    trace_content: bool = False
+    """Put prompts, answers and tool arguments/results on pydantic-ai's spans (off: they may hold secrets)."""
+    otlp_endpoint: str | None = Field(
+        default=None, validation_alias=AliasChoices("OTEL_EXPORTER_OTLP_ENDPOINT")
+    )
+    otlp_traces_endpoint: str | None = Field(
+        default=None, validation_alias=AliasChoices("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+    )
+    otlp_metrics_endpoint: str | None = Field(
+        default=None, validation_alias=AliasChoices("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT")
+    )

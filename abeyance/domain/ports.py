@@ -15,6 +15,7 @@ from abeyance.domain.records import (
     Run,
     RunError,
     StoredMessage,
+    ToolCallMetadata,
     ToolCallRecord,
     Usage,
 )
@@ -82,11 +83,17 @@ class RunRepository(Protocol):
         output: str | None = None,
         error: RunError | None = None,
         awaiting_count: int = 0,
-    ) -> bool: ...
+        trace_context: dict[str, str] | None = None,
+    ) -> bool:
+        """End the owner's segment; `trace_context`, when given, is what the next segment continues."""
+        ...
 
     async def cancel_requested(self, run_id: uuid.UUID) -> bool: ...
     async def release(self, run_id: uuid.UUID, owner: str, now: datetime) -> bool: ...
     async def release_all(self, owner: str, now: datetime) -> int: ...
+    async def count_by_status(self) -> dict[RunStatus, int]:
+        """How many runs are queued, running or suspended right now."""
+        ...
 
 
 class PendingCallRepository(Protocol):
@@ -118,6 +125,9 @@ class PendingCallRepository(Protocol):
         ...
 
     async def overdue(self, now: datetime, limit: int) -> list[PendingCall]: ...
+    async def count_awaiting(self) -> dict[PendingKind, int]:
+        """How many calls await a decision right now, by kind."""
+        ...
 
 
 class ToolCallRepository(Protocol):
@@ -130,6 +140,8 @@ class ToolCallRepository(Protocol):
 
 
 class AuditRepository(Protocol):
+    """Append-only: there is no update or delete, by design."""
+
     async def append(self, entry: AuditEntry, now: datetime) -> None: ...
     async def search(
         self,
@@ -180,6 +192,22 @@ class ToolCatalog(Protocol):
     def spec(self, agent: str, tool_name: str) -> ToolSpec | None: ...
     def validate_args(self, agent: str, tool_name: str, args: dict[str, Any]) -> dict[str, Any]:
         """Validated, JSON-ready args, or `ValidationFailed` with field errors."""
+        ...
+
+
+class ServiceMetrics(Protocol):
+    """Operational counters the use cases report; called after the change is committed."""
+
+    def run_status(self, status: RunStatus) -> None:
+        """A run entered `status`."""
+        ...
+
+    def pending_resolved(self, call: PendingCall, status: PendingStatus, at: datetime) -> None:
+        """An awaiting call left `awaiting` (decided, expired or cancelled) at `at`."""
+        ...
+
+    def tool_call(self, metadata: ToolCallMetadata) -> None:
+        """One tool call was executed."""
         ...
 
 

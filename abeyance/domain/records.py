@@ -5,6 +5,7 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass, field
 from datetime import datetime
+from decimal import Decimal
 from typing import Any
 
 from abeyance.domain.states import PendingStatus, RunStatus
@@ -55,17 +56,26 @@ class RunError:
 
 @dataclass(slots=True)
 class Usage:
+    """Model usage of a run, summed over its segments.
+
+    `cost` is an estimate in USD from the model's published prices; None when no request of
+    the run could be priced (unknown model, offline model), so "unknown" differs from zero.
+    """
+
     requests: int = 0
     input_tokens: int = 0
     output_tokens: int = 0
     tool_calls: int = 0
+    cost: Decimal | None = None
 
     def add(self, other: Usage) -> Usage:
+        cost = self.cost if other.cost is None else (self.cost or Decimal(0)) + other.cost
         return Usage(
             requests=self.requests + other.requests,
             input_tokens=self.input_tokens + other.input_tokens,
             output_tokens=self.output_tokens + other.output_tokens,
             tool_calls=self.tool_calls + other.tool_calls,
+            cost=cost,
         )
 
 
@@ -88,6 +98,8 @@ class Run:
     created_at: datetime
     updated_at: datetime
     finished_at: datetime | None
+    trace_context: dict[str, str] | None = None
+    """W3C trace context (`traceparent`, `tracestate`) the next segment continues."""
 
 
 @dataclass(slots=True)
@@ -147,6 +159,7 @@ class AuditEntry:
     details: dict[str, Any] = field(default_factory=dict)
     id: int | None = None
     at: datetime | None = None
+    trace_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

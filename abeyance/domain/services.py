@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from abeyance.domain.errors import ArgsChanged, NotFound, RunActive, Stale, ValidationFailed
-from abeyance.domain.ports import RunNotifier, ToolCatalog, UnitOfWorkFactory
+from abeyance.domain.errors import ArgsChanged, Forbidden, NotFound, RunActive, Stale, ValidationFailed
+from abeyance.domain.ports import RunNotifier, ServiceMetrics, ToolCatalog, UnitOfWorkFactory
 from abeyance.domain.records import (
     AuditEntry,
     Conversation,
@@ -17,6 +17,7 @@ from abeyance.domain.records import (
     Principal,
     Run,
     StoredMessage,
+    ToolCallMetadata,
     ToolCallRecord,
     Usage,
 )
@@ -48,6 +49,34 @@ class RunView:
     pending: list[PendingCall]
 
 
+@dataclass(frozen=True, slots=True)
+class AuditQuery:
+    """Filters of the audit log; `after_id` is the keyset cursor (rows come in id order)."""
+
+    conversation_id: uuid.UUID | None = None
+    correlation_id: uuid.UUID | None = None
+    action: str | None = None
+    since: datetime | None = None
+    after_id: int | None = None
+    limit: int = 50
+
+
+class NoMetrics:
+    """`ServiceMetrics` that records nothing."""
+
+    def run_status(self, status: RunStatus) -> None:
+        return None
+
+    def pending_resolved(self, call: PendingCall, status: PendingStatus, at: datetime) -> None:
+        return None
+
+    def tool_call(self, metadata: ToolCallMetadata) -> None:
+        return None
+
+
+AUDIT_READERS = frozenset({"operator", "admin"})
+
+
 class AgentService:
     """Conversations, messages, runs and pending calls, as HTTP clients and operators use them."""
 
@@ -59,12 +88,14 @@ class AgentService:
         *,
         clock: Clock = utcnow,
         max_content_chars: int = 32_000,
+        metrics: ServiceMetrics | None = None,
     ) -> None:
         self._uow = uow
         self._catalog = catalog
         self._notifier = notifier
         self._clock = clock
         self._max_content_chars = max_content_chars
+        self._metrics: ServiceMetrics = metrics or NoMetrics()
 
     async def create_conversation(
         self, principal: Principal, agent: str, workspace: str | None
@@ -162,6 +193,7 @@ class AgentService:
                 now,
             )
             await uow.commit()
+        self._metrics.run_status(RunStatus.QUEUED)
         await self._notifier.run_queued(run.id)
         return run
 
@@ -183,6 +215,7 @@ class AgentService:
     async def cancel_run(self, principal: Principal, run_id: uuid.UUID) -> RunView:
         """Cancel a run: awaiting calls become `cancelled` (the model is told on the next turn)."""
         now = self._clock()
+        cancelled: list[PendingCall] = []
         async with self._uow() as uow:
             run = await uow.runs.get(run_id)
             if run is None or not principal.can_see(run.workspace):
@@ -208,6 +241,7 @@ class AgentService:
                         reason="run cancelled",
                         resolution={"decision": "cancel"},
                     ):
+                        cancelled.append(call)
                         await uow.audit.append(
                             _pending_audit("pending.cancelled", principal.id, call, {}), now
                         )
@@ -223,6 +257,10 @@ class AgentService:
                 now,
             )
             await uow.commit()
+        for call in cancelled:
+            self._metrics.pending_resolved(call, PendingStatus.CANCELLED, now)
+        if run.status is not RunStatus.RUNNING:
+            self._metrics.run_status(RunStatus.CANCELLED)
         await self._notifier.run_changed(run_id)
         return await self.get_run(principal, run_id)
 
@@ -300,10 +338,29 @@ class AgentService:
             requeued = await uow.runs.resolve_one_awaiting(call.run_id, now)
             await uow.commit()
             resolved = await uow.pending.get(correlation_id)
+        self._metrics.pending_resolved(call, target, now)
         if requeued:
+            self._metrics.run_status(RunStatus.QUEUED)
             await self._notifier.run_queued(call.run_id)
         assert resolved is not None
         return resolved
+
+    async def list_audit(self, principal: Principal, query: AuditQuery) -> list[AuditEntry]:
+        """Audit rows in the order they were written: the caller's workspace, or all for an admin."""
+        if principal.role not in AUDIT_READERS:
+            raise Forbidden("reading the audit log needs the operator or admin role")
+        if not principal.is_admin and principal.workspace is None:
+            return []
+        async with self._uow() as uow:
+            return await uow.audit.search(
+                workspace=None if principal.is_admin else principal.workspace,
+                conversation_id=query.conversation_id,
+                correlation_id=query.correlation_id,
+                action=query.action,
+                since=query.since,
+                after_id=query.after_id,
+                limit=query.limit,
+            )
 
     async def _visible_conversation(
         self, uow: Any, principal: Principal, conversation_id: uuid.UUID

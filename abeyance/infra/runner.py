@@ -11,6 +11,7 @@ from datetime import timedelta
 from typing import Any
 
 import structlog
+from opentelemetry.trace import Span, Status, StatusCode
 from pydantic import TypeAdapter
 from pydantic_ai import Agent
 from pydantic_ai.exceptions import ToolFailed, UsageLimitExceeded
@@ -24,7 +25,7 @@ from pydantic_ai.messages import (
 )
 from pydantic_ai.models import Model
 from pydantic_ai.tools import DeferredToolRequests, DeferredToolResults, ToolApproved, ToolDenied
-from pydantic_ai.usage import UsageLimits
+from pydantic_ai.usage import RunUsage, UsageLimits
 
 from abeyance.domain.errors import ToolPolicyError, ok_result
 from abeyance.domain.ports import UnitOfWorkFactory
@@ -44,13 +45,20 @@ from abeyance.infra.agents.observed import (
 )
 from abeyance.infra.faults import crash_point
 from abeyance.infra.notifier import LocalRunNotifier
+from abeyance.infra.telemetry import Telemetry, context_from, current_trace_context
 
 log = structlog.get_logger("abeyance.runner")
 MESSAGE = TypeAdapter(ModelMessage)
 ACTOR = "system:worker"
 
 
-def build_agent(definition: AgentDefinition, model: Model) -> Agent[RunDeps, str | DeferredToolRequests]:
+def build_agent(
+    definition: AgentDefinition, model: Model, telemetry: Telemetry | None = None
+) -> Agent[RunDeps, str | DeferredToolRequests]:
+    """The pydantic-ai agent of a definition: its tools behind `ObservedTools`, traced by pydantic-ai."""
+    telemetry = telemetry or Telemetry.disabled()
+    observed = ObservedTools({d.spec.name: d.spec for d in definition.tools}, telemetry.metrics)
+    instrumentation = telemetry.agent_instrumentation()
     return Agent(
         model,
         name=definition.name,
@@ -58,7 +66,7 @@ def build_agent(definition: AgentDefinition, model: Model) -> Agent[RunDeps, str
         deps_type=RunDeps,
         output_type=[str, DeferredToolRequests],
         tools=[declared.tool for declared in definition.tools],
-        capabilities=[ObservedTools({d.spec.name: d.spec for d in definition.tools})],
+        capabilities=[observed] if instrumentation is None else [instrumentation, observed],
     )
 
 
@@ -171,10 +179,13 @@ class AgentRunner:
         timeouts: Timeouts,
         lease: timedelta,
         policy: PreApprovalPolicy | None = None,
+        telemetry: Telemetry | None = None,
     ) -> None:
         self._uow = uow
+        self._telemetry = telemetry or Telemetry.disabled()
+        self._metrics = self._telemetry.metrics
         self._definitions = dict(definitions)
-        self._agents = {name: build_agent(d, model) for name, d in definitions.items()}
+        self._agents = {name: build_agent(d, model, self._telemetry) for name, d in definitions.items()}
         self._notifier = notifier
         self._clock = clock
         self._step_limit = step_limit
@@ -185,31 +196,55 @@ class AgentRunner:
     async def run_segment(
         self, run: Run, owner: str, stopping: asyncio.Event | None = None
     ) -> RunStatus | None:
-        bound = log.bind(run_id=str(run.id), conversation_id=str(run.conversation_id), segment=run.segment)
-        try:
-            status = await self._run_segment(run, owner, bound, stopping or asyncio.Event())
-        except LeaseLost:
-            bound.warning("run.lease_lost")
-            return None
-        except NotReady as exc:
-            bound.error("run.queued_while_awaiting", error=str(exc))
-            async with self._uow() as uow:
-                await uow.runs.finish(
-                    run.id, owner, RunStatus.SUSPENDED, self._clock(), awaiting_count=exc.awaiting
-                )
-                await uow.commit()
-            return RunStatus.SUSPENDED
-        except Interrupted:
-            async with self._uow() as uow:
-                await uow.runs.release(run.id, owner, self._clock())
-                await uow.commit()
-            bound.info("run.released_for_shutdown")
-            await self._notifier.run_queued(run.id)
-            return None
+        """One segment, in a `run.segment` span that continues the trace stored on the run.
+
+        The first segment continues the trace of the request that queued the run; a resumed one
+        continues the segment that suspended it, so the whole run is one trace.
+        """
+        with (
+            structlog.contextvars.bound_contextvars(
+                run_id=str(run.id), conversation_id=str(run.conversation_id), segment=run.segment
+            ),
+            self._telemetry.tracer.start_as_current_span(
+                "run.segment",
+                context=context_from(run.trace_context),
+                attributes={
+                    "abeyance.run_id": str(run.id),
+                    "abeyance.conversation_id": str(run.conversation_id),
+                    "abeyance.workspace": run.workspace,
+                    "abeyance.agent": run.agent,
+                    "abeyance.segment": run.segment,
+                },
+            ) as span,
+        ):
+            try:
+                status = await self._run_segment(run, owner, span, stopping or asyncio.Event())
+            except LeaseLost:
+                span.set_attribute("abeyance.run.lease_lost", True)
+                log.warning("run.lease_lost")
+                return None
+            except NotReady as exc:
+                log.error("run.queued_while_awaiting", error=str(exc))
+                async with self._uow() as uow:
+                    await uow.runs.finish(
+                        run.id, owner, RunStatus.SUSPENDED, self._clock(), awaiting_count=exc.awaiting
+                    )
+                    await uow.commit()
+                return RunStatus.SUSPENDED
+            except Interrupted:
+                async with self._uow() as uow:
+                    await uow.runs.release(run.id, owner, self._clock())
+                    await uow.commit()
+                log.info("run.released_for_shutdown")
+                await self._notifier.run_queued(run.id)
+                return None
+            span.set_attribute("abeyance.run.status", status.value)
+            if status is RunStatus.FAILED:
+                span.set_status(Status(StatusCode.ERROR, "run failed"))
         await self._notifier.run_changed(run.id)
         return status
 
-    async def _run_segment(self, run: Run, owner: str, bound: Any, stopping: asyncio.Event) -> RunStatus:
+    async def _run_segment(self, run: Run, owner: str, span: Span, stopping: asyncio.Event) -> RunStatus:
         async with self._uow() as uow:
             stored = await uow.messages.read(run.conversation_id)
             history = decode(stored)
@@ -244,7 +279,8 @@ class AgentRunner:
         persisted = 0
         usage = run.usage
         agent_run = None
-        bound.info("run.segment_started", resumed=bool(results))
+        span.set_attribute("abeyance.segment.resumed", bool(results))
+        log.info("run.segment_started", resumed=bool(results))
         try:
             async with agent.iter(
                 None if started else run.input,
@@ -271,7 +307,8 @@ class AgentRunner:
         except (LeaseLost, Interrupted):
             raise
         except Exception as exc:
-            bound.exception("run.segment_error")
+            span.record_exception(exc)
+            log.exception("run.segment_error")
             return await self._finish(
                 run,
                 owner,
@@ -391,7 +428,13 @@ class AgentRunner:
         async with self._uow() as uow:
             await uow.messages.append(run.conversation_id, run.id, [encode(m) for m in messages], now)
             if not await uow.runs.finish(
-                run.id, owner, RunStatus.SUSPENDED, now, usage=usage, awaiting_count=len(calls)
+                run.id,
+                owner,
+                RunStatus.SUSPENDED,
+                now,
+                usage=usage,
+                awaiting_count=len(calls),
+                trace_context=current_trace_context(),
             ):
                 raise LeaseLost()
             for call in calls:
@@ -414,7 +457,17 @@ class AgentRunner:
                 )
             await uow.audit.append(self._run_audit(run, "run.suspended", {"pending": len(calls)}), now)
             await uow.commit()
-        log.info("run.suspended", run_id=str(run.id), pending=len(calls))
+        self._metrics.run_status(RunStatus.SUSPENDED)
+        for call in calls:
+            log.info(
+                "pending.requested",
+                correlation_id=str(call.correlation_id),
+                tool_call_id=call.tool_call_id,
+                tool_name=call.tool_name,
+                kind=call.kind.value,
+                expires_at=call.expires_at.isoformat(),
+            )
+        log.info("run.suspended", pending=len(calls), usage=_usage_log(usage))
         return RunStatus.SUSPENDED
 
     async def _step_limit_reached(
@@ -456,7 +509,8 @@ class AgentRunner:
                 await uow.audit.append(self._run_audit(run, f"run.{status.value}", details), now)
             await uow.conversations.release_active_run(run.conversation_id, run.id, now)
             await uow.commit()
-        log.info(f"run.{status.value}", run_id=str(run.id), error=error.code if error else None)
+        self._metrics.run_status(status)
+        log.info(f"run.{status.value}", error=error.code if error else None, usage=_usage_log(usage))
         return status
 
     @staticmethod
@@ -471,13 +525,24 @@ class AgentRunner:
         )
 
 
-def _usage(usage: Any) -> Usage:
+def _usage(usage: RunUsage) -> Usage:
+    """Our record of pydantic-ai's usage; its cost is the genai-prices estimate, None when unpriced."""
     return Usage(
         requests=usage.requests,
         input_tokens=usage.input_tokens,
         output_tokens=usage.output_tokens,
         tool_calls=usage.tool_calls,
+        cost=usage.cost,
     )
+
+
+def _usage_log(usage: Usage) -> dict[str, Any]:
+    return {
+        "requests": usage.requests,
+        "input_tokens": usage.input_tokens,
+        "output_tokens": usage.output_tokens,
+        "cost_usd": None if usage.cost is None else str(usage.cost),
+    }
 
 
 def dumps(value: Any) -> str:

@@ -7,16 +7,17 @@ import contextlib
 import os
 import socket
 import uuid
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 import structlog
 
-from abeyance.domain.ports import UnitOfWorkFactory
-from abeyance.domain.records import AuditEntry
+from abeyance.domain.ports import UnitOfWork, UnitOfWorkFactory
+from abeyance.domain.records import AuditEntry, PendingCall, Run
 from abeyance.domain.services import Clock
-from abeyance.domain.states import PendingStatus
+from abeyance.domain.states import PendingStatus, RunStatus
 from abeyance.infra.notifier import LocalRunNotifier
-from abeyance.infra.runner import AgentRunner
+from abeyance.infra.runner import ACTOR, AgentRunner
+from abeyance.infra.telemetry import Telemetry, trace_id_of
 
 log = structlog.get_logger("abeyance.worker")
 SWEEPER = "system:sweeper"
@@ -38,8 +39,10 @@ class Worker:
         poll_seconds: float,
         lease: timedelta,
         sweep_seconds: float,
+        telemetry: Telemetry | None = None,
     ) -> None:
         self._uow = uow
+        self._telemetry = telemetry or Telemetry.disabled()
         self._runner = runner
         self._notifier = notifier
         self._clock = clock
@@ -94,17 +97,34 @@ class Worker:
         now = self._clock()
         async with self._uow() as uow:
             run = await uow.runs.claim_next(self.id, now, now + self._lease)
+            if run is not None:
+                await uow.audit.append(self._segment_audit(run), now)
             await uow.commit()
         if run is None:
             return False
+        self._telemetry.metrics.run_status(RunStatus.RUNNING)
         heartbeat = asyncio.create_task(self._heartbeat(run.id))
         try:
-            await self._runner.run_segment(run, self.id, self._stopping)
+            with structlog.contextvars.bound_contextvars(worker=self.id):
+                await self._runner.run_segment(run, self.id, self._stopping)
         finally:
             heartbeat.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await heartbeat
         return True
+
+    def _segment_audit(self, run: Run) -> AuditEntry:
+        # Written in the claim transaction, before the segment's span exists: the row gets the
+        # trace the segment is about to continue.
+        return AuditEntry(
+            action="run.started" if run.segment == 1 else "run.resumed",
+            actor=ACTOR,
+            workspace=run.workspace,
+            conversation_id=run.conversation_id,
+            run_id=run.id,
+            details={"segment": run.segment, "worker": self.id},
+            trace_id=trace_id_of(run.trace_context),
+        )
 
     async def _heartbeat(self, run_id: uuid.UUID) -> None:
         interval = self._lease.total_seconds() / 3
@@ -129,37 +149,54 @@ class Worker:
     async def sweep(self) -> int:
         """Expire overdue pending calls and requeue runs whose lease ran out. Safe to run anywhere."""
         now = self._clock()
-        changed = 0
+        expired: list[PendingCall] = []
         async with self._uow() as uow:
             requeued = await uow.runs.requeue_expired_leases(now)
             overdue = await uow.pending.overdue(now, limit=100)
-            for call in overdue:
-                if not await uow.pending.transition(
-                    call.correlation_id,
-                    PendingStatus.EXPIRED,
-                    now,
-                    resolved_by=SWEEPER,
-                    reason="no decision before expires_at",
-                    resolution={"decision": "expire"},
+            if overdue:
+                with self._telemetry.tracer.start_as_current_span(
+                    "sweeper.expire", attributes={"abeyance.overdue": len(overdue)}
                 ):
-                    continue
-                await uow.audit.append(
-                    AuditEntry(
-                        action="pending.expired",
-                        actor=SWEEPER,
-                        workspace=call.workspace,
-                        conversation_id=call.conversation_id,
-                        run_id=call.run_id,
-                        correlation_id=call.correlation_id,
-                        details={"tool_name": call.tool_name, "tool_call_id": call.tool_call_id},
-                    ),
-                    now,
-                )
-                if await uow.runs.resolve_one_awaiting(call.run_id, now):
-                    requeued.append(call.run_id)
-                changed += 1
+                    for call in overdue:
+                        if await self._expire(uow, call, now):
+                            expired.append(call)
+                            if await uow.runs.resolve_one_awaiting(call.run_id, now):
+                                requeued.append(call.run_id)
             await uow.commit()
+        for call in expired:
+            log.info(
+                "pending.expired",
+                correlation_id=str(call.correlation_id),
+                run_id=str(call.run_id),
+                tool_name=call.tool_name,
+            )
+            self._telemetry.metrics.pending_resolved(call, PendingStatus.EXPIRED, now)
         for run_id in requeued:
             log.info("sweeper.requeued", run_id=str(run_id))
+            self._telemetry.metrics.run_status(RunStatus.QUEUED)
             await self._notifier.run_queued(run_id)
-        return changed + len(requeued)
+        return len(expired) + len(requeued)
+
+    async def _expire(self, uow: UnitOfWork, call: PendingCall, now: datetime) -> bool:
+        if not await uow.pending.transition(
+            call.correlation_id,
+            PendingStatus.EXPIRED,
+            now,
+            resolved_by=SWEEPER,
+            reason="no decision before expires_at",
+            resolution={"decision": "expire"},
+        ):
+            return False
+        await uow.audit.append(
+            AuditEntry(
+                action="pending.expired",
+                actor=SWEEPER,
+                workspace=call.workspace,
+                conversation_id=call.conversation_id,
+                run_id=call.run_id,
+                correlation_id=call.correlation_id,
+                details={"tool_name": call.tool_name, "tool_call_id": call.tool_call_id},
+            ),
+            now,
+        )
+        return True

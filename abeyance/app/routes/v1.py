@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from datetime import datetime
 from typing import Annotated, Any
 
 from litestar import Controller, Response, get, post
@@ -12,6 +13,7 @@ from litestar.status_codes import HTTP_200_OK, HTTP_201_CREATED, HTTP_202_ACCEPT
 
 from abeyance.app.container import Container
 from abeyance.app.schemas import (
+    AuditPage,
     ConversationDetailOut,
     ConversationOut,
     CreateConversation,
@@ -21,16 +23,20 @@ from abeyance.app.schemas import (
     ResolveBody,
     RunOut,
     ToolCallOut,
+    audit_out,
     conversation_out,
+    decode_audit_cursor,
     decode_cursor,
+    encode_audit_cursor,
     encode_cursor,
     message_out,
     pending_out,
     run_out,
     tool_call_out,
 )
+from abeyance.domain.errors import ValidationFailed
 from abeyance.domain.records import Principal
-from abeyance.domain.services import Resolution
+from abeyance.domain.services import AuditQuery, Resolution
 from abeyance.domain.states import Decision, PendingStatus
 from abeyance.domain.tools import PendingKind
 
@@ -183,5 +189,48 @@ class PendingController(Controller):
         return pending_out(call, principal)
 
 
+class AuditController(Controller):
+    path = "/v1/audit"
+    tags = ["audit"]
+
+    @get("/")
+    async def list_audit(
+        self,
+        container: NamedDependency[Container],
+        principal: NamedDependency[Principal],
+        conversation_id: FromQuery[uuid.UUID | None] = None,
+        correlation_id: FromQuery[uuid.UUID | None] = None,
+        action: Annotated[str | None, QueryParameter(max_length=100)] = None,
+        since: FromQuery[datetime | None] = None,
+        cursor: FromQuery[str | None] = None,
+        limit: Annotated[int, QueryParameter(ge=1, le=500)] = 100,
+    ) -> AuditPage:
+        """Audit rows in the order they were written (operators: their workspace; admins: all).
+
+        `action` is e.g. `pending.approved`; `since` an ISO 8601 timestamp with a time zone.
+        """
+        if since is not None and since.tzinfo is None:
+            raise ValidationFailed(
+                "since needs a time zone",
+                extra={"errors": [{"loc": ["query", "since"], "msg": "naive timestamp"}]},
+            )
+        rows = await container.service.list_audit(
+            principal,
+            AuditQuery(
+                conversation_id=conversation_id,
+                correlation_id=correlation_id,
+                action=action,
+                since=since,
+                after_id=decode_audit_cursor(cursor) if cursor else None,
+                limit=limit + 1,
+            ),
+        )
+        page = rows[:limit]
+        return AuditPage(
+            items=[audit_out(r) for r in page],
+            next_cursor=encode_audit_cursor(page[-1]) if len(rows) > limit else None,
+        )
+
+
 def route_handlers() -> list[Any]:
-    return [ConversationController, RunController, PendingController]
+    return [ConversationController, RunController, PendingController, AuditController]

@@ -26,11 +26,12 @@ from pydantic_ai.messages import ToolCallPart
 from pydantic_ai.tools import ToolDefinition
 
 from abeyance.domain.errors import ToolError, ok_result, unexpected_error_result
-from abeyance.domain.ports import UnitOfWork, UnitOfWorkFactory
-from abeyance.domain.records import ToolCallMetadata, ToolCallRecord
-from abeyance.domain.services import Clock
+from abeyance.domain.ports import ServiceMetrics, UnitOfWork, UnitOfWorkFactory
+from abeyance.domain.records import AuditEntry, ToolCallMetadata, ToolCallRecord
+from abeyance.domain.services import Clock, NoMetrics
 from abeyance.domain.tools import Executor, PendingKind, ToolSpec
 from abeyance.infra.faults import crash_point
+from abeyance.infra.telemetry import current_trace_id
 
 log = structlog.get_logger("abeyance.tools")
 
@@ -93,7 +94,7 @@ async def record_effect(uow: UnitOfWork, ctx: RunContext[RunDeps], tool_name: st
         latency_ms=round((time.perf_counter() - timing.t0) * 1000, 3),
         ok=True,
         error_class=None,
-        trace_id=_trace_id(),
+        trace_id=current_trace_id(),
         started_at=timing.started_at,
         ended_at=deps.clock(),
     )
@@ -111,18 +112,20 @@ async def record_effect(uow: UnitOfWork, ctx: RunContext[RunDeps], tool_name: st
         raise AlreadyApplied(previous.result if previous else payload)
 
 
-def _trace_id() -> str | None:
-    context = trace.get_current_span().get_span_context()
-    return format(context.trace_id, "032x") if context.is_valid else None
-
-
 def failure_message(payload: Mapping[str, Any]) -> str:
     return json.dumps(payload, default=str)
 
 
 class ObservedTools(AbstractCapability[RunDeps]):
-    def __init__(self, specs: Mapping[str, ToolSpec]) -> None:
+    """The capability every tool call of an agent goes through.
+
+    pydantic-ai's instrumentation is the outermost capability, so the current span here is the
+    call's `execute_tool` span: the metadata lands on it as attributes.
+    """
+
+    def __init__(self, specs: Mapping[str, ToolSpec], metrics: ServiceMetrics | None = None) -> None:
         self._specs = dict(specs)
+        self._metrics: ServiceMetrics = metrics or NoMetrics()
 
     async def wrap_tool_execute(
         self,
@@ -136,6 +139,17 @@ class ObservedTools(AbstractCapability[RunDeps]):
         spec = self._specs.get(call.tool_name)
         if spec is None:
             return await handler(args)
+        with structlog.contextvars.bound_contextvars(tool_call_id=call.tool_call_id, tool_name=spec.name):
+            return await self._observe(ctx, spec, call, args, handler)
+
+    async def _observe(
+        self,
+        ctx: RunContext[RunDeps],
+        spec: ToolSpec,
+        call: ToolCallPart,
+        args: dict[str, Any],
+        handler: WrapToolExecuteHandler,
+    ) -> Any:
         deps = ctx.deps
         metadata = ctx.tool_call_metadata or {}
         approved = ctx.tool_call_approved and not metadata.get(REDISPATCH)
@@ -143,6 +157,7 @@ class ObservedTools(AbstractCapability[RunDeps]):
             authorization = await self._pre_approval(deps, spec, args)
             if authorization is None:
                 raise ApprovalRequired(metadata={"kind": PendingKind.APPROVAL.value})
+            await self._audit_auto_approval(deps, call, authorization)
         external = spec.external_kind()
         if external is not None:
             raise CallDeferred(
@@ -158,6 +173,25 @@ class ObservedTools(AbstractCapability[RunDeps]):
             # Fail closed: a policy that cannot be evaluated gates the call.
             log.exception("pre_approval.unavailable", tool_name=spec.name)
             return None
+
+    async def _audit_auto_approval(self, deps: RunDeps, call: ToolCallPart, authorization: str) -> None:
+        async with deps.uow() as uow:
+            await uow.audit.append(
+                AuditEntry(
+                    action="pending.auto_approved",
+                    actor=f"authorization:{authorization}",
+                    workspace=deps.workspace,
+                    conversation_id=deps.conversation_id,
+                    run_id=deps.run_id,
+                    details={
+                        "tool_name": call.tool_name,
+                        "tool_call_id": call.tool_call_id,
+                        "authorization_id": authorization,
+                    },
+                ),
+                deps.clock(),
+            )
+            await uow.commit()
 
     async def _execute(
         self,
@@ -201,7 +235,7 @@ class ObservedTools(AbstractCapability[RunDeps]):
         ended_at = deps.clock()
         ok = bool(payload["ok"])
         span = trace.get_current_span()
-        trace_id = _trace_id()
+        trace_id = current_trace_id()
         md = ToolCallMetadata(
             tool_name=spec.name,
             agent_name=deps.agent_name,
@@ -224,6 +258,7 @@ class ObservedTools(AbstractCapability[RunDeps]):
                 )
             )
             await uow.commit()
+        self._metrics.tool_call(md)
         span.set_attributes(
             {
                 "abeyance.tool.name": md.tool_name,
@@ -231,6 +266,7 @@ class ObservedTools(AbstractCapability[RunDeps]):
                 "abeyance.tool.ok": md.ok,
                 "abeyance.tool.latency_ms": md.latency_ms,
                 "abeyance.tool.error_class": md.error_class or "",
+                "abeyance.tool.error_code": error_code or "",
             }
         )
         log.info(
@@ -241,6 +277,9 @@ class ObservedTools(AbstractCapability[RunDeps]):
             ok=md.ok,
             error_class=md.error_class,
             trace_id=md.trace_id,
+            started_at=md.started_at.isoformat(),
+            ended_at=md.ended_at.isoformat(),
+            error_code=error_code,
             tool_call_id=call.tool_call_id,
             run_id=str(deps.run_id),
             conversation_id=str(deps.conversation_id),

@@ -5,6 +5,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Sequence
 from datetime import datetime
+from decimal import Decimal
 from typing import Any
 
 import sqlalchemy as sa
@@ -25,6 +26,7 @@ from abeyance.domain.records import (
 from abeyance.domain.states import PendingStatus, RunStatus
 from abeyance.domain.tools import Executor, PendingKind
 from abeyance.infra.db import tables as t
+from abeyance.infra.telemetry import current_trace_context, current_trace_id, span_event
 
 
 class _Repository:
@@ -128,27 +130,42 @@ def _run_from_row(row: Any) -> Run:
         error=RunError(**error) if error else None,
         segment=m["segment"],
         awaiting_count=m["awaiting_count"],
-        usage=Usage(**m["usage"]),
+        usage=_usage_from_json(m["usage"]),
         cancel_requested=m["cancel_requested"],
         lease_owner=m["lease_owner"],
         lease_expires_at=m["lease_expires_at"],
         created_at=m["created_at"],
         updated_at=m["updated_at"],
         finished_at=m["finished_at"],
+        trace_context=m["trace_context"],
     )
 
 
-def _usage_json(usage: Usage) -> dict[str, int]:
+def _usage_json(usage: Usage) -> dict[str, Any]:
+    # The cost is stored as a decimal string: an estimate, but summed without float drift.
     return {
         "requests": usage.requests,
         "input_tokens": usage.input_tokens,
         "output_tokens": usage.output_tokens,
         "tool_calls": usage.tool_calls,
+        "cost": None if usage.cost is None else str(usage.cost),
     }
+
+
+def _usage_from_json(value: dict[str, Any]) -> Usage:
+    cost = value.get("cost")
+    return Usage(
+        requests=value.get("requests", 0),
+        input_tokens=value.get("input_tokens", 0),
+        output_tokens=value.get("output_tokens", 0),
+        tool_calls=value.get("tool_calls", 0),
+        cost=None if cost is None else Decimal(cost),
+    )
 
 
 class SqlRunRepository(_Repository):
     async def add(self, run: Run) -> None:
+        """Insert a run; without a trace context of its own it keeps the current one (the request's)."""
         await self._session.execute(
             t.runs.insert().values(
                 id=run.id,
@@ -165,6 +182,7 @@ class SqlRunRepository(_Repository):
                 cancel_requested=run.cancel_requested,
                 lease_owner=None,
                 lease_expires_at=None,
+                trace_context=run.trace_context or current_trace_context(),
                 created_at=run.created_at,
                 updated_at=run.updated_at,
                 finished_at=None,
@@ -297,6 +315,14 @@ class SqlRunRepository(_Repository):
             await self._session.scalar(sa.select(t.runs.c.cancel_requested).where(t.runs.c.id == run_id))
         )
 
+    async def count_by_status(self) -> dict[RunStatus, int]:
+        c = t.runs.c
+        active = [RunStatus.QUEUED.value, RunStatus.RUNNING.value, RunStatus.SUSPENDED.value]
+        rows = await self._session.execute(
+            sa.select(c.status, sa.func.count()).where(c.status.in_(active)).group_by(c.status)
+        )
+        return {RunStatus(status): int(count) for status, count in rows}
+
     async def finish(
         self,
         run_id: uuid.UUID,
@@ -308,8 +334,11 @@ class SqlRunRepository(_Repository):
         output: str | None = None,
         error: RunError | None = None,
         awaiting_count: int = 0,
+        trace_context: dict[str, str] | None = None,
     ) -> bool:
-        extra = {"usage": _usage_json(usage)} if usage is not None else {}
+        extra: dict[str, Any] = {"usage": _usage_json(usage)} if usage is not None else {}
+        if trace_context is not None:
+            extra["trace_context"] = trace_context
         result = await self._session.execute(
             t.runs.update()
             .where(
@@ -456,6 +485,15 @@ class SqlPendingCallRepository(_Repository):
         )
         return [_pending_from_row(row) for row in rows]
 
+    async def count_awaiting(self) -> dict[PendingKind, int]:
+        c = t.pending_calls.c
+        rows = await self._session.execute(
+            sa.select(c.kind, sa.func.count())
+            .where(c.status == PendingStatus.AWAITING.value)
+            .group_by(c.kind)
+        )
+        return {PendingKind(kind): int(count) for kind, count in rows}
+
 
 def _tool_call_from_row(row: Any) -> ToolCallRecord:
     m = row._mapping
@@ -520,9 +558,14 @@ class SqlToolCallRepository(_Repository):
 
 
 class SqlAuditRepository(_Repository):
-    """Append-only: there is deliberately no update or delete here."""
+    """Append-only: there is deliberately no update or delete here (a trigger refuses them too).
+
+    Each row carries the trace it was written in, and is also added as an event to the current
+    span, so a trace shows every transition it caused.
+    """
 
     async def append(self, entry: AuditEntry, now: datetime) -> None:
+        trace_id = entry.trace_id or current_trace_id()
         await self._session.execute(
             t.audit_log.insert().values(
                 at=now,
@@ -532,8 +575,19 @@ class SqlAuditRepository(_Repository):
                 conversation_id=entry.conversation_id,
                 run_id=entry.run_id,
                 correlation_id=entry.correlation_id,
+                trace_id=trace_id,
                 details=entry.details,
             )
+        )
+        span_event(
+            entry.action,
+            {
+                "abeyance.actor": entry.actor,
+                "abeyance.run_id": entry.run_id,
+                "abeyance.correlation_id": entry.correlation_id,
+                "abeyance.tool_name": entry.details.get("tool_name"),
+                "abeyance.tool_call_id": entry.details.get("tool_call_id"),
+            },
         )
 
     async def search(

@@ -144,6 +144,10 @@ audit_log = sa.Table(
     sa.Column("run_id", sa.Uuid, nullable=True),
     sa.Column("correlation_id", sa.Uuid, nullable=True),
     sa.Column("details", JSON, nullable=False),
+    sa.Column("trace_id", sa.String(32), nullable=True),
+    sa.Index("ix_audit_log_conversation_id", "conversation_id"),
+    sa.Index("ix_audit_log_correlation_id", "correlation_id"),
+    sa.Index("ix_audit_log_workspace_id", "workspace", "id"),
 )
 
 outbox = sa.Table(

@@ -1,0 +1,292 @@
+"""The audit log: a row for every transition, in order, under the actor's identity; append-only;
+paged over HTTP and scoped by workspace. Real databases, the real worker driven step by step."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+from litestar.testing import AsyncTestClient
+from sqlalchemy.exc import DBAPIError
+
+from abeyance.app.container import Container, agent_definitions, build_container
+from abeyance.domain.errors import Forbidden
+from abeyance.domain.records import AuditEntry, Principal
+from abeyance.domain.services import AuditQuery, Resolution, RunView, utcnow
+from abeyance.domain.states import Decision, RunStatus
+from abeyance.infra.agents.models import build_model
+from abeyance.infra.agents.observed import PreApprovalPolicy
+from abeyance.infra.db.engine import create_engine
+from abeyance.infra.db.repositories import SqlAuditRepository
+from abeyance.infra.db.uow import SqlUnitOfWorkFactory
+from abeyance.infra.runner import AgentRunner, Timeouts
+from abeyance.infra.worker import Worker
+from tests.api.helpers import create_conversation, get_run, post_message, resolve
+from tests.conftest import call, make_settings, script
+
+USER = Principal(id="user:bob", role="user", workspace="default")
+OPERATOR = Principal(id="operator:alice", role="operator", workspace="default")
+OUTSIDER = Principal(id="operator:eve", role="operator", workspace="elsewhere")
+ADMIN = Principal(id="admin:root", role="admin", workspace=None)
+WORKER = "system:worker"
+
+REPLAY = script([call("replay_dlq_event", event_id="evt_1001", reason="partner endpoint is back")])
+ASK = script([call("ask_operator", question="Which partner is down?")])
+
+
+async def suspend(container: Container, content: str) -> RunView:
+    conversation = await container.service.create_conversation(USER, "ops", None)
+    run = await container.service.post_message(USER, conversation.id, content)
+    assert await container.worker.run_once()
+    view = await container.service.get_run(OPERATOR, run.id)
+    assert view.run.status is RunStatus.SUSPENDED
+    return view
+
+
+async def audit_of(container: Container, run: RunView) -> list[AuditEntry]:
+    rows = await container.service.list_audit(ADMIN, AuditQuery(conversation_id=run.run.conversation_id))
+    assert [r.id for r in rows] == sorted(r.id for r in rows if r.id is not None)
+    return rows
+
+
+def trail(rows: list[AuditEntry]) -> list[tuple[str, str]]:
+    return [(r.action, r.actor) for r in rows]
+
+
+RESUMED = [("run.resumed", WORKER), ("run.completed", WORKER)]
+
+
+@pytest.mark.parametrize(
+    ("content", "resolution", "decided"),
+    [
+        (
+            REPLAY,
+            Resolution(Decision.APPROVE, args={"event_id": "evt_1002", "reason": "the newer one"}),
+            "pending.approved",
+        ),
+        (REPLAY, Resolution(Decision.DENY, reason="partner still down"), "pending.denied"),
+        (REPLAY, Resolution(Decision.REVISE, reason="replay evt_1002"), "pending.revision_requested"),
+        (ASK, Resolution(Decision.ANSWER, result="hooks.example.com"), "pending.answered"),
+    ],
+    ids=["approve-edited", "deny", "revise", "answer"],
+)
+async def test_each_decision_is_audited_in_order_under_the_operator(
+    container: Container, content: str, resolution: Resolution, decided: str
+) -> None:
+    view = await suspend(container, content)
+    [pending] = view.pending
+    await container.service.resolve_pending(OPERATOR, pending.correlation_id, resolution)
+    assert await container.worker.run_once()
+    assert (await container.service.get_run(USER, view.run.id)).run.status is RunStatus.COMPLETED
+
+    rows = await audit_of(container, view)
+    assert trail(rows) == [
+        ("run.queued", USER.id),
+        ("run.started", WORKER),
+        ("pending.requested", WORKER),
+        ("run.suspended", WORKER),
+        (decided, OPERATOR.id),
+        *RESUMED,
+    ]
+    decision = rows[4]
+    assert decision.correlation_id == pending.correlation_id
+    assert decision.run_id == view.run.id
+    assert decision.workspace == "default"
+    assert decision.details["tool_name"] == pending.tool_name
+    assert decision.details["tool_call_id"] == pending.tool_call_id
+    assert decision.details.get("reason") == resolution.reason
+    if resolution.args is not None:
+        assert decision.details["edited_args"] == resolution.args
+        assert len(decision.details["args_hash"]) == 64
+    assert rows[2].details["kind"] == pending.kind.value
+    assert rows[0].at is not None
+    assert rows[-1].at is not None
+    assert rows[0].at <= rows[-1].at
+    segment_traces = {r.trace_id for r in rows if r.actor == WORKER and r.action != "run.started"}
+    assert len(segment_traces) == 1, "the resumed segment writes into the suspending segment's trace"
+    assert None not in segment_traces
+
+
+async def test_cancelling_a_suspended_run_is_audited(container: Container) -> None:
+    view = await suspend(container, REPLAY)
+    await container.service.cancel_run(OPERATOR, view.run.id)
+
+    rows = await audit_of(container, view)
+    assert trail(rows) == [
+        ("run.queued", USER.id),
+        ("run.started", WORKER),
+        ("pending.requested", WORKER),
+        ("run.suspended", WORKER),
+        ("pending.cancelled", OPERATOR.id),
+        ("run.cancelled", OPERATOR.id),
+    ]
+    assert rows[4].correlation_id == view.pending[0].correlation_id
+
+
+@pytest.fixture
+async def impatient(seeded: str) -> AsyncIterator[Container]:
+    built = build_container(make_settings(seeded, approval_timeout_seconds=0.05))
+    yield built
+    await built.close()
+
+
+async def test_expiry_is_audited_under_the_sweeper(impatient: Container) -> None:
+    view = await suspend(impatient, REPLAY)
+    await asyncio.sleep(0.1)
+    assert await impatient.worker.sweep() == 2, "one call expired, one run requeued"
+    assert await impatient.worker.run_once()
+
+    rows = await audit_of(impatient, view)
+    assert trail(rows) == [
+        ("run.queued", USER.id),
+        ("run.started", WORKER),
+        ("pending.requested", WORKER),
+        ("run.suspended", WORKER),
+        ("pending.expired", "system:sweeper"),
+        *RESUMED,
+    ]
+
+
+class CoveringPolicy(PreApprovalPolicy):
+    async def covering_authorization(
+        self, workspace: str, tool_name: str, args: Any, now: datetime
+    ) -> str | None:
+        return "auth-replays" if tool_name == "replay_dlq_event" else None
+
+
+async def test_a_pre_approved_call_is_audited_as_auto_approved(container: Container) -> None:
+    settings = container.settings
+    runner = AgentRunner(
+        container.uow,
+        agent_definitions(container.uow),
+        build_model("scripted"),
+        container.notifier,
+        clock=utcnow,
+        step_limit=settings.step_limit,
+        timeouts=Timeouts(timedelta(hours=1), timedelta(hours=1), timedelta(seconds=30)),
+        lease=timedelta(seconds=settings.lease_seconds),
+        policy=CoveringPolicy(),
+    )
+    worker = Worker(
+        container.uow,
+        runner,
+        container.notifier,
+        clock=utcnow,
+        concurrency=1,
+        poll_seconds=0.2,
+        lease=timedelta(seconds=settings.lease_seconds),
+        sweep_seconds=1,
+    )
+    conversation = await container.service.create_conversation(USER, "ops", None)
+    run = await container.service.post_message(USER, conversation.id, REPLAY)
+    assert await worker.run_once()
+    assert (await container.service.get_run(USER, run.id)).run.status is RunStatus.COMPLETED
+
+    rows = await container.service.list_audit(ADMIN, AuditQuery(conversation_id=conversation.id))
+    assert trail(rows) == [
+        ("run.queued", USER.id),
+        ("run.started", WORKER),
+        ("pending.auto_approved", "authorization:auth-replays"),
+        ("run.completed", WORKER),
+    ]
+    assert rows[2].details["authorization_id"] == "auth-replays"
+    assert rows[2].details["tool_name"] == "replay_dlq_event"
+    assert [t.metadata.tool_name for t in await container.service.list_tool_calls(USER, run.id)] == [
+        "replay_dlq_event"
+    ]
+
+
+async def test_the_audit_log_is_scoped_to_the_readers_workspace(container: Container) -> None:
+    view = await suspend(container, REPLAY)
+    mine = await container.service.list_audit(OPERATOR, AuditQuery())
+    assert {r.run_id for r in mine} == {view.run.id}
+    assert await container.service.list_audit(OUTSIDER, AuditQuery()) == []
+    assert len(await container.service.list_audit(ADMIN, AuditQuery())) == len(mine)
+    with pytest.raises(Forbidden):
+        await container.service.list_audit(USER, AuditQuery())
+
+
+async def test_audit_rows_cannot_be_updated_or_deleted(database_url: str) -> None:
+    engine = create_engine(database_url)
+    try:
+        async with SqlUnitOfWorkFactory(engine)() as uow:
+            await uow.audit.append(
+                AuditEntry(action="pending.approved", actor="operator:alice", workspace="default"), utcnow()
+            )
+            await uow.commit()
+        for statement in ("UPDATE audit_log SET actor = 'operator:mallory'", "DELETE FROM audit_log"):
+            async with engine.connect() as conn:
+                with pytest.raises(DBAPIError, match="append-only"):
+                    await conn.execute(sa.text(statement))
+                await conn.rollback()
+        async with engine.connect() as conn:
+            actors = (await conn.execute(sa.text("SELECT actor FROM audit_log"))).scalars().all()
+        assert actors == ["operator:alice"]
+    finally:
+        await engine.dispose()
+
+
+def test_the_audit_repository_has_no_update_or_delete_path() -> None:
+    public = {name for name in vars(SqlAuditRepository) if not name.startswith("_")}
+    assert public == {"append", "search"}
+
+
+async def test_get_audit_pages_and_filters(client: AsyncTestClient[Any]) -> None:
+    cid = await create_conversation(client)
+    run = await post_message(client, cid, REPLAY)
+    correlation_id = run["pending"][0]["correlation_id"]
+    await resolve(client, correlation_id, decision="approve")
+    assert (await get_run(client, run["id"]))["status"] == "completed"
+
+    seen: list[dict[str, Any]] = []
+    cursor = None
+    pages = 0
+    while True:
+        params: dict[str, Any] = {"conversation_id": cid, "limit": 3}
+        if cursor:
+            params["cursor"] = cursor
+        page = (await client.get("/v1/audit", params=params)).json()
+        seen += page["items"]
+        pages += 1
+        cursor = page["next_cursor"]
+        if cursor is None:
+            break
+    assert pages == 3
+    assert [r["action"] for r in seen] == [
+        "run.queued",
+        "run.started",
+        "pending.requested",
+        "run.suspended",
+        "pending.approved",
+        "run.resumed",
+        "run.completed",
+    ]
+    assert [r["id"] for r in seen] == sorted(r["id"] for r in seen)
+    assert seen[4]["actor"] == "anonymous"
+    assert seen[4]["trace_id"] is not None
+    assert seen[4]["trace_id"] != seen[3]["trace_id"], "the decision is recorded in its request's trace"
+    run_traces = {r["trace_id"] for r in seen if r["action"] != "pending.approved"}
+    assert len(run_traces) == 1, "queued, started, suspended, resumed and completed: one trace"
+    assert None not in run_traces
+
+    by_call = (await client.get("/v1/audit", params={"correlation_id": correlation_id})).json()["items"]
+    assert [r["action"] for r in by_call] == ["pending.requested", "pending.approved"]
+    approvals = (await client.get("/v1/audit", params={"action": "pending.approved"})).json()["items"]
+    assert [r["correlation_id"] for r in approvals] == [correlation_id]
+    later = (datetime.now(UTC) + timedelta(minutes=1)).isoformat()
+    assert (await client.get("/v1/audit", params={"since": later})).json()["items"] == []
+    earlier = (datetime.now(UTC) - timedelta(minutes=1)).isoformat()
+    assert len((await client.get("/v1/audit", params={"since": earlier})).json()["items"]) == len(seen)
+    assert (await client.get("/v1/audit", params={"conversation_id": str(uuid.uuid4())})).json()[
+        "items"
+    ] == []
+
+    for bad in ({"cursor": "not-a-cursor"}, {"since": "2026-01-01T00:00:00"}, {"limit": 0}):
+        response = await client.get("/v1/audit", params=bad)
+        assert response.status_code == 422, bad
+        assert response.json()["code"] == "validation_failed"
