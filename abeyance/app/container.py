@@ -6,12 +6,16 @@ import asyncio
 import contextlib
 import time
 import uuid
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import timedelta
 
 from abeyance.app.settings import Settings
+from abeyance.domain.events import ClientPresence, EventService
 from abeyance.domain.records import Principal
 from abeyance.domain.services import AgentService, RunView, utcnow
+from abeyance.domain.webhooks import WebhookService
+from abeyance.infra.agents.assistant import assistant_agent
 from abeyance.infra.agents.declarations import AgentDefinition, DeclaredToolCatalog
 from abeyance.infra.agents.models import build_model
 from abeyance.infra.agents.ops import ops_agent
@@ -19,6 +23,7 @@ from abeyance.infra.db.engine import create_engine
 from abeyance.infra.db.uow import SqlUnitOfWorkFactory
 from abeyance.infra.notifier import LocalRunNotifier
 from abeyance.infra.runner import AgentRunner, Timeouts
+from abeyance.infra.webhook_delivery import DeliveryPolicy, WebhookDeliverer
 from abeyance.infra.worker import Worker
 
 
@@ -31,6 +36,8 @@ class Container:
     service: AgentService
     runner: AgentRunner
     worker: Worker
+    events: EventService
+    webhooks: WebhookService
 
     async def wait_for_run(self, principal: Principal, run_id: uuid.UUID, wait: float) -> RunView:
         """Long-poll: the run once it is settled, or as it is when `wait` seconds have passed."""
@@ -50,15 +57,19 @@ class Container:
 
 
 def agent_definitions(uow: SqlUnitOfWorkFactory) -> dict[str, AgentDefinition]:
-    definitions = [ops_agent(uow)]
+    definitions = [ops_agent(uow), assistant_agent(uow)]
     return {d.name: d for d in definitions}
 
 
-def build_container(settings: Settings) -> Container:
+AgentsFactory = Callable[[SqlUnitOfWorkFactory], Mapping[str, AgentDefinition]]
+
+
+def build_container(settings: Settings, *, agents: AgentsFactory = agent_definitions) -> Container:
+    """Everything wired from `settings`. Illegal tool declarations raise here, at start-up."""
     engine = create_engine(settings.database_url)
-    uow = SqlUnitOfWorkFactory(engine)
     notifier = LocalRunNotifier()
-    definitions = agent_definitions(uow)
+    uow = SqlUnitOfWorkFactory(engine, on_events=notifier.conversations_changed)
+    definitions = agents(uow)
     catalog = DeclaredToolCatalog(definitions.values())
     model = build_model(
         settings.model,
@@ -78,6 +89,20 @@ def build_container(settings: Settings) -> Container:
             client_exec=timedelta(seconds=settings.client_exec_timeout_seconds),
         ),
         lease=timedelta(seconds=settings.lease_seconds),
+        delta_interval=settings.events_delta_interval_seconds,
+    )
+    deliverer = WebhookDeliverer(
+        uow,
+        DeliveryPolicy(
+            max_attempts=settings.webhook_max_attempts,
+            backoff_base=settings.webhook_backoff_seconds,
+            backoff_max=settings.webhook_backoff_max_seconds,
+            timeout=settings.webhook_timeout_seconds,
+            allow_private_hosts=settings.webhook_allow_private_hosts,
+            public_url=settings.public_url,
+        ),
+        clock=utcnow,
+        poll_seconds=settings.webhook_poll_seconds,
     )
     worker = Worker(
         uow,
@@ -88,8 +113,18 @@ def build_container(settings: Settings) -> Container:
         poll_seconds=settings.worker_poll_seconds,
         lease=timedelta(seconds=settings.lease_seconds),
         sweep_seconds=settings.sweep_seconds,
+        deliverer=deliverer,
     )
     service = AgentService(uow, catalog, notifier, max_content_chars=settings.max_content_chars)
+    events = EventService(
+        uow,
+        ClientPresence(
+            grace=timedelta(seconds=settings.client_exec_timeout_seconds),
+            max_wait=timedelta(seconds=settings.client_exec_max_seconds),
+        ),
+        clock=utcnow,
+    )
+    webhooks = WebhookService(uow, clock=utcnow, allow_private_hosts=settings.webhook_allow_private_hosts)
     return Container(
         settings=settings,
         uow=uow,
@@ -98,4 +133,6 @@ def build_container(settings: Settings) -> Container:
         service=service,
         runner=runner,
         worker=worker,
+        events=events,
+        webhooks=webhooks,
     )

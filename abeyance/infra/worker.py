@@ -11,12 +11,14 @@ from datetime import timedelta
 
 import structlog
 
+from abeyance.domain.events import publish_pending_resolved, publish_run_status
 from abeyance.domain.ports import UnitOfWorkFactory
-from abeyance.domain.records import AuditEntry
+from abeyance.domain.records import AuditEntry, PendingCall
 from abeyance.domain.services import Clock
-from abeyance.domain.states import PendingStatus
+from abeyance.domain.states import PendingStatus, RunStatus
 from abeyance.infra.notifier import LocalRunNotifier
 from abeyance.infra.runner import AgentRunner
+from abeyance.infra.webhook_delivery import WebhookDeliverer
 
 log = structlog.get_logger("abeyance.worker")
 SWEEPER = "system:sweeper"
@@ -38,8 +40,10 @@ class Worker:
         poll_seconds: float,
         lease: timedelta,
         sweep_seconds: float,
+        deliverer: WebhookDeliverer | None = None,
     ) -> None:
         self._uow = uow
+        self._deliverer = deliverer
         self._runner = runner
         self._notifier = notifier
         self._clock = clock
@@ -57,6 +61,8 @@ class Worker:
             asyncio.create_task(self._loop(i), name=f"worker-{i}") for i in range(self._concurrency)
         ]
         self._tasks.append(asyncio.create_task(self._sweeper(), name="sweeper"))
+        if self._deliverer is not None:
+            self._tasks.append(asyncio.create_task(self._deliverer.run(self._stopping), name="webhooks"))
 
     async def stop(self, grace: float = 10.0) -> None:
         self._stopping.set()
@@ -85,6 +91,8 @@ class Worker:
         now = self._clock()
         async with self._uow() as uow:
             run = await uow.runs.claim_next(self.id, now, now + self._lease)
+            if run is not None:
+                await publish_run_status(uow, run, RunStatus.RUNNING.value, now)
             await uow.commit()
         if run is None:
             return False
@@ -124,6 +132,7 @@ class Worker:
         async with self._uow() as uow:
             requeued = await uow.runs.requeue_expired_leases(now)
             overdue = await uow.pending.overdue(now, limit=100)
+            expired: list[PendingCall] = []
             for call in overdue:
                 if not await uow.pending.transition(
                     call.correlation_id,
@@ -148,7 +157,15 @@ class Worker:
                 )
                 if await uow.runs.resolve_one_awaiting(call.run_id, now):
                     requeued.append(call.run_id)
+                expired.append(call)
                 changed += 1
+            # Events last: their per-conversation lock is the last lock this transaction takes.
+            for call in expired:
+                await publish_pending_resolved(uow, call, PendingStatus.EXPIRED.value, SWEEPER, now)
+            for run_id in requeued:
+                run = await uow.runs.get(run_id)
+                if run is not None:
+                    await publish_run_status(uow, run, RunStatus.QUEUED.value, now)
             await uow.commit()
         for run_id in requeued:
             log.info("sweeper.requeued", run_id=str(run_id))

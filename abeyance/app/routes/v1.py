@@ -11,6 +11,7 @@ from litestar.params import FromPath, FromQuery, JSONBody, QueryParameter
 from litestar.status_codes import HTTP_200_OK, HTTP_201_CREATED, HTTP_202_ACCEPTED
 
 from abeyance.app.container import Container
+from abeyance.app.routes.events import event_route_handlers
 from abeyance.app.schemas import (
     ConversationDetailOut,
     ConversationOut,
@@ -184,4 +185,4 @@ class PendingController(Controller):
 
 
 def route_handlers() -> list[Any]:
-    return [ConversationController, RunController, PendingController]
+    return [ConversationController, RunController, PendingController, *event_route_handlers()]
