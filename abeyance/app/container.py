@@ -19,7 +19,8 @@ from abeyance.infra.agents.assistant import assistant_agent
 from abeyance.infra.agents.declarations import AgentDefinition, DeclaredToolCatalog
 from abeyance.infra.agents.models import build_model
 from abeyance.infra.agents.ops import ops_agent
-from abeyance.infra.db.engine import create_engine
+from abeyance.infra.db.engine import create_engine, is_sqlite
+from abeyance.infra.db.listener import PgEventListener
 from abeyance.infra.db.uow import SqlUnitOfWorkFactory
 from abeyance.infra.notifier import LocalRunNotifier
 from abeyance.infra.runner import AgentRunner, Timeouts
@@ -38,6 +39,7 @@ class Container:
     worker: Worker
     events: EventService
     webhooks: WebhookService
+    listener: PgEventListener | None = None
 
     async def wait_for_run(self, principal: Principal, run_id: uuid.UUID, wait: float) -> RunView:
         """Long-poll: the run once it is settled, or as it is when `wait` seconds have passed."""
@@ -51,7 +53,14 @@ class Container:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(changed.wait(), min(remaining, 1.0))
 
+    def listen_for_events(self) -> None:
+        """Wake this process's event streams on commits made elsewhere (PostgreSQL only)."""
+        if self.listener is not None:
+            self.listener.ensure_started()
+
     async def close(self) -> None:
+        if self.listener is not None:
+            await self.listener.stop()
         await self.worker.stop()
         await self.uow.engine.dispose()
 
@@ -135,4 +144,7 @@ def build_container(settings: Settings, *, agents: AgentsFactory = agent_definit
         worker=worker,
         events=events,
         webhooks=webhooks,
+        listener=None
+        if is_sqlite(settings.database_url)
+        else PgEventListener(settings.database_url, notifier.conversations_changed),
     )

@@ -110,16 +110,23 @@ async def test_reconnect_with_last_event_id_gets_exactly_the_missing_events(live
     ]
 
 
-async def test_events_written_by_another_process_reach_the_stream(live: LiveFactory) -> None:
-    """The API process runs no worker; a separate container (its own engine and notifier) does."""
-    async with live(run_worker=False) as app:
+async def test_events_written_by_another_process_reach_the_stream(
+    live: LiveFactory, database_url: str
+) -> None:
+    """The API process runs no worker; a separate container (its own engine and notifier) does.
+
+    SQLite: the stream polls. PostgreSQL: polling is made too slow to matter, so the events can
+    only arrive in time through `LISTEN/NOTIFY`.
+    """
+    poll = 0.1 if database_url.startswith("sqlite") else 60.0
+    async with live(run_worker=False, events_poll_seconds=poll) as app:
         worker = build_container(app.settings)
         worker.worker.start()
         try:
             cid = await create_conversation(app.http)  # type: ignore[arg-type]
             async with EventStream(app.http, cid) as stream:
                 await post_message(app.http, cid, script("all quiet"), wait=0)  # type: ignore[arg-type]
-                events = await stream.until(is_event("run.completed"))
+                events = await stream.until(is_event("run.completed"), within=5)
         finally:
             await worker.close()
     assert shape(events) == [
@@ -165,3 +172,25 @@ async def test_stream_of_an_unknown_conversation_is_404(live: LiveFactory) -> No
     assert response.status_code == 404
     assert response.json()["code"] == "not_found"
     assert bad.status_code == 422
+
+
+async def test_cancel_and_failure_are_on_the_stream(live: LiveFactory) -> None:
+    async with live(step_limit=2) as app:
+        cid = await create_conversation(app.http)  # type: ignore[arg-type]
+        async with EventStream(app.http, cid) as stream:
+            run = await post_message(app.http, cid, REPLAY_AFTER_LIST)  # type: ignore[arg-type]
+            cancelled = await app.http.post(f"/v1/runs/{run['id']}/cancel")
+            assert cancelled.status_code == 200
+            ended = await stream.until(is_event("run.status", "cancelled"))
+            looping = script([call("list_dlq_events")], [call("list_dlq_events")], [call("list_dlq_events")])
+            failing = await post_message(app.http, cid, looping)  # type: ignore[arg-type]
+            failed = await stream.until(is_event("run.failed"))
+
+    assert shape(ended)[-3:] == [
+        ("run.status", "suspended"),
+        ("pending.resolved", "cancelled"),
+        ("run.status", "cancelled"),
+    ]
+    assert failing["status"] == "failed"
+    assert failed[-1].data["data"]["error"]["code"] == "step_limit"
+    assert failed[-1].data["data"]["run_id"] == failing["id"]

@@ -60,13 +60,15 @@ async def stream_events(
 ) -> AsyncIterator[ServerSentEventMessage]:
     """Stored events after `after`, then new ones as they are committed, with heartbeats.
 
-    New events are noticed at once when they are committed in this process, and by polling
-    the `events` table (`events_poll_seconds`) when another process wrote them. While the
-    stream is open, the conversation's awaiting client calls are kept from expiring.
+    New events are noticed at once when they are committed in this process or (PostgreSQL)
+    announced by `NOTIFY` from another, and in any case by polling the `events` table every
+    `events_poll_seconds`. While the stream is open, the conversation's awaiting client calls
+    are kept from expiring.
     """
     settings = container.settings
     loop = asyncio.get_running_loop()
     keep_alive_every = max(0.05, settings.client_exec_timeout_seconds / 3)
+    container.listen_for_events()
     cursor = after
     last_sent = loop.time()
     next_keep_alive = loop.time()

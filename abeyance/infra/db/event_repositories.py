@@ -16,6 +16,7 @@ DELIVERED = "delivered"
 PENDING = "pending"
 DEAD = "dead"
 DISCARDED = "discarded"
+NOTIFY_CHANNEL = "abeyance_events"
 
 
 def _advisory_key(conversation_id: uuid.UUID) -> int:
@@ -41,7 +42,7 @@ class SqlEventRepository:
     insert, so ids of one conversation become visible in increasing order: a reader polling
     `id > last_seen` cannot skip an event whose transaction committed late. (SQLite serializes
     every writer already.) `published` remembers the conversations touched, for wake-ups after
-    commit.
+    commit: in this process through the unit of work, in others through `NOTIFY`.
     """
 
     def __init__(self, session: AsyncSession) -> None:
@@ -55,6 +56,11 @@ class SqlEventRepository:
             await self._session.execute(
                 sa.select(sa.func.pg_advisory_xact_lock(_advisory_key(conversation_id)))
             )
+            if conversation_id not in self.published:
+                # Delivered on commit, to the listeners of other processes (`PgEventListener`).
+                await self._session.execute(
+                    sa.select(sa.func.pg_notify(NOTIFY_CHANNEL, str(conversation_id)))
+                )
         event_id = await self._session.scalar(
             t.events.insert()
             .values(

@@ -58,8 +58,9 @@ class SqlUnitOfWork:
     async def commit(self) -> None:
         await self.session.commit()
         self._committed = True
-        if self._on_events is not None and self.events.published:
-            self._on_events(frozenset(self.events.published))
+        if self.events.published:
+            if self._on_events is not None:
+                self._on_events(frozenset(self.events.published))
             self.events.published.clear()
 
 
