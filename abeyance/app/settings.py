@@ -37,15 +37,15 @@ class Settings(BaseSettings):
     log_level: str = "INFO"
     log_json: bool | None = None
     # Event stream (GET /v1/conversations/{id}/events)
-    events_poll_seconds: float = 0.5
-    events_heartbeat_seconds: float = 15.0
-    events_delta_interval_seconds: float = 0.1
-    client_exec_max_seconds: float = 600
+    events_poll_seconds: float = Field(default=0.5, gt=0)
+    events_heartbeat_seconds: float = Field(default=15.0, gt=0)
+    events_delta_interval_seconds: float = Field(default=0.1, ge=0)
+    client_exec_max_seconds: float = Field(default=600, gt=0)
     # Webhooks
     webhook_max_attempts: int = Field(default=6, ge=1)
-    webhook_backoff_seconds: float = 2.0
-    webhook_backoff_max_seconds: float = 300.0
-    webhook_timeout_seconds: float = 10.0
-    webhook_poll_seconds: float = 1.0
+    webhook_backoff_seconds: float = Field(default=2.0, ge=0)
+    webhook_backoff_max_seconds: float = Field(default=300.0, ge=0)
+    webhook_timeout_seconds: float = Field(default=10.0, gt=0)
+    webhook_poll_seconds: float = Field(default=1.0, gt=0)
     webhook_allow_private_hosts: bool = False
     public_url: str | None = None

@@ -135,7 +135,9 @@ class WebhookService:
         if principal.role not in ("operator", "admin"):
             raise Forbidden("only operators manage webhooks")
         async with self._uow() as uow:
-            return await uow.webhooks.for_workspace(None if principal.is_admin else principal.workspace)
+            if principal.is_admin:
+                return await uow.webhooks.for_workspace(None)
+            return await uow.webhooks.for_workspace(principal.workspace) if principal.workspace else []
 
     async def delete(self, principal: Principal, webhook_id: uuid.UUID) -> None:
         """Deliveries still queued for it are dropped by the delivery loop."""
