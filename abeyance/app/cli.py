@@ -26,7 +26,15 @@ def _serve(settings: Settings, args: argparse.Namespace) -> int:
         f"worker: {'in-process' if settings.run_worker else 'off'}",
         flush=True,
     )
-    uvicorn.run(create_app(settings), host=host, port=port, log_config=None, access_log=False)
+    # Event streams never end by themselves: give them a few seconds, then close them on shutdown.
+    uvicorn.run(
+        create_app(settings),
+        host=host,
+        port=port,
+        log_config=None,
+        access_log=False,
+        timeout_graceful_shutdown=5,
+    )
     return 0
 
 

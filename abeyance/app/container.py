@@ -6,24 +6,29 @@ import asyncio
 import contextlib
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 
 from pydantic_ai.models import Model
 
 from abeyance.app.settings import Settings
+from abeyance.domain.events import ClientPresence, EventService
 from abeyance.domain.records import Principal
 from abeyance.domain.services import AgentService, RunView, utcnow
+from abeyance.domain.webhooks import WebhookService
+from abeyance.infra.agents.assistant import assistant_agent
 from abeyance.infra.agents.declarations import AgentDefinition, DeclaredToolCatalog
 from abeyance.infra.agents.models import build_model
 from abeyance.infra.agents.ops import ops_agent
 from abeyance.infra.db.engine import create_engine, is_sqlite
+from abeyance.infra.db.listener import PgEventListener
 from abeyance.infra.db.uow import SqlUnitOfWorkFactory
 from abeyance.infra.notifier import LocalRunNotifier
 from abeyance.infra.pg_notify import PostgresRunNotifier
 from abeyance.infra.runner import AgentRunner, Timeouts
 from abeyance.infra.telemetry import Telemetry, TelemetryConfig, build_telemetry
+from abeyance.infra.webhook_delivery import DeliveryPolicy, WebhookDeliverer
 from abeyance.infra.worker import Worker
 
 
@@ -37,6 +42,9 @@ class Container:
     runner: AgentRunner
     worker: Worker
     telemetry: Telemetry
+    events: EventService
+    webhooks: WebhookService
+    listener: PgEventListener | None = None
     owns_telemetry: bool = field(default=False)
 
     async def wait_for_run(self, principal: Principal, run_id: uuid.UUID, wait: float) -> RunView:
@@ -63,7 +71,14 @@ class Container:
             active = await uow.runs.count_by_status()
         self.telemetry.metrics.set_backlog(awaiting, active)
 
+    def listen_for_events(self) -> None:
+        """Wake this process's event streams on commits made elsewhere (PostgreSQL only)."""
+        if self.listener is not None:
+            self.listener.ensure_started()
+
     async def close(self) -> None:
+        if self.listener is not None:
+            await self.listener.stop()
         await self.worker.stop(grace=self.settings.shutdown_grace_seconds)
         await self.notifier.stop()
         await self.uow.engine.dispose()
@@ -71,11 +86,12 @@ class Container:
             self.telemetry.shutdown()
 
 
-def agent_definitions(
-    uow: SqlUnitOfWorkFactory, extra: Sequence[AgentDefinition] = ()
-) -> dict[str, AgentDefinition]:
-    definitions = [ops_agent(uow), *extra]
+def agent_definitions(uow: SqlUnitOfWorkFactory) -> dict[str, AgentDefinition]:
+    definitions = [ops_agent(uow), assistant_agent(uow)]
     return {d.name: d for d in definitions}
+
+
+AgentsFactory = Callable[[SqlUnitOfWorkFactory], Mapping[str, AgentDefinition]]
 
 
 def telemetry_config(settings: Settings) -> TelemetryConfig:
@@ -92,21 +108,25 @@ def build_container(
     settings: Settings,
     *,
     telemetry: Telemetry | None = None,
+    agents: AgentsFactory = agent_definitions,
     extra_agents: Sequence[AgentDefinition] = (),
     model: Model | None = None,
 ) -> Container:
-    """Everything, from one Settings. `telemetry`, when given, stays the caller's to shut down;
-    `extra_agents` and `model` let tests declare their own agents and model."""
+    """Everything wired from `settings`. Illegal tool declarations raise here, at start-up.
+
+    `telemetry`, when given, stays the caller's to shut down; `agents`, `extra_agents` and
+    `model` let tests declare their own agents and model.
+    """
     owns_telemetry = telemetry is None
     telemetry = telemetry or build_telemetry(telemetry_config(settings))
     engine = create_engine(settings.database_url)
-    uow = SqlUnitOfWorkFactory(engine)
     notifier = (
         LocalRunNotifier()
         if is_sqlite(settings.database_url)
         else PostgresRunNotifier(engine, settings.database_url)
     )
-    definitions = agent_definitions(uow, extra_agents)
+    uow = SqlUnitOfWorkFactory(engine, on_events=notifier.conversations_changed)
+    definitions = {**agents(uow), **{d.name: d for d in extra_agents}}
     catalog = DeclaredToolCatalog(definitions.values())
     model = model or build_model(
         settings.model,
@@ -127,6 +147,20 @@ def build_container(
         ),
         lease=timedelta(seconds=settings.lease_seconds),
         telemetry=telemetry,
+        delta_interval=settings.events_delta_interval_seconds,
+    )
+    deliverer = WebhookDeliverer(
+        uow,
+        DeliveryPolicy(
+            max_attempts=settings.webhook_max_attempts,
+            backoff_base=settings.webhook_backoff_seconds,
+            backoff_max=settings.webhook_backoff_max_seconds,
+            timeout=settings.webhook_timeout_seconds,
+            allow_private_hosts=settings.webhook_allow_private_hosts,
+            public_url=settings.public_url,
+        ),
+        clock=utcnow,
+        poll_seconds=settings.webhook_poll_seconds,
     )
     worker = Worker(
         uow,
@@ -138,6 +172,7 @@ def build_container(
         lease=timedelta(seconds=settings.lease_seconds),
         sweep_seconds=settings.sweep_seconds,
         telemetry=telemetry,
+        deliverer=deliverer,
     )
     service = AgentService(
         uow,
@@ -146,6 +181,15 @@ def build_container(
         max_content_chars=settings.max_content_chars,
         metrics=telemetry.metrics,
     )
+    events = EventService(
+        uow,
+        ClientPresence(
+            grace=timedelta(seconds=settings.client_exec_timeout_seconds),
+            max_wait=timedelta(seconds=settings.client_exec_max_seconds),
+        ),
+        clock=utcnow,
+    )
+    webhooks = WebhookService(uow, clock=utcnow, allow_private_hosts=settings.webhook_allow_private_hosts)
     return Container(
         settings=settings,
         uow=uow,
@@ -156,4 +200,9 @@ def build_container(
         worker=worker,
         telemetry=telemetry,
         owns_telemetry=owns_telemetry,
+        events=events,
+        webhooks=webhooks,
+        listener=None
+        if is_sqlite(settings.database_url)
+        else PgEventListener(settings.database_url, notifier.conversations_changed),
     )

@@ -50,3 +50,16 @@ class Settings(BaseSettings):
     otlp_metrics_endpoint: str | None = Field(
         default=None, validation_alias=AliasChoices("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT")
     )
+    # Event stream (GET /v1/conversations/{id}/events)
+    events_poll_seconds: float = Field(default=0.5, gt=0)
+    events_heartbeat_seconds: float = Field(default=15.0, gt=0)
+    events_delta_interval_seconds: float = Field(default=0.1, ge=0)
+    client_exec_max_seconds: float = Field(default=600, gt=0)
+    # Webhooks
+    webhook_max_attempts: int = Field(default=6, ge=1)
+    webhook_backoff_seconds: float = Field(default=2.0, ge=0)
+    webhook_backoff_max_seconds: float = Field(default=300.0, ge=0)
+    webhook_timeout_seconds: float = Field(default=10.0, gt=0)
+    webhook_poll_seconds: float = Field(default=1.0, gt=0)
+    webhook_allow_private_hosts: bool = False
+    public_url: str | None = None

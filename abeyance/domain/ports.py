@@ -11,13 +11,16 @@ from typing import Any, Protocol, Self
 from abeyance.domain.records import (
     AuditEntry,
     Conversation,
+    OutboxItem,
     PendingCall,
     Run,
     RunError,
+    StoredEvent,
     StoredMessage,
     ToolCallMetadata,
     ToolCallRecord,
     Usage,
+    Webhook,
 )
 from abeyance.domain.states import PendingStatus, RunStatus
 from abeyance.domain.tools import PendingKind, ToolSpec
@@ -129,6 +132,12 @@ class PendingCallRepository(Protocol):
         """How many calls await a decision right now, by kind."""
         ...
 
+    async def extend_client_calls(
+        self, conversation_id: uuid.UUID, until: datetime, *, created_after: datetime
+    ) -> int:
+        """Move `expires_at` of awaiting `client_exec` calls created after `created_after` to `until`."""
+        ...
+
 
 class ToolCallRepository(Protocol):
     async def record(self, record: ToolCallRecord) -> bool:
@@ -156,6 +165,49 @@ class AuditRepository(Protocol):
     ) -> list[AuditEntry]: ...
 
 
+class EventRepository(Protocol):
+    async def append(
+        self, conversation_id: uuid.UUID, workspace: str, event_type: str, data: dict[str, Any], now: datetime
+    ) -> StoredEvent:
+        """Insert one event; ids of one conversation increase in commit order."""
+        ...
+
+    async def after(self, conversation_id: uuid.UUID, after_id: int, limit: int) -> list[StoredEvent]: ...
+
+
+class WebhookRepository(Protocol):
+    async def add(self, webhook: Webhook) -> None: ...
+    async def get(self, webhook_id: uuid.UUID) -> Webhook | None: ...
+    async def for_workspace(self, workspace: str | None) -> list[Webhook]: ...
+    async def delete(self, webhook_id: uuid.UUID) -> bool: ...
+    async def subscribed(self, workspace: str, event_type: str) -> list[Webhook]: ...
+
+
+class OutboxRepository(Protocol):
+    """Notifications waiting to leave the service; written in the transaction that caused them."""
+
+    async def enqueue(self, workspace: str, topic: str, payload: dict[str, Any], now: datetime) -> int: ...
+    async def claim_due(
+        self, topic_prefix: str, now: datetime, lease_until: datetime, limit: int
+    ) -> list[OutboxItem]:
+        """Due pending rows, each with `attempts` counted up and hidden until `lease_until`."""
+        ...
+
+    async def mark_delivered(self, outbox_id: int, now: datetime) -> None: ...
+    async def schedule_retry(self, outbox_id: int, error: str, retry_at: datetime, now: datetime) -> None: ...
+    async def mark_dead(
+        self, item: OutboxItem, error: str, cluster: tuple[str, str] | None, now: datetime
+    ) -> str:
+        """Stop retrying: the row becomes a dead letter (id returned) in failure cluster `(id, title)`."""
+        ...
+
+    async def discard(self, outbox_id: int, reason: str, now: datetime) -> None:
+        """Drop a row that has nowhere to go any more (its webhook was deleted)."""
+        ...
+
+    async def status(self, outbox_id: int) -> str | None: ...
+
+
 class UnitOfWork(Protocol):
     """One transaction. Rolls back on exit unless `commit()` was called; repositories never commit."""
 
@@ -173,6 +225,12 @@ class UnitOfWork(Protocol):
     def audit(self) -> AuditRepository: ...
     @property
     def ops(self) -> OpsRepository: ...
+    @property
+    def events(self) -> EventRepository: ...
+    @property
+    def webhooks(self) -> WebhookRepository: ...
+    @property
+    def outbox(self) -> OutboxRepository: ...
 
     async def __aenter__(self) -> Self: ...
     async def __aexit__(
@@ -192,6 +250,13 @@ class ToolCatalog(Protocol):
     def spec(self, agent: str, tool_name: str) -> ToolSpec | None: ...
     def validate_args(self, agent: str, tool_name: str, args: dict[str, Any]) -> dict[str, Any]:
         """Validated, JSON-ready args, or `ValidationFailed` with field errors."""
+        ...
+
+    def validate_result(self, agent: str, tool_name: str, result: Any) -> Any:
+        """An answer to a `human`/`client` call checked against the tool's declared result type.
+
+        Returns the validated, JSON-ready value, or raises `ValidationFailed` with field errors.
+        """
         ...
 
 

@@ -9,6 +9,13 @@ from datetime import UTC, datetime
 from typing import Any
 
 from abeyance.domain.errors import ArgsChanged, Forbidden, NotFound, RunActive, Stale, ValidationFailed
+from abeyance.domain.events import (
+    EventType,
+    publish,
+    publish_pending_resolved,
+    publish_run_status,
+    run_status_data,
+)
 from abeyance.domain.ports import RunNotifier, ServiceMetrics, ToolCatalog, UnitOfWorkFactory
 from abeyance.domain.records import (
     AuditEntry,
@@ -192,6 +199,7 @@ class AgentService:
                 ),
                 now,
             )
+            await publish_run_status(uow, run, RunStatus.QUEUED.value, now)
             await uow.commit()
         self._metrics.run_status(RunStatus.QUEUED)
         await self._notifier.run_queued(run.id)
@@ -241,11 +249,17 @@ class AgentService:
                         reason="run cancelled",
                         resolution={"decision": "cancel"},
                     ):
-                        cancelled.append(call)
                         await uow.audit.append(
                             _pending_audit("pending.cancelled", principal.id, call, {}), now
                         )
+                        cancelled.append(call)
                 await uow.conversations.release_active_run(run.conversation_id, run.id, now)
+                # Events last: their per-conversation lock is the last lock this transaction takes.
+                for call in cancelled:
+                    await publish_pending_resolved(
+                        uow, call, PendingStatus.CANCELLED.value, principal.id, now
+                    )
+                await publish_run_status(uow, run, RunStatus.CANCELLED.value, now)
             await uow.audit.append(
                 AuditEntry(
                     action="run.cancelled" if run.status is not RunStatus.RUNNING else "run.cancel_requested",
@@ -318,7 +332,9 @@ class AgentService:
                     record["args"] = edited
                     details = {"edited_args": edited, "args_hash": compute_args_hash(call.tool_name, edited)}
             if resolution.decision is Decision.ANSWER:
-                record["result"] = resolution.result
+                record["result"] = self._catalog.validate_result(
+                    call.agent, call.tool_name, resolution.result
+                )
             if not await uow.pending.transition(
                 correlation_id,
                 target,
@@ -336,6 +352,16 @@ class AgentService:
                 now,
             )
             requeued = await uow.runs.resolve_one_awaiting(call.run_id, now)
+            await publish_pending_resolved(uow, call, target.value, principal.id, now)
+            if requeued:
+                await publish(
+                    uow,
+                    call.conversation_id,
+                    call.workspace,
+                    EventType.RUN_STATUS,
+                    run_status_data(call.run_id, RunStatus.QUEUED.value),
+                    now,
+                )
             await uow.commit()
             resolved = await uow.pending.get(correlation_id)
         self._metrics.pending_resolved(call, target, now)

@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 import uuid
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Iterator, Set
 
 
 class LocalRunNotifier:
@@ -15,6 +15,7 @@ class LocalRunNotifier:
     def __init__(self) -> None:
         self._work = asyncio.Event()
         self._runs: dict[uuid.UUID, set[asyncio.Event]] = defaultdict(set)
+        self._conversations: dict[uuid.UUID, set[asyncio.Event]] = defaultdict(set)
 
     async def run_queued(self, run_id: uuid.UUID) -> None:
         self._work.set()
@@ -41,16 +42,34 @@ class LocalRunNotifier:
         finally:
             self._work.clear()
 
+    def conversations_changed(self, conversation_ids: Set[uuid.UUID]) -> None:
+        """New events were committed for these conversations (called after the commit)."""
+        for conversation_id in conversation_ids:
+            for event in self._conversations.get(conversation_id, ()):
+                event.set()
+
     @contextlib.contextmanager
     def watch(self, run_id: uuid.UUID) -> Iterator[asyncio.Event]:
         """An event set whenever the run changes; register it before reading, then wait on it."""
-        event = asyncio.Event()
-        self._runs[run_id].add(event)
-        try:
+        with _registered(self._runs, run_id) as event:
             yield event
-        finally:
-            waiters = self._runs.get(run_id)
-            if waiters is not None:
-                waiters.discard(event)
-                if not waiters:
-                    del self._runs[run_id]
+
+    @contextlib.contextmanager
+    def watch_conversation(self, conversation_id: uuid.UUID) -> Iterator[asyncio.Event]:
+        """An event set whenever the conversation gets new events in this process."""
+        with _registered(self._conversations, conversation_id) as event:
+            yield event
+
+
+@contextlib.contextmanager
+def _registered(waiters: dict[uuid.UUID, set[asyncio.Event]], key: uuid.UUID) -> Iterator[asyncio.Event]:
+    event = asyncio.Event()
+    waiters[key].add(event)
+    try:
+        yield event
+    finally:
+        registered = waiters.get(key)
+        if registered is not None:
+            registered.discard(event)
+            if not registered:
+                del waiters[key]

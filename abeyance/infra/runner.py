@@ -3,43 +3,57 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import time
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import structlog
 from opentelemetry.trace import Span, Status, StatusCode
 from pydantic import TypeAdapter
 from pydantic_ai import Agent
+from pydantic_ai.capabilities import AbstractCapability, NativeTool
 from pydantic_ai.exceptions import ToolFailed, UsageLimitExceeded
 from pydantic_ai.messages import (
     ModelMessage,
+    ModelRequest,
     ModelResponse,
+    NativeToolCallPart,
+    NativeToolReturnPart,
+    PartDeltaEvent,
+    PartEndEvent,
+    PartStartEvent,
     RetryPromptPart,
     TextPart,
+    TextPartDelta,
     ToolCallPart,
     ToolReturnPart,
 )
 from pydantic_ai.models import Model
+from pydantic_ai.native_tools import SUPPORTED_NATIVE_TOOLS
 from pydantic_ai.tools import DeferredToolRequests, DeferredToolResults, ToolApproved, ToolDenied
 from pydantic_ai.usage import RunUsage, UsageLimits
+from pydantic_core import to_jsonable_python
 
 from abeyance.domain.errors import ToolPolicyError, ok_result
-from abeyance.domain.ports import UnitOfWorkFactory
+from abeyance.domain.events import EventType, pending_created_data, publish, run_status_data
+from abeyance.domain.ports import UnitOfWork, UnitOfWorkFactory
 from abeyance.domain.records import AuditEntry, PendingCall, Run, RunError, StoredMessage, Usage
 from abeyance.domain.sanitize import args_hash, sanitize
 from abeyance.domain.services import Clock
 from abeyance.domain.states import PendingStatus, RunStatus
 from abeyance.domain.tools import Executor, PendingKind
-from abeyance.infra.agents.declarations import AgentDefinition
+from abeyance.infra.agents.declarations import AgentDefinition, DeclaredProviderTool
 from abeyance.infra.agents.observed import (
     EDITED_ARGS,
     REDISPATCH,
     ObservedTools,
     PreApprovalPolicy,
+    ProgressSink,
     RunDeps,
     failure_message,
 )
@@ -59,6 +73,10 @@ def build_agent(
     telemetry = telemetry or Telemetry.disabled()
     observed = ObservedTools({d.spec.name: d.spec for d in definition.tools}, telemetry.metrics)
     instrumentation = telemetry.agent_instrumentation()
+    capabilities: list[AbstractCapability[RunDeps]] = (
+        [observed] if instrumentation is None else [instrumentation, observed]
+    )
+    capabilities += [NativeTool(p.native) for p in supported_provider_tools(definition, model)]
     return Agent(
         model,
         name=definition.name,
@@ -66,8 +84,25 @@ def build_agent(
         deps_type=RunDeps,
         output_type=[str, DeferredToolRequests],
         tools=[declared.tool for declared in definition.tools],
-        capabilities=[observed] if instrumentation is None else [instrumentation, observed],
+        capabilities=capabilities,
     )
+
+
+def supported_provider_tools(definition: AgentDefinition, model: Model) -> list[DeclaredProviderTool]:
+    """The agent's provider tools this model can host; the others are left out, with a warning."""
+    supported = tuple(model.profile.get("supported_native_tools", SUPPORTED_NATIVE_TOOLS))
+    kept = []
+    for provided in definition.provider_tools:
+        if isinstance(provided.native, supported):
+            kept.append(provided)
+        else:
+            log.warning(
+                "agent.provider_tool_unsupported",
+                agent=definition.name,
+                tool_name=provided.spec.name,
+                model=model.model_name,
+            )
+    return kept
 
 
 def encode(message: ModelMessage) -> str:
@@ -111,6 +146,14 @@ def denial_for(call: PendingCall) -> str:
                 "REVISION_REQUESTED",
                 "The operator did not run this call and asks for a revised one. "
                 f"Notes: {reason or 'none given'}. You may propose a new call with revised arguments.",
+            )
+        case PendingStatus.EXPIRED if call.kind is PendingKind.CLIENT_EXEC:
+            waited = call.expires_at - call.created_at
+            return _policy_denial(
+                "CLIENT_UNAVAILABLE",
+                f"No client ran this tool within {_human(waited)} (nobody was connected to the "
+                "conversation's event stream); it was not performed. Continue without it, or ask the "
+                "user to reopen the app and try again.",
             )
         case PendingStatus.EXPIRED:
             waited = call.expires_at - call.created_at
@@ -180,10 +223,12 @@ class AgentRunner:
         lease: timedelta,
         policy: PreApprovalPolicy | None = None,
         telemetry: Telemetry | None = None,
+        delta_interval: float = 0.1,
     ) -> None:
         self._uow = uow
         self._telemetry = telemetry or Telemetry.disabled()
         self._metrics = self._telemetry.metrics
+        self._delta_interval = delta_interval
         self._definitions = dict(definitions)
         self._agents = {name: build_agent(d, model, self._telemetry) for name, d in definitions.items()}
         self._notifier = notifier
@@ -275,8 +320,10 @@ class AgentRunner:
             uow=self._uow,
             clock=self._clock,
             policy=self._policy,
+            progress=self._progress_sink(run),
         )
         persisted = 0
+        announced: set[str] = set()
         usage = run.usage
         agent_run = None
         span.set_attribute("abeyance.segment.resumed", bool(results))
@@ -295,15 +342,20 @@ class AgentRunner:
                     new = agent_run.new_messages()
                     if len(new) > persisted:
                         usage = run.usage.add(_usage(agent_run.usage))
-                        if await self._persist(run, owner, new[persisted:], usage, stopping):
+                        if await self._persist(run, owner, new[persisted:], usage, announced, stopping):
                             return await self._finish(run, owner, [], RunStatus.CANCELLED, usage)
                         persisted = len(new)
+                    if Agent.is_model_request_node(node):
+                        # Tool results reach the log with the next response; announce them now.
+                        await self._publish_request(run, node.request, announced)
+                        async with node.stream(agent_run.ctx) as stream:
+                            await self._stream_response(run, stream, announced)
                 result = agent_run.result
                 usage = run.usage.add(_usage(agent_run.usage))
                 new = agent_run.new_messages()[persisted:]
         except UsageLimitExceeded:
             unsaved = agent_run.new_messages()[persisted:] if agent_run else []
-            return await self._step_limit_reached(run, owner, unsaved, usage)
+            return await self._step_limit_reached(run, owner, unsaved, usage, announced)
         except (LeaseLost, Interrupted):
             raise
         except Exception as exc:
@@ -316,13 +368,16 @@ class AgentRunner:
                 RunStatus.FAILED,
                 usage,
                 error=RunError("model_error", f"{type(exc).__name__}: {exc}"[:500]),
+                announced=announced,
             )
         if result is None:
             raise RuntimeError("agent run ended without a result")
         output = result.output
         if isinstance(output, DeferredToolRequests):
-            return await self._suspend(run, owner, new, output, usage)
-        return await self._finish(run, owner, new, RunStatus.COMPLETED, usage, output=output)
+            return await self._suspend(run, owner, new, output, usage, announced)
+        return await self._finish(
+            run, owner, new, RunStatus.COMPLETED, usage, output=output, announced=announced
+        )
 
     def _deferred_results(
         self, tail: Sequence[ToolCallPart], rows: Sequence[PendingCall], abandoned: bool
@@ -370,7 +425,13 @@ class AgentRunner:
         return results
 
     async def _persist(
-        self, run: Run, owner: str, messages: Sequence[ModelMessage], usage: Usage, stopping: asyncio.Event
+        self,
+        run: Run,
+        owner: str,
+        messages: Sequence[ModelMessage],
+        usage: Usage,
+        announced: set[str],
+        stopping: asyncio.Event,
     ) -> bool:
         """Append new messages and renew the lease in one transaction; True if a cancel was requested."""
         now = self._clock()
@@ -379,12 +440,127 @@ class AgentRunner:
             if not await uow.runs.record_progress(run.id, owner, usage, now, now + self._lease):
                 raise LeaseLost()
             cancel = await uow.runs.cancel_requested(run.id)
+            await self._publish_messages(uow, run, messages, now, announced)
             await uow.commit()
         if any(isinstance(m, ModelResponse) for m in messages):
             crash_point("model_response_persisted")
         if stopping.is_set() and not cancel:
             raise Interrupted()
         return cancel
+
+    async def _stream_response(self, run: Run, stream: Any, announced: set[str]) -> None:
+        """Publish a streamed model response as it arrives.
+
+        Text becomes `message.delta` events: deltas arriving within `delta_interval` of each
+        other are sent as one event, so a fast model costs a few writes per second, not one per
+        token. Provider tool calls and their results are announced where they occur in the
+        response (the model runs them; nothing else will).
+        """
+        definition = self._definitions[run.agent]
+        pending: list[str] = []
+        last_flush = time.monotonic()
+        async for event in stream:
+            text: str | None = None
+            provided: NativeToolCallPart | NativeToolReturnPart | None = None
+            if isinstance(event, PartStartEvent | PartEndEvent):
+                part = event.part
+                if isinstance(event, PartStartEvent) and isinstance(part, TextPart):
+                    text = part.content
+                elif isinstance(part, NativeToolReturnPart) or (
+                    isinstance(event, PartEndEvent) and isinstance(part, NativeToolCallPart)
+                ):
+                    provided = part
+            elif isinstance(event, PartDeltaEvent) and isinstance(event.delta, TextPartDelta):
+                text = event.delta.content_delta
+            if provided is not None:
+                events = message_events(run.id, [ModelResponse(parts=[provided])], definition, announced)
+                if events and pending:
+                    await self._publish_delta(run, "".join(pending))
+                    pending.clear()
+                await self._publish_now(run, events)
+                continue
+            if text:
+                pending.append(text)
+            if pending and time.monotonic() - last_flush >= self._delta_interval:
+                await self._publish_delta(run, "".join(pending))
+                pending.clear()
+                last_flush = time.monotonic()
+        if pending:
+            await self._publish_delta(run, "".join(pending))
+
+    async def _publish_delta(self, run: Run, text: str) -> None:
+        async with self._uow() as uow:
+            await publish(
+                uow,
+                run.conversation_id,
+                run.workspace,
+                EventType.MESSAGE_DELTA,
+                {"run_id": str(run.id), "text": text},
+                self._clock(),
+            )
+            await uow.commit()
+
+    def _progress_sink(self, run: Run) -> ProgressSink:
+        definition = self._definitions[run.agent]
+
+        async def sink(tool_name: str, tool_call_id: str, progress: Any) -> None:
+            spec = definition.spec(tool_name)
+            if spec is None or not spec.streaming:
+                log.warning("tool.progress_ignored", tool_name=tool_name, reason="tool is not streaming")
+                return
+            data = {
+                "run_id": str(run.id),
+                "tool_call_id": tool_call_id,
+                "tool_name": tool_name,
+                "progress": progress,
+            }
+            try:
+                async with self._uow() as uow:
+                    await publish(
+                        uow,
+                        run.conversation_id,
+                        run.workspace,
+                        EventType.TOOL_PROGRESS,
+                        to_jsonable_python(data, fallback=str),
+                        self._clock(),
+                    )
+                    await uow.commit()
+            except Exception:
+                # A lost progress report must not fail the tool that sent it.
+                log.exception("tool.progress_failed", tool_name=tool_name, tool_call_id=tool_call_id)
+
+        return sink
+
+    async def _publish_messages(
+        self,
+        uow: UnitOfWork,
+        run: Run,
+        messages: Sequence[ModelMessage],
+        now: datetime,
+        announced: set[str] | None = None,
+    ) -> None:
+        """`tool.call` and `tool.result` events for messages stored in the same transaction.
+
+        Results already announced before the request went to the model are not repeated.
+        """
+        definition = self._definitions[run.agent]
+        for event_type, data in message_events(run.id, messages, definition, announced):
+            await publish(uow, run.conversation_id, run.workspace, event_type, data, now)
+
+    async def _publish_request(self, run: Run, request: ModelRequest, announced: set[str]) -> None:
+        await self._publish_now(
+            run, message_events(run.id, [request], self._definitions[run.agent], announced)
+        )
+
+    async def _publish_now(self, run: Run, events: Sequence[tuple[EventType, dict[str, Any]]]) -> None:
+        """Events that describe no stored change, in a transaction of their own."""
+        if not events:
+            return
+        now = self._clock()
+        async with self._uow() as uow:
+            for event_type, data in events:
+                await publish(uow, run.conversation_id, run.workspace, event_type, data, now)
+            await uow.commit()
 
     async def _suspend(
         self,
@@ -393,6 +569,7 @@ class AgentRunner:
         messages: Sequence[ModelMessage],
         output: DeferredToolRequests,
         usage: Usage,
+        announced: set[str],
     ) -> RunStatus:
         now = self._clock()
         definition = self._definitions[run.agent]
@@ -456,6 +633,17 @@ class AgentRunner:
                     now,
                 )
             await uow.audit.append(self._run_audit(run, "run.suspended", {"pending": len(calls)}), now)
+            await self._publish_messages(uow, run, messages, now, announced)
+            for call in calls:
+                await publish(
+                    uow,
+                    run.conversation_id,
+                    run.workspace,
+                    EventType.PENDING_CREATED,
+                    pending_created_data(call),
+                    now,
+                )
+            await self._publish_status(uow, run, RunStatus.SUSPENDED.value, now)
             await uow.commit()
         self._metrics.run_status(RunStatus.SUSPENDED)
         for call in calls:
@@ -471,7 +659,12 @@ class AgentRunner:
         return RunStatus.SUSPENDED
 
     async def _step_limit_reached(
-        self, run: Run, owner: str, messages: Sequence[ModelMessage], usage: Usage
+        self,
+        run: Run,
+        owner: str,
+        messages: Sequence[ModelMessage],
+        usage: Usage,
+        announced: set[str] | None = None,
     ) -> RunStatus:
         return await self._finish(
             run,
@@ -479,6 +672,7 @@ class AgentRunner:
             messages,
             RunStatus.FAILED,
             usage,
+            announced=announced,
             error=RunError(
                 "step_limit",
                 f"the agent made {self._step_limit} model requests in this run without finishing; "
@@ -496,6 +690,7 @@ class AgentRunner:
         *,
         output: str | None = None,
         error: RunError | None = None,
+        announced: set[str] | None = None,
     ) -> RunStatus:
         now = self._clock()
         async with self._uow() as uow:
@@ -508,10 +703,44 @@ class AgentRunner:
                 details = {"error": error.code} if error else {}
                 await uow.audit.append(self._run_audit(run, f"run.{status.value}", details), now)
             await uow.conversations.release_active_run(run.conversation_id, run.id, now)
+            await self._publish_messages(uow, run, messages, now, announced)
+            await self._publish_end(uow, run, status, usage, output, error, now)
             await uow.commit()
         self._metrics.run_status(status)
         log.info(f"run.{status.value}", error=error.code if error else None, usage=_usage_log(usage))
         return status
+
+    @staticmethod
+    async def _publish_status(uow: UnitOfWork, run: Run, status: str, now: datetime) -> None:
+        await publish(
+            uow, run.conversation_id, run.workspace, EventType.RUN_STATUS, run_status_data(run, status), now
+        )
+
+    async def _publish_end(
+        self,
+        uow: UnitOfWork,
+        run: Run,
+        status: RunStatus,
+        usage: Usage,
+        output: str | None,
+        error: RunError | None,
+        now: datetime,
+    ) -> None:
+        data: dict[str, Any]
+        if status is RunStatus.COMPLETED:
+            data = {"run_id": str(run.id), "output": output, "usage": _usage_json(usage)}
+            event_type = EventType.RUN_COMPLETED
+        elif status is RunStatus.FAILED:
+            data = {
+                "run_id": str(run.id),
+                "error": {"code": error.code, "message": error.message} if error else None,
+                "usage": _usage_json(usage),
+            }
+            event_type = EventType.RUN_FAILED
+        else:
+            data = run_status_data(run, status.value)
+            event_type = EventType.RUN_STATUS
+        await publish(uow, run.conversation_id, run.workspace, event_type, data, now)
 
     @staticmethod
     def _run_audit(run: Run, action: str, details: dict[str, Any]) -> AuditEntry:
@@ -523,6 +752,95 @@ class AgentRunner:
             run_id=run.id,
             details=details,
         )
+
+
+def _usage_json(usage: Usage) -> dict[str, int]:
+    return {
+        "requests": usage.requests,
+        "input_tokens": usage.input_tokens,
+        "output_tokens": usage.output_tokens,
+        "tool_calls": usage.tool_calls,
+    }
+
+
+def _tool_outcome(content: Any, failed: bool) -> dict[str, Any]:
+    """`ok` plus `result` or `error`, read from the `{"ok": ...}` convention when the content follows it."""
+    if isinstance(content, str):
+        with contextlib.suppress(ValueError):
+            content = json.loads(content)
+    if isinstance(content, dict) and isinstance(content.get("ok"), bool):
+        if content["ok"]:
+            return {"ok": True, "result": content.get("result")}
+        return {"ok": False, "error": content.get("error")}
+    if failed:
+        return {"ok": False, "error": {"class": "ToolError", "message": str(content)}}
+    return {"ok": True, "result": content}
+
+
+def message_events(
+    run_id: uuid.UUID,
+    messages: Sequence[ModelMessage],
+    definition: AgentDefinition,
+    announced: set[str] | None = None,
+) -> list[tuple[EventType, dict[str, Any]]]:
+    """The `tool.call` / `tool.result` events that messages stand for.
+
+    `announced` holds what was already published (`call:<id>` for calls, `<id>` for results)
+    and is updated, so each call and each result is published once per segment.
+    """
+    events: list[tuple[EventType, dict[str, Any]]] = []
+    announced = announced if announced is not None else set()
+
+    def base(tool_name: str, tool_call_id: str) -> dict[str, Any]:
+        spec = definition.spec(tool_name)
+        return {
+            "run_id": str(run_id),
+            "tool_call_id": tool_call_id,
+            "tool_name": tool_name,
+            "executor": spec.executor.value if spec else Executor.SERVER.value,
+        }
+
+    for message in messages:
+        if isinstance(message, ModelResponse):
+            for part in message.parts:
+                if isinstance(part, ToolCallPart | NativeToolCallPart):
+                    if "call:" + part.tool_call_id in announced:
+                        continue
+                    announced.add("call:" + part.tool_call_id)
+                    spec = definition.spec(part.tool_name)
+                    data = base(part.tool_name, part.tool_call_id)
+                    if isinstance(part, NativeToolCallPart):
+                        data["executor"] = Executor.PROVIDER.value
+                    data["args"] = sanitize(part.args_as_dict())
+                    data["streaming"] = bool(spec and spec.streaming)
+                    events.append((EventType.TOOL_CALL, data))
+                elif isinstance(part, NativeToolReturnPart):
+                    if part.tool_call_id in announced:
+                        continue
+                    announced.add(part.tool_call_id)
+                    data = base(part.tool_name, part.tool_call_id)
+                    data["executor"] = Executor.PROVIDER.value
+                    data.update(_tool_outcome(to_jsonable_python(part.content, fallback=str), False))
+                    events.append((EventType.TOOL_RESULT, data))
+        elif isinstance(message, ModelRequest):
+            for request_part in message.parts:
+                if (
+                    not isinstance(request_part, ToolReturnPart | RetryPromptPart)
+                    or not request_part.tool_name
+                ):
+                    continue
+                if request_part.tool_call_id in announced:
+                    continue
+                announced.add(request_part.tool_call_id)
+                data = base(request_part.tool_name, request_part.tool_call_id)
+                if isinstance(request_part, ToolReturnPart):
+                    content = to_jsonable_python(request_part.content, fallback=str)
+                    data.update(_tool_outcome(content, request_part.outcome == "failed"))
+                else:
+                    error = {"class": "RetryPrompt", "message": request_part.model_response()}
+                    data.update({"ok": False, "error": error})
+                events.append((EventType.TOOL_RESULT, data))
+    return events
 
 
 def _usage(usage: RunUsage) -> Usage:

@@ -11,6 +11,7 @@ from datetime import datetime, timedelta
 
 import structlog
 
+from abeyance.domain.events import publish_pending_resolved, publish_run_status
 from abeyance.domain.ports import UnitOfWork, UnitOfWorkFactory
 from abeyance.domain.records import AuditEntry, PendingCall, Run
 from abeyance.domain.services import Clock
@@ -18,6 +19,7 @@ from abeyance.domain.states import PendingStatus, RunStatus
 from abeyance.infra.notifier import LocalRunNotifier
 from abeyance.infra.runner import ACTOR, AgentRunner
 from abeyance.infra.telemetry import Telemetry, trace_id_of
+from abeyance.infra.webhook_delivery import WebhookDeliverer
 
 log = structlog.get_logger("abeyance.worker")
 SWEEPER = "system:sweeper"
@@ -40,9 +42,11 @@ class Worker:
         lease: timedelta,
         sweep_seconds: float,
         telemetry: Telemetry | None = None,
+        deliverer: WebhookDeliverer | None = None,
     ) -> None:
         self._uow = uow
         self._telemetry = telemetry or Telemetry.disabled()
+        self._deliverer = deliverer
         self._runner = runner
         self._notifier = notifier
         self._clock = clock
@@ -60,6 +64,8 @@ class Worker:
             asyncio.create_task(self._loop(i), name=f"worker-{i}") for i in range(self._concurrency)
         ]
         self._tasks.append(asyncio.create_task(self._sweeper(), name="sweeper"))
+        if self._deliverer is not None:
+            self._tasks.append(asyncio.create_task(self._deliverer.run(self._stopping), name="webhooks"))
 
     async def stop(self, grace: float = 10.0) -> None:
         """Stop claiming; let running segments reach their next persistence point; release leases."""
@@ -99,6 +105,7 @@ class Worker:
             run = await uow.runs.claim_next(self.id, now, now + self._lease)
             if run is not None:
                 await uow.audit.append(self._segment_audit(run), now)
+                await publish_run_status(uow, run, RunStatus.RUNNING.value, now)
             await uow.commit()
         if run is None:
             return False
@@ -162,6 +169,13 @@ class Worker:
                             expired.append(call)
                             if await uow.runs.resolve_one_awaiting(call.run_id, now):
                                 requeued.append(call.run_id)
+            # Events last: their per-conversation lock is the last lock this transaction takes.
+            for call in expired:
+                await publish_pending_resolved(uow, call, PendingStatus.EXPIRED.value, SWEEPER, now)
+            for run_id in requeued:
+                queued = await uow.runs.get(run_id)
+                if queued is not None:
+                    await publish_run_status(uow, queued, RunStatus.QUEUED.value, now)
             await uow.commit()
         for call in expired:
             log.info(

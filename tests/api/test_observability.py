@@ -11,6 +11,7 @@ import json
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import Any
 
 import pytest
@@ -298,13 +299,21 @@ def priced_turn(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
     )
 
 
+async def priced_stream(messages: list[ModelMessage], info: AgentInfo) -> AsyncIterator[str]:
+    """The runner streams every model response; this one's usage is counted by the function model."""
+    yield "priced answer"
+
+
+GPT_4O_USD_PER_TOKEN = (Decimal("2.5") / 1_000_000, Decimal("10") / 1_000_000)
+
+
 @pytest.mark.parametrize(
     ("model", "expected_cost"),
-    [(FunctionModel(priced_turn, model_name="gpt-4o"), 0.0075), (None, None)],
+    [(FunctionModel(priced_turn, stream_function=priced_stream, model_name="gpt-4o"), True), (None, None)],
     ids=["priced", "scripted"],
 )
 async def test_a_run_shows_its_usage_and_estimated_cost(
-    seeded: str, model: Model | None, expected_cost: float | None
+    seeded: str, model: Model | None, expected_cost: bool | None
 ) -> None:
     async with traced_app(seeded, model=model) as app:
         cid = await create_conversation(app.client)
@@ -316,6 +325,9 @@ async def test_a_run_shows_its_usage_and_estimated_cost(
     assert usage["requests"] == 1
     assert usage["input_tokens"] > 0
     assert usage["output_tokens"] > 0
-    assert usage["estimated_cost_usd"] == expected_cost
-    if expected_cost is not None:
-        assert (usage["input_tokens"], usage["output_tokens"]) == (1000, 500)
+    if expected_cost is None:
+        assert usage["estimated_cost_usd"] is None
+    else:
+        input_price, output_price = GPT_4O_USD_PER_TOKEN
+        priced = usage["input_tokens"] * input_price + usage["output_tokens"] * output_price
+        assert Decimal(str(usage["estimated_cost_usd"])) == priced

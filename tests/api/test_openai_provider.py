@@ -37,29 +37,67 @@ class FakeChatCompletions(BaseHTTPRequestHandler):
             finish = "stop"
         else:
             arguments = json.dumps({"event_id": "evt_1002", "reason": "endpoint fixed"})
-            message = {
-                "role": "assistant",
-                "content": None,
-                "tool_calls": [
-                    {
-                        "id": "call_fake_1",
-                        "type": "function",
-                        "function": {"name": "replay_dlq_event", "arguments": arguments},
-                    }
-                ],
+            call = {
+                "id": "call_fake_1",
+                "type": "function",
+                "function": {"name": "replay_dlq_event", "arguments": arguments},
             }
+            message = {"role": "assistant", "content": None, "tool_calls": [call]}
             finish = "tool_calls"
-        payload = {
+        usage = {"prompt_tokens": 42, "completion_tokens": 7, "total_tokens": 49}
+        head = {
             "id": f"chatcmpl-{len(type(self).requests)}",
-            "object": "chat.completion",
             "created": int(time.time()),
             "model": body["model"],
-            "choices": [{"index": 0, "message": message, "finish_reason": finish, "logprobs": None}],
-            "usage": {"prompt_tokens": 42, "completion_tokens": 7, "total_tokens": 49},
         }
-        data = json.dumps(payload).encode()
+        if body.get("stream"):
+            self._stream(head, message, finish, usage)
+            return
+        payload = {
+            **head,
+            "object": "chat.completion",
+            "choices": [{"index": 0, "message": message, "finish_reason": finish, "logprobs": None}],
+            "usage": usage,
+        }
+        self._send(json.dumps(payload).encode(), "application/json")
+
+    def _stream(
+        self, head: dict[str, Any], message: dict[str, Any], finish: str, usage: dict[str, int]
+    ) -> None:
+        """The streaming wire format: `chat.completion.chunk` server-sent events, then `[DONE]`."""
+        deltas: list[dict[str, Any]] = []
+        if message.get("tool_calls"):
+            call = message["tool_calls"][0]
+            deltas.append(
+                {
+                    "role": "assistant",
+                    "tool_calls": [
+                        {
+                            "index": 0,
+                            "id": call["id"],
+                            "type": "function",
+                            "function": {"name": call["function"]["name"], "arguments": ""},
+                        }
+                    ],
+                }
+            )
+            arguments = call["function"]["arguments"]
+            for piece in (arguments[: len(arguments) // 2], arguments[len(arguments) // 2 :]):
+                deltas.append({"tool_calls": [{"index": 0, "function": {"arguments": piece}}]})
+        else:
+            text = message["content"]
+            deltas.append({"role": "assistant", "content": text[:5]})
+            deltas.append({"content": text[5:]})
+        chunks = [{"index": 0, "delta": d, "finish_reason": None, "logprobs": None} for d in deltas]
+        chunks.append({"index": 0, "delta": {}, "finish_reason": finish, "logprobs": None})
+        events = [{**head, "object": "chat.completion.chunk", "choices": [c]} for c in chunks]
+        events.append({**head, "object": "chat.completion.chunk", "choices": [], "usage": usage})
+        data = "".join(f"data: {json.dumps(e)}\n\n" for e in events) + "data: [DONE]\n\n"
+        self._send(data.encode(), "text/event-stream")
+
+    def _send(self, data: bytes, content_type: str) -> None:
         self.send_response(200)
-        self.send_header("content-type", "application/json")
+        self.send_header("content-type", content_type)
         self.send_header("content-length", str(len(data)))
         self.end_headers()
         self.wfile.write(data)
@@ -104,6 +142,7 @@ async def test_openai_compatible_server_drives_a_suspend_and_resume(
     assert first["path"] == "/v1/chat/completions"
     assert first["auth"] == "Bearer sk-test-key"
     assert first["body"]["model"] == "fake-model"
+    assert first["body"]["stream"] is True
     offered = {t["function"]["name"] for t in first["body"]["tools"]}
     assert {"list_dlq_events", "replay_dlq_event", "ask_operator"} <= offered
     assert second["body"]["messages"][-1]["role"] == "tool"

@@ -12,6 +12,7 @@ from litestar.params import FromPath, FromQuery, JSONBody, QueryParameter
 from litestar.status_codes import HTTP_200_OK, HTTP_201_CREATED, HTTP_202_ACCEPTED
 
 from abeyance.app.container import Container
+from abeyance.app.routes.events import event_route_handlers
 from abeyance.app.schemas import (
     AuditPage,
     ConversationDetailOut,
@@ -233,4 +234,10 @@ class AuditController(Controller):
 
 
 def route_handlers() -> list[Any]:
-    return [ConversationController, RunController, PendingController, AuditController]
+    return [
+        ConversationController,
+        RunController,
+        PendingController,
+        AuditController,
+        *event_route_handlers(),
+    ]

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass
 from datetime import datetime
@@ -48,6 +48,10 @@ class PreApprovalPolicy:
         return None
 
 
+ProgressSink = Callable[[str, str, Any], Awaitable[None]]
+"""`(tool_name, tool_call_id, progress)`: where a streaming tool's progress reports go."""
+
+
 @dataclass(slots=True)
 class RunDeps:
     """What every tool call of one segment can reach."""
@@ -59,6 +63,7 @@ class RunDeps:
     uow: UnitOfWorkFactory
     clock: Clock
     policy: PreApprovalPolicy
+    progress: ProgressSink | None = None
 
 
 @dataclass(frozen=True, slots=True)

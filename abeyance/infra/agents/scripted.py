@@ -4,26 +4,39 @@ Each model turn after the message takes the next step of the script: a list of
 `{"tool": NAME, "args": {...}}` becomes tool calls in one response, a string becomes the text
 answer. With no script left it answers in text, quoting the tool results seen since its last
 tool call (`RESULTS: [...]`), or `ECHO: <message>`.
+
+A step item naming one of the agent's provider (native) tools, e.g.
+`{"tool": "web_search", "args": {"query": "..."}, "result": [...]}`, plays the provider's part:
+the response carries the native call and its `result` as the provider would return them, and,
+when the step has no function tool calls, a text answer quoting those results.
+
+Streamed, text comes word by word and tool calls as deltas, like a provider's stream.
 """
 
 from __future__ import annotations
 
 import json
+import re
+from collections.abc import AsyncIterator
 from typing import Any
 
 from pydantic_ai.messages import (
     ModelMessage,
     ModelRequest,
     ModelResponse,
+    ModelResponsePart,
+    NativeToolCallPart,
+    NativeToolReturnPart,
     RetryPromptPart,
     TextPart,
     ToolCallPart,
     ToolReturnPart,
     UserPromptPart,
 )
-from pydantic_ai.models.function import AgentInfo, FunctionModel
+from pydantic_ai.models.function import AgentInfo, DeltaToolCall, DeltaToolCalls, FunctionModel
 
 SCRIPT_PREFIX = "SCRIPT:"
+SCRIPTED = "scripted"
 
 
 def _prompt_text(part: UserPromptPart) -> str:
@@ -54,9 +67,10 @@ def parse_script(prompt: str) -> list[Any] | None:
     return None
 
 
-def _tool_calls(step: Any, call_prefix: str) -> list[ToolCallPart]:
+def _tool_calls(step: Any, call_prefix: str, provider_tools: set[str]) -> list[ModelResponsePart]:
     items = [step] if isinstance(step, dict) else step
-    parts = []
+    parts: list[ModelResponsePart] = []
+    provided: list[Any] = []
     for i, item in enumerate(items):
         if not isinstance(item, dict) or not isinstance(item.get("tool"), str):
             raise ValueError(
@@ -65,7 +79,18 @@ def _tool_calls(step: Any, call_prefix: str) -> list[ToolCallPart]:
         args = item.get("args", {})
         if not isinstance(args, dict):
             raise ValueError("tool args must be a JSON object")
-        parts.append(ToolCallPart(item["tool"], args, tool_call_id=f"{call_prefix}_{i}"))
+        call_id = f"{call_prefix}_{i}"
+        if item["tool"] in provider_tools:
+            result = item.get("result", [])
+            parts.append(NativeToolCallPart(item["tool"], args, tool_call_id=call_id, provider_name=SCRIPTED))
+            parts.append(
+                NativeToolReturnPart(item["tool"], result, tool_call_id=call_id, provider_name=SCRIPTED)
+            )
+            provided.append(result)
+        else:
+            parts.append(ToolCallPart(item["tool"], args, tool_call_id=call_id))
+    if not any(isinstance(p, ToolCallPart) for p in parts):
+        parts.append(TextPart("RESULTS: " + json.dumps(provided, default=str, sort_keys=True)))
     return parts
 
 
@@ -102,7 +127,8 @@ def scripted_turn(messages: list[ModelMessage], info: AgentInfo) -> ModelRespons
             step = script[turn]
             if isinstance(step, str):
                 return ModelResponse(parts=[TextPart(step)])
-            return ModelResponse(parts=_tool_calls(step, f"call_{len(messages)}"))
+            provider_tools = {t.unique_id for t in info.model_request_parameters.native_tools}
+            return ModelResponse(parts=_tool_calls(step, f"call_{len(messages)}", provider_tools))
     except ValueError as exc:
         return ModelResponse(parts=[TextPart(f"SCRIPT ERROR: {exc}")])
     results = _results_since_last_call(messages)
@@ -111,5 +137,27 @@ def scripted_turn(messages: list[ModelMessage], info: AgentInfo) -> ModelRespons
     return ModelResponse(parts=[TextPart(f"ECHO: {prompt}")])
 
 
+_WORDS = re.compile(r"\S+\s*|\s+")
+
+
+async def scripted_stream(
+    messages: list[ModelMessage], info: AgentInfo
+) -> AsyncIterator[str | DeltaToolCalls]:
+    """The same turn as `scripted_turn`, streamed: text word by word, tool calls as deltas."""
+    response = scripted_turn(messages, info)
+    for index, part in enumerate(response.parts):
+        if isinstance(part, TextPart):
+            for word in _WORDS.findall(part.content) or [""]:
+                yield word
+        elif isinstance(part, ToolCallPart):
+            yield {
+                index: DeltaToolCall(
+                    name=part.tool_name, json_args=part.args_as_json_str(), tool_call_id=part.tool_call_id
+                )
+            }
+        elif isinstance(part, NativeToolCallPart | NativeToolReturnPart):
+            yield {index: part}  # type: ignore[dict-item]
+
+
 def scripted_model() -> FunctionModel:
-    return FunctionModel(scripted_turn, model_name="scripted")
+    return FunctionModel(scripted_turn, stream_function=scripted_stream, model_name=SCRIPTED)

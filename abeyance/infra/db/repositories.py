@@ -494,6 +494,23 @@ class SqlPendingCallRepository(_Repository):
         )
         return {PendingKind(kind): int(count) for kind, count in rows}
 
+    async def extend_client_calls(
+        self, conversation_id: uuid.UUID, until: datetime, *, created_after: datetime
+    ) -> int:
+        c = t.pending_calls.c
+        result = await self._session.execute(
+            t.pending_calls.update()
+            .where(
+                c.conversation_id == conversation_id,
+                c.kind == PendingKind.CLIENT_EXEC.value,
+                c.status == PendingStatus.AWAITING.value,
+                c.expires_at < until,
+                c.created_at >= created_after,
+            )
+            .values(expires_at=until)
+        )
+        return _rowcount(result)
+
 
 def _tool_call_from_row(row: Any) -> ToolCallRecord:
     m = row._mapping

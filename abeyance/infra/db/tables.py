@@ -163,6 +163,9 @@ outbox = sa.Table(
     sa.Column("source_event_id", sa.String(100), nullable=True),
     sa.Column("created_at", UtcDateTime, nullable=False),
     sa.Column("updated_at", UtcDateTime, nullable=False),
+    sa.Column("next_attempt_at", UtcDateTime, nullable=True),
+    sa.Column("delivered_at", UtcDateTime, nullable=True),
+    sa.Index("ix_outbox_status_next_attempt_at", "status", "next_attempt_at"),
 )
 
 failure_clusters = sa.Table(
@@ -233,4 +236,16 @@ events = sa.Table(
     sa.Column("data", JSON, nullable=False),
     sa.Column("created_at", UtcDateTime, nullable=False),
     sa.Index("ix_events_conversation_id_id", "conversation_id", "id"),
+)
+
+webhooks = sa.Table(
+    "webhooks",
+    metadata,
+    sa.Column("id", sa.Uuid, primary_key=True),
+    sa.Column("workspace", sa.String(100), nullable=False, index=True),
+    sa.Column("url", sa.Text, nullable=False),
+    sa.Column("events", JSON, nullable=False),
+    sa.Column("secret", sa.String(200), nullable=False),
+    sa.Column("created_by", sa.String(200), nullable=False),
+    sa.Column("created_at", UtcDateTime, nullable=False),
 )

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import uuid
+from collections.abc import Callable, Set
 from types import TracebackType
 from typing import Self
 
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
+from abeyance.infra.db.event_repositories import SqlEventRepository, SqlOutboxRepository, SqlWebhookRepository
 from abeyance.infra.db.ops_repository import SqlOpsRepository
 from abeyance.infra.db.repositories import (
     SqlAuditRepository,
@@ -17,10 +20,16 @@ from abeyance.infra.db.repositories import (
     SqlToolCallRepository,
 )
 
+EventsListener = Callable[[Set[uuid.UUID]], None]
+"""Told, after a commit, which conversations got new events (in-process wake-ups)."""
+
 
 class SqlUnitOfWork:
-    def __init__(self, sessions: async_sessionmaker[AsyncSession]) -> None:
+    def __init__(
+        self, sessions: async_sessionmaker[AsyncSession], on_events: EventsListener | None = None
+    ) -> None:
         self._sessions = sessions
+        self._on_events = on_events
         self._committed = False
 
     async def __aenter__(self) -> Self:
@@ -32,6 +41,9 @@ class SqlUnitOfWork:
         self.tool_calls = SqlToolCallRepository(self.session)
         self.audit = SqlAuditRepository(self.session)
         self.ops = SqlOpsRepository(self.session)
+        self.events = SqlEventRepository(self.session)
+        self.webhooks = SqlWebhookRepository(self.session)
+        self.outbox = SqlOutboxRepository(self.session)
         return self
 
     async def __aexit__(
@@ -46,12 +58,17 @@ class SqlUnitOfWork:
     async def commit(self) -> None:
         await self.session.commit()
         self._committed = True
+        if self.events.published:
+            if self._on_events is not None:
+                self._on_events(frozenset(self.events.published))
+            self.events.published.clear()
 
 
 class SqlUnitOfWorkFactory:
-    def __init__(self, engine: AsyncEngine) -> None:
+    def __init__(self, engine: AsyncEngine, *, on_events: EventsListener | None = None) -> None:
         self.engine = engine
+        self.on_events = on_events
         self._sessions = async_sessionmaker(engine, expire_on_commit=False)
 
     def __call__(self) -> SqlUnitOfWork:
-        return SqlUnitOfWork(self._sessions)
+        return SqlUnitOfWork(self._sessions, self.on_events)

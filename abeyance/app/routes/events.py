@@ -1,0 +1,153 @@
+"""The live event stream of a conversation (server-sent events) and the webhooks that mirror it."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import uuid
+from collections.abc import AsyncIterator
+from typing import Annotated, Any
+
+from litestar import Controller, delete, get, post
+from litestar.di import NamedDependency
+from litestar.params import FromPath, HeaderParameter, JSONBody, QueryParameter
+from litestar.response import ServerSentEvent
+from litestar.response.sse import ServerSentEventMessage
+from litestar.status_codes import HTTP_201_CREATED, HTTP_204_NO_CONTENT
+
+from abeyance.app.container import Container
+from abeyance.app.schemas import (
+    CreateWebhook,
+    WebhookCreatedOut,
+    WebhookOut,
+    webhook_created_out,
+    webhook_out,
+)
+from abeyance.domain.errors import ValidationFailed
+from abeyance.domain.records import Principal
+
+BATCH = 500
+RECONNECT_MS = 2000
+
+LastEventId = Annotated[
+    str | None,
+    HeaderParameter(name="Last-Event-ID", description="Resume after this event id (sent by EventSource)"),
+]
+After = Annotated[
+    int | None,
+    QueryParameter(ge=0, description="Resume after this event id (for clients that cannot set headers)"),
+]
+
+
+def _resume_from(last_event_id: str | None, after: int | None) -> int:
+    if last_event_id is None or not last_event_id.strip():
+        return after or 0
+    try:
+        value = int(last_event_id)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise ValidationFailed(
+            "Last-Event-ID must be an event id",
+            extra={"errors": [{"loc": ["header", "Last-Event-ID"], "msg": "not an event id"}]},
+        )
+    return value
+
+
+async def stream_events(
+    container: Container, principal: Principal, conversation_id: uuid.UUID, after: int
+) -> AsyncIterator[ServerSentEventMessage]:
+    """Stored events after `after`, then new ones as they are committed, with heartbeats.
+
+    New events are noticed at once when they are committed in this process or (PostgreSQL)
+    announced by `NOTIFY` from another, and in any case by polling the `events` table every
+    `events_poll_seconds`. While the stream is open, the conversation's awaiting client calls
+    are kept from expiring.
+    """
+    settings = container.settings
+    loop = asyncio.get_running_loop()
+    keep_alive_every = max(0.05, settings.client_exec_timeout_seconds / 3)
+    container.listen_for_events()
+    cursor = after
+    last_sent = loop.time()
+    next_keep_alive = loop.time()
+    yield ServerSentEventMessage(data=None, comment="connected", retry=RECONNECT_MS)
+    while True:
+        with container.notifier.watch_conversation(conversation_id) as changed:
+            events = await container.events.events_after(principal, conversation_id, cursor, BATCH)
+            for event in events:
+                yield ServerSentEventMessage(
+                    id=event.id, event=event.type, data=json.dumps(event.envelope(), default=str)
+                )
+                cursor = event.id
+            now = loop.time()
+            if events:
+                last_sent = now
+                if len(events) == BATCH:
+                    continue
+            if now >= next_keep_alive:
+                await container.events.keep_client_calls_alive(conversation_id)
+                next_keep_alive = now + keep_alive_every
+            if now - last_sent >= settings.events_heartbeat_seconds:
+                yield ServerSentEventMessage(data=None, comment="keep-alive")
+                last_sent = now
+            timeout = min(
+                settings.events_poll_seconds,
+                settings.events_heartbeat_seconds - (now - last_sent),
+                next_keep_alive - now,
+            )
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(changed.wait(), max(0.0, timeout))
+
+
+@get("/v1/conversations/{conversation_id:uuid}/events", tags=["events"])
+async def conversation_events(
+    conversation_id: FromPath[uuid.UUID],
+    container: NamedDependency[Container],
+    principal: NamedDependency[Principal],
+    last_event_id: LastEventId = None,
+    after: After = None,
+) -> ServerSentEvent:
+    """The conversation's events as server-sent events, in order; reconnecting with `Last-Event-ID`
+    (or `?after=`) delivers exactly what was missed. Each event's `id` is its stored id."""
+    resume = _resume_from(last_event_id, after)
+    await container.service.get_conversation(principal, conversation_id)
+    return ServerSentEvent(stream_events(container, principal, conversation_id, resume))
+
+
+class WebhookController(Controller):
+    path = "/v1/webhooks"
+    tags = ["webhooks"]
+
+    @post("/", status_code=HTTP_201_CREATED)
+    async def create(
+        self,
+        data: JSONBody[CreateWebhook],
+        container: NamedDependency[Container],
+        principal: NamedDependency[Principal],
+    ) -> WebhookCreatedOut:
+        """Subscribe a URL to some of the workspace's events; the response shows the signing secret once."""
+        webhook = await container.webhooks.create(principal, data.url, data.events, data.workspace)
+        return webhook_created_out(webhook)
+
+    @get("/")
+    async def list_webhooks(
+        self, container: NamedDependency[Container], principal: NamedDependency[Principal]
+    ) -> list[WebhookOut]:
+        """The webhooks of the caller's workspace (all of them for an admin), without secrets."""
+        return [webhook_out(w) for w in await container.webhooks.list_webhooks(principal)]
+
+    @delete("/{webhook_id:uuid}", status_code=HTTP_204_NO_CONTENT)
+    async def remove(
+        self,
+        webhook_id: FromPath[uuid.UUID],
+        container: NamedDependency[Container],
+        principal: NamedDependency[Principal],
+    ) -> None:
+        """Delete a webhook; deliveries still queued for it are dropped."""
+        await container.webhooks.delete(principal, webhook_id)
+
+
+def event_route_handlers() -> list[Any]:
+    return [conversation_events, WebhookController]

@@ -1,0 +1,150 @@
+"""Webhooks: a workspace's operators subscribe a URL to some events; deliveries are signed.
+
+Signature format (header `Abeyance-Signature`)::
+
+    t=<unix seconds>,v1=<hex HMAC-SHA256(secret, "<t>." + raw body bytes)>
+
+The receiver recomputes the HMAC over the timestamp, a dot and the exact body bytes it
+received, compares in constant time, and rejects timestamps too far from its clock.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import ipaddress
+import secrets
+import uuid
+from collections.abc import Callable, Sequence
+from datetime import datetime
+from urllib.parse import urlsplit
+
+from abeyance.domain.errors import Forbidden, NotFound, ValidationFailed
+from abeyance.domain.events import WEBHOOK_EVENT_TYPES
+from abeyance.domain.ports import UnitOfWorkFactory
+from abeyance.domain.records import Principal, Webhook
+
+SIGNATURE_HEADER = "Abeyance-Signature"
+SIGNATURE_TOLERANCE_SECONDS = 300
+
+
+def sign(secret: str, timestamp: int, body: bytes) -> str:
+    """The `Abeyance-Signature` header value for one delivery."""
+    mac = hmac.new(secret.encode(), f"{timestamp}.".encode() + body, hashlib.sha256).hexdigest()
+    return f"t={timestamp},v1={mac}"
+
+
+def verify(
+    secret: str, header: str, body: bytes, *, now: int, tolerance: int = SIGNATURE_TOLERANCE_SECONDS
+) -> bool:
+    """What a receiver does with the header: True when it was made with `secret` for this body."""
+    fields: dict[str, list[str]] = {}
+    for item in header.split(","):
+        key, _, value = item.strip().partition("=")
+        fields.setdefault(key, []).append(value)
+    try:
+        timestamp = int(fields["t"][0])
+    except (KeyError, ValueError):
+        return False
+    if abs(now - timestamp) > tolerance:
+        return False
+    expected = sign(secret, timestamp, body).split("v1=", 1)[1]
+    return any(hmac.compare_digest(expected, candidate) for candidate in fields.get("v1", []))
+
+
+def is_private_host(host: str) -> bool:
+    """Loopback, private, link-local and other non-public addresses (and `localhost`)."""
+    name = host.strip("[]").lower().rstrip(".")
+    if name == "localhost" or name.endswith(".localhost"):
+        return True
+    try:
+        address = ipaddress.ip_address(name)
+    except ValueError:
+        return False
+    return not address.is_global
+
+
+def check_url(url: str, *, allow_private_hosts: bool) -> str:
+    """A webhook URL must be http(s), carry no credentials, and (by default) name a public host."""
+    parts = urlsplit(url)
+    problem = None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        problem = "must be an absolute http or https URL"
+    elif parts.username or parts.password:
+        problem = "must not carry credentials"
+    elif not allow_private_hosts and is_private_host(parts.hostname):
+        problem = "must not point at a loopback or private address"
+    if problem is not None:
+        raise ValidationFailed(f"webhook url {problem}", extra={"errors": [{"loc": ["url"], "msg": problem}]})
+    return url
+
+
+def check_events(events: Sequence[str]) -> tuple[str, ...]:
+    allowed = sorted(t.value for t in WEBHOOK_EVENT_TYPES)
+    unknown = [e for e in events if e not in allowed]
+    if not events or unknown:
+        raise ValidationFailed(
+            "webhook events must be a non-empty list of " + ", ".join(allowed),
+            extra={
+                "errors": [
+                    {"loc": ["events"], "msg": f"unknown event types: {unknown}" if unknown else "empty"}
+                ]
+            },
+        )
+    return tuple(dict.fromkeys(events))
+
+
+def _may_manage(principal: Principal, workspace: str) -> None:
+    if principal.role not in ("operator", "admin"):
+        raise Forbidden("only operators manage webhooks")
+    if not principal.can_see(workspace):
+        raise NotFound("workspace not found")
+
+
+class WebhookService:
+    """Register, list and delete a workspace's webhooks (operators and admins)."""
+
+    def __init__(
+        self, uow: UnitOfWorkFactory, *, clock: Callable[[], datetime], allow_private_hosts: bool
+    ) -> None:
+        self._uow = uow
+        self._clock = clock
+        self._allow_private_hosts = allow_private_hosts
+
+    async def create(
+        self, principal: Principal, url: str, events: Sequence[str], workspace: str | None
+    ) -> Webhook:
+        """The new webhook, with its signing secret: the only time the secret is shown."""
+        ws = workspace or principal.workspace or "default"
+        _may_manage(principal, ws)
+        webhook = Webhook(
+            id=uuid.uuid4(),
+            workspace=ws,
+            url=check_url(url, allow_private_hosts=self._allow_private_hosts),
+            events=check_events(events),
+            secret="whsec_" + secrets.token_urlsafe(32),
+            created_by=principal.id,
+            created_at=self._clock(),
+        )
+        async with self._uow() as uow:
+            await uow.webhooks.add(webhook)
+            await uow.commit()
+        return webhook
+
+    async def list_webhooks(self, principal: Principal) -> list[Webhook]:
+        if principal.role not in ("operator", "admin"):
+            raise Forbidden("only operators manage webhooks")
+        async with self._uow() as uow:
+            if principal.is_admin:
+                return await uow.webhooks.for_workspace(None)
+            return await uow.webhooks.for_workspace(principal.workspace) if principal.workspace else []
+
+    async def delete(self, principal: Principal, webhook_id: uuid.UUID) -> None:
+        """Deliveries still queued for it are dropped by the delivery loop."""
+        async with self._uow() as uow:
+            webhook = await uow.webhooks.get(webhook_id)
+            if webhook is None or not principal.can_see(webhook.workspace):
+                raise NotFound("webhook not found")
+            _may_manage(principal, webhook.workspace)
+            await uow.webhooks.delete(webhook_id)
+            await uow.commit()

@@ -1,0 +1,297 @@
+"""SQL for the event log, webhooks and the outbox. Like every repository, they never commit."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from abeyance.domain.records import OutboxItem, StoredEvent, Webhook
+from abeyance.infra.db import tables as t
+
+DELIVERED = "delivered"
+PENDING = "pending"
+DEAD = "dead"
+DISCARDED = "discarded"
+NOTIFY_CHANNEL = "abeyance_events"
+
+
+def _advisory_key(conversation_id: uuid.UUID) -> int:
+    return int.from_bytes(conversation_id.bytes[:8], "big", signed=True)
+
+
+def _event_from_row(row: Any) -> StoredEvent:
+    m = row._mapping
+    return StoredEvent(
+        id=m["id"],
+        conversation_id=m["conversation_id"],
+        workspace=m["workspace"],
+        type=m["type"],
+        data=m["data"],
+        created_at=m["created_at"],
+    )
+
+
+class SqlEventRepository:
+    """The append-only event log.
+
+    On PostgreSQL a transaction-scoped advisory lock per conversation is taken before the
+    insert, so ids of one conversation become visible in increasing order: a reader polling
+    `id > last_seen` cannot skip an event whose transaction committed late. (SQLite serializes
+    every writer already.) `published` remembers the conversations touched, for wake-ups after
+    commit: in this process through the unit of work, in others through `NOTIFY`.
+    """
+
+    def __init__(self, session: AsyncSession) -> None:
+        self._session = session
+        self.published: set[uuid.UUID] = set()
+
+    async def append(
+        self, conversation_id: uuid.UUID, workspace: str, event_type: str, data: dict[str, Any], now: datetime
+    ) -> StoredEvent:
+        if self._session.get_bind().dialect.name == "postgresql":
+            await self._session.execute(
+                sa.select(sa.func.pg_advisory_xact_lock(_advisory_key(conversation_id)))
+            )
+            if conversation_id not in self.published:
+                # Delivered on commit, to the listeners of other processes (`PgEventListener`).
+                await self._session.execute(
+                    sa.select(sa.func.pg_notify(NOTIFY_CHANNEL, str(conversation_id)))
+                )
+        event_id = await self._session.scalar(
+            t.events.insert()
+            .values(
+                conversation_id=conversation_id,
+                workspace=workspace,
+                type=event_type,
+                data=data,
+                created_at=now,
+            )
+            .returning(t.events.c.id)
+        )
+        assert event_id is not None
+        self.published.add(conversation_id)
+        return StoredEvent(
+            id=int(event_id),
+            conversation_id=conversation_id,
+            workspace=workspace,
+            type=event_type,
+            data=data,
+            created_at=now,
+        )
+
+    async def after(self, conversation_id: uuid.UUID, after_id: int, limit: int) -> list[StoredEvent]:
+        c = t.events.c
+        rows = await self._session.execute(
+            sa.select(t.events)
+            .where(c.conversation_id == conversation_id, c.id > after_id)
+            .order_by(c.id)
+            .limit(limit)
+        )
+        return [_event_from_row(row) for row in rows]
+
+
+def _webhook_from_row(row: Any) -> Webhook:
+    m = row._mapping
+    return Webhook(
+        id=m["id"],
+        workspace=m["workspace"],
+        url=m["url"],
+        events=tuple(m["events"]),
+        secret=m["secret"],
+        created_by=m["created_by"],
+        created_at=m["created_at"],
+    )
+
+
+class SqlWebhookRepository:
+    def __init__(self, session: AsyncSession) -> None:
+        self._session = session
+
+    async def add(self, webhook: Webhook) -> None:
+        await self._session.execute(
+            t.webhooks.insert().values(
+                id=webhook.id,
+                workspace=webhook.workspace,
+                url=webhook.url,
+                events=list(webhook.events),
+                secret=webhook.secret,
+                created_by=webhook.created_by,
+                created_at=webhook.created_at,
+            )
+        )
+
+    async def get(self, webhook_id: uuid.UUID) -> Webhook | None:
+        row = (
+            await self._session.execute(sa.select(t.webhooks).where(t.webhooks.c.id == webhook_id))
+        ).first()
+        return _webhook_from_row(row) if row else None
+
+    async def for_workspace(self, workspace: str | None) -> list[Webhook]:
+        query = sa.select(t.webhooks)
+        if workspace is not None:
+            query = query.where(t.webhooks.c.workspace == workspace)
+        rows = await self._session.execute(query.order_by(t.webhooks.c.created_at, t.webhooks.c.id))
+        return [_webhook_from_row(row) for row in rows]
+
+    async def delete(self, webhook_id: uuid.UUID) -> bool:
+        result = await self._session.execute(t.webhooks.delete().where(t.webhooks.c.id == webhook_id))
+        return int(result.rowcount) == 1  # type: ignore[attr-defined]
+
+    async def subscribed(self, workspace: str, event_type: str) -> list[Webhook]:
+        # Few webhooks per workspace: filtering the JSON list here stays portable across dialects.
+        return [w for w in await self.for_workspace(workspace) if event_type in w.events]
+
+
+class SqlOutboxRepository:
+    def __init__(self, session: AsyncSession) -> None:
+        self._session = session
+
+    async def enqueue(self, workspace: str, topic: str, payload: dict[str, Any], now: datetime) -> int:
+        outbox_id = await self._session.scalar(
+            t.outbox.insert()
+            .values(
+                workspace=workspace,
+                topic=topic,
+                payload=payload,
+                status=PENDING,
+                attempts=0,
+                last_error=None,
+                source_event_id=None,
+                created_at=now,
+                updated_at=now,
+                next_attempt_at=now,
+            )
+            .returning(t.outbox.c.id)
+        )
+        assert outbox_id is not None
+        return int(outbox_id)
+
+    async def claim_due(
+        self, topic_prefix: str, now: datetime, lease_until: datetime, limit: int
+    ) -> list[OutboxItem]:
+        c = t.outbox.c
+        due = (
+            sa.select(c.id)
+            .where(
+                c.status == PENDING,
+                c.topic.startswith(topic_prefix, autoescape=True),
+                sa.or_(c.next_attempt_at.is_(None), c.next_attempt_at <= now),
+            )
+            .order_by(c.id)
+            .limit(limit)
+        )
+        if self._session.get_bind().dialect.name == "postgresql":
+            due = due.with_for_update(skip_locked=True)
+        result = await self._session.execute(
+            t.outbox.update()
+            .where(c.id.in_(due.scalar_subquery()), c.status == PENDING)
+            .values(attempts=c.attempts + 1, next_attempt_at=lease_until, updated_at=now)
+            .returning(c.id, c.workspace, c.topic, c.payload, c.attempts, c.source_event_id)
+        )
+        items = [
+            OutboxItem(
+                id=row.id,
+                workspace=row.workspace,
+                topic=row.topic,
+                payload=row.payload,
+                attempts=row.attempts,
+                source_event_id=row.source_event_id,
+            )
+            for row in result
+        ]
+        return sorted(items, key=lambda item: item.id)
+
+    async def mark_delivered(self, outbox_id: int, now: datetime) -> None:
+        await self._session.execute(
+            t.outbox.update()
+            .where(t.outbox.c.id == outbox_id)
+            .values(status=DELIVERED, delivered_at=now, last_error=None, updated_at=now, next_attempt_at=None)
+        )
+
+    async def schedule_retry(self, outbox_id: int, error: str, retry_at: datetime, now: datetime) -> None:
+        await self._session.execute(
+            t.outbox.update()
+            .where(t.outbox.c.id == outbox_id)
+            .values(last_error=error, next_attempt_at=retry_at, updated_at=now)
+        )
+
+    async def mark_dead(
+        self, item: OutboxItem, error: str, cluster: tuple[str, str] | None, now: datetime
+    ) -> str:
+        """Give up on a row: it becomes a dead letter the `ops` agent can list and replay.
+
+        A replayed delivery that fails again revives its original dead letter instead of adding
+        another. `cluster` is `(id, title)` of the failure cluster the letter belongs to.
+        """
+        await self._session.execute(
+            t.outbox.update()
+            .where(t.outbox.c.id == item.id)
+            .values(status=DEAD, last_error=error, next_attempt_at=None, updated_at=now)
+        )
+        cluster_id = await self._ensure_cluster(item.workspace, cluster, error, now) if cluster else None
+        d = t.dead_letters.c
+        letter_id = item.source_event_id or f"wh_{item.id}"
+        revived = await self._session.execute(
+            t.dead_letters.update()
+            .where(d.id == letter_id, d.workspace == item.workspace)
+            .values(status="dead", outbox_id=item.id, error=error, attempts=item.attempts, failed_at=now)
+        )
+        if int(revived.rowcount) == 0:  # type: ignore[attr-defined]
+            await self._session.execute(
+                t.dead_letters.insert().values(
+                    id=letter_id,
+                    workspace=item.workspace,
+                    outbox_id=item.id,
+                    topic=item.topic,
+                    payload=item.payload,
+                    error=error,
+                    attempts=item.attempts,
+                    cluster_id=cluster_id,
+                    status="dead",
+                    replay_count=0,
+                    failed_at=now,
+                    replayed_at=None,
+                )
+            )
+        return letter_id
+
+    async def _ensure_cluster(
+        self, workspace: str, cluster: tuple[str, str], signature: str, now: datetime
+    ) -> str:
+        cluster_id, title = cluster
+        c = t.failure_clusters.c
+        touched = await self._session.execute(
+            t.failure_clusters.update()
+            .where(c.id == cluster_id, c.workspace == workspace)
+            .values(last_seen=now, updated_at=now)
+        )
+        if int(touched.rowcount) == 0:  # type: ignore[attr-defined]
+            await self._session.execute(
+                t.failure_clusters.insert().values(
+                    id=cluster_id,
+                    workspace=workspace,
+                    signature=signature[:500],
+                    title=title,
+                    status="open",
+                    notes=None,
+                    first_seen=now,
+                    last_seen=now,
+                    updated_at=now,
+                )
+            )
+        return cluster_id
+
+    async def discard(self, outbox_id: int, reason: str, now: datetime) -> None:
+        await self._session.execute(
+            t.outbox.update()
+            .where(t.outbox.c.id == outbox_id)
+            .values(status=DISCARDED, last_error=reason, next_attempt_at=None, updated_at=now)
+        )
+
+    async def status(self, outbox_id: int) -> str | None:
+        value = await self._session.scalar(sa.select(t.outbox.c.status).where(t.outbox.c.id == outbox_id))
+        return str(value) if value is not None else None

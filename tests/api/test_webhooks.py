@@ -1,0 +1,164 @@
+"""Webhooks: registration, signed deliveries to a receiver on 127.0.0.1, dead letters and replay."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+from litestar.testing import AsyncTestClient
+
+from abeyance.domain.webhooks import verify
+from tests.api.conftest import LiveFactory
+from tests.api.helpers import create_conversation, get_run, post_message, resolve
+from tests.api.live import Receiver, serve
+from tests.conftest import call, script
+
+REPLAY_AFTER_LIST = script(
+    [call("list_dlq_events")],
+    [call("replay_dlq_event", event_id="evt_1001", reason="partner endpoint is back")],
+)
+
+
+def results_of(output: str) -> list[Any]:
+    assert output.startswith("RESULTS: "), output
+    return list(json.loads(output.removeprefix("RESULTS: ")))
+
+
+async def test_operators_register_list_and_delete_webhooks(client: AsyncTestClient[Any]) -> None:
+    events = ["pending.created", "run.completed"]
+    private = await client.post("/v1/webhooks", json={"url": "http://127.0.0.1:9/hook", "events": events})
+    assert private.status_code == 422
+    assert [e["loc"] for e in private.json()["errors"]] == [["url"]]
+    unknown = await client.post(
+        "/v1/webhooks", json={"url": "https://hooks.example.com/a", "events": ["message.delta"]}
+    )
+    assert unknown.status_code == 422
+    assert [e["loc"] for e in unknown.json()["errors"]] == [["events"]]
+
+    created = await client.post("/v1/webhooks", json={"url": "https://hooks.example.com/a", "events": events})
+    assert created.status_code == 201
+    hook = created.json()
+    assert hook["secret"].startswith("whsec_")
+    assert hook["workspace"] == "default"
+    assert hook["events"] == events
+
+    listed = (await client.get("/v1/webhooks")).json()
+    assert [w["id"] for w in listed] == [hook["id"]]
+    assert "secret" not in listed[0]
+
+    assert (await client.delete(f"/v1/webhooks/{hook['id']}")).status_code == 204
+    assert (await client.get("/v1/webhooks")).json() == []
+    assert (await client.delete(f"/v1/webhooks/{hook['id']}")).status_code == 404
+
+
+async def test_deliveries_are_signed_and_link_to_the_approval_endpoint(live: LiveFactory) -> None:
+    receiver = Receiver()
+    async with (
+        serve(receiver, lifespan="off") as receiver_url,
+        live(webhook_allow_private_hosts=True, public_url="https://abeyance.example.com") as app,
+    ):
+        hook = (
+            await app.http.post(
+                "/v1/webhooks",
+                json={
+                    "url": receiver_url + "/hooks/abeyance",
+                    "events": ["pending.created", "pending.resolved", "run.completed"],
+                },
+            )
+        ).json()
+        cid = await create_conversation(app.http)  # type: ignore[arg-type]
+        run = await post_message(app.http, cid, REPLAY_AFTER_LIST)  # type: ignore[arg-type]
+        [pending] = run["pending"]
+        await receiver.wait_for(1)
+        await resolve(app.http, pending["correlation_id"], decision="approve")  # type: ignore[arg-type]
+        await get_run(app.http, run["id"])  # type: ignore[arg-type]
+        await receiver.wait_for(3)
+
+    now = int(time.time())
+    bodies = []
+    for headers, body in receiver.requests:
+        assert headers["content-type"] == "application/json"
+        assert verify(hook["secret"], headers["abeyance-signature"], body, now=now)
+        assert not verify(hook["secret"], headers["abeyance-signature"], body + b" ", now=now)
+        assert not verify("whsec_other", headers["abeyance-signature"], body, now=now)
+        parsed = json.loads(body)
+        assert headers["abeyance-event-id"] == str(parsed["id"])
+        assert headers["abeyance-event-type"] == parsed["type"]
+        bodies.append(parsed)
+    bodies.sort(key=lambda b: b["id"])
+    assert [b["type"] for b in bodies] == ["pending.created", "pending.resolved", "run.completed"]
+    assert {b["conversation_id"] for b in bodies} == {cid}
+    created, resolved, completed = (b["data"] for b in bodies)
+    link = f"https://abeyance.example.com/v1/pending/{pending['correlation_id']}"
+    assert created["links"] == {"pending": link, "resolve": link + "/resolve"}
+    assert created["effect_description"] == "Replay DLQ event evt_1001"
+    assert "args" not in created
+    assert resolved["status"] == "approved"
+    assert completed["run_id"] == run["id"]
+    assert len(receiver.requests) == 3
+
+
+async def test_failing_receiver_ends_in_dead_letters_and_ops_replays_it(live: LiveFactory) -> None:
+    receiver = Receiver(status=500)
+    settings = {
+        "webhook_allow_private_hosts": True,
+        "webhook_max_attempts": 3,
+        "webhook_backoff_seconds": 0.05,
+    }
+    async with serve(receiver, lifespan="off") as receiver_url, live(**settings) as app:
+        hook = (
+            await app.http.post(
+                "/v1/webhooks", json={"url": receiver_url + "/hooks", "events": ["run.completed"]}
+            )
+        ).json()
+        failing = await create_conversation(app.http)  # type: ignore[arg-type]
+        await post_message(app.http, failing, script("nothing to do"))  # type: ignore[arg-type]
+        await receiver.wait_for(3)
+        first_event = json.loads(receiver.requests[0][1])["id"]
+        assert receiver.answered == [500, 500, 500]
+        receiver.status = 200
+
+        ops = await create_conversation(app.http)  # type: ignore[arg-type]
+
+        async def dead_letters() -> list[Any]:
+            listed = await post_message(app.http, ops, script([call("list_dlq_events", status="dead")]))  # type: ignore[arg-type]
+            [result] = results_of(listed["output"])
+            return [e for e in result["result"] if e["topic"] == "webhook:run.completed"]
+
+        [letter] = await dead_letters()
+        assert letter["attempts"] == 3
+        assert letter["error"].startswith("HTTP 500 from 127.0.0.1")
+        assert letter["cluster_id"] == f"clu_webhook_{hook['id'].replace('-', '')[:12]}"
+
+        replay = script([call("replay_dlq_event", event_id=letter["event_id"], reason="receiver fixed")])
+        run = await post_message(app.http, ops, replay)  # type: ignore[arg-type]
+        [approval] = run["pending"]
+        assert approval["tool_name"] == "replay_dlq_event"
+        assert approval["effect_description"] == f"Replay DLQ event {letter['event_id']}"
+        await resolve(app.http, approval["correlation_id"], decision="approve")  # type: ignore[arg-type]
+        done = await get_run(app.http, run["id"])  # type: ignore[arg-type]
+        assert results_of(done["output"])[0]["ok"] is True
+
+        async def replayed_delivery() -> list[int]:
+            return [
+                status
+                for (headers, _), status in zip(receiver.requests, receiver.answered, strict=True)
+                if headers["abeyance-event-id"] == str(first_event)
+            ]
+
+        await receiver.wait_for(4)
+        for _ in range(100):
+            if len(await replayed_delivery()) == 4:
+                break
+            await receiver.wait_for(len(receiver.requests) + 1)
+        remaining = await dead_letters()
+
+    assert await replayed_delivery() == [500, 500, 500, 200]
+    assert remaining == []
+    replayed_body = next(
+        b for h, b in reversed(receiver.requests) if h["abeyance-event-id"] == str(first_event)
+    )
+    headers = next(h for h, b in reversed(receiver.requests) if h["abeyance-event-id"] == str(first_event))
+    assert verify(hook["secret"], headers["abeyance-signature"], replayed_body, now=int(time.time()))
+    assert json.loads(replayed_body)["data"]["output"] == "nothing to do"
