@@ -8,6 +8,7 @@ import shutil
 import uuid
 from collections.abc import AsyncIterator, Callable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,9 @@ from pydantic_ai import models
 from abeyance.app.container import Container, build_container
 from abeyance.app.main import create_app
 from abeyance.app.settings import Settings
+from abeyance.domain.access import Role
+from abeyance.domain.keys import IssuedKey, KeyService
+from abeyance.domain.records import Principal
 from abeyance.domain.services import utcnow
 from abeyance.infra.db.engine import create_engine
 from abeyance.infra.db.migrations import upgrade
@@ -103,10 +107,59 @@ async def seeded(database_url: str) -> str:
     return database_url
 
 
+SETUP = Principal(id="test-setup", role=Role.ADMIN, workspace=None)
+
+
+@dataclass
+class KeyMaker:
+    """Makes API keys through the same service the `abeyance keys` command uses."""
+
+    service: KeyService
+
+    async def issue(
+        self, role: Role | str, workspace: str | None = "default", name: str | None = None
+    ) -> IssuedKey:
+        return await self.service.create(SETUP, role=role, workspace=workspace, name=name)
+
+    async def make(self, role: Role | str, workspace: str | None = "default", name: str | None = None) -> str:
+        """The secret of a new key, ready for `bearer(...)`."""
+        return (await self.issue(role, workspace, name)).secret
+
+
+def bearer(secret: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {secret}"}
+
+
+async def admin_headers(database_url: str) -> dict[str, str]:
+    """The header of a new admin key (home workspace `default`) for a client made outside `client`."""
+    engine = create_engine(database_url)
+    try:
+        issued = await KeyService(SqlUnitOfWorkFactory(engine)).create(
+            SETUP, role=Role.ADMIN, workspace="default"
+        )
+    finally:
+        await engine.dispose()
+    return bearer(issued.secret)
+
+
 @pytest.fixture
-async def client(seeded: str) -> AsyncIterator[AsyncTestClient[Any]]:
+async def keys(database_url: str) -> AsyncIterator[KeyMaker]:
+    engine = create_engine(database_url)
+    yield KeyMaker(KeyService(SqlUnitOfWorkFactory(engine)))
+    await engine.dispose()
+
+
+@pytest.fixture
+async def admin_key(keys: KeyMaker) -> IssuedKey:
+    return await keys.issue(Role.ADMIN, "default", name="test admin")
+
+
+@pytest.fixture
+async def client(seeded: str, admin_key: IssuedKey) -> AsyncIterator[AsyncTestClient[Any]]:
+    """The real app; every request carries the admin key unless the test sends its own header."""
     app = create_app(make_settings(seeded))
     async with AsyncTestClient(app=app) as test_client:
+        test_client.headers.update(bearer(admin_key.secret))
         yield test_client
 
 

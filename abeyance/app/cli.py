@@ -1,4 +1,4 @@
-"""The `abeyance` command: serve, worker, migrate, demo seed."""
+"""The `abeyance` command: serve, worker, migrate, keys, demo seed."""
 
 from __future__ import annotations
 
@@ -6,20 +6,67 @@ import argparse
 import asyncio
 import signal
 import sys
+import uuid
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
 
 from abeyance.app.logging import configure_logging
 from abeyance.app.settings import Settings
+from abeyance.domain.access import Role
+from abeyance.domain.errors import ServiceError
+from abeyance.domain.keys import IssuedKey, KeyService
+from abeyance.domain.records import Principal
+
+T = TypeVar("T")
+
+COMMAND_LINE = Principal(id="cli", role=Role.ADMIN, workspace=None, name="command line")
+"""Whoever can run the command against the database administers it; audited as `cli`."""
+
+
+def _with_keys(settings: Settings, use: Callable[[KeyService], Awaitable[T]]) -> T:
+    from abeyance.infra.db.engine import create_engine
+    from abeyance.infra.db.uow import SqlUnitOfWorkFactory
+
+    async def main() -> T:
+        engine = create_engine(settings.database_url)
+        try:
+            return await use(KeyService(SqlUnitOfWorkFactory(engine)))
+        finally:
+            await engine.dispose()
+
+    return asyncio.run(main())
+
+
+def _print_new_key(issued: IssuedKey, headline: str) -> None:
+    key = issued.key
+    print(headline)
+    print(f"  {issued.secret}")
+    print(f"  id {key.id}  role {key.role.value}  workspace {key.workspace or '(all)'}  name {key.name!r}")
+    print("Store it now: it is shown only this once (only its hash is kept).", flush=True)
+
+
+def bootstrap_admin_key(settings: Settings) -> IssuedKey | None:
+    """On a database with no keys at all, make one admin key and print it; otherwise nothing."""
+    issued = _with_keys(settings, lambda keys: keys.create_first_admin(COMMAND_LINE))
+    if issued is not None:
+        _print_new_key(issued, "No API keys yet; made the first admin key:")
+    return issued
 
 
 def _serve(settings: Settings, args: argparse.Namespace) -> int:
     import uvicorn
 
     from abeyance.app.main import create_app
+    from abeyance.infra.db.engine import is_sqlite
+    from abeyance.infra.db.migrations import upgrade
 
     if args.no_worker:
         settings = settings.model_copy(update={"run_worker": False})
     host = args.host or settings.host
     port = args.port or settings.port
+    if settings.migrate_on_start and is_sqlite(settings.database_url):
+        upgrade(settings.database_url)
+    bootstrap_admin_key(settings)
     print(f"Abeyance API on http://{host}:{port}/v1  (OpenAPI docs: http://{host}:{port}/schema)", flush=True)
     print(
         f"database: {settings.database_url}  model: {settings.model}  "
@@ -87,6 +134,33 @@ def _demo_seed(settings: Settings, args: argparse.Namespace) -> int:
     return 0
 
 
+def _keys_create(settings: Settings, args: argparse.Namespace) -> int:
+    issued = _with_keys(
+        settings,
+        lambda keys: keys.create(COMMAND_LINE, role=args.role, workspace=args.workspace, name=args.name),
+    )
+    _print_new_key(issued, "New API key:")
+    return 0
+
+
+def _keys_list(settings: Settings, args: argparse.Namespace) -> int:
+    found = _with_keys(settings, lambda keys: keys.list_keys(COMMAND_LINE, include_revoked=args.all))
+    print(f"{'id':36}  {'prefix':12}  {'role':8}  {'workspace':16}  {'created':20}  {'revoked':20}  name")
+    for key in found:
+        print(
+            f"{key.id!s:36}  {key.prefix:12}  {key.role.value:8}  {key.workspace or '(all)':16}  "
+            f"{key.created_at:%Y-%m-%d %H:%M:%S}Z  "
+            f"{f'{key.revoked_at:%Y-%m-%d %H:%M:%S}Z' if key.revoked_at else '-':20}  {key.name}"
+        )
+    return 0
+
+
+def _keys_revoke(settings: Settings, args: argparse.Namespace) -> int:
+    key = _with_keys(settings, lambda keys: keys.revoke(COMMAND_LINE, args.key_id))
+    print(f"revoked {key.id} ({key.name}, {key.role.value})")
+    return 0
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="abeyance", description="Agents whose tool calls wait for a human.")
     sub = p.add_subparsers(dest="command", required=True)
@@ -100,6 +174,19 @@ def parser() -> argparse.ArgumentParser:
     worker.set_defaults(func=_worker)
     migrate = sub.add_parser("migrate", help="apply the database migrations")
     migrate.set_defaults(func=_migrate)
+    keys = sub.add_parser("keys", help="API keys: create, list, revoke")
+    keys_sub = keys.add_subparsers(dest="keys_command", required=True)
+    create = keys_sub.add_parser("create", help="make a key and print it once")
+    create.add_argument("--role", required=True, choices=[r.value for r in Role])
+    create.add_argument("--workspace", help="required for user and operator keys; admins see every workspace")
+    create.add_argument("--name", help="a label for listings and the audit log")
+    create.set_defaults(func=_keys_create)
+    listing = keys_sub.add_parser("list", help="list keys (never the keys themselves)")
+    listing.add_argument("--all", action="store_true", help="include revoked keys")
+    listing.set_defaults(func=_keys_list)
+    revoke = keys_sub.add_parser("revoke", help="revoke a key by its id")
+    revoke.add_argument("key_id", type=uuid.UUID)
+    revoke.set_defaults(func=_keys_revoke)
     demo = sub.add_parser("demo", help="demo data")
     demo_sub = demo.add_subparsers(dest="demo_command", required=True)
     seed = demo_sub.add_parser("seed", help="insert a few dead letters and failure clusters")
@@ -108,11 +195,20 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
-def main(argv: list[str] | None = None) -> int:
+def run(argv: list[str], settings: Settings) -> int:
+    """Parse and run one command; a refused request (bad role, unknown key) exits with 2."""
     args = parser().parse_args(argv)
+    try:
+        return int(args.func(settings, args))
+    except ServiceError as exc:
+        print(f"abeyance: {exc.message}", file=sys.stderr)
+        return 2
+
+
+def main(argv: list[str] | None = None) -> int:
     settings = Settings()
     configure_logging(settings.log_level, settings.log_json)
-    return int(args.func(settings, args))
+    return run(sys.argv[1:] if argv is None else argv, settings)
 
 
 if __name__ == "__main__":

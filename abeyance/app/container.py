@@ -13,14 +13,18 @@ from datetime import timedelta
 from pydantic_ai.models import Model
 
 from abeyance.app.settings import Settings
+from abeyance.domain.authorizations import PreApprovalService
 from abeyance.domain.events import ClientPresence, EventService
+from abeyance.domain.keys import KeyService
 from abeyance.domain.records import Principal
 from abeyance.domain.services import AgentService, RunView, utcnow
 from abeyance.domain.webhooks import WebhookService
 from abeyance.infra.agents.assistant import assistant_agent
 from abeyance.infra.agents.declarations import AgentDefinition, DeclaredToolCatalog
 from abeyance.infra.agents.models import build_model
+from abeyance.infra.agents.observed import PreApprovalPolicy
 from abeyance.infra.agents.ops import ops_agent
+from abeyance.infra.agents.policy import StoredPreApprovalPolicy
 from abeyance.infra.db.engine import create_engine, is_sqlite
 from abeyance.infra.db.listener import PgEventListener
 from abeyance.infra.db.uow import SqlUnitOfWorkFactory
@@ -39,6 +43,8 @@ class Container:
     notifier: LocalRunNotifier
     catalog: DeclaredToolCatalog
     service: AgentService
+    keys: KeyService
+    authorizations: PreApprovalService
     runner: AgentRunner
     worker: Worker
     telemetry: Telemetry
@@ -111,11 +117,13 @@ def build_container(
     agents: AgentsFactory = agent_definitions,
     extra_agents: Sequence[AgentDefinition] = (),
     model: Model | None = None,
+    policy: PreApprovalPolicy | None = None,
 ) -> Container:
     """Everything wired from `settings`. Illegal tool declarations raise here, at start-up.
 
     `telemetry`, when given, stays the caller's to shut down; `agents`, `extra_agents` and
-    `model` let tests declare their own agents and model.
+    `model` let tests declare their own agents and model; `policy` replaces the stored
+    pre-approval policy (the default reads the workspace's `authorizations`).
     """
     owns_telemetry = telemetry is None
     telemetry = telemetry or build_telemetry(telemetry_config(settings))
@@ -147,6 +155,7 @@ def build_container(
         ),
         lease=timedelta(seconds=settings.lease_seconds),
         telemetry=telemetry,
+        policy=policy or StoredPreApprovalPolicy(uow),
         delta_interval=settings.events_delta_interval_seconds,
     )
     deliverer = WebhookDeliverer(
@@ -196,6 +205,8 @@ def build_container(
         notifier=notifier,
         catalog=catalog,
         service=service,
+        keys=KeyService(uow),
+        authorizations=PreApprovalService(uow, catalog),
         runner=runner,
         worker=worker,
         telemetry=telemetry,

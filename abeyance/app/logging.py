@@ -9,6 +9,30 @@ import structlog
 from opentelemetry import trace
 from structlog.typing import EventDict, WrappedLogger
 
+from abeyance.domain.sanitize import redact
+
+# Fields whose values are the service's own identifiers and vocabulary: never masked. (`event`
+# is masked: for library records it is the free-text message.)
+PLAIN_FIELDS = frozenset(
+    {
+        "level",
+        "logger",
+        "timestamp",
+        "trace_id",
+        "span_id",
+        "request_id",
+        "run_id",
+        "conversation_id",
+        "correlation_id",
+        "tool_call_id",
+        "authorization_id",
+        "principal_id",
+        "segment",
+        "worker",
+        "path",
+    }
+)
+
 
 def add_trace_id(_: WrappedLogger, __: str, event: EventDict) -> EventDict:
     """Every line carries `trace_id` (null outside a trace) and, inside one, `span_id`."""
@@ -18,6 +42,14 @@ def add_trace_id(_: WrappedLogger, __: str, event: EventDict) -> EventDict:
         event.setdefault("span_id", format(context.span_id, "016x"))
     else:
         event.setdefault("trace_id", None)
+    return event
+
+
+def redact_secrets(_: WrappedLogger, __: str, event: EventDict) -> EventDict:
+    """Mask secrets and personal data in every field (exception text included) before rendering."""
+    for key, value in list(event.items()):
+        if key not in PLAIN_FIELDS and not key.startswith("_"):
+            event[key] = redact(value, key)
     return event
 
 
@@ -37,7 +69,12 @@ def configure_logging(level: str = "INFO", json_logs: bool | None = None) -> Non
         add_trace_id,
     ]
     renderer: structlog.typing.Processor = (
-        structlog.processors.JSONRenderer() if json_logs else structlog.dev.ConsoleRenderer()
+        structlog.processors.JSONRenderer()
+        if json_logs
+        else structlog.dev.ConsoleRenderer(
+            # Local variables of a traceback can hold request headers (API keys): never print them.
+            exception_formatter=structlog.dev.RichTracebackFormatter(show_locals=False)
+        )
     )
     structlog.configure(
         processors=[
@@ -55,7 +92,9 @@ def configure_logging(level: str = "INFO", json_logs: bool | None = None) -> Non
         final.append(structlog.processors.format_exc_info)
     handler = logging.StreamHandler()
     handler.setFormatter(
-        structlog.stdlib.ProcessorFormatter(foreign_pre_chain=shared, processors=[*final, renderer])
+        structlog.stdlib.ProcessorFormatter(
+            foreign_pre_chain=shared, processors=[*final, redact_secrets, renderer]
+        )
     )
     root = logging.getLogger()
     root.handlers = [handler]

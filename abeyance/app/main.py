@@ -7,35 +7,40 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import sqlalchemy as sa
-from litestar import Litestar, get
+from litestar import Litestar, Request, Router, get
 from litestar.datastructures import State
 from litestar.di import NamedDependency, Provide
-from litestar.exceptions import HTTPException
+from litestar.exceptions import HTTPException, SerializationException
 from litestar.openapi import OpenAPIConfig
 from litestar.openapi.plugins import SwaggerRenderPlugin
+from litestar.openapi.spec import Components, SecurityScheme
 from sqlalchemy.exc import DBAPIError, OperationalError
 
 from abeyance.app import problems
+from abeyance.app.auth import SECURITY_SCHEME, provide_principal, v1_middleware
 from abeyance.app.container import Container, build_container, telemetry_config
 from abeyance.app.observability import bind_path_ids, http_telemetry, metrics
 from abeyance.app.routes.v1 import route_handlers
 from abeyance.app.settings import Settings
 from abeyance.domain.errors import ServiceError
-from abeyance.domain.records import Principal
 from abeyance.infra.db.engine import is_sqlite
 from abeyance.infra.db.migrations import upgrade_async
 from abeyance.infra.telemetry import Telemetry, build_telemetry
 
-ANONYMOUS_ADMIN = Principal(id="anonymous", role="admin", workspace=None)
+
+class ApiRequest(Request[Any, Any, Any]):
+    """A request whose JSON body, however deeply nested, fails as bad input and never as a crash."""
+
+    async def json(self) -> Any:
+        try:
+            return await super().json()
+        except RecursionError:
+            raise SerializationException("JSON is nested too deeply") from None
 
 
 def provide_container(state: State) -> Container:
     container: Container = state.container
     return container
-
-
-async def provide_principal() -> Principal:
-    return ANONYMOUS_ADMIN
 
 
 @get("/healthz", tags=["health"])
@@ -82,14 +87,21 @@ def create_app(
             if owns_telemetry:
                 telemetry.shutdown()
 
+    # Every /v1 controller sits behind the key middleware; health, metrics and the schema stay open.
+    v1 = Router(
+        path="/",
+        route_handlers=route_handlers(),
+        middleware=v1_middleware(settings.rate_limit_per_minute),
+        security=[{SECURITY_SCHEME: []}],
+    )
     return Litestar(
-        route_handlers=[healthz, readyz, metrics, *route_handlers()],
+        route_handlers=[healthz, readyz, metrics, v1],
         lifespan=[lifespan],
         middleware=[http_telemetry(telemetry)],
         before_request=bind_path_ids,
         dependencies={
             "container": Provide(provide_container, sync_to_thread=False),
-            "principal": Provide(provide_principal),
+            "principal": Provide(provide_principal, sync_to_thread=False),
         },
         exception_handlers={
             ServiceError: problems.service_error_handler,
@@ -105,8 +117,18 @@ def create_app(
             description="Agents whose tool calls wait, durably, for a human.",
             path="/schema",
             render_plugins=[SwaggerRenderPlugin()],
+            components=Components(
+                security_schemes={
+                    SECURITY_SCHEME: SecurityScheme(
+                        type="http",
+                        scheme="bearer",
+                        description="An API key made by `abeyance keys create`",
+                    )
+                }
+            ),
         ),
         request_max_body_size=settings.max_body_bytes,
+        request_class=ApiRequest,
         logging_config=None,
         debug=False,
     )

@@ -6,7 +6,7 @@ from typing import Any
 
 import structlog
 from litestar import Request, Response
-from litestar.exceptions import HTTPException, ValidationException
+from litestar.exceptions import HTTPException, SerializationException, ValidationException
 
 from abeyance.app.schemas import jsonable
 from abeyance.domain import errors as e
@@ -67,6 +67,8 @@ def problem(
     extra = extra or {}
     body.update({k: v for k, v in extra.items() if k not in RESERVED})
     headers = {"Retry-After": str(extra["retry_after"])} if "retry_after" in extra else {}
+    if status == 401:
+        headers["WWW-Authenticate"] = 'Bearer realm="abeyance"'
     return Response(content=body, status_code=status, media_type=PROBLEM, headers=headers)
 
 
@@ -77,12 +79,52 @@ def service_error_handler(_: Request[Any, Any, Any], exc: e.ServiceError) -> Res
 def http_error_handler(_: Request[Any, Any, Any], exc: HTTPException) -> Response[dict[str, Any]]:
     status = exc.status_code
     if isinstance(exc, ValidationException):
-        errors = exc.extra if isinstance(exc.extra, list) else []
-        return problem(422, "validation_failed", "the request is not valid", {"errors": errors})
+        return problem(
+            422, "validation_failed", "the request is not valid", {"errors": field_errors(exc.extra)}
+        )
+    if status == 400 and isinstance(exc.__cause__, SerializationException):
+        detail = str(exc.__cause__)
+        return problem(
+            422,
+            "validation_failed",
+            "the body is not valid JSON",
+            {"errors": [{"loc": ["body"], "msg": detail}]},
+        )
     extra: dict[str, Any] = {}
-    if status == 429 and exc.headers and "retry-after" in {k.lower() for k in exc.headers}:
-        extra["retry_after"] = next(v for k, v in exc.headers.items() if k.lower() == "retry-after")
+    if status == 429:
+        extra["retry_after"] = _retry_after(exc.headers or {})
     return problem(status, CODE_BY_STATUS.get(status, "http_error"), str(exc.detail), extra)
+
+
+def field_errors(extra: Any) -> list[dict[str, Any]]:
+    """Litestar's validation errors in the service's own shape: `{"loc": [...], "msg": ...}`.
+
+    Body fields are located by their path (`["args", "event_id"]`), like the service's own
+    errors; query, path and header parameters by source and name (`["query", "limit"]`).
+    """
+    errors: list[dict[str, Any]] = []
+    for item in extra if isinstance(extra, list) else []:
+        if not isinstance(item, dict):
+            continue
+        key, source = item.get("key"), item.get("source")
+        message = str(item.get("message", "invalid"))
+        if source in ("query", "path", "header", "cookie"):
+            loc = [source, str(key)]
+        elif key in (None, "data"):
+            loc, message = ["body"], ("a JSON object is required" if key == "data" else message)
+        else:
+            loc = str(key).split(".")
+        errors.append({"loc": loc, "msg": message})
+    return errors
+
+
+def _retry_after(headers: dict[str, str]) -> int:
+    """Seconds until the rate-limit window resets (Litestar sends it as `RateLimit-Reset`)."""
+    lowered = {k.lower(): v for k, v in headers.items()}
+    for name in ("retry-after", "ratelimit-reset"):
+        if lowered.get(name, "").strip().isdigit():
+            return max(1, int(lowered[name]))
+    return 60
 
 
 def internal_error_handler(request: Request[Any, Any, Any], exc: Exception) -> Response[dict[str, Any]]:

@@ -7,14 +7,18 @@ import dataclasses
 import json
 import uuid
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field
 from pydantic_core import to_jsonable_python
 
+from abeyance.domain.access import Permission
 from abeyance.domain.errors import ValidationFailed
+from abeyance.domain.keys import IssuedKey
 from abeyance.domain.records import (
+    ApiKey,
     AuditEntry,
+    Authorization,
     Conversation,
     PendingCall,
     Principal,
@@ -24,6 +28,7 @@ from abeyance.domain.records import (
     Usage,
     Webhook,
 )
+from abeyance.domain.sanitize import sanitize
 from abeyance.domain.services import RunView
 
 
@@ -31,6 +36,25 @@ def jsonable(value: Any) -> Any:
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         value = dataclasses.asdict(value)
     return to_jsonable_python(value)
+
+
+MAX_JSON_DEPTH = 32
+
+
+def bounded_depth(value: Any) -> Any:
+    """Refuse JSON nested deeper than `MAX_JSON_DEPTH`: it is never a legitimate tool argument or answer."""
+    level: list[tuple[Any, int]] = [(value, 1)]
+    while level:
+        item, depth = level.pop()
+        if depth > MAX_JSON_DEPTH:
+            raise ValueError(f"nested deeper than {MAX_JSON_DEPTH} levels")
+        children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else ()
+        level.extend((child, depth + 1) for child in children)
+    return value
+
+
+JsonValue = Annotated[Any, AfterValidator(bounded_depth)]
+JsonObject = Annotated[dict[str, Any], AfterValidator(bounded_depth)]
 
 
 class Strict(BaseModel):
@@ -46,11 +70,56 @@ class PostMessage(Strict):
     content: str = Field(min_length=1)
 
 
+WorkspaceName = Annotated[str, Field(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9_.-]+$")]
+
+
+class CreateAuthorization(Strict):
+    tool_name: str = Field(min_length=1, max_length=200)
+    reason: str = Field(min_length=1, max_length=4000)
+    args_match: JsonObject | None = Field(
+        default=None, description="Pre-approve only calls whose arguments equal these values"
+    )
+    expires_at: AwareDatetime | None = None
+    workspace: WorkspaceName | None = Field(default=None, description="Admins only; defaults to the key's")
+
+
+class AuthorizationOut(BaseModel):
+    id: uuid.UUID
+    workspace: str
+    tool_name: str
+    args_match: dict[str, Any] | None
+    reason: str
+    created_by: str
+    created_at: datetime
+    expires_at: datetime | None
+    revoked_at: datetime | None
+
+
+class CreateKey(Strict):
+    role: Literal["user", "operator", "admin"]
+    workspace: WorkspaceName | None = None
+    name: str | None = Field(default=None, min_length=1, max_length=200)
+
+
+class ApiKeyOut(BaseModel):
+    id: uuid.UUID
+    name: str
+    prefix: str
+    role: str
+    workspace: str | None
+    created_at: datetime
+    revoked_at: datetime | None
+
+
+class IssuedKeyOut(ApiKeyOut):
+    key: str = Field(description="The key itself. Shown only in this response; only its hash is stored.")
+
+
 class ResolveBody(Strict):
     decision: Literal["approve", "deny", "revise", "answer"]
     reason: str | None = Field(default=None, max_length=4000)
-    args: dict[str, Any] | None = None
-    result: Any = None
+    args: JsonObject | None = None
+    result: JsonValue = None
     args_hash: str | None = Field(default=None, min_length=64, max_length=64)
 
 
@@ -171,7 +240,8 @@ def conversation_out(c: Conversation) -> ConversationOut:
 
 
 def pending_out(p: PendingCall, principal: Principal) -> PendingCallOut:
-    privileged = principal.role in ("operator", "admin")
+    """Full (and edited) arguments only for those who may approve; everyone sees the sanitized summary."""
+    privileged = principal.may(Permission.APPROVE)
     resolution = p.resolution or {}
     return PendingCallOut(
         correlation_id=p.correlation_id,
@@ -256,8 +326,54 @@ def tool_call_out(r: ToolCallRecord) -> ToolCallOut:
     )
 
 
-def message_out(m: StoredMessage) -> MessageOut:
-    return MessageOut(seq=m.seq, run_id=m.run_id, created_at=m.created_at, message=json.loads(m.body))
+def message_out(m: StoredMessage, principal: Principal) -> MessageOut:
+    """One logged message; for callers who may not approve, tool-call arguments are sanitized as in
+    `args_summary` (the full arguments are for operators)."""
+    message = json.loads(m.body)
+    if not principal.may(Permission.APPROVE):
+        for part in message.get("parts", []):
+            if part.get("part_kind") == "tool-call":
+                part["args"] = sanitize(_as_object(part.get("args")))
+    return MessageOut(seq=m.seq, run_id=m.run_id, created_at=m.created_at, message=message)
+
+
+def _as_object(args: Any) -> Any:
+    if isinstance(args, str):
+        try:
+            return json.loads(args)
+        except ValueError:
+            return args
+    return args
+
+
+def authorization_out(a: Authorization) -> AuthorizationOut:
+    return AuthorizationOut(
+        id=a.id,
+        workspace=a.workspace,
+        tool_name=a.tool_name,
+        args_match=a.args_match if isinstance(a.args_match, dict) else None,
+        reason=a.reason,
+        created_by=a.created_by,
+        created_at=a.created_at,
+        expires_at=a.expires_at,
+        revoked_at=a.revoked_at,
+    )
+
+
+def api_key_out(k: ApiKey) -> ApiKeyOut:
+    return ApiKeyOut(
+        id=k.id,
+        name=k.name,
+        prefix=k.prefix,
+        role=k.role.value,
+        workspace=k.workspace,
+        created_at=k.created_at,
+        revoked_at=k.revoked_at,
+    )
+
+
+def issued_key_out(issued: IssuedKey) -> IssuedKeyOut:
+    return IssuedKeyOut(**api_key_out(issued.key).model_dump(), key=issued.secret)
 
 
 def encode_cursor(p: PendingCall) -> str:
@@ -267,7 +383,10 @@ def encode_cursor(p: PendingCall) -> str:
 def decode_cursor(cursor: str) -> tuple[datetime, uuid.UUID]:
     try:
         created, cid = base64.urlsafe_b64decode(cursor.encode()).decode().split("|")
-        return datetime.fromisoformat(created), uuid.UUID(cid)
+        at = datetime.fromisoformat(created)
+        if at.tzinfo is None:
+            raise ValueError("naive time")
+        return at, uuid.UUID(cid)
     except (ValueError, UnicodeDecodeError) as exc:
         raise ValidationFailed(
             "cursor is not valid", extra={"errors": [{"loc": ["query", "cursor"], "msg": "invalid cursor"}]}

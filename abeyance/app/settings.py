@@ -34,6 +34,8 @@ class Settings(BaseSettings):
     max_wait_seconds: float = 60.0
     max_content_chars: int = 32_000
     max_body_bytes: int = 1_048_576
+    rate_limit_per_minute: int = Field(default=600, ge=0)
+    """Requests per minute per API key on /v1; 0 turns the limit off."""
     migrate_on_start: bool = True
     log_level: str = "INFO"
     log_json: bool | None = None

@@ -9,7 +9,9 @@ from types import TracebackType
 from typing import Any, Protocol, Self
 
 from abeyance.domain.records import (
+    ApiKey,
     AuditEntry,
+    Authorization,
     Conversation,
     OutboxItem,
     PendingCall,
@@ -208,6 +210,35 @@ class OutboxRepository(Protocol):
     async def status(self, outbox_id: int) -> str | None: ...
 
 
+class ApiKeyRepository(Protocol):
+    async def add(self, key: ApiKey) -> None: ...
+    async def get(self, key_id: uuid.UUID) -> ApiKey | None: ...
+    async def by_hash(self, key_hash: str) -> ApiKey | None: ...
+    async def search(self, *, include_revoked: bool) -> list[ApiKey]: ...
+    async def count(self) -> int:
+        """All keys ever made, revoked ones included."""
+        ...
+
+    async def revoke(self, key_id: uuid.UUID, now: datetime) -> bool:
+        """Conditional write: only a key that is not revoked yet; False otherwise."""
+        ...
+
+
+class AuthorizationRepository(Protocol):
+    async def add(self, authorization: Authorization) -> None: ...
+    async def get(self, authorization_id: uuid.UUID) -> Authorization | None: ...
+    async def search(
+        self, *, workspace: str | None, include_inactive: bool, now: datetime
+    ) -> list[Authorization]: ...
+    async def candidates(self, workspace: str, tool_name: str, now: datetime) -> list[Authorization]:
+        """Not revoked, not expired, for this workspace and tool: the rules a call is checked against."""
+        ...
+
+    async def revoke(self, authorization_id: uuid.UUID, now: datetime) -> bool:
+        """Conditional write: only an authorization that is not revoked yet; False otherwise."""
+        ...
+
+
 class UnitOfWork(Protocol):
     """One transaction. Rolls back on exit unless `commit()` was called; repositories never commit."""
 
@@ -231,6 +262,10 @@ class UnitOfWork(Protocol):
     def webhooks(self) -> WebhookRepository: ...
     @property
     def outbox(self) -> OutboxRepository: ...
+    @property
+    def api_keys(self) -> ApiKeyRepository: ...
+    @property
+    def authorizations(self) -> AuthorizationRepository: ...
 
     async def __aenter__(self) -> Self: ...
     async def __aexit__(
@@ -257,6 +292,10 @@ class ToolCatalog(Protocol):
 
         Returns the validated, JSON-ready value, or raises `ValidationFailed` with field errors.
         """
+        ...
+
+    def gated_tool_parameters(self, tool_name: str) -> set[str] | None:
+        """Parameter names of the gated tool of that name (in any agent); None if there is none."""
         ...
 
 

@@ -8,6 +8,8 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
+from abeyance.domain.access import PERMISSIONS, Permission, Role
+from abeyance.domain.errors import Forbidden
 from abeyance.domain.states import PendingStatus, RunStatus
 from abeyance.domain.tools import Executor, PendingKind
 
@@ -164,18 +166,33 @@ class AuditEntry:
 
 @dataclass(frozen=True, slots=True)
 class Principal:
-    """Who is calling: the identity every decision is recorded under."""
+    """Who is calling: the identity every decision is recorded under (an API key's id)."""
 
     id: str
-    role: str
+    role: Role
     workspace: str | None
+    name: str | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "role", Role(self.role))
 
     @property
     def is_admin(self) -> bool:
-        return self.role == "admin"
+        return self.role is Role.ADMIN
+
+    def may(self, permission: Permission) -> bool:
+        return permission in PERMISSIONS[self.role]
+
+    def require(self, permission: Permission) -> None:
+        """`Forbidden` unless the role grants `permission`; ask `can_see` first (404 before 403)."""
+        if not self.may(permission):
+            raise Forbidden(
+                f"role {self.role.value!r} may not {permission.value.replace('_', ' ')}",
+                extra={"required": permission.value},
+            )
 
     def can_see(self, workspace: str) -> bool:
-        return self.is_admin or self.workspace == workspace
+        return self.may(Permission.ALL_WORKSPACES) or self.workspace == workspace
 
 
 @dataclass(frozen=True, slots=True)
@@ -224,3 +241,42 @@ class OutboxItem:
     payload: dict[str, Any]
     attempts: int
     source_event_id: str | None
+
+
+@dataclass(slots=True)
+class ApiKey:
+    """A stored API key: only its hash and a short prefix (to recognise it in listings) are kept."""
+
+    id: uuid.UUID
+    name: str
+    prefix: str
+    key_hash: str
+    role: Role
+    workspace: str | None
+    created_at: datetime
+    revoked_at: datetime | None = None
+
+    def principal(self) -> Principal:
+        return Principal(id=str(self.id), role=self.role, workspace=self.workspace, name=self.name)
+
+
+@dataclass(slots=True)
+class Authorization:
+    """A workspace's pre-approval of a gated tool, optionally only for matching argument values.
+
+    `args_match` is kept as stored (`Any`): a rule that is not a JSON object cannot be evaluated,
+    and the policy then gates the call (fail closed).
+    """
+
+    id: uuid.UUID
+    workspace: str
+    tool_name: str
+    args_match: Any
+    reason: str
+    created_by: str
+    created_at: datetime
+    expires_at: datetime | None = None
+    revoked_at: datetime | None = None
+
+    def active(self, now: datetime) -> bool:
+        return self.revoked_at is None and (self.expires_at is None or self.expires_at > now)

@@ -8,7 +8,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from abeyance.domain.errors import ArgsChanged, Forbidden, NotFound, RunActive, Stale, ValidationFailed
+from abeyance.domain.access import Permission, permission_to_resolve
+from abeyance.domain.errors import ArgsChanged, NotFound, RunActive, Stale, ValidationFailed
 from abeyance.domain.events import (
     EventType,
     publish,
@@ -81,9 +82,6 @@ class NoMetrics:
         return None
 
 
-AUDIT_READERS = frozenset({"operator", "admin"})
-
-
 class AgentService:
     """Conversations, messages, runs and pending calls, as HTTP clients and operators use them."""
 
@@ -114,6 +112,7 @@ class AgentService:
         ws = workspace or principal.workspace or "default"
         if not principal.can_see(ws):
             raise NotFound("workspace not found")
+        principal.require(Permission.CONVERSE)
         now = self._clock()
         conversation = Conversation(
             id=uuid.uuid4(),
@@ -186,7 +185,10 @@ class AgentService:
                 pending = await uow.pending.for_run(active, PendingStatus.AWAITING) if active else []
                 raise RunActive(
                     "the conversation has a run that has not finished; resolve or cancel it first",
-                    extra={"run_id": str(active) if active else None, "pending": pending},
+                    extra={
+                        "run_id": str(active) if active else None,
+                        "pending": [_brief(p) for p in pending],
+                    },
                 )
             await uow.runs.add(run)
             await uow.audit.append(
@@ -210,6 +212,7 @@ class AgentService:
             run = await uow.runs.get(run_id)
             if run is None or not principal.can_see(run.workspace):
                 raise NotFound("run not found")
+            principal.require(Permission.CONVERSE)
             pending = await uow.pending.for_run(run.id, PendingStatus.AWAITING) if run.awaiting_count else []
             return RunView(run=run, pending=pending)
 
@@ -218,6 +221,7 @@ class AgentService:
             run = await uow.runs.get(run_id)
             if run is None or not principal.can_see(run.workspace):
                 raise NotFound("run not found")
+            principal.require(Permission.CONVERSE)
             return await uow.tool_calls.for_run(run_id)
 
     async def cancel_run(self, principal: Principal, run_id: uuid.UUID) -> RunView:
@@ -228,6 +232,7 @@ class AgentService:
             run = await uow.runs.get(run_id)
             if run is None or not principal.can_see(run.workspace):
                 raise NotFound("run not found")
+            principal.require(Permission.CONVERSE)
             if run.status.finished:
                 raise Stale(f"the run is already {run.status.value}", extra={"run_status": run.status.value})
             if run.status is RunStatus.RUNNING:
@@ -283,6 +288,7 @@ class AgentService:
             call = await uow.pending.get(correlation_id)
             if call is None or not principal.can_see(call.workspace):
                 raise NotFound("pending call not found")
+            principal.require(Permission.CONVERSE)
             return call
 
     async def list_pending(
@@ -295,6 +301,7 @@ class AgentService:
         after: tuple[datetime, uuid.UUID] | None,
         limit: int,
     ) -> list[PendingCall]:
+        principal.require(Permission.CONVERSE)
         async with self._uow() as uow:
             return await uow.pending.search(
                 workspace=None if principal.is_admin else principal.workspace,
@@ -317,6 +324,7 @@ class AgentService:
             call = await uow.pending.get(correlation_id)
             if call is None or not principal.can_see(call.workspace):
                 raise NotFound("pending call not found")
+            principal.require(permission_to_resolve(call.kind))
             if call.status is not PendingStatus.AWAITING:
                 raise _stale(call)
             target = decide(call.kind, resolution.decision)
@@ -373,8 +381,7 @@ class AgentService:
 
     async def list_audit(self, principal: Principal, query: AuditQuery) -> list[AuditEntry]:
         """Audit rows in the order they were written: the caller's workspace, or all for an admin."""
-        if principal.role not in AUDIT_READERS:
-            raise Forbidden("reading the audit log needs the operator or admin role")
+        principal.require(Permission.READ_AUDIT)
         if not principal.is_admin and principal.workspace is None:
             return []
         async with self._uow() as uow:
@@ -394,6 +401,7 @@ class AgentService:
         conversation: Conversation | None = await uow.conversations.get(conversation_id)
         if conversation is None or not principal.can_see(conversation.workspace):
             raise NotFound("conversation not found")
+        principal.require(Permission.CONVERSE)
         return conversation
 
 
@@ -405,6 +413,19 @@ _AUDIT_ACTIONS = {
     PendingStatus.EXPIRED: "pending.expired",
     PendingStatus.CANCELLED: "pending.cancelled",
 }
+
+
+def _brief(call: PendingCall) -> dict[str, Any]:
+    """A pending call as an error body may carry it: the summary, never the full arguments."""
+    return {
+        "correlation_id": str(call.correlation_id),
+        "kind": call.kind.value,
+        "tool_name": call.tool_name,
+        "args_summary": call.args_summary,
+        "effect_description": call.effect_description,
+        "status": call.status.value,
+        "expires_at": call.expires_at.isoformat(),
+    }
 
 
 def _stale(call: PendingCall) -> Stale:

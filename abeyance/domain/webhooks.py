@@ -19,7 +19,8 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 from urllib.parse import urlsplit
 
-from abeyance.domain.errors import Forbidden, NotFound, ValidationFailed
+from abeyance.domain.access import Permission
+from abeyance.domain.errors import NotFound, ValidationFailed
 from abeyance.domain.events import WEBHOOK_EVENT_TYPES
 from abeyance.domain.ports import UnitOfWorkFactory
 from abeyance.domain.records import Principal, Webhook
@@ -95,10 +96,9 @@ def check_events(events: Sequence[str]) -> tuple[str, ...]:
 
 
 def _may_manage(principal: Principal, workspace: str) -> None:
-    if principal.role not in ("operator", "admin"):
-        raise Forbidden("only operators manage webhooks")
     if not principal.can_see(workspace):
         raise NotFound("workspace not found")
+    principal.require(Permission.MANAGE_WEBHOOKS)
 
 
 class WebhookService:
@@ -132,8 +132,7 @@ class WebhookService:
         return webhook
 
     async def list_webhooks(self, principal: Principal) -> list[Webhook]:
-        if principal.role not in ("operator", "admin"):
-            raise Forbidden("only operators manage webhooks")
+        principal.require(Permission.MANAGE_WEBHOOKS)
         async with self._uow() as uow:
             if principal.is_admin:
                 return await uow.webhooks.for_workspace(None)

@@ -13,7 +13,7 @@ import pytest
 from abeyance.app.main import create_app
 from abeyance.app.settings import Settings
 from tests.api.live import serve
-from tests.conftest import make_settings
+from tests.conftest import admin_headers, make_settings
 
 
 @dataclass
@@ -35,7 +35,11 @@ def live(seeded: str) -> LiveFactory:
         values: dict[str, Any] = {"events_poll_seconds": 0.1, "webhook_poll_seconds": 0.1}
         values.update(overrides)
         settings = make_settings(seeded, **values)
-        async with serve(create_app(settings)) as url, httpx.AsyncClient(base_url=url, timeout=30) as http:
+        headers = await admin_headers(seeded)
+        async with (
+            serve(create_app(settings)) as url,
+            httpx.AsyncClient(base_url=url, timeout=30, headers=headers) as http,
+        ):
             yield Live(url, http, settings)
 
     return start

@@ -7,6 +7,7 @@ from typing import Any
 
 from litestar.testing import AsyncTestClient
 
+from abeyance.domain.keys import IssuedKey
 from tests.api.helpers import conversation, create_conversation, get_run, post_message, resolve, tool_calls
 from tests.conftest import call, script
 
@@ -21,7 +22,9 @@ def results_of(output: str) -> list[Any]:
     return list(json.loads(output.removeprefix("RESULTS: ")))
 
 
-async def test_read_runs_mutate_suspends_then_approve_completes(client: AsyncTestClient[Any]) -> None:
+async def test_read_runs_mutate_suspends_then_approve_completes(
+    client: AsyncTestClient[Any], admin_key: IssuedKey
+) -> None:
     cid = await create_conversation(client)
     run = await post_message(client, cid, REPLAY_AFTER_LIST)
 
@@ -39,7 +42,7 @@ async def test_read_runs_mutate_suspends_then_approve_completes(client: AsyncTes
     decided = await resolve(client, pending["correlation_id"], decision="approve")
     assert decided.status_code == 200
     assert decided.json()["status"] == "approved"
-    assert decided.json()["resolved_by"] == "anonymous"
+    assert decided.json()["resolved_by"] == str(admin_key.key.id)
 
     done = await get_run(client, run["id"])
     assert done["status"] == "completed"

@@ -10,14 +10,15 @@ from typing import Any
 from litestar.testing import AsyncTestClient
 
 from abeyance.app.main import create_app
+from abeyance.domain.keys import IssuedKey
 from tests.api.helpers import conversation, create_conversation, get_run, post_message, resolve, tool_calls
-from tests.conftest import call, make_settings, script
+from tests.conftest import admin_headers, call, make_settings, script
 
 GATED = script([call("replay_dlq_event", event_id="evt_1001", reason="retry")], "done")
 
 
 async def test_second_resolve_is_stale_unknown_is_404_and_wrong_decision_422(
-    client: AsyncTestClient[Any],
+    client: AsyncTestClient[Any], admin_key: IssuedKey
 ) -> None:
     cid = await create_conversation(client)
     run = await post_message(client, cid, GATED)
@@ -33,7 +34,7 @@ async def test_second_resolve_is_stale_unknown_is_404_and_wrong_decision_422(
     assert again.status_code == 409
     assert again.json()["code"] == "stale"
     assert again.json()["pending_status"] == "approved"
-    assert again.json()["resolved_by"] == "anonymous"
+    assert again.json()["resolved_by"] == str(admin_key.key.id)
 
     unknown = await resolve(client, str(uuid.uuid4()), decision="approve")
     assert unknown.status_code == 404
@@ -76,12 +77,15 @@ async def test_message_while_suspended_is_run_active_and_cancel_frees_the_conver
 
 
 async def test_restart_keeps_the_pending_call_and_approval_completes_the_run(seeded: str) -> None:
+    headers = await admin_headers(seeded)
     async with AsyncTestClient(app=create_app(make_settings(seeded))) as first:
+        first.headers.update(headers)
         cid = await create_conversation(first)
         run = await post_message(first, cid, GATED)
         correlation_id = run["pending"][0]["correlation_id"]
 
     async with AsyncTestClient(app=create_app(make_settings(seeded))) as second:
+        second.headers.update(headers)
         assert (await second.get(f"/v1/pending/{correlation_id}")).json()["status"] == "awaiting"
         detail = await conversation(second, cid)
         assert detail["active_run"]["id"] == run["id"]
@@ -113,6 +117,7 @@ async def test_concurrent_double_approve_has_exactly_one_winner(client: AsyncTes
 async def test_step_limit_fails_the_run_and_the_conversation_stays_usable(seeded: str) -> None:
     app = create_app(make_settings(seeded, step_limit=3))
     async with AsyncTestClient(app=app) as client:
+        client.headers.update(await admin_headers(seeded))
         cid = await create_conversation(client)
         looping = script(*[[call("list_dlq_events")] for _ in range(10)])
         run = await post_message(client, cid, looping)

@@ -35,7 +35,7 @@ from abeyance.app.main import create_app
 from abeyance.infra.agents.declarations import AgentDefinition
 from abeyance.infra.telemetry import TelemetryConfig, build_telemetry
 from tests.api.helpers import create_conversation, get_run, post_message, resolve, tool_calls
-from tests.conftest import call, make_settings, script
+from tests.conftest import admin_headers, call, make_settings, script
 from tests.probe_agent import OUTCOMES, SECRET_DETAIL, probe_agent
 
 REPLAY_AFTER_LIST = script(
@@ -66,6 +66,7 @@ async def traced_app(
     container = build_container(settings, telemetry=telemetry, extra_agents=agents, model=model)
     try:
         async with AsyncTestClient(app=create_app(settings, container=container)) as client:
+            client.headers.update(await admin_headers(database_url))
             yield Traced(client, exporter)
     finally:
         telemetry.shutdown()

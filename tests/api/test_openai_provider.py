@@ -15,7 +15,7 @@ from pydantic_ai import models
 
 from abeyance.app.main import create_app
 from tests.api.helpers import create_conversation, get_run, post_message, resolve, tool_calls
-from tests.conftest import make_settings
+from tests.conftest import admin_headers, make_settings
 
 
 class FakeChatCompletions(BaseHTTPRequestHandler):
@@ -122,6 +122,7 @@ async def test_openai_compatible_server_drives_a_suspend_and_resume(
         seeded, model="openai:fake-model", openai_base_url=fake_openai, openai_api_key="sk-test-key"
     )
     async with AsyncTestClient(app=create_app(settings)) as client:
+        client.headers.update(await admin_headers(seeded))
         cid = await create_conversation(client)
         run = await post_message(client, cid, "evt_1002 failed, the endpoint is fixed now")
         assert run["status"] == "suspended"

@@ -58,5 +58,5 @@ async def test_streaming_tool_progress_reaches_the_event_stream(live: LiveFactor
     assert call_event["streaming"] is True
     assert progress["tool_call_id"] == call_event["tool_call_id"] == result["tool_call_id"]
     assert progress["progress"] == {"entries_read": result["result"]["entries"]}
-    assert result["result"]["by_action"] == {"run.queued": 1, "run.started": 1}
+    assert result["result"]["by_action"] == {"key.created": 1, "run.queued": 1, "run.started": 1}
     assert done["status"] == "completed"

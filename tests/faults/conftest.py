@@ -9,7 +9,7 @@ from abeyance.domain.services import utcnow
 from abeyance.infra.db.engine import create_engine
 from abeyance.infra.db.uow import SqlUnitOfWorkFactory
 from abeyance.infra.demo import seed_demo
-from tests.conftest import _truncate_pg
+from tests.conftest import _truncate_pg, admin_headers
 from tests.faults.processes import Cluster
 
 
@@ -19,7 +19,7 @@ async def cluster(pg_migrated: str, tmp_path: Path) -> AsyncIterator[Cluster]:
     engine = create_engine(pg_migrated)
     await seed_demo(SqlUnitOfWorkFactory(engine), "default", utcnow())
     await engine.dispose()
-    running = Cluster(pg_migrated, tmp_path)
+    running = Cluster(pg_migrated, tmp_path, headers=await admin_headers(pg_migrated))
     try:
         yield running
     finally:

@@ -33,6 +33,8 @@ class Cluster:
 
     database_url: str
     log_dir: Path
+    headers: dict[str, str] = field(default_factory=dict)
+    """An admin key's `Authorization` header for the API processes."""
     processes: list[subprocess.Popen[bytes]] = field(default_factory=list)
 
     def env(self, crash_at: str | None = None, **extra: str) -> dict[str, str]:
@@ -47,6 +49,7 @@ class Cluster:
                 "ABEYANCE_LOG_LEVEL": "WARNING",
                 "ABEYANCE_LOG_JSON": "true",
                 "ABEYANCE_SHUTDOWN_GRACE_SECONDS": "5",
+                "ABEYANCE_RATE_LIMIT_PER_MINUTE": "0",
             }
         )
         if crash_at:

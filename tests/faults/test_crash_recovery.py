@@ -43,7 +43,7 @@ async def _tool_calls(client: httpx.AsyncClient, base: str, run_id: str) -> list
 async def test_a_killed_worker_loses_nothing_and_repeats_nothing(cluster: Cluster, crash_at: str) -> None:
     _, base = await cluster.api()
     doomed = cluster.worker(crash_at=crash_at)
-    async with httpx.AsyncClient(timeout=30) as client:
+    async with httpx.AsyncClient(timeout=30, headers=cluster.headers) as client:
         run_id = await _start_conversation(client, base)
         replacement: subprocess.Popen[bytes] | None = None
 
@@ -76,7 +76,7 @@ async def test_a_killed_worker_loses_nothing_and_repeats_nothing(cluster: Cluste
 async def test_an_api_killed_after_committing_a_resolve_still_resumes(cluster: Cluster) -> None:
     doomed_api, doomed_base = await cluster.api(crash_at="notify_queued#2")
     cluster.worker()
-    async with httpx.AsyncClient(timeout=30) as client:
+    async with httpx.AsyncClient(timeout=30, headers=cluster.headers) as client:
         run_id = await _start_conversation(client, doomed_base)
         suspended = await wait_status(client, doomed_base, run_id, {"suspended"})
         correlation_id = suspended["pending"][0]["correlation_id"]
@@ -96,7 +96,9 @@ async def test_an_api_killed_after_committing_a_resolve_still_resumes(cluster: C
 async def test_resolves_racing_across_two_api_processes_have_one_winner(cluster: Cluster) -> None:
     (_, first), (_, second) = await asyncio.gather(cluster.api(), cluster.api())
     cluster.worker()
-    async with httpx.AsyncClient(timeout=30, limits=httpx.Limits(max_connections=100)) as client:
+    async with httpx.AsyncClient(
+        timeout=30, headers=cluster.headers, limits=httpx.Limits(max_connections=100)
+    ) as client:
         run_id = await _start_conversation(client, first)
         suspended = await wait_status(client, first, run_id, {"suspended"})
         correlation_id = suspended["pending"][0]["correlation_id"]
@@ -115,7 +117,7 @@ async def test_resolves_racing_across_two_api_processes_have_one_winner(cluster:
 async def test_sigterm_stops_a_worker_cleanly(cluster: Cluster) -> None:
     _, base = await cluster.api()
     worker = cluster.worker()
-    async with httpx.AsyncClient(timeout=30) as client:
+    async with httpx.AsyncClient(timeout=30, headers=cluster.headers) as client:
         run_id = await _start_conversation(client, base)
         await wait_status(client, base, run_id, {"suspended"})
     await asyncio.sleep(0.5)
@@ -126,7 +128,7 @@ async def test_sigterm_stops_a_worker_cleanly(cluster: Cluster) -> None:
 async def test_an_expired_approval_resumes_the_run_with_the_model_told(cluster: Cluster) -> None:
     _, base = await cluster.api()
     cluster._spawn(["worker"], cluster.env(ABEYANCE_APPROVAL_TIMEOUT_SECONDS="1"), "short-expiry-worker")
-    async with httpx.AsyncClient(timeout=30) as client:
+    async with httpx.AsyncClient(timeout=30, headers=cluster.headers) as client:
         cid = (await client.post(f"{base}/v1/conversations", json={"agent": "ops"})).json()["id"]
         content = script([call("replay_dlq_event", event_id="evt_1002", reason="retry")])
         run_id = (
@@ -157,7 +159,7 @@ async def _random_kills(cluster: Cluster, conversations: int, kills: int, seed: 
         )
         for i in range(conversations)
     ]
-    async with httpx.AsyncClient(timeout=30) as client:
+    async with httpx.AsyncClient(timeout=30, headers=cluster.headers) as client:
         cids = [
             (await client.post(f"{base}/v1/conversations", json={"agent": "ops"})).json()["id"] for _ in turns
         ]

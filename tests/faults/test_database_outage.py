@@ -15,7 +15,7 @@ from litestar.testing import AsyncTestClient
 from sqlalchemy.engine import make_url
 
 from abeyance.app.main import create_app
-from tests.conftest import make_settings
+from tests.conftest import admin_headers, make_settings
 
 
 class CuttableProxy:
@@ -87,7 +87,9 @@ async def test_outage_gives_fast_503_and_service_recovers_without_restart(
     pg_migrated: str, proxy: CuttableProxy
 ) -> None:
     url = make_url(pg_migrated).set(port=proxy.port).render_as_string(hide_password=False)
+    headers = await admin_headers(pg_migrated)
     async with AsyncTestClient(app=create_app(make_settings(url))) as client:
+        client.headers.update(headers)
         assert (await client.get("/readyz")).status_code == 200
         created = await client.post("/v1/conversations", json={"agent": "ops"})
         assert created.status_code == 201

@@ -16,6 +16,7 @@ from sqlalchemy.exc import DBAPIError
 
 from abeyance.app.container import Container, agent_definitions, build_container
 from abeyance.domain.errors import Forbidden
+from abeyance.domain.keys import IssuedKey
 from abeyance.domain.records import AuditEntry, Principal
 from abeyance.domain.services import AuditQuery, Resolution, RunView, utcnow
 from abeyance.domain.states import Decision, RunStatus
@@ -236,7 +237,7 @@ def test_the_audit_repository_has_no_update_or_delete_path() -> None:
     assert public == {"append", "search"}
 
 
-async def test_get_audit_pages_and_filters(client: AsyncTestClient[Any]) -> None:
+async def test_get_audit_pages_and_filters(client: AsyncTestClient[Any], admin_key: IssuedKey) -> None:
     cid = await create_conversation(client)
     run = await post_message(client, cid, REPLAY)
     correlation_id = run["pending"][0]["correlation_id"]
@@ -267,7 +268,7 @@ async def test_get_audit_pages_and_filters(client: AsyncTestClient[Any]) -> None
         "run.completed",
     ]
     assert [r["id"] for r in seen] == sorted(r["id"] for r in seen)
-    assert seen[4]["actor"] == "anonymous"
+    assert seen[4]["actor"] == str(admin_key.key.id)
     assert seen[4]["trace_id"] is not None
     assert seen[4]["trace_id"] != seen[3]["trace_id"], "the decision is recorded in its request's trace"
     run_traces = {r["trace_id"] for r in seen if r["action"] != "pending.approved"}
@@ -281,7 +282,9 @@ async def test_get_audit_pages_and_filters(client: AsyncTestClient[Any]) -> None
     later = (datetime.now(UTC) + timedelta(minutes=1)).isoformat()
     assert (await client.get("/v1/audit", params={"since": later})).json()["items"] == []
     earlier = (datetime.now(UTC) - timedelta(minutes=1)).isoformat()
-    assert len((await client.get("/v1/audit", params={"since": earlier})).json()["items"]) == len(seen)
+    since_earlier = (await client.get("/v1/audit", params={"since": earlier})).json()["items"]
+    assert [r["action"] for r in since_earlier if r["conversation_id"] is None] == ["key.created"]
+    assert len(since_earlier) == len(seen) + 1
     assert (await client.get("/v1/audit", params={"conversation_id": str(uuid.uuid4())})).json()[
         "items"
     ] == []

@@ -7,13 +7,15 @@ import uuid
 from datetime import timedelta
 
 from abeyance.app.container import Container
-from abeyance.app.main import ANONYMOUS_ADMIN
-from abeyance.domain.records import Conversation, PendingCall, ToolCallMetadata, ToolCallRecord
+from abeyance.domain.access import Role
+from abeyance.domain.records import Conversation, PendingCall, Principal, ToolCallMetadata, ToolCallRecord
 from abeyance.domain.services import Resolution, utcnow
 from abeyance.domain.states import Decision, PendingStatus, RunStatus
 from abeyance.domain.tools import Executor, PendingKind
 from abeyance.infra.db.tables import pending_calls
 from tests.conftest import call, script
+
+ADMIN = Principal(id="admin:test", role=Role.ADMIN, workspace=None)
 
 GATED_TWICE = script(
     [
@@ -29,10 +31,10 @@ async def _suspended_run(
     container: Container, content: str = GATED_TWICE
 ) -> tuple[uuid.UUID, list[PendingCall]]:
     service = container.service
-    conversation = await service.create_conversation(ANONYMOUS_ADMIN, "ops", None)
-    run = await service.post_message(ANONYMOUS_ADMIN, conversation.id, content)
+    conversation = await service.create_conversation(ADMIN, "ops", None)
+    run = await service.post_message(ADMIN, conversation.id, content)
     assert await container.worker.run_once()
-    view = await service.get_run(ANONYMOUS_ADMIN, run.id)
+    view = await service.get_run(ADMIN, run.id)
     assert view.run.status is RunStatus.SUSPENDED
     return run.id, view.pending
 
@@ -40,21 +42,19 @@ async def _suspended_run(
 async def test_runner_suspends_resumes_once_and_only_appends_to_the_log(container: Container) -> None:
     run_id, pending = await _suspended_run(container)
     assert len(pending) == 2
-    run = (await container.service.get_run(ANONYMOUS_ADMIN, run_id)).run
+    run = (await container.service.get_run(ADMIN, run_id)).run
     async with container.uow() as uow:
         before = [m.body for m in await uow.messages.read(run.conversation_id)]
 
-    await container.service.resolve_pending(
-        ANONYMOUS_ADMIN, pending[0].correlation_id, Resolution(Decision.APPROVE)
-    )
+    await container.service.resolve_pending(ADMIN, pending[0].correlation_id, Resolution(Decision.APPROVE))
     assert not await container.worker.run_once(), "the run must not resume before its last call is decided"
     await container.service.resolve_pending(
-        ANONYMOUS_ADMIN, pending[1].correlation_id, Resolution(Decision.DENY, reason="no")
+        ADMIN, pending[1].correlation_id, Resolution(Decision.DENY, reason="no")
     )
     assert await container.worker.run_once()
     assert not await container.worker.run_once()
 
-    view = await container.service.get_run(ANONYMOUS_ADMIN, run_id)
+    view = await container.service.get_run(ADMIN, run_id)
     assert view.run.status is RunStatus.COMPLETED
     assert view.run.output == "finished"
     assert view.run.segment == 2
@@ -116,8 +116,8 @@ async def test_tool_call_records_are_idempotent_per_conversation(container: Cont
 async def test_claims_never_hand_one_run_to_two_workers(container: Container) -> None:
     service = container.service
     for _ in range(3):
-        conversation = await service.create_conversation(ANONYMOUS_ADMIN, "ops", None)
-        await service.post_message(ANONYMOUS_ADMIN, conversation.id, "hello")
+        conversation = await service.create_conversation(ADMIN, "ops", None)
+        await service.post_message(ADMIN, conversation.id, "hello")
 
     async def claim(owner: str) -> uuid.UUID | None:
         now = utcnow()
@@ -142,10 +142,10 @@ async def test_sweeper_expires_overdue_calls_and_the_model_is_told(container: Co
         )
         await uow.commit()
     assert await container.worker.sweep() >= 1
-    call_row = await container.service.get_pending(ANONYMOUS_ADMIN, pending[0].correlation_id)
+    call_row = await container.service.get_pending(ADMIN, pending[0].correlation_id)
     assert call_row.status is PendingStatus.EXPIRED
     assert call_row.executor is Executor.HUMAN and call_row.kind is PendingKind.ELICITATION
     assert await container.worker.run_once()
-    view = await container.service.get_run(ANONYMOUS_ADMIN, run_id)
+    view = await container.service.get_run(ADMIN, run_id)
     assert view.run.status is RunStatus.COMPLETED
     assert "APPROVAL_EXPIRED" in (view.run.output or "")

@@ -1,4 +1,8 @@
-"""HTTP API v1: conversations, runs and pending calls."""
+"""HTTP API v1: conversations, runs, pending calls, audit, pre-approvals and keys.
+
+Every route here sits behind the API-key middleware (`abeyance.app.auth`); what each role may do
+is decided in the domain services, never here.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +10,7 @@ import uuid
 from datetime import datetime
 from typing import Annotated, Any
 
-from litestar import Controller, Response, get, post
+from litestar import Controller, Response, delete, get, post
 from litestar.di import NamedDependency
 from litestar.params import FromPath, FromQuery, JSONBody, QueryParameter
 from litestar.status_codes import HTTP_200_OK, HTTP_201_CREATED, HTTP_202_ACCEPTED
@@ -14,22 +18,30 @@ from litestar.status_codes import HTTP_200_OK, HTTP_201_CREATED, HTTP_202_ACCEPT
 from abeyance.app.container import Container
 from abeyance.app.routes.events import event_route_handlers
 from abeyance.app.schemas import (
+    ApiKeyOut,
     AuditPage,
+    AuthorizationOut,
     ConversationDetailOut,
     ConversationOut,
+    CreateAuthorization,
     CreateConversation,
+    CreateKey,
+    IssuedKeyOut,
     PendingCallOut,
     PendingPage,
     PostMessage,
     ResolveBody,
     RunOut,
     ToolCallOut,
+    api_key_out,
     audit_out,
+    authorization_out,
     conversation_out,
     decode_audit_cursor,
     decode_cursor,
     encode_audit_cursor,
     encode_cursor,
+    issued_key_out,
     message_out,
     pending_out,
     run_out,
@@ -72,7 +84,7 @@ class ConversationController(Controller):
         )
         return ConversationDetailOut(
             **conversation_out(conversation).model_dump(),
-            messages=[message_out(m) for m in messages],
+            messages=[message_out(m, principal) for m in messages],
             active_run=run_out(active, principal) if active else None,
         )
 
@@ -233,6 +245,92 @@ class AuditController(Controller):
         )
 
 
+class AuthorizationController(Controller):
+    path = "/v1/authorizations"
+    tags = ["authorizations"]
+
+    @get("/")
+    async def list_authorizations(
+        self,
+        container: NamedDependency[Container],
+        principal: NamedDependency[Principal],
+        include_inactive: FromQuery[bool] = False,
+    ) -> list[AuthorizationOut]:
+        """Pre-approvals of the caller's workspace; expired and revoked ones with `include_inactive`."""
+        found = await container.authorizations.list_authorizations(
+            principal, include_inactive=include_inactive
+        )
+        return [authorization_out(a) for a in found]
+
+    @post("/", status_code=HTTP_201_CREATED)
+    async def create(
+        self,
+        data: JSONBody[CreateAuthorization],
+        container: NamedDependency[Container],
+        principal: NamedDependency[Principal],
+    ) -> AuthorizationOut:
+        """Pre-approve a gated tool in a workspace, optionally only for matching argument values."""
+        authorization = await container.authorizations.create(
+            principal,
+            tool_name=data.tool_name,
+            reason=data.reason,
+            args_match=data.args_match,
+            expires_at=data.expires_at,
+            workspace=data.workspace,
+        )
+        return authorization_out(authorization)
+
+    @delete("/{authorization_id:uuid}", status_code=HTTP_200_OK)
+    async def revoke(
+        self,
+        authorization_id: FromPath[uuid.UUID],
+        container: NamedDependency[Container],
+        principal: NamedDependency[Principal],
+    ) -> AuthorizationOut:
+        """Revoke a pre-approval: calls are gated again from now on."""
+        return authorization_out(await container.authorizations.revoke(principal, authorization_id))
+
+
+class KeyController(Controller):
+    path = "/v1/keys"
+    tags = ["keys"]
+
+    @get("/")
+    async def list_keys(
+        self,
+        container: NamedDependency[Container],
+        principal: NamedDependency[Principal],
+        include_revoked: FromQuery[bool] = False,
+    ) -> list[ApiKeyOut]:
+        """API keys (admins); never the keys themselves, only their prefixes."""
+        return [
+            api_key_out(k) for k in await container.keys.list_keys(principal, include_revoked=include_revoked)
+        ]
+
+    @post("/", status_code=HTTP_201_CREATED)
+    async def create(
+        self,
+        data: JSONBody[CreateKey],
+        container: NamedDependency[Container],
+        principal: NamedDependency[Principal],
+    ) -> IssuedKeyOut:
+        """Make a key (admins). The response is the only place the key is ever shown."""
+        issued = await container.keys.create(
+            principal, role=data.role, workspace=data.workspace, name=data.name
+        )
+        return issued_key_out(issued)
+
+    @delete("/{key_id:uuid}", status_code=HTTP_200_OK)
+    async def revoke(
+        self,
+        key_id: FromPath[uuid.UUID],
+        container: NamedDependency[Container],
+        principal: NamedDependency[Principal],
+    ) -> ApiKeyOut:
+        """Revoke a key (admins); it is refused from the next request on."""
+        return api_key_out(await container.keys.revoke(principal, key_id))
+
+
 def route_handlers() -> list[Any]:
     return [
         ConversationController,
@@ -240,4 +338,6 @@ def route_handlers() -> list[Any]:
         PendingController,
         AuditController,
         *event_route_handlers(),
+        AuthorizationController,
+        KeyController,
     ]

@@ -128,6 +128,13 @@ class DeclaredToolCatalog:
         definition = self._agents.get(agent)
         return definition.spec(tool_name) if definition else None
 
+    def gated_tool_parameters(self, tool_name: str) -> set[str] | None:
+        for definition in self._agents.values():
+            for declared in definition.tools:
+                if declared.spec.name == tool_name and declared.spec.gated:
+                    return set(declared.tool.function_schema.json_schema.get("properties", {}))
+        return None
+
     def _declared(self, agent: str, tool_name: str) -> DeclaredTool:
         definition = self._agents.get(agent)
         declared = definition.declared(tool_name) if definition else None

@@ -24,10 +24,12 @@ from pydantic_ai.capabilities.abstract import WrapToolExecuteHandler
 from pydantic_ai.exceptions import ApprovalRequired, CallDeferred, ModelRetry, ToolFailed
 from pydantic_ai.messages import ToolCallPart
 from pydantic_ai.tools import ToolDefinition
+from pydantic_core import to_jsonable_python
 
 from abeyance.domain.errors import ToolError, ok_result, unexpected_error_result
 from abeyance.domain.ports import ServiceMetrics, UnitOfWork, UnitOfWorkFactory
 from abeyance.domain.records import AuditEntry, ToolCallMetadata, ToolCallRecord
+from abeyance.domain.sanitize import args_hash, sanitize
 from abeyance.domain.services import Clock, NoMetrics
 from abeyance.domain.tools import Executor, PendingKind, ToolSpec
 from abeyance.infra.faults import crash_point
@@ -40,7 +42,10 @@ EDITED_ARGS = "edited_args"
 
 
 class PreApprovalPolicy:
-    """Decides whether a gated call is covered by a workspace pre-approval. Default: never."""
+    """Decides whether a gated call is covered by a workspace pre-approval. Default: never.
+
+    Returns the covering authorization's id. Raising means "cannot tell": the call is gated.
+    """
 
     async def covering_authorization(
         self, workspace: str, tool_name: str, args: Mapping[str, Any], now: datetime
@@ -159,10 +164,9 @@ class ObservedTools(AbstractCapability[RunDeps]):
         metadata = ctx.tool_call_metadata or {}
         approved = ctx.tool_call_approved and not metadata.get(REDISPATCH)
         if spec.gated and not approved:
-            authorization = await self._pre_approval(deps, spec, args)
+            authorization = await self._pre_approval(deps, spec, call, args)
             if authorization is None:
                 raise ApprovalRequired(metadata={"kind": PendingKind.APPROVAL.value})
-            await self._audit_auto_approval(deps, call, authorization)
         external = spec.external_kind()
         if external is not None:
             raise CallDeferred(
@@ -171,15 +175,28 @@ class ObservedTools(AbstractCapability[RunDeps]):
             )
         return await self._execute(ctx, spec, call, args, handler, metadata)
 
-    async def _pre_approval(self, deps: RunDeps, spec: ToolSpec, args: Mapping[str, Any]) -> str | None:
+    async def _pre_approval(
+        self, deps: RunDeps, spec: ToolSpec, call: ToolCallPart, args: Mapping[str, Any]
+    ) -> str | None:
+        """The covering authorization's id, audited before the call runs; None gates the call."""
         try:
-            return await deps.policy.covering_authorization(deps.workspace, spec.name, args, deps.clock())
+            authorization = await deps.policy.covering_authorization(
+                deps.workspace, spec.name, args, deps.clock()
+            )
+            if authorization is not None:
+                await self._audit_auto_approval(deps, spec, call, args, authorization)
+            return authorization
         except Exception:
-            # Fail closed: a policy that cannot be evaluated gates the call.
-            log.exception("pre_approval.unavailable", tool_name=spec.name)
+            # Fail closed: a policy that cannot be evaluated (or recorded) gates the call.
+            log.exception("pre_approval.unavailable", tool_name=spec.name, tool_call_id=call.tool_call_id)
             return None
 
-    async def _audit_auto_approval(self, deps: RunDeps, call: ToolCallPart, authorization: str) -> None:
+    @staticmethod
+    async def _audit_auto_approval(
+        deps: RunDeps, spec: ToolSpec, call: ToolCallPart, args: Mapping[str, Any], authorization: str
+    ) -> None:
+        jsonable = to_jsonable_python(dict(args))
+        now = deps.clock()
         async with deps.uow() as uow:
             await uow.audit.append(
                 AuditEntry(
@@ -189,14 +206,23 @@ class ObservedTools(AbstractCapability[RunDeps]):
                     conversation_id=deps.conversation_id,
                     run_id=deps.run_id,
                     details={
-                        "tool_name": call.tool_name,
+                        "tool_name": spec.name,
                         "tool_call_id": call.tool_call_id,
                         "authorization_id": authorization,
+                        "args_summary": sanitize(jsonable),
+                        "args_hash": args_hash(spec.name, jsonable),
                     },
                 ),
-                deps.clock(),
+                now,
             )
             await uow.commit()
+        log.info(
+            "pre_approval.covered",
+            tool_name=spec.name,
+            tool_call_id=call.tool_call_id,
+            authorization_id=authorization,
+            run_id=str(deps.run_id),
+        )
 
     async def _execute(
         self,

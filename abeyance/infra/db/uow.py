@@ -9,6 +9,7 @@ from typing import Self
 
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
+from abeyance.infra.db.access_repositories import SqlApiKeyRepository, SqlAuthorizationRepository
 from abeyance.infra.db.event_repositories import SqlEventRepository, SqlOutboxRepository, SqlWebhookRepository
 from abeyance.infra.db.ops_repository import SqlOpsRepository
 from abeyance.infra.db.repositories import (
@@ -44,6 +45,8 @@ class SqlUnitOfWork:
         self.events = SqlEventRepository(self.session)
         self.webhooks = SqlWebhookRepository(self.session)
         self.outbox = SqlOutboxRepository(self.session)
+        self.api_keys = SqlApiKeyRepository(self.session)
+        self.authorizations = SqlAuthorizationRepository(self.session)
         return self
 
     async def __aexit__(

@@ -1,0 +1,58 @@
+"""Roles and what each may do: the one table every use case consults.
+
+Two questions are asked in this order, and answered differently on purpose:
+
+1. *May the caller see the object?* An object of another workspace answers `NotFound`, so ids
+   leak nothing (`Principal.can_see`).
+2. *May the caller's role do this to an object it can see?* If not, `Forbidden`
+   (`Principal.require`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from enum import StrEnum
+
+from abeyance.domain.tools import PendingKind
+
+
+class Role(StrEnum):
+    USER = "user"
+    OPERATOR = "operator"
+    ADMIN = "admin"
+
+
+class Permission(StrEnum):
+    CONVERSE = "converse"
+    """Create conversations, post messages, read conversations, runs and pending calls, cancel runs."""
+    ANSWER = "answer"
+    """Resolve elicitation and client-execution calls (a person's or the client's answer)."""
+    APPROVE = "approve"
+    """Resolve approvals (approve, deny, revise) and see the full arguments of pending calls."""
+    READ_AUDIT = "read_audit"
+    MANAGE_AUTHORIZATIONS = "manage_authorizations"
+    """List, create and revoke pre-approvals."""
+    MANAGE_WEBHOOKS = "manage_webhooks"
+    """List, register and delete the workspace's webhooks."""
+    MANAGE_KEYS = "manage_keys"
+    ALL_WORKSPACES = "all_workspaces"
+
+
+_USER = frozenset({Permission.CONVERSE, Permission.ANSWER})
+_OPERATOR = _USER | {
+    Permission.APPROVE,
+    Permission.READ_AUDIT,
+    Permission.MANAGE_AUTHORIZATIONS,
+    Permission.MANAGE_WEBHOOKS,
+}
+
+PERMISSIONS: Mapping[Role, frozenset[Permission]] = {
+    Role.USER: _USER,
+    Role.OPERATOR: _OPERATOR,
+    Role.ADMIN: frozenset(Permission),
+}
+
+
+def permission_to_resolve(kind: PendingKind) -> Permission:
+    """Approvals need an operator; answers (elicitation, client execution) any conversing role."""
+    return Permission.APPROVE if kind is PendingKind.APPROVAL else Permission.ANSWER

@@ -1,0 +1,132 @@
+"""SQL repositories of API keys and pre-approvals. They never commit: the unit of work does."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from abeyance.domain.access import Role
+from abeyance.domain.records import ApiKey, Authorization
+from abeyance.infra.db import tables as t
+
+
+def _key_from_row(row: Any) -> ApiKey:
+    m = dict(row._mapping)
+    m["role"] = Role(m["role"])
+    return ApiKey(**m)
+
+
+class SqlApiKeyRepository:
+    def __init__(self, session: AsyncSession) -> None:
+        self._session = session
+
+    async def add(self, key: ApiKey) -> None:
+        await self._session.execute(
+            t.api_keys.insert().values(
+                id=key.id,
+                name=key.name,
+                prefix=key.prefix,
+                key_hash=key.key_hash,
+                role=key.role.value,
+                workspace=key.workspace,
+                created_at=key.created_at,
+                revoked_at=key.revoked_at,
+            )
+        )
+
+    async def get(self, key_id: uuid.UUID) -> ApiKey | None:
+        row = (await self._session.execute(sa.select(t.api_keys).where(t.api_keys.c.id == key_id))).first()
+        return _key_from_row(row) if row else None
+
+    async def by_hash(self, key_hash: str) -> ApiKey | None:
+        row = (
+            await self._session.execute(sa.select(t.api_keys).where(t.api_keys.c.key_hash == key_hash))
+        ).first()
+        return _key_from_row(row) if row else None
+
+    async def search(self, *, include_revoked: bool) -> list[ApiKey]:
+        c = t.api_keys.c
+        query = sa.select(t.api_keys)
+        if not include_revoked:
+            query = query.where(c.revoked_at.is_(None))
+        rows = await self._session.execute(query.order_by(c.created_at, c.id))
+        return [_key_from_row(row) for row in rows]
+
+    async def count(self) -> int:
+        return int(
+            (await self._session.execute(sa.select(sa.func.count()).select_from(t.api_keys))).scalar_one()
+        )
+
+    async def revoke(self, key_id: uuid.UUID, now: datetime) -> bool:
+        c = t.api_keys.c
+        result = await self._session.execute(
+            t.api_keys.update().where(c.id == key_id, c.revoked_at.is_(None)).values(revoked_at=now)
+        )
+        return int(getattr(result, "rowcount", 0)) == 1
+
+
+class SqlAuthorizationRepository:
+    def __init__(self, session: AsyncSession) -> None:
+        self._session = session
+
+    async def add(self, authorization: Authorization) -> None:
+        await self._session.execute(
+            t.authorizations.insert().values(
+                id=authorization.id,
+                workspace=authorization.workspace,
+                tool_name=authorization.tool_name,
+                args_match=authorization.args_match,
+                reason=authorization.reason,
+                created_by=authorization.created_by,
+                created_at=authorization.created_at,
+                expires_at=authorization.expires_at,
+                revoked_at=authorization.revoked_at,
+            )
+        )
+
+    async def get(self, authorization_id: uuid.UUID) -> Authorization | None:
+        row = (
+            await self._session.execute(
+                sa.select(t.authorizations).where(t.authorizations.c.id == authorization_id)
+            )
+        ).first()
+        return Authorization(**row._mapping) if row else None
+
+    async def search(
+        self, *, workspace: str | None, include_inactive: bool, now: datetime
+    ) -> list[Authorization]:
+        c = t.authorizations.c
+        query = sa.select(t.authorizations)
+        if workspace is not None:
+            query = query.where(c.workspace == workspace)
+        if not include_inactive:
+            query = query.where(*_active(now))
+        rows = await self._session.execute(query.order_by(c.created_at, c.id))
+        return [Authorization(**row._mapping) for row in rows]
+
+    async def candidates(self, workspace: str, tool_name: str, now: datetime) -> list[Authorization]:
+        c = t.authorizations.c
+        rows = await self._session.execute(
+            sa.select(t.authorizations)
+            .where(c.workspace == workspace, c.tool_name == tool_name, *_active(now))
+            .order_by(c.created_at, c.id)
+        )
+        return [Authorization(**row._mapping) for row in rows]
+
+    async def revoke(self, authorization_id: uuid.UUID, now: datetime) -> bool:
+        c = t.authorizations.c
+        result = await self._session.execute(
+            t.authorizations.update()
+            .where(c.id == authorization_id, c.revoked_at.is_(None))
+            .values(revoked_at=now)
+        )
+        return int(getattr(result, "rowcount", 0)) == 1
+
+
+def _active(now: datetime) -> tuple[Any, ...]:
+    c = t.authorizations.c
+    return (c.revoked_at.is_(None), sa.or_(c.expires_at.is_(None), c.expires_at > now))

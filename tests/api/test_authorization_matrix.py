@@ -1,0 +1,354 @@
+"""Who may call what: every /v1 route x every role x own/other workspace, by status code.
+
+The objects live in workspace `default`. A caller of the *own* workspace has a key for
+`default`; a caller of the *other* workspace has a key for `elsewhere` (for an admin, that only
+changes its home workspace: admins see every workspace). Another workspace's objects answer 404,
+an object the caller can see but whose action its role does not allow answers 403.
+
+`test_the_table_covers_every_v1_route` fails when a route is added without a row here.
+"""
+
+from __future__ import annotations
+
+import functools
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from litestar.testing import AsyncTestClient
+
+from abeyance.app.main import create_app
+from abeyance.domain.keys import IssuedKey
+from tests.api.conftest import LiveFactory
+from tests.api.helpers import create_conversation, post_message
+from tests.conftest import KeyMaker, bearer, call, make_settings, script
+
+ROLES = ("user", "operator", "admin")
+PLACES = ("own", "other")
+HOME = {"own": "default", "other": "elsewhere"}
+
+SEE = {
+    "user": {"own": 200, "other": 404},
+    "operator": {"own": 200, "other": 404},
+    "admin": {"own": 200, "other": 200},
+}
+
+
+def seen(status: int) -> dict[str, dict[str, int]]:
+    """Allowed for every role in its workspace, 404 for another's (admins see all)."""
+    return {
+        role: {place: status if code == 200 else code for place, code in row.items()}
+        for role, row in SEE.items()
+    }
+
+
+def operators(status: int) -> dict[str, dict[str, int]]:
+    """An object action for operators and admins: a user of the workspace gets 403, others 404."""
+    return {
+        "user": {"own": 403, "other": 404},
+        "operator": {"own": status, "other": 404},
+        "admin": {"own": status, "other": status},
+    }
+
+
+def operator_listing(status: int) -> dict[str, dict[str, int]]:
+    """A listing for operators and admins: users get 403 wherever they are."""
+    return {
+        "user": {"own": 403, "other": 403},
+        "operator": {"own": status, "other": status},
+        "admin": {"own": status, "other": status},
+    }
+
+
+def everyone(status: int) -> dict[str, dict[str, int]]:
+    return {role: dict.fromkeys(PLACES, status) for role in ROLES}
+
+
+def admins(status: int) -> dict[str, dict[str, int]]:
+    return {
+        "user": {"own": 403, "other": 403},
+        "operator": {"own": 403, "other": 403},
+        "admin": {"own": status, "other": status},
+    }
+
+
+@dataclass
+class Route:
+    method: str
+    path: str
+    expected: dict[str, dict[str, int]]
+    body: Callable[[Objects], Any] | None = None
+    name: str = ""
+    settles: bool = False
+    """202 (queued) and 200 (already settled by the worker) are the same answer here."""
+
+    def label(self) -> str:
+        return self.name or f"{self.method} {self.path}"
+
+
+@dataclass
+class Objects:
+    """What the routes act on, all in workspace `default`, made by an admin."""
+
+    ids: dict[str, str] = field(default_factory=dict)
+
+
+ROUTES = [
+    Route(
+        "POST",
+        "/v1/conversations",
+        {
+            "user": {"own": 201, "other": 404},
+            "operator": {"own": 201, "other": 404},
+            "admin": {"own": 201, "other": 201},
+        },
+        body=lambda o: {"agent": "ops", "workspace": "default"},
+    ),
+    Route("GET", "/v1/conversations/{conversation_id}", seen(200)),
+    Route(
+        "POST",
+        "/v1/conversations/{idle_conversation_id}/messages",
+        seen(202),
+        body=lambda o: {"content": "hello"},
+        settles=True,
+    ),
+    Route("GET", "/v1/runs/{run_id}", seen(200)),
+    Route("GET", "/v1/runs/{run_id}/tool-calls", seen(200)),
+    Route("POST", "/v1/runs/{cancel_run_id}/cancel", seen(200)),
+    Route("GET", "/v1/pending", everyone(200)),
+    Route("GET", "/v1/pending/{approval_id}", seen(200)),
+    Route(
+        "POST",
+        "/v1/pending/{approval_id}/resolve",
+        operators(200),
+        body=lambda o: {"decision": "deny", "reason": "not now"},
+        name="resolve an approval",
+    ),
+    Route(
+        "POST",
+        "/v1/pending/{elicitation_id}/resolve",
+        seen(200),
+        body=lambda o: {"decision": "answer", "result": "hooks.example.com"},
+        name="answer an elicitation",
+    ),
+    Route("GET", "/v1/audit", operator_listing(200)),
+    Route("GET", "/v1/authorizations", operator_listing(200)),
+    Route(
+        "POST",
+        "/v1/authorizations",
+        operators(201),
+        body=lambda o: {"tool_name": "triage_cluster", "reason": "noisy cluster", "workspace": "default"},
+    ),
+    Route("DELETE", "/v1/authorizations/{authorization_id}", operators(200)),
+    Route("GET", "/v1/webhooks", operator_listing(200)),
+    Route(
+        "POST",
+        "/v1/webhooks",
+        operator_listing(201),
+        body=lambda o: {"url": "https://hooks.example.com/abeyance", "events": ["pending.created"]},
+    ),
+    Route("DELETE", "/v1/webhooks/{webhook_id}", operators(204)),
+    Route("GET", "/v1/keys", admins(200)),
+    Route("POST", "/v1/keys", admins(201), body=lambda o: {"role": "user", "workspace": "default"}),
+    Route("DELETE", "/v1/keys/{key_id}", admins(200)),
+]
+
+TEMPLATE_OF = {
+    "{conversation_id}": "{conversation_id}",
+    "{idle_conversation_id}": "{conversation_id}",
+    "{run_id}": "{run_id}",
+    "{cancel_run_id}": "{run_id}",
+    "{approval_id}": "{correlation_id}",
+    "{elicitation_id}": "{correlation_id}",
+    "{authorization_id}": "{authorization_id}",
+    "{key_id}": "{key_id}",
+}
+
+
+def app_template(path: str) -> str:
+    for ours, theirs in TEMPLATE_OF.items():
+        path = path.replace(ours, theirs)
+    return path
+
+
+@functools.cache
+def v1_routes() -> frozenset[tuple[str, str]]:
+    app = create_app(make_settings("sqlite+aiosqlite:///:memory:"))
+    return frozenset(
+        (method, route.path_format)
+        for route in app.routes
+        if route.path_format.startswith("/v1")
+        for method in getattr(route, "methods", set())
+        if method not in ("HEAD", "OPTIONS")
+    )
+
+
+EVENT_STREAM = Route("GET", "/v1/conversations/{conversation_id}/events", seen(200))
+"""Streams forever, so it is checked on a real socket in `test_the_event_stream_answers_each_role_by_workspace`."""
+
+
+def test_the_table_covers_every_v1_route() -> None:
+    assert {(r.method, app_template(r.path)) for r in [*ROUTES, EVENT_STREAM]} == v1_routes()
+
+
+async def make_objects(client: AsyncTestClient[Any], keys: KeyMaker) -> Objects:
+    conversation_id = await create_conversation(client, workspace="default")
+    suspended = await post_message(
+        client,
+        conversation_id,
+        script(
+            [
+                call("replay_dlq_event", event_id="evt_1001", reason="retry"),
+                call("ask_operator", question="ok?"),
+            ]
+        ),
+    )
+    assert suspended["status"] == "suspended", suspended
+    by_kind = {p["kind"]: p["correlation_id"] for p in suspended["pending"]}
+    other = await create_conversation(client, workspace="default")
+    to_cancel = await post_message(
+        client, other, script([call("replay_dlq_event", event_id="evt_1002", reason="x")])
+    )
+    assert to_cancel["status"] == "suspended", to_cancel
+    authorization = await client.post(
+        "/v1/authorizations", json={"tool_name": "triage_cluster", "reason": "setup", "workspace": "default"}
+    )
+    assert authorization.status_code == 201, authorization.text
+    spare: IssuedKey = await keys.issue("user", "default", name="spare")
+    webhook = await client.post(
+        "/v1/webhooks",
+        json={"url": "https://hooks.example.com/setup", "events": ["run.completed"], "workspace": "default"},
+    )
+    assert webhook.status_code == 201, webhook.text
+    return Objects(
+        ids={
+            "conversation_id": conversation_id,
+            "idle_conversation_id": await create_conversation(client, workspace="default"),
+            "run_id": suspended["id"],
+            "cancel_run_id": to_cancel["id"],
+            "approval_id": by_kind["approval"],
+            "elicitation_id": by_kind["elicitation"],
+            "authorization_id": authorization.json()["id"],
+            "key_id": str(spare.key.id),
+            "webhook_id": webhook.json()["id"],
+        }
+    )
+
+
+async def test_every_route_answers_each_role_by_workspace(
+    client: AsyncTestClient[Any], keys: KeyMaker
+) -> None:
+    got: dict[tuple[str, str, str], int] = {}
+    for role in ROLES:
+        for place in PLACES:
+            objects = await make_objects(client, keys)
+            caller = bearer(await keys.make(role, HOME[place], name=f"{role}@{place}"))
+            for route in ROUTES:
+                response = await client.request(
+                    route.method,
+                    route.path.format(**objects.ids),
+                    json=route.body(objects) if route.body else None,
+                    headers=caller,
+                )
+                status = response.status_code
+                got[(route.label(), role, place)] = 202 if route.settles and status == 200 else status
+                if status >= 400:
+                    assert response.headers["content-type"].startswith("application/problem+json")
+    expected = {
+        (r.label(), role, place): r.expected[role][place]
+        for r in ROUTES
+        for role in ROLES
+        for place in PLACES
+    }
+    assert {k: v for k, v in got.items() if v != expected[k]} == {}
+    assert got == expected
+
+
+async def test_listings_of_another_workspace_show_nothing_of_this_one(
+    client: AsyncTestClient[Any], keys: KeyMaker
+) -> None:
+    objects = await make_objects(client, keys)
+    elsewhere = bearer(await keys.make("operator", "elsewhere"))
+    pending = (await client.get("/v1/pending", headers=elsewhere)).json()
+    assert pending["items"] == []
+    audit = await client.get(
+        "/v1/audit", params={"conversation_id": objects.ids["conversation_id"]}, headers=elsewhere
+    )
+    assert audit.json()["items"] == []
+    assert (await client.get("/v1/authorizations", headers=elsewhere)).json() == []
+    own = bearer(await keys.make("operator", "default"))
+    assert len((await client.get("/v1/pending", headers=own)).json()["items"]) == 3
+    assert (await client.get("/v1/audit", headers=own)).json()["items"]
+
+
+def placeholder_path(path_format: str) -> str:
+    for name in ("conversation_id", "run_id", "correlation_id", "authorization_id", "key_id", "webhook_id"):
+        path_format = path_format.replace("{" + name + "}", str(uuid.uuid4()))
+    return path_format
+
+
+WRONG_CREDENTIALS = [
+    "",
+    "Bearer",
+    "Basic dXNlcjpwYXNz",
+    "Bearer abk_not-a-key-anyone-made-0000000000000000000000",
+    "Bearer " + "x" * 5000,
+    "Token abk_x",
+]
+
+
+async def test_every_v1_route_refuses_a_missing_or_wrong_key(client: AsyncTestClient[Any]) -> None:
+    for header in WRONG_CREDENTIALS:
+        for method, path_format in sorted(v1_routes()):
+            response = await client.request(
+                method,
+                placeholder_path(path_format),
+                json={} if method in ("POST", "PUT", "PATCH") else None,
+                headers={"Authorization": header},
+            )
+            assert response.status_code == 401, (header[:20], method, path_format, response.text)
+            assert response.json()["code"] == "unauthenticated"
+            assert response.headers["www-authenticate"].startswith("Bearer")
+
+
+async def test_a_revoked_key_is_refused_from_the_next_request(
+    client: AsyncTestClient[Any], keys: KeyMaker
+) -> None:
+    issued = await keys.issue("operator", "default")
+    assert (await client.get("/v1/pending", headers=bearer(issued.secret))).status_code == 200
+    revoked = await client.delete(f"/v1/keys/{issued.key.id}")
+    assert revoked.status_code == 200
+    assert revoked.json()["revoked_at"] is not None
+    refused = await client.get("/v1/pending", headers=bearer(issued.secret))
+    assert refused.status_code == 401
+    assert refused.json()["code"] == "unauthenticated"
+
+
+async def test_health_and_schema_need_no_key(client: AsyncTestClient[Any]) -> None:
+    for path in ("/healthz", "/readyz", "/schema/openapi.json"):
+        response = await client.get(path, headers={"Authorization": ""})
+        assert response.status_code == 200, path
+    schema = (await client.get("/schema/openapi.json")).json()
+    assert schema["components"]["securitySchemes"]["ApiKey"] == {
+        "type": "http",
+        "scheme": "bearer",
+        "description": "An API key made by `abeyance keys create`",
+    }
+    assert schema["paths"]["/v1/pending"]["get"]["security"] == [{"ApiKey": []}]
+    assert "security" not in schema["paths"]["/healthz"]["get"]
+
+
+async def test_the_event_stream_answers_each_role_by_workspace(
+    client: AsyncTestClient[Any], keys: KeyMaker, live: LiveFactory
+) -> None:
+    conversation_id = await create_conversation(client, workspace="default")
+    async with live() as app:
+        for role in ROLES:
+            for place in PLACES:
+                caller = bearer(await keys.make(role, HOME[place], name=f"stream {role}@{place}"))
+                path = EVENT_STREAM.path.format(conversation_id=conversation_id)
+                async with app.http.stream("GET", path, headers=caller) as response:
+                    assert response.status_code == EVENT_STREAM.expected[role][place], (role, place)
+        async with app.http.stream("GET", path, headers={"Authorization": "Bearer nope"}) as response:
+            assert response.status_code == 401

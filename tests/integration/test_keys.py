@@ -1,0 +1,119 @@
+"""API keys through the `abeyance keys` command and the first-start bootstrap, on real databases."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import uuid
+
+import pytest
+import sqlalchemy as sa
+
+from abeyance.app.cli import bootstrap_admin_key, run
+from abeyance.domain.access import Role
+from abeyance.domain.errors import Unauthenticated
+from abeyance.domain.keys import KEY_PREFIX, KeyService
+from abeyance.domain.records import Principal
+from abeyance.infra.db.engine import create_engine
+from abeyance.infra.db.uow import SqlUnitOfWorkFactory
+from tests.conftest import make_settings
+
+KEY = re.compile(r"\babk_[A-Za-z0-9_-]{40,}")
+
+
+def authenticate(database_url: str, secret: str) -> Principal:
+    async def main() -> Principal:
+        engine = create_engine(database_url)
+        try:
+            return await KeyService(SqlUnitOfWorkFactory(engine)).authenticate(secret)
+        finally:
+            await engine.dispose()
+
+    return asyncio.run(main())
+
+
+def stored_rows(database_url: str) -> list[dict[str, object]]:
+    async def main() -> list[dict[str, object]]:
+        engine = create_engine(database_url)
+        try:
+            async with engine.connect() as conn:
+                rows = await conn.execute(sa.text("SELECT * FROM api_keys"))
+                return [dict(r._mapping) for r in rows]
+        finally:
+            await engine.dispose()
+
+    return asyncio.run(main())
+
+
+def test_keys_are_shown_once_stored_hashed_listed_and_revoked(
+    database_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    settings = make_settings(database_url)
+    assert (
+        run(["keys", "create", "--role", "operator", "--workspace", "team-a", "--name", "alice"], settings)
+        == 0
+    )
+    [secret] = KEY.findall(capsys.readouterr().out)
+    assert secret.startswith(KEY_PREFIX)
+
+    principal = authenticate(database_url, secret)
+    assert (principal.role, principal.workspace, principal.name) == (Role.OPERATOR, "team-a", "alice")
+    [row] = stored_rows(database_url)
+    assert str(uuid.UUID(str(row["id"]))) == principal.id
+    assert all(secret not in str(value) for value in row.values())
+    assert row["prefix"] == secret[:12]
+    assert len(str(row["key_hash"])) == 64
+
+    assert run(["keys", "list"], settings) == 0
+    listing = capsys.readouterr().out
+    assert principal.id in listing
+    assert "alice" in listing
+    assert secret not in listing
+
+    assert run(["keys", "revoke", principal.id], settings) == 0
+    assert "revoked" in capsys.readouterr().out
+    with pytest.raises(Unauthenticated):
+        authenticate(database_url, secret)
+    assert run(["keys", "list"], settings) == 0
+    assert principal.id not in capsys.readouterr().out
+    assert run(["keys", "list", "--all"], settings) == 0
+    assert principal.id in capsys.readouterr().out
+
+
+def test_refused_key_commands_exit_2_with_a_reason(
+    database_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    settings = make_settings(database_url)
+    assert run(["keys", "create", "--role", "user"], settings) == 2
+    assert "needs a workspace" in capsys.readouterr().err
+    assert run(["keys", "create", "--role", "user", "--workspace", "bad space"], settings) == 2
+    assert run(["keys", "revoke", str(uuid.uuid4())], settings) == 2
+    assert "key not found" in capsys.readouterr().err
+    assert stored_rows(database_url) == []
+
+
+def test_the_first_start_makes_one_admin_key_and_prints_it_once(
+    database_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    settings = make_settings(database_url)
+    issued = bootstrap_admin_key(settings)
+    assert issued is not None
+    printed = capsys.readouterr().out
+    assert KEY.findall(printed) == [issued.secret]
+    assert authenticate(database_url, issued.secret).role is Role.ADMIN
+
+    assert bootstrap_admin_key(settings) is None
+    assert capsys.readouterr().out == ""
+    assert len(stored_rows(database_url)) == 1
+
+
+def test_no_bootstrap_when_keys_exist_even_if_all_are_revoked(
+    database_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    settings = make_settings(database_url)
+    run(["keys", "create", "--role", "admin", "--name", "root"], settings)
+    [row] = stored_rows(database_url)
+    run(["keys", "revoke", str(uuid.UUID(str(row["id"])))], settings)
+    capsys.readouterr()
+    assert bootstrap_admin_key(settings) is None
+    assert KEY.findall(capsys.readouterr().out) == []
