@@ -3,10 +3,10 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: help install run test soak lint migrate bench clean
+.PHONY: help install run test soak lint migrate bench bench-durability clean
 
 help: ## list the targets
-	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-17s %s\n", $$1, $$2}'
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -36,6 +36,9 @@ lint: $(STAMP) ## ruff, mypy --strict, import-linter
 
 bench: $(STAMP) ## measure per-turn cost and throughput; prints a table and a JSON line
 	$(PY) bench/bench.py
+
+bench-durability: $(STAMP) ## runs/s with 1 and 4 worker processes, resolve-to-resume latency (PostgreSQL)
+	$(PY) bench/durability.py
 
 clean: ## remove the venv and local databases
 	rm -rf $(VENV) abeyance.db abeyance.db-wal abeyance.db-shm

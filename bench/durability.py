@@ -1,0 +1,179 @@
+"""Durability figures on PostgreSQL, real processes: runs/s by worker count, resolve-to-resume latency.
+
+Starts one `abeyance serve --no-worker` and N `abeyance worker` processes against a scratch database,
+drives conversations over HTTP with the `scripted` model, and reads the latencies back from the
+database (pending_calls.resolved_at against the worker's `run.resumed` audit row).
+
+    .venv/bin/python bench/durability.py [--workers 1 4] [--conversations 20] [--turns 10]
+
+The database (BENCH_DURABILITY_PG_URL, default .../bench_durability) is emptied and migrated first.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import httpx  # noqa: E402
+import sqlalchemy as sa  # noqa: E402
+
+from abeyance.domain.services import utcnow  # noqa: E402
+from abeyance.infra.db.engine import create_engine  # noqa: E402
+from abeyance.infra.db.migrations import upgrade  # noqa: E402
+from abeyance.infra.db.uow import SqlUnitOfWorkFactory  # noqa: E402
+from abeyance.infra.demo import seed_demo  # noqa: E402
+from tests.conftest import _reset_pg_schema, admin_headers, call, script  # noqa: E402
+from tests.faults.processes import Cluster, check_invariants  # noqa: E402
+
+DEFAULT_URL = "postgresql+asyncpg://postgres@127.0.0.1:5432/bench_durability"
+PLAIN = script([call("list_dlq_events")], "listed")
+GATED = script([call("replay_dlq_event", event_id="evt_1001", reason="bench")], "replayed")
+
+
+def percentile(values: list[float], q: float) -> float:
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+async def ensure_database(url: str) -> None:
+    name = url.rsplit("/", 1)[1]
+    admin = create_engine(url.rsplit("/", 1)[0] + "/postgres").execution_options(isolation_level="AUTOCOMMIT")
+    async with admin.connect() as conn:
+        query = sa.text("SELECT 1 FROM pg_database WHERE datname = :n")
+        if (await conn.execute(query, {"n": name})).first() is None:
+            await conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
+    await admin.dispose()
+
+
+async def fresh(url: str) -> dict[str, str]:
+    await ensure_database(url)
+    await _reset_pg_schema(url)
+    await asyncio.to_thread(upgrade, url)
+    engine = create_engine(url)
+    await seed_demo(SqlUnitOfWorkFactory(engine), "default", utcnow())
+    await engine.dispose()
+    return await admin_headers(url)
+
+
+async def settle(client: httpx.AsyncClient, base: str, run_id: str, want: str) -> dict[str, Any]:
+    while True:
+        run: dict[str, Any] = (await client.get(f"{base}/v1/runs/{run_id}", params={"wait": 10})).json()
+        if run["status"] == want:
+            return run
+        if run["status"] in {"failed", "cancelled"}:
+            raise RuntimeError(f"run {run_id} ended {run['status']}: {run.get('error')}")
+
+
+async def conversation(client: httpx.AsyncClient, base: str, turns: int, gated: bool) -> None:
+    cid = (await client.post(f"{base}/v1/conversations", json={"agent": "ops"})).json()["id"]
+    for _ in range(turns):
+        posted = await client.post(
+            f"{base}/v1/conversations/{cid}/messages", json={"content": GATED if gated else PLAIN}
+        )
+        run = posted.json()
+        if gated:
+            suspended = await settle(client, base, run["id"], "suspended")
+            [pending] = suspended["pending"]
+            answer = await client.post(
+                f"{base}/v1/pending/{pending['correlation_id']}/resolve", json={"decision": "approve"}
+            )
+            answer.raise_for_status()
+        await settle(client, base, run["id"], "completed")
+
+
+async def resume_latencies(url: str) -> list[float]:
+    engine = create_engine(url)
+    async with engine.connect() as conn:
+        rows = (
+            await conn.execute(
+                sa.text(
+                    "SELECT p.resolved_at, a.at FROM pending_calls p "
+                    "JOIN audit_log a ON a.run_id = p.run_id AND a.action = 'run.resumed' "
+                    "WHERE p.resolved_at IS NOT NULL"
+                )
+            )
+        ).all()
+    await engine.dispose()
+    return [(at - resolved).total_seconds() * 1000 for resolved, at in rows]
+
+
+async def scenario(url: str, workers: int, conversations: int, turns: int, gated: bool) -> dict[str, Any]:
+    headers = await fresh(url)
+    with tempfile.TemporaryDirectory() as logs:
+        cluster = Cluster(url, Path(logs), headers=headers)
+        try:
+            _, base = await cluster.api()
+            for _ in range(workers):
+                cluster.worker(concurrency=4)
+            limits = httpx.Limits(max_connections=conversations + 5)
+            async with httpx.AsyncClient(timeout=60, headers=headers, limits=limits) as client:
+                await conversation(client, base, 1, gated)  # warm-up: every process has connected
+                started = time.perf_counter()
+                await asyncio.gather(
+                    *(conversation(client, base, turns, gated) for _ in range(conversations))
+                )
+                elapsed = time.perf_counter() - started
+        finally:
+            cluster.stop_all()
+    counts = await check_invariants(url)
+    latencies = await resume_latencies(url) if gated else []
+    runs = conversations * turns
+    return {
+        "workers": workers,
+        "kind": ("approve" if gated else "plain") + ("" if conversations > 1 else "-1conv"),
+        "runs": runs,
+        "seconds": round(elapsed, 2),
+        "runs_per_s": round(runs / elapsed, 1),
+        "resume_p50_ms": round(percentile(latencies, 0.5), 1) if latencies else None,
+        "resume_p95_ms": round(percentile(latencies, 0.95), 1) if latencies else None,
+        "invariants": counts,
+    }
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--url", default=None)
+    parser.add_argument("--workers", type=int, nargs="+", default=[1, 4])
+    parser.add_argument("--conversations", type=int, default=20)
+    parser.add_argument("--turns", type=int, default=10)
+    args = parser.parse_args()
+    url = args.url or os.environ.get("BENCH_DURABILITY_PG_URL", DEFAULT_URL)
+    results = []
+    print(
+        f"{'workers':>7} {'kind':>14} {'runs':>5} {'seconds':>8} {'runs/s':>7} "
+        f"{'resume p50':>11} {'resume p95':>11}",
+        flush=True,
+    )
+    for workers in args.workers:
+        plan = [
+            (args.conversations, args.turns, False),
+            (args.conversations, args.turns, True),
+            (1, 30, True),  # one conversation at a time: the wake-up latency without queueing
+        ]
+        for conversations, turns, gated in plan:
+            row = await scenario(url, workers, conversations, turns, gated)
+            results.append(row)
+            p50 = "-" if row["resume_p50_ms"] is None else f"{row['resume_p50_ms']} ms"
+            p95 = "-" if row["resume_p95_ms"] is None else f"{row['resume_p95_ms']} ms"
+            print(
+                f"{row['workers']:>7} {row['kind']:>14} {row['runs']:>5} {row['seconds']:>8} "
+                f"{row['runs_per_s']:>7} {p50:>11} {p95:>11}",
+                flush=True,
+            )
+    print(json.dumps({"durability": results}))
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
