@@ -95,6 +95,7 @@ class Objects:
 
 
 ROUTES = [
+    Route("GET", "/v1/me", everyone(200)),
     Route(
         "POST",
         "/v1/conversations",
