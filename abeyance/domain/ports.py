@@ -179,6 +179,14 @@ class EventRepository(Protocol):
         ...
 
     async def after(self, conversation_id: uuid.UUID, after_id: int, limit: int) -> list[StoredEvent]: ...
+    async def pending_after(self, workspace: str | None, after_id: int, limit: int) -> list[StoredEvent]:
+        """`pending.created`/`pending.resolved` events of a workspace (None: every workspace) after
+        `after_id`, in id order."""
+        ...
+
+    async def last_pending_id(self, workspace: str | None, created_before: datetime | None) -> int:
+        """The highest id of those events (created before `created_before`, when given); 0 if none."""
+        ...
 
 
 class WebhookRepository(Protocol):
