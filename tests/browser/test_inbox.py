@@ -18,6 +18,8 @@ TRIAGE = script(
     [call("triage_cluster", cluster_id="clu_webhook_timeout", status="wait", notes="partner fix pending")]
 )
 
+ASK = script([call("ask_operator", question="Which endpoint should the replays use?")])
+
 
 def call_item(page: Page, text: str) -> Locator:
     return page.locator(".call-link", has_text=text)
@@ -213,6 +215,25 @@ async def test_filters_keyboard_use_and_screenshots_of_two_pending_calls(inbox: 
     await page.get_by_role("button", name="Sign out").click()
     await expect(page.get_by_label("Operator key")).to_be_focused()
     assert await page.evaluate(f"sessionStorage.getItem('{KEY_STORAGE}')") is None
+
+
+async def test_answer_a_question_from_the_agent(inbox: InboxApp) -> None:
+    page = await inbox.signed_in(await inbox.keys.make("operator", "default"))
+    pending = await inbox.suspend(ASK)
+    await page.get_by_label("Kind").select_option("elicitation")
+    item = call_item(page, "ask_operator")
+    await expect(item).to_contain_text("question: Which endpoint should the replays use?")
+    await item.click()
+    await expect(page.get_by_role("button", name="Approve", exact=True)).to_be_hidden()
+
+    await page.get_by_label("Your answer").fill("the v2 hooks endpoint")
+    await page.get_by_role("button", name="Send the answer").click()
+
+    state = page.locator("#detail-state")
+    await expect(state).to_contain_text("You answered this call.")
+    await expect(state).to_contain_text("Run completed.")
+    await expect(state.locator(".output")).to_contain_text("the v2 hooks endpoint")
+    assert (await inbox.pending(pending["correlation_id"]))["result"] == "the v2 hooks endpoint"
 
 
 async def test_keys_that_cannot_decide_are_turned_away(inbox: InboxApp) -> None:
