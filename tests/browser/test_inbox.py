@@ -207,6 +207,7 @@ async def test_filters_keyboard_use_and_screenshots_of_two_pending_calls(inbox: 
     await page.keyboard.press("Enter")
     await expect(page.locator("#detail-title")).to_be_focused()
     await expect(page.locator("#detail-title")).to_have_text("replay_dlq_event")
+    await expect(page.locator("#conversation .turn.current")).to_be_visible()
     await page.screenshot(path=str(artifact("inbox-open-call.png")), full_page=True)
     await tab_to(page, "#approve-form button")
     await page.keyboard.press("Enter")
