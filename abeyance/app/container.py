@@ -133,7 +133,9 @@ def build_container(
         if is_sqlite(settings.database_url)
         else PostgresRunNotifier(engine, settings.database_url)
     )
-    uow = SqlUnitOfWorkFactory(engine, on_events=notifier.conversations_changed)
+    uow = SqlUnitOfWorkFactory(
+        engine, on_events=notifier.conversations_changed, on_pending=notifier.pending_changed
+    )
     definitions = {**agents(uow), **{d.name: d for d in extra_agents}}
     catalog = DeclaredToolCatalog(definitions.values())
     model = model or build_model(
@@ -197,6 +199,7 @@ def build_container(
             max_wait=timedelta(seconds=settings.client_exec_max_seconds),
         ),
         clock=utcnow,
+        settle=timedelta(seconds=settings.events_settle_seconds),
     )
     webhooks = WebhookService(uow, clock=utcnow, allow_private_hosts=settings.webhook_allow_private_hosts)
     return Container(
@@ -215,5 +218,7 @@ def build_container(
         webhooks=webhooks,
         listener=None
         if is_sqlite(settings.database_url)
-        else PgEventListener(settings.database_url, notifier.conversations_changed),
+        else PgEventListener(
+            settings.database_url, notifier.conversations_changed, on_pending=notifier.pending_changed
+        ),
     )

@@ -20,6 +20,7 @@ from abeyance.app import problems
 from abeyance.app.auth import SECURITY_SCHEME, provide_principal, v1_middleware
 from abeyance.app.container import Container, build_container, telemetry_config
 from abeyance.app.observability import bind_path_ids, http_telemetry, metrics
+from abeyance.app.routes.inbox import inbox_router
 from abeyance.app.routes.v1 import route_handlers
 from abeyance.app.settings import Settings
 from abeyance.domain.errors import ServiceError
@@ -87,7 +88,8 @@ def create_app(
             if owns_telemetry:
                 telemetry.shutdown()
 
-    # Every /v1 controller sits behind the key middleware; health, metrics and the schema stay open.
+    # Every /v1 controller sits behind the key middleware; health, metrics, the schema and the inbox
+    # page (which holds no data: its script calls /v1 with the operator's key) stay open.
     v1 = Router(
         path="/",
         route_handlers=route_handlers(),
@@ -95,7 +97,7 @@ def create_app(
         security=[{SECURITY_SCHEME: []}],
     )
     return Litestar(
-        route_handlers=[healthz, readyz, metrics, v1],
+        route_handlers=[healthz, readyz, metrics, v1, inbox_router()],
         lifespan=[lifespan],
         middleware=[http_telemetry(telemetry)],
         before_request=bind_path_ids,

@@ -204,6 +204,24 @@ class ToolCallOut(BaseModel):
     result: Any
 
 
+class PrincipalOut(BaseModel):
+    id: str = Field(description="The key's id: what `resolved_by` and the audit `actor` record")
+    name: str | None
+    role: str
+    workspace: str | None
+    permissions: list[str]
+
+
+def principal_out(principal: Principal) -> PrincipalOut:
+    return PrincipalOut(
+        id=principal.id,
+        name=principal.name,
+        role=principal.role.value,
+        workspace=principal.workspace,
+        permissions=sorted(p.value for p in Permission if principal.may(p)),
+    )
+
+
 class PendingPage(BaseModel):
     items: list[PendingCallOut]
     next_cursor: str | None
@@ -213,6 +231,7 @@ class AuditEntryOut(BaseModel):
     id: int
     at: datetime
     actor: str
+    actor_name: str | None = Field(description="The name of the API key that acted; null for other actors")
     action: str
     workspace: str
     conversation_id: uuid.UUID | None
@@ -299,6 +318,7 @@ def audit_out(entry: AuditEntry) -> AuditEntryOut:
         id=entry.id,
         at=entry.at,
         actor=entry.actor,
+        actor_name=entry.actor_name,
         action=entry.action,
         workspace=entry.workspace,
         conversation_id=entry.conversation_id,

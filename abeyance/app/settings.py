@@ -57,6 +57,8 @@ class Settings(BaseSettings):
     events_heartbeat_seconds: float = Field(default=15.0, gt=0)
     events_delta_interval_seconds: float = Field(default=0.1, ge=0)
     client_exec_max_seconds: float = Field(default=600, gt=0)
+    events_settle_seconds: float = Field(default=10.0, ge=0)
+    """How long the workspace stream of pending calls keeps looking for events that committed late."""
     # Webhooks
     webhook_max_attempts: int = Field(default=6, ge=1)
     webhook_backoff_seconds: float = Field(default=2.0, ge=0)

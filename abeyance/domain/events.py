@@ -8,13 +8,15 @@ was rolled back, and a reader that reconnects with the last id it saw misses not
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable
+from collections import deque
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
-from abeyance.domain.errors import NotFound
+from abeyance.domain.access import Permission
+from abeyance.domain.errors import Forbidden, NotFound
 from abeyance.domain.ports import UnitOfWork, UnitOfWorkFactory
 from abeyance.domain.records import PendingCall, Principal, Run, StoredEvent
 
@@ -30,6 +32,9 @@ class EventType(StrEnum):
     RUN_COMPLETED = "run.completed"
     RUN_FAILED = "run.failed"
 
+
+PENDING_EVENT_TYPES: tuple[str, ...] = (EventType.PENDING_CREATED.value, EventType.PENDING_RESOLVED.value)
+"""What the workspace-wide stream of pending calls carries (`GET /v1/pending/events`)."""
 
 WEBHOOK_EVENT_TYPES: frozenset[EventType] = frozenset(
     {EventType.PENDING_CREATED, EventType.PENDING_RESOLVED, EventType.RUN_COMPLETED, EventType.RUN_FAILED}
@@ -122,6 +127,47 @@ async def publish_run_status(uow: UnitOfWork, run: Run, status: str, now: dateti
     )
 
 
+class PendingEventCursor:
+    """Where one workspace-wide stream of pending events stands.
+
+    Event ids increase in commit order within one conversation only (the per-conversation lock):
+    across conversations, a transaction may commit after another one that took a higher id. So
+    this cursor does not stop at "the highest id delivered". It keeps reading from `floor`, the
+    highest id that was already visible `settle` seconds ago, and remembers which ids above it
+    it has delivered. An event is missed only if its transaction commits more than `settle`
+    seconds after taking its id (event-writing transactions end right after their events).
+    """
+
+    def __init__(self, floor: int, settle: float, seen: Iterable[int] = ()) -> None:
+        self.floor = floor
+        self._settle = settle
+        self._seen = {i for i in seen if i > floor}
+        self._high = max(self._seen, default=floor)
+        self._marks: deque[tuple[float, int]] = deque()
+
+    def read_limit(self, batch: int) -> int:
+        """How many rows to read after `floor` so that `batch` new ones fit after the delivered ones."""
+        return len(self._seen) + batch
+
+    def take(self, events: Sequence[StoredEvent], now: float) -> list[StoredEvent]:
+        """The events (read in id order after `floor`) not delivered yet, now counted as delivered.
+
+        `now` is a monotonic clock in seconds; the floor rises to what was visible `settle` ago.
+        """
+        fresh = [e for e in events if e.id > self.floor and e.id not in self._seen]
+        self._seen.update(e.id for e in fresh)
+        if events and events[-1].id > self._high:
+            self._high = events[-1].id
+            self._marks.append((now, self._high))
+        risen = False
+        while self._marks and self._marks[0][0] <= now - self._settle:
+            self.floor = max(self.floor, self._marks.popleft()[1])
+            risen = True
+        if risen:
+            self._seen = {i for i in self._seen if i > self.floor}
+        return fresh
+
+
 @dataclass(frozen=True, slots=True)
 class ClientPresence:
     """How long a `client_exec` call waits without a live subscriber, and at most with one."""
@@ -134,11 +180,58 @@ class EventService:
     """Reading a conversation's event stream, and keeping its client calls alive while it is watched."""
 
     def __init__(
-        self, uow: UnitOfWorkFactory, presence: ClientPresence, *, clock: Callable[[], datetime]
+        self,
+        uow: UnitOfWorkFactory,
+        presence: ClientPresence,
+        *,
+        clock: Callable[[], datetime],
+        settle: timedelta = timedelta(seconds=10),
     ) -> None:
         self._uow = uow
         self._presence = presence
         self._clock = clock
+        self._settle = settle
+
+    @staticmethod
+    def pending_scope(principal: Principal) -> str | None:
+        """The workspace whose pending events the caller may follow; None: every workspace (admins)."""
+        principal.require(Permission.CONVERSE)
+        if principal.may(Permission.ALL_WORKSPACES):
+            return None
+        if principal.workspace is None:
+            raise Forbidden("a key without a workspace sees no pending calls")
+        return principal.workspace
+
+    async def open_pending_feed(
+        self, principal: Principal, resume_after: int | None, now: float, *, batch: int = 500
+    ) -> PendingEventCursor:
+        """A cursor for `read_pending_feed`.
+
+        Resuming (`resume_after`) delivers everything after that id, and again the events of the
+        last `settle` seconds before it, which may have committed late (at least once). A fresh
+        feed starts now: what is visible already counts as delivered (the caller lists the
+        awaiting calls after opening it), and only what commits from now on is delivered.
+        """
+        scope = self.pending_scope(principal)
+        async with self._uow() as uow:
+            floor = await uow.events.last_pending_id(scope, self._clock() - self._settle)
+        if resume_after is not None:
+            return PendingEventCursor(min(floor, resume_after), self._settle.total_seconds())
+        cursor = PendingEventCursor(floor, self._settle.total_seconds())
+        while True:
+            _, more = await self.read_pending_feed(principal, cursor, now, batch=batch)
+            if not more:
+                return cursor
+
+    async def read_pending_feed(
+        self, principal: Principal, cursor: PendingEventCursor, now: float, *, batch: int = 500
+    ) -> tuple[list[StoredEvent], bool]:
+        """The next pending events not delivered yet, and whether more are waiting."""
+        scope = self.pending_scope(principal)
+        limit = cursor.read_limit(batch)
+        async with self._uow() as uow:
+            events = await uow.events.pending_after(scope, cursor.floor, limit)
+        return cursor.take(events, now), len(events) == limit
 
     async def events_after(
         self, principal: Principal, conversation_id: uuid.UUID, after_id: int, limit: int

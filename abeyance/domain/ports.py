@@ -160,11 +160,15 @@ class AuditRepository(Protocol):
         workspace: str | None,
         conversation_id: uuid.UUID | None,
         correlation_id: uuid.UUID | None,
-        action: str | None,
+        actions: Sequence[str] = (),
         since: datetime | None,
         after_id: int | None,
         limit: int,
-    ) -> list[AuditEntry]: ...
+        newest_first: bool = False,
+    ) -> list[AuditEntry]:
+        """Rows matching every filter (`actions`: any of them) in id order, or newest first;
+        `after_id` is the last row of the previous page in that order."""
+        ...
 
 
 class EventRepository(Protocol):
@@ -175,6 +179,14 @@ class EventRepository(Protocol):
         ...
 
     async def after(self, conversation_id: uuid.UUID, after_id: int, limit: int) -> list[StoredEvent]: ...
+    async def pending_after(self, workspace: str | None, after_id: int, limit: int) -> list[StoredEvent]:
+        """`pending.created`/`pending.resolved` events of a workspace (None: every workspace) after
+        `after_id`, in id order."""
+        ...
+
+    async def last_pending_id(self, workspace: str | None, created_before: datetime | None) -> int:
+        """The highest id of those events (created before `created_before`, when given); 0 if none."""
+        ...
 
 
 class WebhookRepository(Protocol):
@@ -214,6 +226,10 @@ class ApiKeyRepository(Protocol):
     async def add(self, key: ApiKey) -> None: ...
     async def get(self, key_id: uuid.UUID) -> ApiKey | None: ...
     async def by_hash(self, key_hash: str) -> ApiKey | None: ...
+    async def names(self, key_ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, str]:
+        """The names of these keys (revoked ones included); unknown ids are left out."""
+        ...
+
     async def search(self, *, include_revoked: bool) -> list[ApiKey]: ...
     async def count(self) -> int:
         """All keys ever made, revoked ones included."""

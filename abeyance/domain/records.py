@@ -162,6 +162,8 @@ class AuditEntry:
     id: int | None = None
     at: datetime | None = None
     trace_id: str | None = None
+    actor_name: str | None = None
+    """When reading: the name of the API key that acted (not stored with the row)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -17,7 +17,7 @@ from abeyance.domain.events import (
     publish_run_status,
     run_status_data,
 )
-from abeyance.domain.ports import RunNotifier, ServiceMetrics, ToolCatalog, UnitOfWorkFactory
+from abeyance.domain.ports import RunNotifier, ServiceMetrics, ToolCatalog, UnitOfWork, UnitOfWorkFactory
 from abeyance.domain.records import (
     AuditEntry,
     Conversation,
@@ -59,14 +59,16 @@ class RunView:
 
 @dataclass(frozen=True, slots=True)
 class AuditQuery:
-    """Filters of the audit log; `after_id` is the keyset cursor (rows come in id order)."""
+    """Filters of the audit log (`actions`: any of them); rows come in id order, or newest first,
+    and `after_id` is the keyset cursor: the id of the last row of the previous page."""
 
     conversation_id: uuid.UUID | None = None
     correlation_id: uuid.UUID | None = None
-    action: str | None = None
+    actions: tuple[str, ...] = ()
     since: datetime | None = None
     after_id: int | None = None
     limit: int = 50
+    newest_first: bool = False
 
 
 class NoMetrics:
@@ -326,7 +328,7 @@ class AgentService:
                 raise NotFound("pending call not found")
             principal.require(permission_to_resolve(call.kind))
             if call.status is not PendingStatus.AWAITING:
-                raise _stale(call)
+                raise await _stale(uow, call)
             target = decide(call.kind, resolution.decision)
             if resolution.args_hash is not None and resolution.args_hash != call.args_hash:
                 raise ArgsChanged(
@@ -352,7 +354,7 @@ class AgentService:
                 resolution=record,
             ):
                 fresh = await uow.pending.get(correlation_id)
-                raise _stale(fresh or call)
+                raise await _stale(uow, fresh or call)
             await uow.audit.append(
                 _pending_audit(
                     _AUDIT_ACTIONS[target], principal.id, call, {"reason": resolution.reason, **details}
@@ -380,20 +382,26 @@ class AgentService:
         return resolved
 
     async def list_audit(self, principal: Principal, query: AuditQuery) -> list[AuditEntry]:
-        """Audit rows in the order they were written: the caller's workspace, or all for an admin."""
+        """Audit rows in the order they were written (or newest first): the caller's workspace, or
+        all for an admin. Rows whose actor is an API key carry the key's name."""
         principal.require(Permission.READ_AUDIT)
         if not principal.is_admin and principal.workspace is None:
             return []
         async with self._uow() as uow:
-            return await uow.audit.search(
+            rows = await uow.audit.search(
                 workspace=None if principal.is_admin else principal.workspace,
                 conversation_id=query.conversation_id,
                 correlation_id=query.correlation_id,
-                action=query.action,
+                actions=query.actions,
                 since=query.since,
                 after_id=query.after_id,
                 limit=query.limit,
+                newest_first=query.newest_first,
             )
+            names = await actor_names(uow, {row.actor for row in rows})
+        for row in rows:
+            row.actor_name = names.get(row.actor)
+        return rows
 
     async def _visible_conversation(
         self, uow: Any, principal: Principal, conversation_id: uuid.UUID
@@ -428,12 +436,28 @@ def _brief(call: PendingCall) -> dict[str, Any]:
     }
 
 
-def _stale(call: PendingCall) -> Stale:
+async def actor_names(uow: UnitOfWork, actors: Iterable[str | None]) -> dict[str, str]:
+    """The names of the actors that are API keys (by key id). The other actors (`cli`, `system:*`,
+    `authorization:<id>`) are not keys and are left out: they name themselves."""
+    by_id: dict[uuid.UUID, str] = {}
+    for actor in actors:
+        try:
+            by_id[uuid.UUID(actor or "")] = actor or ""
+        except ValueError:
+            continue
+    names = await uow.api_keys.names(list(by_id))
+    return {by_id[key_id]: name for key_id, name in names.items()}
+
+
+async def _stale(uow: UnitOfWork, call: PendingCall) -> Stale:
+    """The loser's answer says who decided and when, so a person can tell what happened."""
+    names = await actor_names(uow, [call.resolved_by])
     return Stale(
         f"the pending call is already {call.status.value}",
         extra={
             "pending_status": call.status.value,
             "resolved_by": call.resolved_by,
+            "resolved_by_name": names.get(call.resolved_by or ""),
             "resolved_at": call.resolved_at.isoformat() if call.resolved_at else None,
         },
     )

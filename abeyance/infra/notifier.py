@@ -7,6 +7,9 @@ import contextlib
 import uuid
 from collections import defaultdict
 from collections.abc import Iterator, Set
+from typing import TypeVar
+
+K = TypeVar("K")
 
 
 class LocalRunNotifier:
@@ -16,6 +19,7 @@ class LocalRunNotifier:
         self._work = asyncio.Event()
         self._runs: dict[uuid.UUID, set[asyncio.Event]] = defaultdict(set)
         self._conversations: dict[uuid.UUID, set[asyncio.Event]] = defaultdict(set)
+        self._pending: dict[str | None, set[asyncio.Event]] = defaultdict(set)
 
     async def run_queued(self, run_id: uuid.UUID) -> None:
         self._work.set()
@@ -48,6 +52,12 @@ class LocalRunNotifier:
             for event in self._conversations.get(conversation_id, ()):
                 event.set()
 
+    def pending_changed(self, workspaces: Set[str]) -> None:
+        """Pending calls of these workspaces were created or resolved (called after the commit)."""
+        for workspace in [*workspaces, None]:
+            for event in self._pending.get(workspace, ()):
+                event.set()
+
     @contextlib.contextmanager
     def watch(self, run_id: uuid.UUID) -> Iterator[asyncio.Event]:
         """An event set whenever the run changes; register it before reading, then wait on it."""
@@ -60,9 +70,16 @@ class LocalRunNotifier:
         with _registered(self._conversations, conversation_id) as event:
             yield event
 
+    @contextlib.contextmanager
+    def watch_pending(self, workspace: str | None) -> Iterator[asyncio.Event]:
+        """An event set whenever a pending call of the workspace (None: of any workspace) is created
+        or resolved in this process, or announced by another."""
+        with _registered(self._pending, workspace) as event:
+            yield event
+
 
 @contextlib.contextmanager
-def _registered(waiters: dict[uuid.UUID, set[asyncio.Event]], key: uuid.UUID) -> Iterator[asyncio.Event]:
+def _registered(waiters: dict[K, set[asyncio.Event]], key: K) -> Iterator[asyncio.Event]:
     event = asyncio.Event()
     waiters[key].add(event)
     try:

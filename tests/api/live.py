@@ -66,21 +66,26 @@ class SseMessage:
 
 
 class EventStream:
-    """Reads `GET /v1/conversations/{id}/events` message by message."""
+    """Reads `GET /v1/conversations/{id}/events` (or another stream at `path`) message by message."""
 
     def __init__(
         self,
         http: httpx.AsyncClient,
-        conversation_id: str,
+        conversation_id: str | None = None,
         last_event_id: int | None = None,
         after: int | None = None,
+        *,
+        path: str | None = None,
+        headers: dict[str, str] | None = None,
     ) -> None:
-        headers = {"Last-Event-ID": str(last_event_id)} if last_event_id is not None else {}
+        sent = dict(headers or {})
+        if last_event_id is not None:
+            sent["Last-Event-ID"] = str(last_event_id)
         params = {"after": after} if after is not None else {}
         self._request = http.stream(
             "GET",
-            f"/v1/conversations/{conversation_id}/events",
-            headers=headers,
+            path or f"/v1/conversations/{conversation_id}/events",
+            headers=sent,
             params=params,
             timeout=None,
         )

@@ -95,6 +95,7 @@ class Objects:
 
 
 ROUTES = [
+    Route("GET", "/v1/me", everyone(200)),
     Route(
         "POST",
         "/v1/conversations",
@@ -185,11 +186,13 @@ def v1_routes() -> frozenset[tuple[str, str]]:
 
 
 EVENT_STREAM = Route("GET", "/v1/conversations/{conversation_id}/events", seen(200))
-"""Streams forever, so it is checked on a real socket in `test_the_event_stream_answers_each_role_by_workspace`."""
+PENDING_STREAM = Route("GET", "/v1/pending/events", everyone(200))
+"""Both stream forever, so they are checked on a real socket in
+`test_the_event_streams_answer_each_role_by_workspace`."""
 
 
 def test_the_table_covers_every_v1_route() -> None:
-    assert {(r.method, app_template(r.path)) for r in [*ROUTES, EVENT_STREAM]} == v1_routes()
+    assert {(r.method, app_template(r.path)) for r in [*ROUTES, EVENT_STREAM, PENDING_STREAM]} == v1_routes()
 
 
 async def make_objects(client: AsyncTestClient[Any], keys: KeyMaker) -> Objects:
@@ -339,16 +342,17 @@ async def test_health_and_schema_need_no_key(client: AsyncTestClient[Any]) -> No
     assert "security" not in schema["paths"]["/healthz"]["get"]
 
 
-async def test_the_event_stream_answers_each_role_by_workspace(
+async def test_the_event_streams_answer_each_role_by_workspace(
     client: AsyncTestClient[Any], keys: KeyMaker, live: LiveFactory
 ) -> None:
     conversation_id = await create_conversation(client, workspace="default")
     async with live() as app:
-        for role in ROLES:
-            for place in PLACES:
-                caller = bearer(await keys.make(role, HOME[place], name=f"stream {role}@{place}"))
-                path = EVENT_STREAM.path.format(conversation_id=conversation_id)
-                async with app.http.stream("GET", path, headers=caller) as response:
-                    assert response.status_code == EVENT_STREAM.expected[role][place], (role, place)
-        async with app.http.stream("GET", path, headers={"Authorization": "Bearer nope"}) as response:
-            assert response.status_code == 401
+        for route in (EVENT_STREAM, PENDING_STREAM):
+            path = route.path.format(conversation_id=conversation_id)
+            for role in ROLES:
+                for place in PLACES:
+                    caller = bearer(await keys.make(role, HOME[place], name=f"stream {role}@{place}"))
+                    async with app.http.stream("GET", path, headers=caller) as response:
+                        assert response.status_code == route.expected[role][place], (path, role, place)
+            async with app.http.stream("GET", path, headers={"Authorization": "Bearer nope"}) as response:
+                assert response.status_code == 401

@@ -70,6 +70,9 @@ async def test_no_generated_request_gets_a_server_error(seeded: str, keys: KeyMa
         for result in schema.get_all_operations():
             operation = result.ok()
             operations += 1
+            if operation.path == "/v1/pending/events":
+                # Every valid request streams forever; its errors are tested in test_pending_stream.
+                continue
             names = {p.name for p in operation.path_parameters}
             strategies = [
                 operation.as_strategy(mode) for mode in (GenerationMode.POSITIVE, GenerationMode.NEGATIVE)

@@ -1,4 +1,5 @@
-"""The live event stream of a conversation (server-sent events) and the webhooks that mirror it."""
+"""The live event streams (server-sent events) of a conversation and of a workspace's pending calls,
+and the webhooks that mirror them."""
 
 from __future__ import annotations
 
@@ -116,6 +117,65 @@ async def conversation_events(
     return ServerSentEvent(stream_events(container, principal, conversation_id, resume))
 
 
+async def stream_pending_events(
+    container: Container, principal: Principal, resume_after: int | None
+) -> AsyncIterator[ServerSentEventMessage]:
+    """Pending calls created and resolved in the caller's workspace (every workspace for an admin),
+    as they are committed, with heartbeats.
+
+    Woken at once by commits in this process and (PostgreSQL) by `NOTIFY abeyance_pending` from
+    others, and in any case by polling every `events_poll_seconds`. The `: connected` comment comes
+    once the stream knows where it starts: a client that lists the awaiting calls after it misses
+    nothing.
+    """
+    settings = container.settings
+    loop = asyncio.get_running_loop()
+    scope = container.events.pending_scope(principal)
+    container.listen_for_events()
+    cursor = await container.events.open_pending_feed(principal, resume_after, loop.time(), batch=BATCH)
+    yield ServerSentEventMessage(data=None, comment="connected", retry=RECONNECT_MS)
+    last_sent = loop.time()
+    while True:
+        with container.notifier.watch_pending(scope) as changed:
+            events, more = await container.events.read_pending_feed(
+                principal, cursor, loop.time(), batch=BATCH
+            )
+            for event in events:
+                yield ServerSentEventMessage(
+                    id=event.id, event=event.type, data=json.dumps(event.envelope(), default=str)
+                )
+            now = loop.time()
+            if events:
+                last_sent = now
+            if more:
+                continue
+            if now - last_sent >= settings.events_heartbeat_seconds:
+                yield ServerSentEventMessage(data=None, comment="keep-alive")
+                last_sent = now
+            timeout = min(settings.events_poll_seconds, settings.events_heartbeat_seconds - (now - last_sent))
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(changed.wait(), max(0.0, timeout))
+
+
+@get("/v1/pending/events", tags=["events"])
+async def pending_events(
+    container: NamedDependency[Container],
+    principal: NamedDependency[Principal],
+    last_event_id: LastEventId = None,
+    after: After = None,
+) -> ServerSentEvent:
+    """`pending.created` and `pending.resolved` events of the caller's workspace (admins: every
+    workspace) as server-sent events, live; the envelope is the conversation stream's.
+
+    Without `Last-Event-ID` (or `?after=`) the stream starts now: list `GET /v1/pending` after its
+    `: connected` comment. Resuming delivers every event after that id, and again those of the last
+    `events_settle_seconds` before it (ids are ordered per conversation only): dedupe by `id`.
+    """
+    resume = _resume_from(last_event_id, after) if last_event_id or after is not None else None
+    container.events.pending_scope(principal)
+    return ServerSentEvent(stream_pending_events(container, principal, resume))
+
+
 class WebhookController(Controller):
     path = "/v1/webhooks"
     tags = ["webhooks"]
@@ -150,4 +210,4 @@ class WebhookController(Controller):
 
 
 def event_route_handlers() -> list[Any]:
-    return [conversation_events, WebhookController]
+    return [conversation_events, pending_events, WebhookController]

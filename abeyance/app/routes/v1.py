@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from litestar import Controller, Response, delete, get, post
 from litestar.di import NamedDependency
@@ -30,6 +30,7 @@ from abeyance.app.schemas import (
     PendingCallOut,
     PendingPage,
     PostMessage,
+    PrincipalOut,
     ResolveBody,
     RunOut,
     ToolCallOut,
@@ -44,6 +45,7 @@ from abeyance.app.schemas import (
     issued_key_out,
     message_out,
     pending_out,
+    principal_out,
     run_out,
     tool_call_out,
 )
@@ -54,6 +56,14 @@ from abeyance.domain.states import Decision, PendingStatus
 from abeyance.domain.tools import PendingKind
 
 Wait = Annotated[float, QueryParameter(ge=0, le=3600, description="Long-poll up to this many seconds")]
+MAX_AUDIT_ACTIONS = 20
+MAX_ACTION_CHARS = 100
+
+
+@get("/v1/me", tags=["keys"])
+async def me(principal: NamedDependency[Principal]) -> PrincipalOut:
+    """Who the presented key is: its id, name, role, workspace and what the role may do."""
+    return principal_out(principal)
 
 
 class ConversationController(Controller):
@@ -213,29 +223,41 @@ class AuditController(Controller):
         principal: NamedDependency[Principal],
         conversation_id: FromQuery[uuid.UUID | None] = None,
         correlation_id: FromQuery[uuid.UUID | None] = None,
-        action: Annotated[str | None, QueryParameter(max_length=100)] = None,
+        action: Annotated[
+            list[str] | None, QueryParameter(max_items=MAX_AUDIT_ACTIONS, description="Repeat: any of")
+        ] = None,
         since: FromQuery[datetime | None] = None,
+        order: Annotated[Literal["asc", "desc"], QueryParameter(description="`desc`: newest first")] = "asc",
         cursor: FromQuery[str | None] = None,
         limit: Annotated[int, QueryParameter(ge=1, le=500)] = 100,
     ) -> AuditPage:
-        """Audit rows in the order they were written (operators: their workspace; admins: all).
+        """Audit rows in the order they were written, or newest first with `order=desc`
+        (operators: their workspace; admins: all).
 
-        `action` is e.g. `pending.approved`; `since` an ISO 8601 timestamp with a time zone.
+        `action` is e.g. `pending.approved` (repeat it to match any of several); `since` an ISO 8601
+        timestamp with a time zone. `actor_name` is the name of the API key that acted, if a key did.
         """
         if since is not None and since.tzinfo is None:
             raise ValidationFailed(
                 "since needs a time zone",
                 extra={"errors": [{"loc": ["query", "since"], "msg": "naive timestamp"}]},
             )
+        actions = tuple(action or ())
+        if any(not 1 <= len(a) <= MAX_ACTION_CHARS for a in actions):
+            raise ValidationFailed(
+                f"an action is 1-{MAX_ACTION_CHARS} characters",
+                extra={"errors": [{"loc": ["query", "action"], "msg": "invalid action"}]},
+            )
         rows = await container.service.list_audit(
             principal,
             AuditQuery(
                 conversation_id=conversation_id,
                 correlation_id=correlation_id,
-                action=action,
+                actions=actions,
                 since=since,
                 after_id=decode_audit_cursor(cursor) if cursor else None,
                 limit=limit + 1,
+                newest_first=order == "desc",
             ),
         )
         page = rows[:limit]
@@ -333,6 +355,7 @@ class KeyController(Controller):
 
 def route_handlers() -> list[Any]:
     return [
+        me,
         ConversationController,
         RunController,
         PendingController,

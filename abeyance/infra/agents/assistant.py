@@ -83,7 +83,6 @@ def assistant_agent(uow: UnitOfWorkFactory) -> AgentDefinition:
                     workspace=ctx.deps.workspace,
                     conversation_id=None,
                     correlation_id=None,
-                    action=None,
                     since=since,
                     after_id=after_id,
                     limit=ACTIVITY_PAGE,

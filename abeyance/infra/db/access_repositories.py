@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
@@ -47,6 +48,13 @@ class SqlApiKeyRepository:
             await self._session.execute(sa.select(t.api_keys).where(t.api_keys.c.key_hash == key_hash))
         ).first()
         return _key_from_row(row) if row else None
+
+    async def names(self, key_ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, str]:
+        if not key_ids:
+            return {}
+        c = t.api_keys.c
+        rows = await self._session.execute(sa.select(c.id, c.name).where(c.id.in_(list(set(key_ids)))))
+        return {row.id: row.name for row in rows}
 
     async def search(self, *, include_revoked: bool) -> list[ApiKey]:
         c = t.api_keys.c

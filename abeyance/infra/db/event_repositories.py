@@ -9,6 +9,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from abeyance.domain.events import PENDING_EVENT_TYPES
 from abeyance.domain.records import OutboxItem, StoredEvent, Webhook
 from abeyance.infra.db import tables as t
 
@@ -17,6 +18,7 @@ PENDING = "pending"
 DEAD = "dead"
 DISCARDED = "discarded"
 NOTIFY_CHANNEL = "abeyance_events"
+PENDING_CHANNEL = "abeyance_pending"
 
 
 def _advisory_key(conversation_id: uuid.UUID) -> int:
@@ -41,17 +43,20 @@ class SqlEventRepository:
     On PostgreSQL a transaction-scoped advisory lock per conversation is taken before the
     insert, so ids of one conversation become visible in increasing order: a reader polling
     `id > last_seen` cannot skip an event whose transaction committed late. (SQLite serializes
-    every writer already.) `published` remembers the conversations touched, for wake-ups after
-    commit: in this process through the unit of work, in others through `NOTIFY`.
+    every writer already.) `published` remembers the conversations touched and
+    `pending_workspaces` the workspaces whose pending calls were created or resolved, for
+    wake-ups after commit: in this process through the unit of work, in others through `NOTIFY`.
     """
 
     def __init__(self, session: AsyncSession) -> None:
         self._session = session
         self.published: set[uuid.UUID] = set()
+        self.pending_workspaces: set[str] = set()
 
     async def append(
         self, conversation_id: uuid.UUID, workspace: str, event_type: str, data: dict[str, Any], now: datetime
     ) -> StoredEvent:
+        pending = event_type in PENDING_EVENT_TYPES
         if self._session.get_bind().dialect.name == "postgresql":
             await self._session.execute(
                 sa.select(sa.func.pg_advisory_xact_lock(_advisory_key(conversation_id)))
@@ -61,6 +66,8 @@ class SqlEventRepository:
                 await self._session.execute(
                     sa.select(sa.func.pg_notify(NOTIFY_CHANNEL, str(conversation_id)))
                 )
+            if pending and workspace not in self.pending_workspaces:
+                await self._session.execute(sa.select(sa.func.pg_notify(PENDING_CHANNEL, workspace)))
         event_id = await self._session.scalar(
             t.events.insert()
             .values(
@@ -74,6 +81,8 @@ class SqlEventRepository:
         )
         assert event_id is not None
         self.published.add(conversation_id)
+        if pending:
+            self.pending_workspaces.add(workspace)
         return StoredEvent(
             id=int(event_id),
             conversation_id=conversation_id,
@@ -92,6 +101,24 @@ class SqlEventRepository:
             .limit(limit)
         )
         return [_event_from_row(row) for row in rows]
+
+    async def pending_after(self, workspace: str | None, after_id: int, limit: int) -> list[StoredEvent]:
+        c = t.events.c
+        query = sa.select(t.events).where(c.type.in_(PENDING_EVENT_TYPES), c.id > after_id)
+        if workspace is not None:
+            query = query.where(c.workspace == workspace)
+        rows = await self._session.execute(query.order_by(c.id).limit(limit))
+        return [_event_from_row(row) for row in rows]
+
+    async def last_pending_id(self, workspace: str | None, created_before: datetime | None) -> int:
+        c = t.events.c
+        query = sa.select(c.id).where(c.type.in_(PENDING_EVENT_TYPES))
+        if workspace is not None:
+            query = query.where(c.workspace == workspace)
+        if created_before is not None:
+            query = query.where(c.created_at < created_before)
+        found = await self._session.scalar(query.order_by(c.id.desc()).limit(1))
+        return int(found) if found is not None else 0
 
 
 def _webhook_from_row(row: Any) -> Webhook:

@@ -18,7 +18,7 @@ import asyncpg
 import structlog
 from sqlalchemy.engine import make_url
 
-from abeyance.infra.db.event_repositories import NOTIFY_CHANNEL
+from abeyance.infra.db.event_repositories import NOTIFY_CHANNEL, PENDING_CHANNEL
 
 log = structlog.get_logger("abeyance.events")
 
@@ -29,13 +29,20 @@ def asyncpg_dsn(database_url: str) -> str:
 
 
 class PgEventListener:
-    """Listens on `abeyance_events` and calls `on_events({conversation_id})` for each notification."""
+    """Listens on `abeyance_events` and calls `on_events({conversation_id})` for each notification,
+    and on `abeyance_pending` (sent when pending calls are created or resolved) `on_pending({workspace})`."""
 
     def __init__(
-        self, database_url: str, on_events: Callable[[Set[uuid.UUID]], None], *, retry_seconds: float = 2.0
+        self,
+        database_url: str,
+        on_events: Callable[[Set[uuid.UUID]], None],
+        *,
+        on_pending: Callable[[Set[str]], None] | None = None,
+        retry_seconds: float = 2.0,
     ) -> None:
         self._dsn = asyncpg_dsn(database_url)
         self._on_events = on_events
+        self._on_pending = on_pending
         self._retry = retry_seconds
         self._task: asyncio.Task[None] | None = None
         self.listening = asyncio.Event()
@@ -66,6 +73,8 @@ class PgEventListener:
         try:
             connection.add_termination_listener(lambda _connection: lost.set())
             await connection.add_listener(NOTIFY_CHANNEL, self._notified)
+            if self._on_pending is not None:
+                await connection.add_listener(PENDING_CHANNEL, self._pending_notified)
             self.listening.set()
             await lost.wait()
         finally:
@@ -78,3 +87,7 @@ class PgEventListener:
         except ValueError:
             return
         self._on_events({conversation_id})
+
+    def _pending_notified(self, _connection: Any, _pid: int, _channel: str, payload: str) -> None:
+        if self._on_pending is not None and payload:
+            self._on_pending({payload})

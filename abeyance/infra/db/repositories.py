@@ -613,10 +613,11 @@ class SqlAuditRepository(_Repository):
         workspace: str | None,
         conversation_id: uuid.UUID | None,
         correlation_id: uuid.UUID | None,
-        action: str | None,
+        actions: Sequence[str] = (),
         since: datetime | None,
         after_id: int | None,
         limit: int,
+        newest_first: bool = False,
     ) -> list[AuditEntry]:
         c = t.audit_log.c
         query = sa.select(t.audit_log)
@@ -624,15 +625,17 @@ class SqlAuditRepository(_Repository):
             (c.workspace, workspace),
             (c.conversation_id, conversation_id),
             (c.correlation_id, correlation_id),
-            (c.action, action),
         ):
             if value is not None:
                 query = query.where(column == value)
+        if actions:
+            query = query.where(c.action.in_(list(actions)))
         if since is not None:
             query = query.where(c.at >= since)
         if after_id is not None:
-            query = query.where(c.id > after_id)
-        rows = await self._session.execute(query.order_by(c.id).limit(limit))
+            query = query.where(c.id < after_id if newest_first else c.id > after_id)
+        order = c.id.desc() if newest_first else c.id
+        rows = await self._session.execute(query.order_by(order).limit(limit))
         return [AuditEntry(**row._mapping) for row in rows]
 
 

@@ -226,6 +226,8 @@ authorizations = sa.Table(
     sa.Column("revoked_at", UtcDateTime, nullable=True),
 )
 
+PENDING_EVENTS = sa.text("type IN ('pending.created', 'pending.resolved')")
+
 events = sa.Table(
     "events",
     metadata,
@@ -236,6 +238,15 @@ events = sa.Table(
     sa.Column("data", JSON, nullable=False),
     sa.Column("created_at", UtcDateTime, nullable=False),
     sa.Index("ix_events_conversation_id_id", "conversation_id", "id"),
+    # The workspace-wide stream of pending calls reads only these rows.
+    sa.Index("ix_events_pending_id", "id", postgresql_where=PENDING_EVENTS, sqlite_where=PENDING_EVENTS),
+    sa.Index(
+        "ix_events_pending_workspace_id",
+        "workspace",
+        "id",
+        postgresql_where=PENDING_EVENTS,
+        sqlite_where=PENDING_EVENTS,
+    ),
 )
 
 webhooks = sa.Table(

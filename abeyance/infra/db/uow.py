@@ -23,14 +23,20 @@ from abeyance.infra.db.repositories import (
 
 EventsListener = Callable[[Set[uuid.UUID]], None]
 """Told, after a commit, which conversations got new events (in-process wake-ups)."""
+PendingListener = Callable[[Set[str]], None]
+"""Told, after a commit, which workspaces had pending calls created or resolved."""
 
 
 class SqlUnitOfWork:
     def __init__(
-        self, sessions: async_sessionmaker[AsyncSession], on_events: EventsListener | None = None
+        self,
+        sessions: async_sessionmaker[AsyncSession],
+        on_events: EventsListener | None = None,
+        on_pending: PendingListener | None = None,
     ) -> None:
         self._sessions = sessions
         self._on_events = on_events
+        self._on_pending = on_pending
         self._committed = False
 
     async def __aenter__(self) -> Self:
@@ -65,13 +71,24 @@ class SqlUnitOfWork:
             if self._on_events is not None:
                 self._on_events(frozenset(self.events.published))
             self.events.published.clear()
+        if self.events.pending_workspaces:
+            if self._on_pending is not None:
+                self._on_pending(frozenset(self.events.pending_workspaces))
+            self.events.pending_workspaces.clear()
 
 
 class SqlUnitOfWorkFactory:
-    def __init__(self, engine: AsyncEngine, *, on_events: EventsListener | None = None) -> None:
+    def __init__(
+        self,
+        engine: AsyncEngine,
+        *,
+        on_events: EventsListener | None = None,
+        on_pending: PendingListener | None = None,
+    ) -> None:
         self.engine = engine
         self.on_events = on_events
+        self.on_pending = on_pending
         self._sessions = async_sessionmaker(engine, expire_on_commit=False)
 
     def __call__(self) -> SqlUnitOfWork:
-        return SqlUnitOfWork(self._sessions, self.on_events)
+        return SqlUnitOfWork(self._sessions, self.on_events, self.on_pending)
