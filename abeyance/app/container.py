@@ -159,6 +159,8 @@ def build_container(
         telemetry=telemetry,
         policy=policy or StoredPreApprovalPolicy(uow),
         delta_interval=settings.events_delta_interval_seconds,
+        history_cache_messages=settings.history_cache_messages,
+        history_turns=settings.history_turns,
     )
     deliverer = WebhookDeliverer(
         uow,

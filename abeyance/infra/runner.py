@@ -14,7 +14,6 @@ from typing import Any
 
 import structlog
 from opentelemetry.trace import Span, Status, StatusCode
-from pydantic import TypeAdapter
 from pydantic_ai import Agent
 from pydantic_ai.capabilities import AbstractCapability, NativeTool
 from pydantic_ai.exceptions import ToolFailed, UsageLimitExceeded
@@ -42,7 +41,7 @@ from pydantic_core import to_jsonable_python
 from abeyance.domain.errors import ToolPolicyError, ok_result
 from abeyance.domain.events import EventType, pending_created_data, publish, run_status_data
 from abeyance.domain.ports import UnitOfWork, UnitOfWorkFactory
-from abeyance.domain.records import AuditEntry, PendingCall, Run, RunError, StoredMessage, Usage
+from abeyance.domain.records import AuditEntry, PendingCall, Run, RunError, Usage
 from abeyance.domain.sanitize import args_hash, sanitize
 from abeyance.domain.services import Clock
 from abeyance.domain.states import PendingStatus, RunStatus
@@ -58,11 +57,11 @@ from abeyance.infra.agents.observed import (
     failure_message,
 )
 from abeyance.infra.faults import crash_point
+from abeyance.infra.history import MessageLogCache, encode
 from abeyance.infra.notifier import LocalRunNotifier
 from abeyance.infra.telemetry import Telemetry, context_from, current_trace_context
 
 log = structlog.get_logger("abeyance.runner")
-MESSAGE = TypeAdapter(ModelMessage)
 ACTOR = "system:worker"
 
 
@@ -103,14 +102,6 @@ def supported_provider_tools(definition: AgentDefinition, model: Model) -> list[
                 model=model.model_name,
             )
     return kept
-
-
-def encode(message: ModelMessage) -> str:
-    return MESSAGE.dump_json(message).decode()
-
-
-def decode(stored: Sequence[StoredMessage]) -> list[ModelMessage]:
-    return [MESSAGE.validate_json(m.body) for m in stored]
 
 
 def unanswered_tool_calls(history: Sequence[ModelMessage]) -> tuple[int | None, list[ToolCallPart]]:
@@ -224,11 +215,15 @@ class AgentRunner:
         policy: PreApprovalPolicy | None = None,
         telemetry: Telemetry | None = None,
         delta_interval: float = 0.1,
+        history_cache_messages: int = 50_000,
+        history_turns: int = 0,
     ) -> None:
         self._uow = uow
         self._telemetry = telemetry or Telemetry.disabled()
         self._metrics = self._telemetry.metrics
         self._delta_interval = delta_interval
+        self._logs = MessageLogCache(history_cache_messages)
+        self._history_turns = history_turns
         self._definitions = dict(definitions)
         self._agents = {name: build_agent(d, model, self._telemetry) for name, d in definitions.items()}
         self._notifier = notifier
@@ -291,13 +286,18 @@ class AgentRunner:
 
     async def _run_segment(self, run: Run, owner: str, span: Span, stopping: asyncio.Event) -> RunStatus:
         async with self._uow() as uow:
-            stored = await uow.messages.read(run.conversation_id)
-            history = decode(stored)
+            stored = await self._logs.read(uow.messages, run.conversation_id)
+            # The current turn and up to `history_turns` earlier ones; the current turn's prompt is
+            # already in the log once the run has started.
+            started = run.id in stored.run_ids
+            shown = stored.window(
+                self._history_turns + 1 if started and self._history_turns else self._history_turns
+            )
+            history = shown.history()
             last_response, tail = unanswered_tool_calls(history)
             rows = await uow.pending.by_tool_call_ids(run.conversation_id, [p.tool_call_id for p in tail])
-            producer_id = stored[last_response].run_id if tail and last_response is not None else None
+            producer_id = shown.run_ids[last_response] if tail and last_response is not None else None
             producer = await uow.runs.get(producer_id) if producer_id and producer_id != run.id else None
-        started = any(m.run_id == run.id for m in stored)
         if started and history and isinstance(history[-1], ModelResponse) and not tail:
             # A crash after the final answer was stored but before the run was marked done.
             text = "".join(p.content for p in history[-1].parts if isinstance(p, TextPart))

@@ -15,6 +15,7 @@ Streamed, text comes word by word and tool calls as deltas, like a provider's st
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from collections.abc import AsyncIterator
@@ -118,6 +119,13 @@ def _results_since_last_call(messages: list[ModelMessage]) -> list[Any]:
     return results
 
 
+def _call_id_prefix(prompt: ModelMessage | None, position: int) -> str:
+    """Tool call ids unique within a conversation however much of its history the model is shown:
+    the prompt's message (its timestamp and run) tells the turns apart, `position` the steps."""
+    seed = f"{prompt.timestamp}|{prompt.run_id}" if prompt is not None else ""
+    return f"call_{hashlib.sha256(seed.encode()).hexdigest()[:8]}_{position}"
+
+
 def scripted_turn(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
     prompt_index, prompt = _last_prompt(messages)
     turn = sum(1 for m in messages[prompt_index + 1 :] if isinstance(m, ModelResponse))
@@ -128,7 +136,9 @@ def scripted_turn(messages: list[ModelMessage], info: AgentInfo) -> ModelRespons
             if isinstance(step, str):
                 return ModelResponse(parts=[TextPart(step)])
             provider_tools = {t.unique_id for t in info.model_request_parameters.native_tools}
-            return ModelResponse(parts=_tool_calls(step, f"call_{len(messages)}", provider_tools))
+            prompt_message = messages[prompt_index] if prompt_index >= 0 else None
+            prefix = _call_id_prefix(prompt_message, len(messages))
+            return ModelResponse(parts=_tool_calls(step, prefix, provider_tools))
     except ValueError as exc:
         return ModelResponse(parts=[TextPart(f"SCRIPT ERROR: {exc}")])
     results = _results_since_last_call(messages)
