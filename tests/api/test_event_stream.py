@@ -6,7 +6,7 @@ from typing import Any
 
 from abeyance.app.container import build_container
 from tests.api.conftest import LiveFactory
-from tests.api.helpers import create_conversation, get_run, post_message, resolve
+from tests.api.http_calls import create_conversation, get_run, post_message, resolve
 from tests.api.live import EventStream, SseMessage, is_event
 from tests.conftest import call, script
 

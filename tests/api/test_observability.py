@@ -34,7 +34,7 @@ from abeyance.app.logging import add_trace_id
 from abeyance.app.main import create_app
 from abeyance.infra.agents.declarations import AgentDefinition
 from abeyance.infra.telemetry import TelemetryConfig, build_telemetry
-from tests.api.helpers import create_conversation, get_run, post_message, resolve, tool_calls
+from tests.api.http_calls import create_conversation, get_run, post_message, resolve, tool_calls
 from tests.conftest import admin_headers, call, make_settings, script
 from tests.probe_agent import OUTCOMES, SECRET_DETAIL, probe_agent
 

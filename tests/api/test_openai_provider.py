@@ -14,7 +14,7 @@ from litestar.testing import AsyncTestClient
 from pydantic_ai import models
 
 from abeyance.app.main import create_app
-from tests.api.helpers import create_conversation, get_run, post_message, resolve, tool_calls
+from tests.api.http_calls import create_conversation, get_run, post_message, resolve, tool_calls
 from tests.conftest import admin_headers, make_settings
 
 

@@ -18,7 +18,7 @@ from schemathesis import GenerationMode
 from schemathesis.python import asgi
 
 from abeyance.app.main import create_app
-from tests.api.helpers import create_conversation, post_message
+from tests.api.http_calls import create_conversation, post_message
 from tests.conftest import KeyMaker, bearer, call, make_settings, script
 
 EXAMPLES = 20

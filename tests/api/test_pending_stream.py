@@ -9,7 +9,7 @@ import httpx
 
 from abeyance.app.container import build_container
 from tests.api.conftest import LiveFactory
-from tests.api.helpers import create_conversation, post_message
+from tests.api.http_calls import create_conversation, post_message
 from tests.api.live import EventStream, SseMessage, is_event
 from tests.conftest import KeyMaker, bearer, call, script
 

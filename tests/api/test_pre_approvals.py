@@ -16,7 +16,7 @@ from abeyance.domain.services import utcnow
 from abeyance.infra.agents.policy import StoredPreApprovalPolicy
 from abeyance.infra.db.engine import create_engine
 from abeyance.infra.db.uow import SqlUnitOfWorkFactory
-from tests.api.helpers import create_conversation, post_message, tool_calls
+from tests.api.http_calls import create_conversation, post_message, tool_calls
 from tests.conftest import KeyMaker, bearer, call, make_settings, script
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from tests.api.conftest import LiveFactory
-from tests.api.helpers import conversation, create_conversation, get_run, post_message, tool_calls
+from tests.api.http_calls import conversation, create_conversation, get_run, post_message, tool_calls
 from tests.api.live import EventStream, is_event
 from tests.conftest import call, script
 

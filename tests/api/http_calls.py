@@ -1,4 +1,4 @@
-"""Small HTTP helpers shared by the API tests."""
+"""Calls to the v1 HTTP API (create, post, resolve, read) shared by the API tests."""
 
 from __future__ import annotations
 
