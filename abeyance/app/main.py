@@ -14,7 +14,8 @@ from litestar.exceptions import HTTPException, SerializationException
 from litestar.openapi import OpenAPIConfig
 from litestar.openapi.plugins import SwaggerRenderPlugin
 from litestar.openapi.spec import Components, SecurityScheme
-from sqlalchemy.exc import DBAPIError, OperationalError
+from sqlalchemy.exc import DBAPIError
+from sqlalchemy.exc import TimeoutError as PoolTimeout
 
 from abeyance.app import problems
 from abeyance.app.auth import SECURITY_SCHEME, provide_principal, v1_middleware
@@ -22,6 +23,7 @@ from abeyance.app.container import Container, build_container, telemetry_config
 from abeyance.app.observability import bind_path_ids, http_telemetry, metrics
 from abeyance.app.routes.inbox import inbox_router
 from abeyance.app.routes.v1 import route_handlers
+from abeyance.app.schemas import refuse_nul_characters
 from abeyance.app.settings import Settings
 from abeyance.domain.errors import ServiceError
 from abeyance.infra.db.engine import is_sqlite
@@ -34,9 +36,10 @@ class ApiRequest(Request[Any, Any, Any]):
 
     async def json(self) -> Any:
         try:
-            return await super().json()
+            value = await super().json()
         except RecursionError:
             raise SerializationException("JSON is nested too deeply") from None
+        return refuse_nul_characters(value)
 
 
 def provide_container(state: State) -> Container:
@@ -56,11 +59,6 @@ async def readyz(container: NamedDependency[Container]) -> dict[str, str]:
     async with container.uow() as uow:
         await uow.session.execute(sa.text("SELECT 1"))
     return {"status": "ready"}
-
-
-def database_unavailable(request: Any, exc: Exception) -> Any:
-    problems.log.warning("database.unavailable", error=str(exc)[:200], path=request.url.path)
-    return problems.problem(503, "database_unavailable", "the database is not reachable; try again shortly")
 
 
 def create_app(
@@ -108,9 +106,9 @@ def create_app(
         exception_handlers={
             ServiceError: problems.service_error_handler,
             HTTPException: problems.http_error_handler,
-            OperationalError: database_unavailable,
-            DBAPIError: database_unavailable,
-            OSError: database_unavailable,
+            DBAPIError: problems.database_error_handler,
+            PoolTimeout: problems.database_error_handler,
+            OSError: problems.database_error_handler,
             Exception: problems.internal_error_handler,
         },
         openapi_config=OpenAPIConfig(

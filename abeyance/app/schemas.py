@@ -6,7 +6,7 @@ import base64
 import dataclasses
 import json
 import uuid
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field
@@ -53,8 +53,53 @@ def bounded_depth(value: Any) -> Any:
     return value
 
 
+MAX_NUL_ERRORS = 20
+NUL = "\x00"
+
+
+def refuse_nul_characters(value: Any) -> Any:
+    """Refuse a NUL character in any string of a JSON body, keys included.
+
+    No field has a use for one, and PostgreSQL cannot store it in `text` or `jsonb`: refused here,
+    once, it is a 422 with the offending fields instead of a database error on some later write.
+    """
+    errors: list[dict[str, Any]] = []
+    stack: list[tuple[Any, list[str]]] = [(value, [])]
+    while stack and len(errors) < MAX_NUL_ERRORS:
+        item, path = stack.pop()
+        if isinstance(item, str):
+            if NUL in item:
+                errors.append({"loc": path or ["body"], "msg": "must not contain a NUL character"})
+        elif isinstance(item, dict):
+            for key, child in reversed(list(item.items())):
+                name = str(key)
+                if NUL in name:
+                    loc = [*path, name.replace(NUL, "\\u0000")]
+                    errors.append({"loc": loc, "msg": "a key must not contain a NUL character"})
+                stack.append((child, [*path, name]))
+        elif isinstance(item, list):
+            stack.extend((child, [*path, str(i)]) for i, child in reversed(list(enumerate(item))))
+    if errors:
+        raise ValidationFailed("the request is not valid", extra={"errors": errors})
+    return value
+
+
+# Event and audit ids are `Integer` columns, 32-bit on PostgreSQL: a larger id cannot exist, and
+# binding one fails in the database (after a stream has started, too late for a 422).
+MAX_ROW_ID = 2**31 - 1
+
+
+def as_utc(value: datetime) -> datetime:
+    """An aware time in UTC; a time that has no UTC equivalent (year 1 at +14:00) is a ValueError."""
+    try:
+        return value.astimezone(UTC)
+    except OverflowError as exc:
+        raise ValueError("the time is out of range") from exc
+
+
 JsonValue = Annotated[Any, AfterValidator(bounded_depth)]
 JsonObject = Annotated[dict[str, Any], AfterValidator(bounded_depth)]
+UtcDatetime = Annotated[AwareDatetime, AfterValidator(as_utc)]
 
 
 class Strict(BaseModel):
@@ -79,7 +124,7 @@ class CreateAuthorization(Strict):
     args_match: JsonObject | None = Field(
         default=None, description="Pre-approve only calls whose arguments equal these values"
     )
-    expires_at: AwareDatetime | None = None
+    expires_at: UtcDatetime | None = None
     workspace: WorkspaceName | None = Field(default=None, description="Admins only; defaults to the key's")
 
 
@@ -131,6 +176,11 @@ class ConversationOut(BaseModel):
     active_run_id: uuid.UUID | None
     created_at: datetime
     updated_at: datetime
+    created_by: str | None = Field(
+        description="The id of the API key that created it (`GET /v1/me` tells a key its own): "
+        "a user key answers the elicitation and client-execution calls of its own conversations "
+        "only. Null for conversations created before owners were recorded."
+    )
 
 
 class PendingCallOut(BaseModel):
@@ -255,6 +305,7 @@ def conversation_out(c: Conversation) -> ConversationOut:
         active_run_id=c.active_run_id,
         created_at=c.created_at,
         updated_at=c.updated_at,
+        created_by=c.created_by,
     )
 
 
@@ -406,7 +457,7 @@ def decode_cursor(cursor: str) -> tuple[datetime, uuid.UUID]:
         at = datetime.fromisoformat(created)
         if at.tzinfo is None:
             raise ValueError("naive time")
-        return at, uuid.UUID(cid)
+        return as_utc(at), uuid.UUID(cid)
     except (ValueError, UnicodeDecodeError) as exc:
         raise ValidationFailed(
             "cursor is not valid", extra={"errors": [{"loc": ["query", "cursor"], "msg": "invalid cursor"}]}
@@ -422,7 +473,10 @@ def decode_audit_cursor(cursor: str) -> int:
         prefix, value = base64.urlsafe_b64decode(cursor.encode()).decode().split("|")
         if prefix != "audit":
             raise ValueError(prefix)
-        return int(value)
+        after_id = int(value)
+        if not 0 <= after_id <= MAX_ROW_ID:
+            raise ValueError("out of range")
+        return after_id
     except (ValueError, UnicodeDecodeError) as exc:
         raise ValidationFailed(
             "cursor is not valid", extra={"errors": [{"loc": ["query", "cursor"], "msg": "invalid cursor"}]}

@@ -27,6 +27,7 @@ MAX_STRING = 200
 MAX_KEY = 100
 MAX_ITEMS = 20
 MAX_DEPTH = 4
+MAX_REDACT_DEPTH = 8
 MAX_TOTAL = 4000
 ELLIPSIS = "…"
 
@@ -182,7 +183,8 @@ def _sanitize(value: Any, depth: int, budget: list[int]) -> Any:
 
 
 def redact(value: Any, key: str = "") -> Any:
-    """For log fields: the value masked like a summary's, but strings are not shortened."""
+    """For log fields: the value masked like a summary's, but strings are not shortened and containers
+    are cut only below `MAX_REDACT_DEPTH` levels (the rest becomes `…`, never shown unmasked)."""
     if key and is_secret_key(key):
         return MASK
     return _redact(value, 0)
@@ -191,13 +193,18 @@ def redact(value: Any, key: str = "") -> Any:
 def _redact(value: Any, depth: int) -> Any:
     if isinstance(value, str):
         return mask_text(value)
-    if depth >= MAX_DEPTH:
+    if not isinstance(value, dict | list | tuple | set | frozenset):
         return value
+    if depth >= MAX_REDACT_DEPTH:
+        # Never the raw remainder: it is not masked.
+        return ELLIPSIS
     if isinstance(value, dict):
-        return {k: MASK if is_secret_key(str(k)) else _redact(v, depth + 1) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_redact(v, depth + 1) for v in value]
-    return value
+        out: dict[Any, Any] = {}
+        for key, item in value.items():
+            masked_key = mask_text(key) if isinstance(key, str) else key
+            out[masked_key] = MASK if is_secret_key(str(key)) else _redact(item, depth + 1)
+        return out
+    return [_redact(v, depth + 1) for v in value]
 
 
 def canonical_json(value: Any) -> str:

@@ -66,18 +66,35 @@ def is_private_host(host: str) -> bool:
 
 
 def check_url(url: str, *, allow_private_hosts: bool) -> str:
-    """A webhook URL must be http(s), carry no credentials, and (by default) name a public host."""
-    parts = urlsplit(url)
-    problem = None
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        problem = "must be an absolute http or https URL"
-    elif parts.username or parts.password:
-        problem = "must not carry credentials"
-    elif not allow_private_hosts and is_private_host(parts.hostname):
-        problem = "must not point at a loopback or private address"
+    """A webhook URL must be http(s), parse, carry no credentials, have a port in 1-65535, and (by
+    default) name a public host."""
+    problem = _url_problem(url, allow_private_hosts=allow_private_hosts)
     if problem is not None:
         raise ValidationFailed(f"webhook url {problem}", extra={"errors": [{"loc": ["url"], "msg": problem}]})
     return url
+
+
+def _url_problem(url: str, *, allow_private_hosts: bool) -> str | None:
+    try:
+        parts = urlsplit(url)
+        hostname = parts.hostname
+    except ValueError:
+        return "is not a valid URL"
+    if parts.scheme not in ("http", "https") or not hostname:
+        return "must be an absolute http or https URL"
+    if any(ch.isspace() or not ch.isprintable() for ch in url):
+        return "must not contain spaces or control characters"
+    try:
+        port = parts.port
+    except ValueError:
+        port = 0
+    if port == 0:
+        return "must have a port between 1 and 65535"
+    if parts.username or parts.password:
+        return "must not carry credentials"
+    if not allow_private_hosts and is_private_host(hostname):
+        return "must not point at a loopback or private address"
+    return None
 
 
 def check_events(events: Sequence[str]) -> tuple[str, ...]:

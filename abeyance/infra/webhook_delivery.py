@@ -41,6 +41,14 @@ class DeliveryPolicy:
         return timedelta(seconds=seconds * random.uniform(0.8, 1.2))
 
 
+def host_of(url: str) -> str:
+    """The URL's host for messages and cluster titles; the URL itself when it does not parse."""
+    try:
+        return urlsplit(url).hostname or url
+    except ValueError:
+        return url
+
+
 class DeliveryRefused(Exception):
     """The URL may not be contacted (a private address while those are not allowed)."""
 
@@ -83,7 +91,15 @@ class WebhookDeliverer:
             items = await uow.outbox.claim_due(WEBHOOK_TOPIC_PREFIX, now, lease_until, self._batch)
             await uow.commit()
         if items:
-            await asyncio.gather(*(self._deliver(http, item) for item in items))
+            outcomes = await asyncio.gather(
+                *(self._deliver(http, item) for item in items), return_exceptions=True
+            )
+            for item, outcome in zip(items, outcomes, strict=True):
+                if isinstance(outcome, Exception):
+                    # Its lease runs out and the row is claimed again; the others were not held up.
+                    log.error("webhook.delivery_error", outbox_id=item.id, exc_info=outcome)
+                elif isinstance(outcome, BaseException):
+                    raise outcome
         return len(items)
 
     async def _deliver(self, http: httpx.AsyncClient, item: OutboxItem) -> None:
@@ -101,7 +117,7 @@ class WebhookDeliverer:
             if error is None:
                 await uow.outbox.mark_delivered(item.id, now)
             elif item.attempts >= self._policy.max_attempts:
-                host = urlsplit(webhook.url).hostname or webhook.url
+                host = host_of(webhook.url)
                 cluster = (f"clu_webhook_{webhook.id.hex[:12]}", f"Webhook deliveries to {host} failing")
                 letter = await uow.outbox.mark_dead(item, error, cluster, now)
                 log.warning("webhook.dead_lettered", outbox_id=item.id, dead_letter=letter, error=error)
@@ -149,11 +165,19 @@ class WebhookDeliverer:
             )
         except DeliveryRefused as exc:
             return f"refused: {exc}"
+        except (ValueError, httpx.InvalidURL) as exc:
+            # A URL stored before it was checked as it is now, or one httpx reads differently.
+            return f"invalid url: {exc}"[:500]
         except httpx.HTTPError as exc:
+            return f"{type(exc).__name__}: {exc}"[:500]
+        except Exception as exc:
+            # Whatever else the attempt raised (the transport reports a port out of range as an
+            # ExceptionGroup), it failed: counted, retried with backoff, dead-lettered in the end.
+            log.warning("webhook.attempt_error", outbox_id=item.id, exc_info=exc)
             return f"{type(exc).__name__}: {exc}"[:500]
         if 200 <= response.status_code < 300:
             return None
-        return f"HTTP {response.status_code} from {urlsplit(webhook.url).hostname}"
+        return f"HTTP {response.status_code} from {host_of(webhook.url)}"
 
     async def _check_destination(self, url: str) -> None:
         """Refuse private addresses unless allowed, also when a public-looking name resolves to one."""

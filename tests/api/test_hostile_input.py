@@ -2,15 +2,21 @@
 
 from __future__ import annotations
 
+import base64
+import secrets
 import uuid
 from typing import Any
 
+import sqlalchemy as sa
 import structlog
 from litestar.testing import AsyncTestClient
 from structlog.testing import capture_logs
 
 from abeyance.app.main import create_app
-from tests.api.helpers import create_conversation, post_message, resolve
+from abeyance.infra.db.engine import create_engine, is_sqlite
+from tests.api.conftest import LiveFactory
+from tests.api.http_calls import create_conversation, post_message, resolve
+from tests.api.live import EventStream
 from tests.conftest import KeyMaker, bearer, call, make_settings, script
 
 PROBLEM = "application/problem+json"
@@ -226,3 +232,194 @@ async def test_users_see_summaries_never_the_full_arguments(
     assert "4111" not in busy.text
     assert problem["pending"][0]["correlation_id"] == correlation_id
     assert "args" not in problem["pending"][0]
+
+
+async def test_nul_characters_anywhere_in_a_body_are_422_with_field_errors(
+    client: AsyncTestClient[Any],
+) -> None:
+    """PostgreSQL cannot store a NUL character; it is refused up front on both databases."""
+    cid = await create_conversation(client)
+    message = await client.post(f"/v1/conversations/{cid}/messages", json={"content": "hi\u0000"})
+    assert assert_problem(message, 422, "validation_failed")["errors"] == [
+        {"loc": ["content"], "msg": "must not contain a NUL character"}
+    ]
+    conversation = (await client.get(f"/v1/conversations/{cid}")).json()
+    assert conversation["messages"] == []
+    assert conversation["active_run_id"] is None
+
+    bodies: list[tuple[str, dict[str, Any], list[list[str]]]] = [
+        (
+            "/v1/authorizations",
+            {"tool_name": "replay_dlq_event", "reason": "ok", "args_match": {"event_id": "evt\u0000"}},
+            [["args_match", "event_id"]],
+        ),
+        (
+            "/v1/authorizations",
+            {"tool_name": "replay_dlq_event", "reason": "ok", "args_match": {"event\u0000id": "x"}},
+            [["args_match", "event\\u0000id"]],
+        ),
+        (
+            "/v1/webhooks",
+            {"url": "https://hooks.example.com/\u0000", "events": ["run.completed", "run\u0000"]},
+            [["url"], ["events", "1"]],
+        ),
+        ("/v1/conversations", {"agent": "ops\u0000"}, [["agent"]]),
+    ]
+    for path, body, locs in bodies:
+        problem = assert_problem(await client.post(path, json=body), 422, "validation_failed")
+        assert [e["loc"] for e in problem["errors"]] == locs, (path, problem)
+    assert (await client.get("/v1/authorizations")).json() == []
+    assert (await client.get("/v1/webhooks")).json() == []
+
+    pending = await suspended_replay(client)
+    resolutions: list[tuple[dict[str, Any], list[str]]] = [
+        ({"decision": "deny", "reason": "no\u0000"}, ["reason"]),
+        ({"decision": "approve", "args": {"event_id": "evt_1002", "reason": "\u0000"}}, ["args", "reason"]),
+        ({"decision": "answer", "result": {"rows": [1, "\u0000"]}}, ["result", "rows", "1"]),
+    ]
+    for body, loc in resolutions:
+        problem = assert_problem(
+            await resolve(client, pending["correlation_id"], **body), 422, "validation_failed"
+        )
+        assert [e["loc"] for e in problem["errors"]] == [loc], (body, problem)
+    assert (await client.get(f"/v1/pending/{pending['correlation_id']}")).json()["status"] == "awaiting"
+
+    for path, params in (("/v1/pending", {"tool_name": "x\u0000"}), ("/v1/audit", {"action": "x\u0000"})):
+        problem = assert_problem(await client.get(path, params=params), 422, "validation_failed")
+        assert problem["errors"][0]["loc"] == ["query", next(iter(params))], problem
+
+
+REFUSING_TRIGGER_PG = """
+CREATE FUNCTION test_refuse_conversations() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN RAISE EXCEPTION 'refused by the test' USING ERRCODE = TG_ARGV[0]; END $$
+"""
+
+# SQLSTATE raised while a conversation is inserted -> what the client gets.
+REFUSALS = [
+    ("23505", 409, "conflict"),
+    ("22001", 422, "validation_failed"),
+    ("22021", 422, "validation_failed"),
+    ("42501", 500, "internal_error"),
+    ("57P03", 503, "database_unavailable"),
+]
+
+
+async def test_a_refused_statement_is_not_reported_as_the_database_being_unavailable(
+    client: AsyncTestClient[Any], database_url: str
+) -> None:
+    engine = create_engine(database_url)
+    try:
+        if is_sqlite(database_url):
+            async with engine.begin() as conn:
+                await conn.execute(
+                    sa.text(
+                        "CREATE TRIGGER test_refuse BEFORE INSERT ON conversations "
+                        "BEGIN SELECT RAISE(ABORT, 'refused by the test'); END"
+                    )
+                )
+            refused = await client.post("/v1/conversations", json={"agent": "ops"})
+            assert_problem(refused, 409, "conflict")
+            return
+        async with engine.begin() as conn:
+            await conn.execute(sa.text(REFUSING_TRIGGER_PG))
+        for sqlstate, status, code in REFUSALS:
+            async with engine.begin() as conn:
+                await conn.execute(
+                    sa.text(
+                        "CREATE TRIGGER test_refuse BEFORE INSERT ON conversations FOR EACH ROW "
+                        f"EXECUTE FUNCTION test_refuse_conversations('{sqlstate}')"
+                    )
+                )
+            try:
+                refused = await client.post("/v1/conversations", json={"agent": "ops"})
+                assert_problem(refused, status, code)
+            finally:
+                async with engine.begin() as conn:
+                    await conn.execute(sa.text("DROP TRIGGER test_refuse ON conversations"))
+    finally:
+        async with engine.begin() as conn:
+            if is_sqlite(database_url):
+                await conn.execute(sa.text("DROP TRIGGER IF EXISTS test_refuse"))
+            else:
+                await conn.execute(sa.text("DROP FUNCTION IF EXISTS test_refuse_conversations CASCADE"))
+        await engine.dispose()
+    assert (await client.post("/v1/conversations", json={"agent": "ops"})).status_code == 201
+
+
+def b64(text: str) -> str:
+    return base64.urlsafe_b64encode(text.encode()).decode()
+
+
+OUT_OF_RANGE: list[tuple[str, dict[str, str], str]] = [
+    ("/v1/audit", {"cursor": b64("audit|" + "9" * 30)}, "cursor"),
+    ("/v1/audit", {"cursor": b64(f"audit|{2**31}")}, "cursor"),
+    ("/v1/audit", {"cursor": b64(f"audit|{2**63}")}, "cursor"),
+    ("/v1/audit", {"cursor": b64("audit|-1")}, "cursor"),
+    ("/v1/audit", {"cursor": b64("audit|" + "9" * 5000)}, "cursor"),
+    ("/v1/audit", {"since": "0001-01-01T00:00:00+14:00"}, "since"),
+    ("/v1/audit", {"since": "9999-12-31T23:59:59-14:00"}, "since"),
+    ("/v1/pending", {"cursor": b64(f"0001-01-01T00:00:00+14:00|{uuid.uuid4()}")}, "cursor"),
+    ("/v1/pending", {"cursor": b64(f"9999-12-31T23:59:59-14:00|{uuid.uuid4()}")}, "cursor"),
+]
+
+
+async def test_out_of_range_cursors_and_times_are_422(client: AsyncTestClient[Any]) -> None:
+    for path, params, name in OUT_OF_RANGE:
+        problem = assert_problem(await client.get(path, params=params), 422, "validation_failed")
+        assert problem["errors"][0]["loc"] == ["query", name], (path, params, problem)
+    largest = b64(f"audit|{2**31 - 1}")
+    assert (await client.get("/v1/audit", params={"cursor": largest})).json()["items"] == []
+    for expires_at in ("9999-12-31T23:59:59-14:00", "0001-01-01T00:00:00+14:00"):
+        body = {"tool_name": "replay_dlq_event", "reason": "ok", "expires_at": expires_at}
+        problem = assert_problem(await client.post("/v1/authorizations", json=body), 422, "validation_failed")
+        assert ["expires_at"] in [e["loc"] for e in problem["errors"]], problem
+
+
+async def test_out_of_range_resume_ids_are_422_before_a_stream_starts(live: LiveFactory) -> None:
+    too_big = str(2**31)
+    async with live(events_heartbeat_seconds=0.2) as app:
+        cid = await create_conversation(app.http)  # type: ignore[arg-type]
+        requests: list[tuple[str, dict[str, str], dict[str, str], list[str]]] = [
+            (f"/v1/conversations/{cid}/events", {"Last-Event-ID": too_big}, {}, ["header", "Last-Event-ID"]),
+            (
+                f"/v1/conversations/{cid}/events",
+                {"Last-Event-ID": "9" * 5000},
+                {},
+                ["header", "Last-Event-ID"],
+            ),
+            (f"/v1/conversations/{cid}/events", {}, {"after": too_big}, ["query", "after"]),
+            ("/v1/pending/events", {"Last-Event-ID": too_big}, {}, ["header", "Last-Event-ID"]),
+            ("/v1/pending/events", {}, {"after": too_big}, ["query", "after"]),
+        ]
+        for path, headers, params, loc in requests:
+            async with app.http.stream("GET", path, headers=headers, params=params, timeout=5) as response:
+                assert response.status_code == 422, (path, headers, params)
+                await response.aread()
+                problem = assert_problem(response, 422, "validation_failed")
+                assert problem["errors"][0]["loc"] == loc, (path, headers, params, problem)
+        # The largest id is accepted, and the stream keeps going past its first read.
+        for stream in (
+            EventStream(app.http, cid, last_event_id=2**31 - 1),
+            EventStream(app.http, path="/v1/pending/events", after=2**31 - 1),
+        ):
+            async with stream:
+                assert (await stream.next_message(within=5)).comment == "connected"
+                assert (await stream.next_message(within=5)).comment == "keep-alive"
+
+
+async def test_made_up_keys_are_limited_per_address_before_any_lookup(seeded: str, keys: KeyMaker) -> None:
+    known, unseen = await keys.make("operator"), await keys.make("operator")
+    app = create_app(make_settings(seeded, rate_limit_per_minute=3))
+    async with AsyncTestClient(app=app) as client:
+        assert (await client.get("/v1/pending", headers=bearer(known))).status_code == 200
+        for _ in range(3):
+            guess = bearer("abk_" + secrets.token_urlsafe(32))
+            assert_problem(await client.get("/v1/pending", headers=guess), 401, "unauthenticated")
+        flooded = await client.get("/v1/pending", headers=bearer("abk_" + secrets.token_urlsafe(32)))
+        problem = assert_problem(flooded, 429, "rate_limited")
+        assert 1 <= int(flooded.headers["retry-after"]) <= 60
+        assert problem["retry_after"] == int(flooded.headers["retry-after"])
+        assert_problem(await client.get("/v1/pending"), 429, "rate_limited")
+        # A key that authenticated from here before still gets through; one never seen waits with the flood.
+        assert (await client.get("/v1/pending", headers=bearer(known))).status_code == 200
+        assert_problem(await client.get("/v1/pending", headers=bearer(unseen)), 429, "rate_limited")

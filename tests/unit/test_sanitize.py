@@ -7,8 +7,10 @@ from typing import Any
 
 from abeyance.app.logging import redact_secrets
 from abeyance.domain.sanitize import (
+    ELLIPSIS,
     MASK,
     MAX_KEY,
+    MAX_REDACT_DEPTH,
     MAX_STRING,
     MAX_TOTAL,
     args_hash,
@@ -219,3 +221,20 @@ def test_log_fields_are_redacted_but_not_shortened() -> None:
     assert len(redacted["error"]) > 500
     assert redacted["headers"] == {"authorization": MASK, "accept": "json"}
     assert redact("nothing to hide") == "nothing to hide"
+
+
+def test_log_fields_are_masked_at_every_depth() -> None:
+    nested = {"a": {"b": {"c": {"d": {"password": "hunter2", "note": "mail ana.lopez@example.com"}}}}}
+    assert redact(nested) == {"a": {"b": {"c": {"d": {"password": MASK, "note": "mail [email]"}}}}}
+    listed = [[[[[{"api_key": "sk-secret"}]]]], ("Bearer abcdefgh12345678",), {"password=hunter2"}]
+    assert "secret" not in repr(redact(listed))
+    assert "hunter2" not in repr(redact(listed))
+    assert "abcdefgh12345678" not in repr(redact(listed))
+    assert redact({"ana.lopez@example.com": 1}) == {"[email]": 1}
+
+    deep: Any = {"password": "hunter2", "text": "password=hunter2"}
+    for _ in range(MAX_REDACT_DEPTH + 5):
+        deep = {"level": [deep]}
+    redacted = redact(deep)
+    assert "hunter2" not in repr(redacted)
+    assert ELLIPSIS in repr(redacted)

@@ -19,6 +19,7 @@ from litestar.status_codes import HTTP_201_CREATED, HTTP_204_NO_CONTENT
 
 from abeyance.app.container import Container
 from abeyance.app.schemas import (
+    MAX_ROW_ID,
     CreateWebhook,
     WebhookCreatedOut,
     WebhookOut,
@@ -37,18 +38,22 @@ LastEventId = Annotated[
 ]
 After = Annotated[
     int | None,
-    QueryParameter(ge=0, description="Resume after this event id (for clients that cannot set headers)"),
+    QueryParameter(
+        ge=0, le=MAX_ROW_ID, description="Resume after this event id (for clients that cannot set headers)"
+    ),
 ]
 
 
 def _resume_from(last_event_id: str | None, after: int | None) -> int:
+    """Where a stream resumes, checked before the stream starts: once it has answered 200, a bad value
+    could only end it."""
     if last_event_id is None or not last_event_id.strip():
         return after or 0
     try:
         value = int(last_event_id)
     except ValueError:
         value = -1
-    if value < 0:
+    if not 0 <= value <= MAX_ROW_ID:
         raise ValidationFailed(
             "Last-Event-ID must be an event id",
             extra={"errors": [{"loc": ["header", "Last-Event-ID"], "msg": "not an event id"}]},

@@ -7,6 +7,7 @@ is decided in the domain services, never here.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
@@ -35,6 +36,7 @@ from abeyance.app.schemas import (
     RunOut,
     ToolCallOut,
     api_key_out,
+    as_utc,
     audit_out,
     authorization_out,
     conversation_out,
@@ -58,6 +60,16 @@ from abeyance.domain.tools import PendingKind
 Wait = Annotated[float, QueryParameter(ge=0, le=3600, description="Long-poll up to this many seconds")]
 MAX_AUDIT_ACTIONS = 20
 MAX_ACTION_CHARS = 100
+
+
+def query_error(name: str, message: str, msg: str) -> ValidationFailed:
+    return ValidationFailed(message, extra={"errors": [{"loc": ["query", name], "msg": msg}]})
+
+
+def refuse_nul(name: str, values: Sequence[str | None]) -> None:
+    """A NUL character in a query string is refused like one in a body (PostgreSQL cannot compare it)."""
+    if any("\x00" in value for value in values if value is not None):
+        raise query_error(name, f"{name} must not contain a NUL character", "contains a NUL character")
 
 
 @get("/v1/me", tags=["keys"])
@@ -166,6 +178,7 @@ class PendingController(Controller):
         limit: Annotated[int, QueryParameter(ge=1, le=200)] = 50,
     ) -> PendingPage:
         """Pending calls of the caller's workspace, newest first."""
+        refuse_nul("tool_name", [tool_name])
         items = await container.service.list_pending(
             principal,
             status=status,
@@ -237,17 +250,17 @@ class AuditController(Controller):
         `action` is e.g. `pending.approved` (repeat it to match any of several); `since` an ISO 8601
         timestamp with a time zone. `actor_name` is the name of the API key that acted, if a key did.
         """
-        if since is not None and since.tzinfo is None:
-            raise ValidationFailed(
-                "since needs a time zone",
-                extra={"errors": [{"loc": ["query", "since"], "msg": "naive timestamp"}]},
-            )
+        if since is not None:
+            if since.tzinfo is None:
+                raise query_error("since", "since needs a time zone", "naive timestamp")
+            try:
+                since = as_utc(since)
+            except ValueError as exc:
+                raise query_error("since", "since is out of range", "out of range") from exc
         actions = tuple(action or ())
         if any(not 1 <= len(a) <= MAX_ACTION_CHARS for a in actions):
-            raise ValidationFailed(
-                f"an action is 1-{MAX_ACTION_CHARS} characters",
-                extra={"errors": [{"loc": ["query", "action"], "msg": "invalid action"}]},
-            )
+            raise query_error("action", f"an action is 1-{MAX_ACTION_CHARS} characters", "invalid action")
+        refuse_nul("action", actions)
         rows = await container.service.list_audit(
             principal,
             AuditQuery(
