@@ -184,6 +184,7 @@ def build_container(
         poll_seconds=settings.worker_poll_seconds,
         lease=timedelta(seconds=settings.lease_seconds),
         sweep_seconds=settings.sweep_seconds,
+        max_segment_attempts=settings.max_segment_attempts,
         telemetry=telemetry,
         deliverer=deliverer,
     )

@@ -31,6 +31,8 @@ class Settings(BaseSettings):
     client_exec_timeout_seconds: float = 30
     sweep_seconds: float = 5.0
     shutdown_grace_seconds: float = 10.0
+    max_segment_attempts: int = Field(default=5, ge=1)
+    """Consecutive claims of a run without progress before it fails (`segment_attempts_exhausted`)."""
     max_wait_seconds: float = 60.0
     history_cache_messages: int = Field(default=50_000, ge=0)
     """Decoded messages a worker keeps in memory so a segment reads only the log's new rows; 0: off."""

@@ -26,7 +26,10 @@ class Permission(StrEnum):
     CONVERSE = "converse"
     """Create conversations, post messages, read conversations, runs and pending calls, cancel runs."""
     ANSWER = "answer"
-    """Resolve elicitation and client-execution calls (a person's or the client's answer)."""
+    """Resolve elicitation and client-execution calls (a person's or the client's answer) of the
+    conversations the key created."""
+    ANSWER_ANY = "answer_any"
+    """Answer the elicitation and client-execution calls of any conversation the caller can see."""
     APPROVE = "approve"
     """Resolve approvals (approve, deny, revise) and see the full arguments of pending calls."""
     READ_AUDIT = "read_audit"
@@ -40,6 +43,7 @@ class Permission(StrEnum):
 
 _USER = frozenset({Permission.CONVERSE, Permission.ANSWER})
 _OPERATOR = _USER | {
+    Permission.ANSWER_ANY,
     Permission.APPROVE,
     Permission.READ_AUDIT,
     Permission.MANAGE_AUTHORIZATIONS,

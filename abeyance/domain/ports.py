@@ -68,13 +68,16 @@ class RunRepository(Protocol):
         """Count one awaiting call down; requeue the run when it was the last. True if requeued."""
         ...
 
-    async def claim_next(self, owner: str, now: datetime, lease_until: datetime) -> Run | None: ...
+    async def claim_next(self, owner: str, now: datetime, lease_until: datetime) -> Run | None:
+        """Lease the oldest queued run to `owner`, counting the claim in `claims`."""
+        ...
+
     async def renew_lease(self, run_id: uuid.UUID, owner: str, lease_until: datetime) -> bool: ...
     async def requeue_expired_leases(self, now: datetime) -> list[uuid.UUID]: ...
     async def record_progress(
         self, run_id: uuid.UUID, owner: str, usage: Usage, now: datetime, lease_until: datetime
     ) -> bool:
-        """Store usage and renew the lease; False when the lease was lost."""
+        """Store usage, renew the lease and reset `claims` (progress); False when the lease was lost."""
         ...
 
     async def finish(
@@ -90,10 +93,14 @@ class RunRepository(Protocol):
         awaiting_count: int = 0,
         trace_context: dict[str, str] | None = None,
     ) -> bool:
-        """End the owner's segment; `trace_context`, when given, is what the next segment continues."""
+        """End the owner's segment (and reset `claims`); `trace_context`, when given, is what the next
+        segment continues."""
         ...
 
-    async def cancel_requested(self, run_id: uuid.UUID) -> bool: ...
+    async def cancel_requested(self, run_id: uuid.UUID) -> bool:
+        """Whether a cancel was requested; the run row stays locked until the transaction ends."""
+        ...
+
     async def release(self, run_id: uuid.UUID, owner: str, now: datetime) -> bool: ...
     async def release_all(self, owner: str, now: datetime) -> int: ...
     async def count_by_status(self) -> dict[RunStatus, int]:
@@ -125,8 +132,13 @@ class PendingCallRepository(Protocol):
         resolved_by: str,
         reason: str | None,
         resolution: dict[str, Any] | None,
+        before_expiry: bool = False,
     ) -> bool:
-        """`UPDATE ... WHERE correlation_id = :id AND status = 'awaiting'`; False for the loser."""
+        """`UPDATE ... WHERE correlation_id = :id AND status = 'awaiting'`; False for the loser.
+
+        `before_expiry` (a person's decision) adds `AND expires_at > now`: an overdue call can
+        only expire, even before a sweeper has seen it.
+        """
         ...
 
     async def overdue(self, now: datetime, limit: int) -> list[PendingCall]: ...

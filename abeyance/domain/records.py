@@ -48,6 +48,9 @@ class Conversation:
     active_run_id: uuid.UUID | None
     created_at: datetime
     updated_at: datetime
+    created_by: str | None = None
+    """The principal (API key id) that created it; `None` for conversations created before owners
+    were recorded, which are nobody's own."""
 
 
 @dataclass(slots=True)
@@ -102,6 +105,8 @@ class Run:
     finished_at: datetime | None
     trace_context: dict[str, str] | None = None
     """W3C trace context (`traceparent`, `tracestate`) the next segment continues."""
+    claims: int = 0
+    """Segments started since the run last reached a persistence point (counted by the claim)."""
 
 
 @dataclass(slots=True)
@@ -195,6 +200,18 @@ class Principal:
 
     def can_see(self, workspace: str) -> bool:
         return self.may(Permission.ALL_WORKSPACES) or self.workspace == workspace
+
+    def require_may_answer(self, created_by: str | None) -> None:
+        """`Forbidden` unless the caller may answer the calls of a conversation created by
+        `created_by`: its own (the same key), or any it can see with `answer_any`. A conversation
+        without an owner (`None`) is nobody's own."""
+        self.require(Permission.ANSWER)
+        if self.may(Permission.ANSWER_ANY) or (created_by is not None and created_by == self.id):
+            return
+        raise Forbidden(
+            "only the key that created the conversation, an operator or an admin may answer its calls",
+            extra={"required": Permission.ANSWER_ANY.value},
+        )
 
 
 @dataclass(frozen=True, slots=True)

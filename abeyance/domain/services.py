@@ -124,6 +124,7 @@ class AgentService:
             active_run_id=None,
             created_at=now,
             updated_at=now,
+            created_by=principal.id,
         )
         async with self._uow() as uow:
             await uow.conversations.add(conversation)
@@ -327,8 +328,11 @@ class AgentService:
             if call is None or not principal.can_see(call.workspace):
                 raise NotFound("pending call not found")
             principal.require(permission_to_resolve(call.kind))
+            await _require_may_answer(uow, principal, call)
             if call.status is not PendingStatus.AWAITING:
                 raise await _stale(uow, call)
+            if call.expires_at <= now:
+                raise await self._expire_late(uow, call, now)
             target = decide(call.kind, resolution.decision)
             if resolution.args_hash is not None and resolution.args_hash != call.args_hash:
                 raise ArgsChanged(
@@ -352,9 +356,12 @@ class AgentService:
                 resolved_by=principal.id,
                 reason=resolution.reason,
                 resolution=record,
+                before_expiry=True,
             ):
-                fresh = await uow.pending.get(correlation_id)
-                raise await _stale(uow, fresh or call)
+                fresh = await uow.pending.get(correlation_id) or call
+                if fresh.status is PendingStatus.AWAITING:
+                    raise await self._expire_late(uow, fresh, now)
+                raise await _stale(uow, fresh)
             await uow.audit.append(
                 _pending_audit(
                     _AUDIT_ACTIONS[target], principal.id, call, {"reason": resolution.reason, **details}
@@ -380,6 +387,39 @@ class AgentService:
             await self._notifier.run_queued(call.run_id)
         assert resolved is not None
         return resolved
+
+    async def _expire_late(self, uow: UnitOfWork, call: PendingCall, now: datetime) -> Stale:
+        """A decision that came after `expires_at`: the call expires here, as the sweeper would
+        have expired it (the run resumes and the model is told), and the decision is `Stale`."""
+        expiry = await expire_overdue_call(uow, call, now)
+        if expiry is None:
+            return await _stale(uow, await uow.pending.get(call.correlation_id) or call)
+        await publish_pending_resolved(uow, call, PendingStatus.EXPIRED.value, EXPIRY_ACTOR, now)
+        if expiry.run_requeued:
+            await publish(
+                uow,
+                call.conversation_id,
+                call.workspace,
+                EventType.RUN_STATUS,
+                run_status_data(call.run_id, RunStatus.QUEUED.value),
+                now,
+            )
+        await uow.commit()
+        self._metrics.pending_resolved(call, PendingStatus.EXPIRED, now)
+        if expiry.run_requeued:
+            self._metrics.run_status(RunStatus.QUEUED)
+            await self._notifier.run_queued(call.run_id)
+        return Stale(
+            f"the pending call expired at {call.expires_at.isoformat()} before a decision; "
+            "the action was not performed",
+            extra={
+                "pending_status": PendingStatus.EXPIRED.value,
+                "resolved_by": EXPIRY_ACTOR,
+                "resolved_by_name": None,
+                "resolved_at": now.isoformat(),
+                "expires_at": call.expires_at.isoformat(),
+            },
+        )
 
     async def list_audit(self, principal: Principal, query: AuditQuery) -> list[AuditEntry]:
         """Audit rows in the order they were written (or newest first): the caller's workspace, or
@@ -411,6 +451,38 @@ class AgentService:
             raise NotFound("conversation not found")
         principal.require(Permission.CONVERSE)
         return conversation
+
+
+EXPIRY_ACTOR = "system:sweeper"
+"""Who expires an overdue call: nobody decided in time (found by the sweeper or by a late resolve)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Expiry:
+    """An overdue call moved to `expired`, and whether that re-queued its run."""
+
+    call: PendingCall
+    run_requeued: bool
+
+
+async def expire_overdue_call(uow: UnitOfWork, call: PendingCall, now: datetime) -> Expiry | None:
+    """Expire an awaiting call in the caller's transaction; None if it was no longer awaiting.
+
+    The same conditional write as a decision, the `pending.expired` audit row, and one awaiting
+    call counted down on the run, which is re-queued when it was the last. The caller publishes
+    the events: they come last in its transaction (their per-conversation lock is the last lock).
+    """
+    if not await uow.pending.transition(
+        call.correlation_id,
+        PendingStatus.EXPIRED,
+        now,
+        resolved_by=EXPIRY_ACTOR,
+        reason="no decision before expires_at",
+        resolution={"decision": "expire"},
+    ):
+        return None
+    await uow.audit.append(_pending_audit("pending.expired", EXPIRY_ACTOR, call, {}), now)
+    return Expiry(call, await uow.runs.resolve_one_awaiting(call.run_id, now))
 
 
 _AUDIT_ACTIONS = {
@@ -447,6 +519,15 @@ async def actor_names(uow: UnitOfWork, actors: Iterable[str | None]) -> dict[str
             continue
     names = await uow.api_keys.names(list(by_id))
     return {by_id[key_id]: name for key_id, name in names.items()}
+
+
+async def _require_may_answer(uow: UnitOfWork, principal: Principal, call: PendingCall) -> None:
+    """Answers (elicitation, client execution) belong to the conversation's creator; whoever may
+    answer any conversation's calls (operators, admins) skips the lookup."""
+    if call.kind is PendingKind.APPROVAL or principal.may(Permission.ANSWER_ANY):
+        return
+    conversation = await uow.conversations.get(call.conversation_id)
+    principal.require_may_answer(conversation.created_by if conversation else None)
 
 
 async def _stale(uow: UnitOfWork, call: PendingCall) -> Stale:

@@ -16,7 +16,14 @@ import structlog
 from opentelemetry.trace import Span, Status, StatusCode
 from pydantic_ai import Agent
 from pydantic_ai.capabilities import AbstractCapability, NativeTool
-from pydantic_ai.exceptions import ToolFailed, UsageLimitExceeded
+from pydantic_ai.exceptions import (
+    AgentRunError,
+    ModelAPIError,
+    ModelHTTPError,
+    ToolFailed,
+    UnexpectedModelBehavior,
+    UsageLimitExceeded,
+)
 from pydantic_ai.messages import (
     ModelMessage,
     ModelRequest,
@@ -37,6 +44,7 @@ from pydantic_ai.native_tools import SUPPORTED_NATIVE_TOOLS
 from pydantic_ai.tools import DeferredToolRequests, DeferredToolResults, ToolApproved, ToolDenied
 from pydantic_ai.usage import RunUsage, UsageLimits
 from pydantic_core import to_jsonable_python
+from sqlalchemy import exc as sa_exc
 
 from abeyance.domain.errors import ToolPolicyError, ok_result
 from abeyance.domain.events import EventType, pending_created_data, publish, run_status_data
@@ -59,7 +67,7 @@ from abeyance.infra.agents.observed import (
 from abeyance.infra.faults import crash_point
 from abeyance.infra.history import MessageLogCache, encode
 from abeyance.infra.notifier import LocalRunNotifier
-from abeyance.infra.telemetry import Telemetry, context_from, current_trace_context
+from abeyance.infra.telemetry import Telemetry, context_from, current_trace_context, current_trace_id
 
 log = structlog.get_logger("abeyance.runner")
 ACTOR = "system:worker"
@@ -166,6 +174,57 @@ def _human(delta: timedelta) -> str:
     if seconds % 60 == 0 and seconds >= 60:
         return f"{seconds // 60} min"
     return f"{seconds} s"
+
+
+# SQLSTATE classes (and codes) of PostgreSQL errors that another attempt may not meet: connection
+# exceptions, serialization failures and deadlocks, insufficient resources, operator intervention
+# (shutdown, statement timeout), system errors, and a lock wait that timed out.
+_TRANSIENT_SQLSTATE_CLASSES = frozenset({"08", "40", "53", "57", "58"})
+_TRANSIENT_SQLSTATES = frozenset({"55P03"})
+
+
+def is_transient_database_error(exc: BaseException) -> bool:
+    """A database or connection failure rather than a fault of the run itself.
+
+    A segment that meets one is abandoned, not failed: its lease runs out and the run is claimed
+    again (bounded by the claim count). pydantic-ai's own errors never count, although
+    `RunTimedOut` is a `TimeoutError`, hence an `OSError`.
+    """
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, BaseExceptionGroup):
+            return any(is_transient_database_error(inner) for inner in current.exceptions)
+        if isinstance(current, AgentRunError):
+            return False
+        if isinstance(current, OSError | sa_exc.TimeoutError | sa_exc.DisconnectionError):
+            return True
+        if isinstance(current, sa_exc.DBAPIError):
+            if current.connection_invalidated or isinstance(
+                current, sa_exc.OperationalError | sa_exc.InterfaceError
+            ):
+                return True
+            state = getattr(current.orig, "sqlstate", None)
+            return isinstance(state, str) and (
+                state[:2] in _TRANSIENT_SQLSTATE_CLASSES or state in _TRANSIENT_SQLSTATES
+            )
+        current = current.__cause__
+    return False
+
+
+def run_failure(exc: BaseException) -> RunError:
+    """What a run that failed on `exc` tells its caller: a summary, never the exception's text
+    (SQL, hosts, a provider's raw body); the details are in the logs, under the trace id."""
+    trace_id = current_trace_id()
+    details = f"details are in the service logs (trace {trace_id})" if trace_id else "details are in the logs"
+    if isinstance(exc, ModelHTTPError):
+        return RunError("model_error", f"the model provider answered HTTP {exc.status_code}; {details}")
+    if isinstance(exc, ModelAPIError):
+        return RunError("model_error", f"the model provider could not be used; {details}")
+    if isinstance(exc, UnexpectedModelBehavior):
+        return RunError("model_error", f"the model answered something the agent could not use; {details}")
+    return RunError("internal_error", f"the run failed unexpectedly; {details}")
 
 
 class NotReady(Exception):
@@ -278,6 +337,15 @@ class AgentRunner:
                 log.info("run.released_for_shutdown")
                 await self._notifier.run_queued(run.id)
                 return None
+            except Exception as exc:
+                if not is_transient_database_error(exc):
+                    raise
+                # Nothing of the failed transaction was kept; the lease runs out and the run is
+                # claimed again, continuing from what the log holds.
+                span.record_exception(exc)
+                span.set_attribute("abeyance.run.abandoned", True)
+                log.warning("run.segment_abandoned", error_class=type(exc).__name__, error=str(exc)[:300])
+                return None
             span.set_attribute("abeyance.run.status", status.value)
             if status is RunStatus.FAILED:
                 span.set_status(Status(StatusCode.ERROR, "run failed"))
@@ -359,6 +427,8 @@ class AgentRunner:
         except (LeaseLost, Interrupted):
             raise
         except Exception as exc:
+            if is_transient_database_error(exc):
+                raise
             span.record_exception(exc)
             log.exception("run.segment_error")
             return await self._finish(
@@ -367,7 +437,7 @@ class AgentRunner:
                 agent_run.new_messages()[persisted:] if agent_run else [],
                 RunStatus.FAILED,
                 usage,
-                error=RunError("model_error", f"{type(exc).__name__}: {exc}"[:500]),
+                error=run_failure(exc),
                 announced=announced,
             )
         if result is None:
@@ -603,6 +673,25 @@ class AgentRunner:
                 )
             )
         async with self._uow() as uow:
+            if await uow.runs.cancel_requested(run.id):
+                # Cancelled after the last persistence point: nobody is asked. The calls stay
+                # unanswered in the log and the next message tells the model they were not performed.
+                details = {"calls_not_requested": len(calls)}
+                await self._end(
+                    uow,
+                    run,
+                    owner,
+                    messages,
+                    RunStatus.CANCELLED,
+                    usage,
+                    now,
+                    announced=announced,
+                    details=details,
+                )
+                await uow.commit()
+                self._metrics.run_status(RunStatus.CANCELLED)
+                log.info("run.cancelled", usage=_usage_log(usage), **details)
+                return RunStatus.CANCELLED
             await uow.messages.append(run.conversation_id, run.id, [encode(m) for m in messages], now)
             if not await uow.runs.finish(
                 run.id,
@@ -694,20 +783,64 @@ class AgentRunner:
     ) -> RunStatus:
         now = self._clock()
         async with self._uow() as uow:
-            await uow.messages.append(run.conversation_id, run.id, [encode(m) for m in messages], now)
-            if not await uow.runs.finish(run.id, owner, status, now, usage=usage, output=output, error=error):
-                raise LeaseLost()
-            if status is RunStatus.CANCELLED:
-                await uow.audit.append(self._run_audit(run, "run.cancelled", {}), now)
-            else:
-                details = {"error": error.code} if error else {}
-                await uow.audit.append(self._run_audit(run, f"run.{status.value}", details), now)
-            await uow.conversations.release_active_run(run.conversation_id, run.id, now)
-            await self._publish_messages(uow, run, messages, now, announced)
-            await self._publish_end(uow, run, status, usage, output, error, now)
+            if status is RunStatus.COMPLETED and await uow.runs.cancel_requested(run.id):
+                # A cancel that came after the last persistence point still wins; the answer stays
+                # in the log.
+                status, output = RunStatus.CANCELLED, None
+            await self._end(
+                uow, run, owner, messages, status, usage, now, output=output, error=error, announced=announced
+            )
             await uow.commit()
         self._metrics.run_status(status)
         log.info(f"run.{status.value}", error=error.code if error else None, usage=_usage_log(usage))
+        return status
+
+    async def _end(
+        self,
+        uow: UnitOfWork,
+        run: Run,
+        owner: str,
+        messages: Sequence[ModelMessage],
+        status: RunStatus,
+        usage: Usage,
+        now: datetime,
+        *,
+        output: str | None = None,
+        error: RunError | None = None,
+        announced: set[str] | None = None,
+        details: dict[str, Any] | None = None,
+    ) -> None:
+        """Write the run's end in the caller's transaction: its last messages, the final status,
+        the audit row, the conversation freed and the closing events."""
+        await uow.messages.append(run.conversation_id, run.id, [encode(m) for m in messages], now)
+        if not await uow.runs.finish(run.id, owner, status, now, usage=usage, output=output, error=error):
+            raise LeaseLost()
+        audited = {"error": error.code} if error else (details or {})
+        await uow.audit.append(self._run_audit(run, f"run.{status.value}", audited), now)
+        await uow.conversations.release_active_run(run.conversation_id, run.id, now)
+        await self._publish_messages(uow, run, messages, now, announced)
+        await self._publish_end(uow, run, status, usage, output, error, now)
+
+    async def give_up(self, run: Run, owner: str, attempts: int) -> RunStatus:
+        """Fail a run the worker just claimed whose last `attempts` segments all ended without
+        reaching a persistence point; the conversation is freed."""
+        with structlog.contextvars.bound_contextvars(
+            run_id=str(run.id), conversation_id=str(run.conversation_id)
+        ):
+            log.error("run.segment_attempts_exhausted", attempts=attempts)
+            status = await self._finish(
+                run,
+                owner,
+                [],
+                RunStatus.FAILED,
+                run.usage,
+                error=RunError(
+                    "segment_attempts_exhausted",
+                    f"{attempts} attempts in a row to continue this run ended without progress; "
+                    "details are in the service logs; the conversation stays usable",
+                ),
+            )
+        await self._notifier.run_changed(run.id)
         return status
 
     @staticmethod

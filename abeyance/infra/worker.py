@@ -7,14 +7,14 @@ import contextlib
 import os
 import socket
 import uuid
-from datetime import datetime, timedelta
+from datetime import timedelta
 
 import structlog
 
 from abeyance.domain.events import publish_pending_resolved, publish_run_status
-from abeyance.domain.ports import UnitOfWork, UnitOfWorkFactory
+from abeyance.domain.ports import UnitOfWorkFactory
 from abeyance.domain.records import AuditEntry, PendingCall, Run
-from abeyance.domain.services import Clock
+from abeyance.domain.services import EXPIRY_ACTOR, Clock, expire_overdue_call
 from abeyance.domain.states import PendingStatus, RunStatus
 from abeyance.infra.notifier import LocalRunNotifier
 from abeyance.infra.runner import ACTOR, AgentRunner
@@ -22,7 +22,6 @@ from abeyance.infra.telemetry import Telemetry, trace_id_of
 from abeyance.infra.webhook_delivery import WebhookDeliverer
 
 log = structlog.get_logger("abeyance.worker")
-SWEEPER = "system:sweeper"
 
 
 def worker_id() -> str:
@@ -41,6 +40,7 @@ class Worker:
         poll_seconds: float,
         lease: timedelta,
         sweep_seconds: float,
+        max_segment_attempts: int = 5,
         telemetry: Telemetry | None = None,
         deliverer: WebhookDeliverer | None = None,
     ) -> None:
@@ -54,6 +54,7 @@ class Worker:
         self._poll = poll_seconds
         self._lease = lease
         self._sweep = sweep_seconds
+        self._max_attempts = max_segment_attempts
         self.id = worker_id()
         self._stopping = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
@@ -103,12 +104,18 @@ class Worker:
         now = self._clock()
         async with self._uow() as uow:
             run = await uow.runs.claim_next(self.id, now, now + self._lease)
-            if run is not None:
+            exhausted = run is not None and run.claims > self._max_attempts
+            if run is not None and not exhausted:
                 await uow.audit.append(self._segment_audit(run), now)
                 await publish_run_status(uow, run, RunStatus.RUNNING.value, now)
             await uow.commit()
         if run is None:
             return False
+        if exhausted:
+            # Every earlier claim since the last persistence point ended without progress (a
+            # crash, an error outside the segment's own handling): stop re-queuing the run.
+            await self._runner.give_up(run, self.id, self._max_attempts)
+            return True
         self._telemetry.metrics.run_status(RunStatus.RUNNING)
         heartbeat = asyncio.create_task(self._heartbeat(run.id))
         try:
@@ -134,13 +141,27 @@ class Worker:
         )
 
     async def _heartbeat(self, run_id: uuid.UUID) -> None:
+        """Renew the lease every third of it until the segment ends or another worker owns the run.
+
+        A failed renewal (the database briefly unreachable) is logged and retried at the next beat:
+        ending here would let a long segment lose its lease to a blip.
+        """
         interval = self._lease.total_seconds() / 3
         while True:
             await asyncio.sleep(interval)
             now = self._clock()
-            async with self._uow() as uow:
-                renewed = await uow.runs.renew_lease(run_id, self.id, now + self._lease)
-                await uow.commit()
+            try:
+                async with self._uow() as uow:
+                    renewed = await uow.runs.renew_lease(run_id, self.id, now + self._lease)
+                    await uow.commit()
+            except Exception as exc:
+                log.warning(
+                    "worker.heartbeat_failed",
+                    run_id=str(run_id),
+                    error_class=type(exc).__name__,
+                    error=str(exc)[:200],
+                )
+                continue
             if not renewed:
                 return
 
@@ -165,13 +186,14 @@ class Worker:
                     "sweeper.expire", attributes={"abeyance.overdue": len(overdue)}
                 ):
                     for call in overdue:
-                        if await self._expire(uow, call, now):
+                        expiry = await expire_overdue_call(uow, call, now)
+                        if expiry is not None:
                             expired.append(call)
-                            if await uow.runs.resolve_one_awaiting(call.run_id, now):
+                            if expiry.run_requeued:
                                 requeued.append(call.run_id)
             # Events last: their per-conversation lock is the last lock this transaction takes.
             for call in expired:
-                await publish_pending_resolved(uow, call, PendingStatus.EXPIRED.value, SWEEPER, now)
+                await publish_pending_resolved(uow, call, PendingStatus.EXPIRED.value, EXPIRY_ACTOR, now)
             for run_id in requeued:
                 queued = await uow.runs.get(run_id)
                 if queued is not None:
@@ -190,27 +212,3 @@ class Worker:
             self._telemetry.metrics.run_status(RunStatus.QUEUED)
             await self._notifier.run_queued(run_id)
         return len(expired) + len(requeued)
-
-    async def _expire(self, uow: UnitOfWork, call: PendingCall, now: datetime) -> bool:
-        if not await uow.pending.transition(
-            call.correlation_id,
-            PendingStatus.EXPIRED,
-            now,
-            resolved_by=SWEEPER,
-            reason="no decision before expires_at",
-            resolution={"decision": "expire"},
-        ):
-            return False
-        await uow.audit.append(
-            AuditEntry(
-                action="pending.expired",
-                actor=SWEEPER,
-                workspace=call.workspace,
-                conversation_id=call.conversation_id,
-                run_id=call.run_id,
-                correlation_id=call.correlation_id,
-                details={"tool_name": call.tool_name, "tool_call_id": call.tool_call_id},
-            ),
-            now,
-        )
-        return True

@@ -3,7 +3,8 @@
 The objects live in workspace `default`. A caller of the *own* workspace has a key for
 `default`; a caller of the *other* workspace has a key for `elsewhere` (for an admin, that only
 changes its home workspace: admins see every workspace). Another workspace's objects answer 404,
-an object the caller can see but whose action its role does not allow answers 403.
+an object the caller can see but whose action its role does not allow answers 403. A user key
+answers only the calls of the conversations it created: another key's answer 403.
 
 `test_the_table_covers_every_v1_route` fails when a route is added without a row here.
 """
@@ -21,7 +22,7 @@ from litestar.testing import AsyncTestClient
 from abeyance.app.main import create_app
 from abeyance.domain.keys import IssuedKey
 from tests.api.conftest import LiveFactory
-from tests.api.helpers import create_conversation, post_message
+from tests.api.http_calls import create_conversation, post_message
 from tests.conftest import KeyMaker, bearer, call, make_settings, script
 
 ROLES = ("user", "operator", "admin")
@@ -89,7 +90,8 @@ class Route:
 
 @dataclass
 class Objects:
-    """What the routes act on, all in workspace `default`, made by an admin."""
+    """What the routes act on, all in workspace `default`, made by an admin (except the caller's
+    own elicitation, see `ask_as`)."""
 
     ids: dict[str, str] = field(default_factory=dict)
 
@@ -129,9 +131,16 @@ ROUTES = [
     Route(
         "POST",
         "/v1/pending/{elicitation_id}/resolve",
-        seen(200),
+        operators(200),
         body=lambda o: {"decision": "answer", "result": "hooks.example.com"},
-        name="answer an elicitation",
+        name="answer an elicitation of another key's conversation",
+    ),
+    Route(
+        "POST",
+        "/v1/pending/{own_elicitation_id}/resolve",
+        everyone(200),
+        body=lambda o: {"decision": "answer", "result": "hooks.example.com"},
+        name="answer an elicitation of the caller's own conversation",
     ),
     Route("GET", "/v1/audit", operator_listing(200)),
     Route("GET", "/v1/authorizations", operator_listing(200)),
@@ -162,6 +171,7 @@ TEMPLATE_OF = {
     "{cancel_run_id}": "{run_id}",
     "{approval_id}": "{correlation_id}",
     "{elicitation_id}": "{correlation_id}",
+    "{own_elicitation_id}": "{correlation_id}",
     "{authorization_id}": "{authorization_id}",
     "{key_id}": "{key_id}",
 }
@@ -239,6 +249,22 @@ async def make_objects(client: AsyncTestClient[Any], keys: KeyMaker) -> Objects:
     )
 
 
+async def ask_as(client: AsyncTestClient[Any], caller: dict[str, str]) -> str:
+    """The correlation id of an elicitation in a conversation the caller created (in its home
+    workspace)."""
+    created = await client.post("/v1/conversations", json={"agent": "ops"}, headers=caller)
+    assert created.status_code == 201, created.text
+    posted = await client.post(
+        f"/v1/conversations/{created.json()['id']}/messages",
+        params={"wait": 10},
+        json={"content": script([call("ask_operator", question="which host?")])},
+        headers=caller,
+    )
+    assert posted.json()["status"] == "suspended", posted.text
+    [elicitation] = posted.json()["pending"]
+    return str(elicitation["correlation_id"])
+
+
 async def test_every_route_answers_each_role_by_workspace(
     client: AsyncTestClient[Any], keys: KeyMaker
 ) -> None:
@@ -247,6 +273,7 @@ async def test_every_route_answers_each_role_by_workspace(
         for place in PLACES:
             objects = await make_objects(client, keys)
             caller = bearer(await keys.make(role, HOME[place], name=f"{role}@{place}"))
+            objects.ids["own_elicitation_id"] = await ask_as(client, caller)
             for route in ROUTES:
                 response = await client.request(
                     route.method,

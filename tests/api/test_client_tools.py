@@ -4,14 +4,18 @@ from __future__ import annotations
 
 import asyncio
 import json
+import uuid
 from typing import Any
 
+import pytest
 from litestar.testing import AsyncTestClient
 
+from abeyance.infra.db import tables
+from abeyance.infra.db.engine import create_engine
 from tests.api.conftest import LiveFactory
-from tests.api.helpers import create_conversation, get_run, post_message, resolve
+from tests.api.http_calls import create_conversation, get_run, post_message, resolve
 from tests.api.live import EventStream, is_event
-from tests.conftest import call, eventually, script
+from tests.conftest import KeyMaker, bearer, call, eventually, script
 
 LOCATION = {"latitude": 52.52, "longitude": 13.405, "accuracy_m": 25.0}
 
@@ -80,7 +84,11 @@ async def test_client_call_expires_without_a_subscriber_and_lives_with_one(live:
             await asyncio.sleep(1.5)  # three times the grace, with a subscriber connected
             kept = (await app.http.get(f"/v1/pending/{pending['correlation_id']}")).json()
             assert kept["status"] == "awaiting"
-            await browser.next_event()
+            # The subscriber was told of the call, and of nothing resolving it.
+            seen = await browser.until(is_event("run.status", "suspended"))
+            created = [e.data["data"]["correlation_id"] for e in seen if e.event == "pending.created"]
+            assert created == [pending["correlation_id"]]
+            assert [e for e in seen if e.event == "pending.resolved"] == []
 
         # The subscriber left: the call expires after the grace and the model is told.
         async def finished() -> Any:
@@ -161,3 +169,95 @@ async def test_with_two_subscribers_the_second_answer_is_stale(live: LiveFactory
     assert second.status_code == 409
     assert second.json()["code"] == "stale"
     assert second.json()["pending_status"] == "answered"
+
+
+QUESTIONS: dict[str, tuple[str, dict[str, Any], Any]] = {
+    "client_exec": ("assistant", call("get_browser_location"), LOCATION),
+    "elicitation": ("ops", call("ask_operator", question="Which partner is down?"), "hooks.example.com"),
+}
+
+
+async def suspend_as(
+    client: AsyncTestClient[Any], caller: dict[str, str], kind: str
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A conversation the caller created, and its run suspended on one call of `kind`."""
+    agent, tool_call, _ = QUESTIONS[kind]
+    created = await client.post("/v1/conversations", json={"agent": agent}, headers=caller)
+    assert created.status_code == 201, created.text
+    posted = await client.post(
+        f"/v1/conversations/{created.json()['id']}/messages",
+        params={"wait": 10},
+        json={"content": script([tool_call])},
+        headers=caller,
+    )
+    run = posted.json()
+    assert run["status"] == "suspended", run
+    assert [p["kind"] for p in run["pending"]] == [kind]
+    return created.json(), run
+
+
+@pytest.mark.parametrize("kind", QUESTIONS)
+async def test_only_the_user_who_created_the_conversation_answers_its_calls(
+    client: AsyncTestClient[Any], keys: KeyMaker, kind: str
+) -> None:
+    alice_key = await keys.issue("user", "default", name="alice")
+    alice, bob = bearer(alice_key.secret), bearer(await keys.make("user", "default", name="bob"))
+    conversation, run = await suspend_as(client, alice, kind)
+    assert conversation["created_by"] == str(alice_key.key.id)
+    correlation_id = run["pending"][0]["correlation_id"]
+    answer = QUESTIONS[kind][2]
+
+    refused = await client.post(
+        f"/v1/pending/{correlation_id}/resolve", json={"decision": "answer", "result": answer}, headers=bob
+    )
+    assert refused.status_code == 403, refused.text
+    assert refused.json()["code"] == "forbidden"
+    assert refused.json()["required"] == "answer_any"
+    seen_by_bob = await client.get(f"/v1/pending/{correlation_id}", headers=bob)
+    assert seen_by_bob.json()["status"] == "awaiting"
+
+    answered = await client.post(
+        f"/v1/pending/{correlation_id}/resolve", json={"decision": "answer", "result": answer}, headers=alice
+    )
+    assert answered.status_code == 200, answered.text
+    assert answered.json()["status"] == "answered"
+    assert answered.json()["resolved_by"] == str(alice_key.key.id)
+    done = await get_run(client, run["id"])
+    assert done["status"] == "completed"
+    assert results_of(done["output"]) == [{"ok": True, "result": answer}]
+    read_by_bob = await client.get(f"/v1/conversations/{conversation['id']}", headers=bob)
+    assert read_by_bob.json()["created_by"] == str(alice_key.key.id)
+
+
+async def test_a_conversation_without_an_owner_is_answered_by_operators_only(
+    client: AsyncTestClient[Any], keys: KeyMaker, database_url: str
+) -> None:
+    alice = bearer(await keys.make("user", "default", name="alice"))
+    operator = bearer(await keys.make("operator", "default", name="olga"))
+    conversation, run = await suspend_as(client, alice, "client_exec")
+    conversation_id = uuid.UUID(conversation["id"])
+    engine = create_engine(database_url)
+    try:
+        async with engine.begin() as connection:
+            stored = await connection.scalar(
+                tables.conversations.select()
+                .with_only_columns(tables.conversations.c.created_by)
+                .where(tables.conversations.c.id == conversation_id)
+            )
+            assert stored == conversation["created_by"]
+            await connection.execute(
+                tables.conversations.update()
+                .where(tables.conversations.c.id == conversation_id)
+                .values(created_by=None)
+            )
+    finally:
+        await engine.dispose()
+    correlation_id = run["pending"][0]["correlation_id"]
+    assert (await client.get(f"/v1/conversations/{conversation['id']}")).json()["created_by"] is None
+
+    body = {"decision": "answer", "result": LOCATION}
+    refused = await client.post(f"/v1/pending/{correlation_id}/resolve", json=body, headers=alice)
+    assert refused.status_code == 403
+    answered = await client.post(f"/v1/pending/{correlation_id}/resolve", json=body, headers=operator)
+    assert answered.status_code == 200, answered.text
+    assert (await get_run(client, run["id"]))["status"] == "completed"

@@ -5,13 +5,17 @@ from __future__ import annotations
 import asyncio
 import json
 import uuid
+from datetime import timedelta
 from typing import Any
 
 from litestar.testing import AsyncTestClient
 
+from abeyance.app.container import build_container
 from abeyance.app.main import create_app
 from abeyance.domain.keys import IssuedKey
-from tests.api.helpers import conversation, create_conversation, get_run, post_message, resolve, tool_calls
+from abeyance.domain.services import utcnow
+from abeyance.infra.db.tables import pending_calls
+from tests.api.http_calls import conversation, create_conversation, get_run, post_message, resolve, tool_calls
 from tests.conftest import admin_headers, call, make_settings, script
 
 GATED = script([call("replay_dlq_event", event_id="evt_1001", reason="retry")], "done")
@@ -166,3 +170,43 @@ async def test_bad_requests_are_problem_responses(client: AsyncTestClient[Any]) 
     too_big = await client.post(f"/v1/conversations/{cid}/messages", json={"content": "x" * 2_000_000})
     assert too_big.status_code == 413
     assert too_big.json()["code"] == "body_too_large"
+
+
+async def test_an_overdue_approval_is_stale_before_any_sweeper_ran(seeded: str) -> None:
+    """`serve --no-worker` with no worker up: nothing sweeps, yet a late approval is refused."""
+    worker = build_container(make_settings(seeded))  # a worker driven by hand: no sweeper runs
+    try:
+        async with AsyncTestClient(app=create_app(make_settings(seeded, run_worker=False))) as client:
+            client.headers.update(await admin_headers(seeded))
+            cid = await create_conversation(client)
+            content = script([call("replay_dlq_event", event_id="evt_1001", reason="retry")])
+            run = await post_message(client, cid, content, wait=0)
+            assert await worker.worker.run_once()
+            [pending] = (await get_run(client, run["id"], wait=0))["pending"]
+            async with worker.uow() as uow:
+                await uow.session.execute(
+                    pending_calls.update()
+                    .where(pending_calls.c.correlation_id == uuid.UUID(pending["correlation_id"]))
+                    .values(expires_at=utcnow() - timedelta(seconds=1))
+                )
+                await uow.commit()
+
+            late = await resolve(client, pending["correlation_id"], decision="approve")
+            assert late.status_code == 409
+            assert late.json()["code"] == "stale"
+            assert "expired" in late.json()["detail"]
+            assert late.json()["pending_status"] == "expired"
+            assert late.json()["resolved_by"] == "system:sweeper"
+            again = await resolve(client, pending["correlation_id"], decision="deny", reason="late")
+            assert again.status_code == 409
+            assert again.json()["pending_status"] == "expired"
+
+            assert (await get_run(client, run["id"], wait=0))["status"] == "queued"
+            assert await worker.worker.run_once()
+            done = await get_run(client, run["id"], wait=0)
+            assert done["status"] == "completed"
+            [told] = json.loads(done["output"].removeprefix("RESULTS: "))
+            assert told["error"]["code"] == "APPROVAL_EXPIRED"
+            assert await tool_calls(client, run["id"]) == []
+    finally:
+        await worker.close()

@@ -10,7 +10,7 @@ from litestar.testing import AsyncTestClient
 
 from abeyance.app.main import create_app
 from abeyance.domain.keys import IssuedKey
-from tests.api.helpers import conversation, create_conversation, get_run, post_message, resolve
+from tests.api.http_calls import conversation, create_conversation, get_run, post_message, resolve
 from tests.conftest import KeyMaker, admin_headers, bearer, call, eventually, make_settings, script
 
 GATED = script(
@@ -31,6 +31,7 @@ async def test_me_describes_the_presented_key(client: AsyncTestClient[Any], keys
         "workspace": "default",
         "permissions": [
             "answer",
+            "answer_any",
             "approve",
             "converse",
             "manage_authorizations",

@@ -9,6 +9,7 @@ import socket
 import subprocess
 import sys
 import time
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -81,8 +82,12 @@ class Cluster:
                 await asyncio.sleep(0.05)
         raise RuntimeError("api did not become ready")
 
-    def worker(self, crash_at: str | None = None, concurrency: int = 2) -> subprocess.Popen[bytes]:
-        return self._spawn(["worker", "--concurrency", str(concurrency)], self.env(crash_at), "worker")
+    def worker(
+        self, crash_at: str | None = None, concurrency: int = 2, **extra: str
+    ) -> subprocess.Popen[bytes]:
+        return self._spawn(
+            ["worker", "--concurrency", str(concurrency)], self.env(crash_at, **extra), "worker"
+        )
 
     def stop_all(self) -> None:
         for process in self.processes:
@@ -99,6 +104,41 @@ async def wait_exit(process: subprocess.Popen[bytes], seconds: float = 20) -> in
             raise AssertionError("process did not exit in time")
         await asyncio.sleep(0.05)
     return process.returncode
+
+
+def process_state(pid: int) -> str:
+    """The state letter of a Linux process (`R`, `S`, `T` for stopped, ...)."""
+    return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
+
+
+async def wait_frozen(process: subprocess.Popen[bytes], seconds: float = 30) -> None:
+    """Until the process stopped itself at its `ABEYANCE_FREEZE_AT` point (state `T`)."""
+    deadline = time.monotonic() + seconds
+    while True:
+        assert process.poll() is None, f"process exited with {process.returncode} before freezing"
+        if process_state(process.pid) in ("T", "t"):
+            return
+        if time.monotonic() > deadline:
+            raise AssertionError("process never reached its freeze point")
+        await asyncio.sleep(0.02)
+
+
+async def run_row(database_url: str, run_id: str) -> dict[str, Any]:
+    """The run's row as stored, lease included (the API does not show leases)."""
+    engine = create_engine(database_url)
+    try:
+        async with engine.connect() as conn:
+            row = (
+                await conn.execute(
+                    sa.text(
+                        "SELECT status, lease_owner, lease_expires_at, claims, error FROM runs WHERE id = :id"
+                    ),
+                    {"id": uuid.UUID(run_id)},
+                )
+            ).one()
+            return dict(row._mapping)
+    finally:
+        await engine.dispose()
 
 
 async def wait_status(

@@ -13,7 +13,14 @@ import httpx
 import pytest
 
 from tests.conftest import call, script
-from tests.faults.processes import Cluster, check_invariants, wait_exit, wait_status
+from tests.faults.processes import (
+    Cluster,
+    check_invariants,
+    run_row,
+    wait_exit,
+    wait_frozen,
+    wait_status,
+)
 
 KILLED = -signal.SIGKILL
 TURN = script(
@@ -123,6 +130,78 @@ async def test_sigterm_stops_a_worker_cleanly(cluster: Cluster) -> None:
     await asyncio.sleep(0.5)
     worker.send_signal(signal.SIGTERM)
     assert await wait_exit(worker, 15) == 0
+
+
+async def test_sigterm_during_a_segment_gives_the_run_back_and_another_worker_finishes_it(
+    cluster: Cluster,
+) -> None:
+    _, base = await cluster.api()
+    # The worker stops itself as the first tool starts; the SIGTERM is handled once it goes on.
+    worker = cluster.worker(concurrency=1, ABEYANCE_FREEZE_AT="tool_started:list_dlq_events")
+    async with httpx.AsyncClient(timeout=30, headers=cluster.headers) as client:
+        run_id = await _start_conversation(client, base)
+        await wait_frozen(worker)
+        assert (await run_row(cluster.database_url, run_id))["status"] == "running"
+        worker.send_signal(signal.SIGTERM)
+        worker.send_signal(signal.SIGCONT)
+        assert await wait_exit(worker, 20) == 0
+
+        released = await run_row(cluster.database_url, run_id)
+        assert released["status"] == "queued"
+        assert released["lease_owner"] is None and released["lease_expires_at"] is None
+        # The tool the segment was in finished and its result was stored before the lease went back.
+        assert await _tool_calls(client, base, run_id) == ["list_dlq_events"]
+
+        cluster.worker()
+        suspended = await wait_status(client, base, run_id, {"suspended"})
+        [pending] = suspended["pending"]
+        decided = await client.post(
+            f"{base}/v1/pending/{pending['correlation_id']}/resolve", json={"decision": "approve"}
+        )
+        assert decided.status_code == 200
+        done = await wait_status(client, base, run_id, {"completed"})
+        assert done["output"] == "done"
+        assert sorted(await _tool_calls(client, base, run_id)) == ["list_dlq_events", "replay_dlq_event"]
+    assert (await check_invariants(cluster.database_url))["replays"] == 1
+
+
+async def test_a_run_that_kills_every_worker_fails_after_the_attempts(cluster: Cluster) -> None:
+    _, base = await cluster.api()
+    crash = {"crash_at": "tool_started:list_dlq_events", "ABEYANCE_MAX_SEGMENT_ATTEMPTS": "2"}
+    async with httpx.AsyncClient(timeout=30, headers=cluster.headers) as client:
+        cid = (await client.post(f"{base}/v1/conversations", json={"agent": "ops"})).json()["id"]
+        run_id = (
+            await client.post(f"{base}/v1/conversations/{cid}/messages", json={"content": TURN})
+        ).json()["id"]
+        killed = 0
+        deadline = time.monotonic() + 120
+        while True:
+            worker = cluster.worker(**crash)
+            while worker.poll() is None:
+                run = (await client.get(f"{base}/v1/runs/{run_id}", params={"wait": 1})).json()
+                if run["status"] == "failed" or time.monotonic() > deadline:
+                    break
+            if worker.poll() is None:
+                break
+            assert await wait_exit(worker) == KILLED
+            killed += 1
+
+        assert run["status"] == "failed", f"still {run['status']} after {killed} kills"
+        assert killed == 3, "the first segment and two attempts without progress"
+        assert run["error"]["code"] == "segment_attempts_exhausted"
+        audit = (await client.get(f"{base}/v1/audit", params={"conversation_id": cid})).json()["items"]
+        assert [(a["action"], a["details"]) for a in audit][-1] == (
+            "run.failed",
+            {"error": "segment_attempts_exhausted"},
+        )
+        assert await _tool_calls(client, base, run_id) == []
+
+        # The conversation stays usable, served by the worker that gave up on the run.
+        follow_up = (
+            await client.post(f"{base}/v1/conversations/{cid}/messages", json={"content": "still there?"})
+        ).json()
+        assert (await wait_status(client, base, follow_up["id"], {"completed"}))["status"] == "completed"
+    assert (await check_invariants(cluster.database_url))["replays"] == 0
 
 
 async def test_an_expired_approval_resumes_the_run_with_the_model_told(cluster: Cluster) -> None:

@@ -22,6 +22,7 @@ def test_what_each_role_may_do() -> None:
     assert PERMISSIONS[Role.OPERATOR] == {
         Permission.CONVERSE,
         Permission.ANSWER,
+        Permission.ANSWER_ANY,
         Permission.APPROVE,
         Permission.READ_AUDIT,
         Permission.MANAGE_AUTHORIZATIONS,
@@ -47,6 +48,19 @@ def test_a_principal_sees_its_workspace_and_is_refused_what_its_role_lacks() -> 
     assert refused.value.extra == {"required": "approve"}
     with pytest.raises(ValueError, match="root"):
         Principal(id="k3", role="root", workspace=None)
+
+
+def test_a_user_answers_only_the_calls_of_the_conversations_it_created() -> None:
+    user = Principal(id="k1", role="user", workspace="team-a")
+    user.require_may_answer("k1")
+    for owner in ("k2", None):
+        with pytest.raises(Forbidden) as refused:
+            user.require_may_answer(owner)
+        assert refused.value.extra == {"required": "answer_any"}
+    for role in ("operator", "admin"):
+        anyone = Principal(id="k9", role=role, workspace="team-a")
+        anyone.require_may_answer("k1")
+        anyone.require_may_answer(None)
 
 
 def rule(args_match: Any = None, **fields: Any) -> Authorization:

@@ -52,6 +52,7 @@ class SqlConversationRepository(_Repository):
                 active_run_id=conversation.active_run_id,
                 created_at=conversation.created_at,
                 updated_at=conversation.updated_at,
+                created_by=conversation.created_by,
             )
         )
 
@@ -138,6 +139,7 @@ def _run_from_row(row: Any) -> Run:
         updated_at=m["updated_at"],
         finished_at=m["finished_at"],
         trace_context=m["trace_context"],
+        claims=m["claims"],
     )
 
 
@@ -180,6 +182,7 @@ class SqlRunRepository(_Repository):
                 awaiting_count=run.awaiting_count,
                 usage=_usage_json(run.usage),
                 cancel_requested=run.cancel_requested,
+                claims=run.claims,
                 lease_owner=None,
                 lease_expires_at=None,
                 trace_context=run.trace_context or current_trace_context(),
@@ -247,6 +250,7 @@ class SqlRunRepository(_Repository):
                 lease_owner=owner,
                 lease_expires_at=lease_until,
                 segment=t.runs.c.segment + 1,
+                claims=t.runs.c.claims + 1,
                 updated_at=now,
             )
             .returning(*t.runs.c)
@@ -285,7 +289,7 @@ class SqlRunRepository(_Repository):
                 t.runs.c.lease_owner == owner,
                 t.runs.c.status == RunStatus.RUNNING.value,
             )
-            .values(usage=_usage_json(usage), lease_expires_at=lease_until, updated_at=now)
+            .values(usage=_usage_json(usage), lease_expires_at=lease_until, claims=0, updated_at=now)
         )
         return _rowcount(result) == 1
 
@@ -311,8 +315,12 @@ class SqlRunRepository(_Repository):
         return _rowcount(result)
 
     async def cancel_requested(self, run_id: uuid.UUID) -> bool:
+        # FOR UPDATE (PostgreSQL; SQLite's write lock already covers it): a cancel cannot commit
+        # between this read and the run state this transaction writes next.
         return bool(
-            await self._session.scalar(sa.select(t.runs.c.cancel_requested).where(t.runs.c.id == run_id))
+            await self._session.scalar(
+                sa.select(t.runs.c.cancel_requested).where(t.runs.c.id == run_id).with_for_update()
+            )
         )
 
     async def count_by_status(self) -> dict[RunStatus, int]:
@@ -353,6 +361,7 @@ class SqlRunRepository(_Repository):
                 awaiting_count=awaiting_count,
                 lease_owner=None,
                 lease_expires_at=None,
+                claims=0,
                 updated_at=now,
                 finished_at=now if status.finished else None,
                 **extra,
@@ -460,11 +469,15 @@ class SqlPendingCallRepository(_Repository):
         resolved_by: str,
         reason: str | None,
         resolution: dict[str, Any] | None,
+        before_expiry: bool = False,
     ) -> bool:
         c = t.pending_calls.c
+        conditions = [c.correlation_id == correlation_id, c.status == PendingStatus.AWAITING.value]
+        if before_expiry:
+            conditions.append(c.expires_at > now)
         result = await self._session.execute(
             t.pending_calls.update()
-            .where(c.correlation_id == correlation_id, c.status == PendingStatus.AWAITING.value)
+            .where(*conditions)
             .values(
                 status=target.value,
                 resolved_by=resolved_by,

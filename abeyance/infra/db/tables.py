@@ -45,6 +45,7 @@ conversations = sa.Table(
     sa.Column("active_run_id", sa.Uuid, nullable=True),
     sa.Column("created_at", UtcDateTime, nullable=False),
     sa.Column("updated_at", UtcDateTime, nullable=False),
+    sa.Column("created_by", sa.String(200), nullable=True),
 )
 
 messages = sa.Table(
@@ -72,6 +73,7 @@ runs = sa.Table(
     sa.Column("awaiting_count", sa.Integer, nullable=False),
     sa.Column("usage", JSON, nullable=False),
     sa.Column("cancel_requested", sa.Boolean, nullable=False),
+    sa.Column("claims", sa.Integer, nullable=False, server_default="0"),
     sa.Column("lease_owner", sa.String(200), nullable=True),
     sa.Column("lease_expires_at", UtcDateTime, nullable=True),
     sa.Column("trace_context", JSON, nullable=True),
