@@ -5,7 +5,7 @@ Two families live here:
 * tool errors (`ToolError` and its four subclasses) are raised by tools and reach the model as a
   tool message, never as a crashed run;
 * service errors (`NotFound`, `Stale`, ...) are raised by the service layer and mapped to HTTP
-  problem responses in exactly one place (`abeyance.app.errors`).
+  problem responses in exactly one place (`abeyance.app.problems`).
 """
 
 from __future__ import annotations

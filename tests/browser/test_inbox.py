@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import re
 
-from playwright.async_api import Locator, Page, expect
+from playwright.async_api import Locator, Page, Route, expect
 
 from tests.browser.conftest import KEY_STORAGE, InboxApp, artifact, sign_in
 from tests.conftest import call, script
@@ -18,6 +18,10 @@ TRIAGE = script(
     [call("triage_cluster", cluster_id="clu_webhook_timeout", status="wait", notes="partner fix pending")]
 )
 
+REVISE = script(
+    [call("replay_dlq_event", event_id="evt_1001", reason="partner endpoint is back")],
+    [call("replay_dlq_event", event_id="evt_1002", reason="the newer one")],
+)
 ASK = script([call("ask_operator", question="Which endpoint should the replays use?")])
 
 
@@ -94,6 +98,58 @@ async def test_deny_with_a_reason(inbox: InboxApp) -> None:
 
     denied = await inbox.pending(pending["correlation_id"])
     assert (denied["status"], denied["reason"]) == ("denied", "not during the change freeze")
+
+
+async def test_ask_for_a_revision_and_the_model_proposes_a_revised_call(inbox: InboxApp) -> None:
+    page = await inbox.signed_in(await inbox.keys.make("operator", "default", name="alice"))
+    pending = await inbox.suspend(REVISE)
+    await call_item(page, "evt_1001").click()
+    await expect(page.locator("#detail-title")).to_have_text("replay_dlq_event")
+
+    await page.get_by_text("Ask for a revision…").click()
+    send = page.get_by_role("button", name="Ask for a revision", exact=True)
+    await send.click()  # no notes yet: the form refuses to send
+    assert (await inbox.pending(pending["correlation_id"]))["status"] == "awaiting"
+    await page.get_by_label("Notes for a revised call").fill("replay evt_1002 instead")
+    await send.click()
+
+    state = page.locator("#detail-state")
+    await expect(state).to_contain_text(
+        "You sent this call back for a revision. Notes: “replay evt_1002 instead”."
+    )
+    await expect(state).to_contain_text("The run waits for 1 more decision; see the list.")
+    latest = page.locator("#decisions .decision").first
+    await expect(latest).to_contain_text("Revision asked replay_dlq_event by alice")
+    await expect(latest).to_contain_text("“replay evt_1002 instead”")
+    # The first call left the list; the model's revised call is there instead.
+    await expect(page.locator(".call-link")).to_have_count(1)
+    await expect(call_item(page, "evt_1001")).to_have_count(0)
+    await expect(call_item(page, "Replay DLQ event evt_1002")).to_have_count(1)
+
+    revised = await inbox.pending(pending["correlation_id"])
+    assert (revised["status"], revised["reason"]) == ("revision_requested", "replay evt_1002 instead")
+    audit = await inbox.http.get(
+        "/v1/audit",
+        params={"correlation_id": pending["correlation_id"], "action": "pending.revision_requested"},
+    )
+    [row] = audit.json()["items"]
+    assert (row["actor_name"], row["details"]["reason"]) == ("alice", "replay evt_1002 instead")
+
+    # What the model was told, as the tool result of the call sent back.
+    conversation = await inbox.http.get(f"/v1/conversations/{pending['conversation_id']}")
+    [content] = [
+        part["content"]
+        for message in conversation.json()["messages"]
+        for part in message["message"]["parts"]
+        if part["part_kind"] == "tool-return" and part["tool_call_id"] == pending["tool_call_id"]
+    ]
+    told = json.loads(content)
+    assert told["ok"] is False
+    assert told["error"]["code"] == "REVISION_REQUESTED"
+    assert "Notes: replay evt_1002 instead." in told["error"]["message"]
+    run = await inbox.run(pending["run_id"])
+    [again] = run["pending"]
+    assert (run["status"], again["args_summary"]["event_id"]) == ("suspended", "evt_1002")
 
 
 async def test_edited_arguments_are_checked_before_sending_and_field_errors_show_inline(
@@ -257,6 +313,50 @@ async def test_keys_that_cannot_decide_are_turned_away(inbox: InboxApp) -> None:
     await page.reload()  # the key stays in this tab's session storage
     await expect(page.locator("#who")).to_have_text("root · admin · all workspaces")
     await expect(page.locator(".call-link")).to_have_count(1)
+
+
+async def test_a_reload_while_the_service_fails_keeps_the_key_and_signs_in_again(inbox: InboxApp) -> None:
+    issued = await inbox.keys.issue("operator", "default", name="alice")
+    page = await inbox.signed_in(issued.secret)
+    stored = f"sessionStorage.getItem('{KEY_STORAGE}')"
+    unreachable = page.locator("#unreachable-error")
+
+    async def unavailable(route: Route) -> None:
+        problem = {"status": 503, "code": "database_unavailable", "detail": "the database is not reachable"}
+        await route.fulfill(status=503, content_type="application/problem+json", body=json.dumps(problem))
+
+    await page.route("**/v1/me", unavailable, times=1)
+    await page.reload()
+    await expect(unreachable).to_have_text("the database is not reachable")
+    await expect(page.locator("#unreachable-next")).to_have_text(
+        "The saved key stays in this tab. Next try in 5 s."
+    )
+    await expect(page.get_by_role("heading", name="Signing in again failed")).to_be_visible()
+    await expect(page.get_by_role("heading", name="Awaiting a decision")).to_be_hidden()
+    await expect(page.get_by_label("Operator key")).to_be_hidden()
+    assert await page.evaluate(stored) == issued.secret
+    await expect(page.get_by_role("button", name="Try again")).to_be_focused()
+    await page.screenshot(path=str(artifact("inbox-unreachable.png")))
+    await page.keyboard.press("Enter")
+    await expect(page.locator("#who")).to_have_text("alice · operator · workspace default")
+    await expect(page.locator("#live")).to_have_text("Live")
+    await expect(page.locator("#unreachable")).to_be_hidden()
+
+    # No answer at all: the page tries again by itself.
+    await page.route("**/v1/me", lambda route: route.abort(), times=1)
+    await page.reload()
+    await expect(unreachable).to_contain_text("The service could not be reached")
+    assert await page.evaluate(stored) == issued.secret
+    await expect(page.locator("#who")).to_have_text("alice · operator · workspace default")
+    assert await page.evaluate(stored) == issued.secret
+
+    # A refused key is forgotten.
+    revoked = await inbox.http.delete(f"/v1/keys/{issued.key.id}")
+    assert revoked.status_code == 200, revoked.text
+    await page.reload()
+    await expect(page.locator("#key-error")).to_have_text("This key was not accepted.")
+    await expect(page.locator("#unreachable")).to_be_hidden()
+    assert await page.evaluate(stored) is None
 
 
 async def tab_to(page: Page, selector: str, presses: int = 40) -> None:

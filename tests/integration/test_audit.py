@@ -4,14 +4,17 @@ paged over HTTP and scoped by workspace. Real databases, the real worker driven 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import uuid
 from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 import sqlalchemy as sa
 from litestar.testing import AsyncTestClient
+from pydantic_ai import RunContext
 from sqlalchemy.exc import DBAPIError
 
 from abeyance.app.container import Container, agent_definitions, build_container
@@ -20,15 +23,17 @@ from abeyance.domain.keys import IssuedKey
 from abeyance.domain.records import AuditEntry, Principal
 from abeyance.domain.services import AuditQuery, Resolution, RunView, utcnow
 from abeyance.domain.states import Decision, RunStatus
+from abeyance.domain.tools import Category, ToolSpec
+from abeyance.infra.agents.declarations import AgentDefinition, DeclaredTool
 from abeyance.infra.agents.models import build_model
-from abeyance.infra.agents.observed import PreApprovalPolicy
+from abeyance.infra.agents.observed import PreApprovalPolicy, RunDeps, record_effect
 from abeyance.infra.db.engine import create_engine
 from abeyance.infra.db.repositories import SqlAuditRepository
 from abeyance.infra.db.uow import SqlUnitOfWorkFactory
 from abeyance.infra.runner import AgentRunner, Timeouts
 from abeyance.infra.worker import Worker
-from tests.api.helpers import create_conversation, get_run, post_message, resolve
-from tests.conftest import call, make_settings, script
+from tests.api.http_calls import create_conversation, get_run, post_message, resolve
+from tests.conftest import call, eventually, make_settings, script
 
 USER = Principal(id="user:bob", role="user", workspace="default")
 OPERATOR = Principal(id="operator:alice", role="operator", workspace="default")
@@ -199,6 +204,89 @@ async def test_a_pre_approved_call_is_audited_as_auto_approved(container: Contai
     assert rows[2].details["tool_name"] == "replay_dlq_event"
     assert [t.metadata.tool_name for t in await container.service.list_tool_calls(USER, run.id)] == [
         "replay_dlq_event"
+    ]
+
+
+@dataclass
+class Button:
+    """A gated tool whose first dispatch never returns, so the worker running it can be killed there:
+    before its effect, or after the effect and its `tool_calls` row were committed."""
+
+    die_after_effect: bool
+    started: asyncio.Event = field(default_factory=asyncio.Event)
+    pressed: list[str] = field(default_factory=list)
+
+    def agent(self) -> AgentDefinition:
+        async def press_button(ctx: RunContext[RunDeps], label: str) -> dict[str, str]:
+            """Press a button.
+
+            Args:
+                label: Which one.
+            """
+            first = not self.started.is_set()
+            if first and not self.die_after_effect:
+                await self.hang()
+            self.pressed.append(label)
+            result = {"pressed": label}
+            async with ctx.deps.uow() as uow:
+                await record_effect(uow, ctx, "press_button", result)
+                await uow.commit()
+            if first:
+                await self.hang()
+            return result
+
+        spec = ToolSpec("press_button", category=Category.MUTATE, effect="Press {label}")
+        return AgentDefinition("buttons", "Press buttons.", (DeclaredTool.declare(press_button, spec),))
+
+    async def hang(self) -> None:
+        self.started.set()
+        await asyncio.Event().wait()
+
+
+@pytest.mark.parametrize("revoked", [False, True], ids=["still-covered", "revoked-meanwhile"])
+@pytest.mark.parametrize("die_after_effect", [False, True], ids=["before-the-effect", "after-the-effect"])
+async def test_a_pre_approved_call_dispatched_again_after_a_crash_is_audited_once(
+    seeded: str, die_after_effect: bool, revoked: bool
+) -> None:
+    button = Button(die_after_effect)
+    settings = make_settings(seeded, lease_seconds=0.3)
+    container = build_container(settings, extra_agents=[button.agent()])
+    try:
+        authorization = await container.authorizations.create(
+            OPERATOR, tool_name="press_button", reason="drill"
+        )
+        conversation = await container.service.create_conversation(USER, "buttons", None)
+        run = await container.service.post_message(
+            USER, conversation.id, script([call("press_button", label="red")], "pressed")
+        )
+
+        # The worker dies while the pre-approved call runs: its lease runs out, another takes over.
+        segment = asyncio.create_task(container.worker.run_once())
+        await asyncio.wait_for(button.started.wait(), 10)
+        segment.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await segment
+        if revoked:
+            await container.authorizations.revoke(OPERATOR, authorization.id)
+        assert await eventually(container.worker.sweep)
+        assert await container.worker.run_once()
+
+        view = await container.service.get_run(USER, run.id)
+        rows = await container.service.list_audit(ADMIN, AuditQuery(conversation_id=conversation.id))
+        records = await container.service.list_tool_calls(USER, run.id)
+    finally:
+        await container.close()
+
+    # The approval recorded before the crash holds: the call is neither gated nor audited again.
+    assert (view.run.status, view.run.output, view.pending) == (RunStatus.COMPLETED, "pressed", [])
+    assert button.pressed == ["red"]
+    decisions = [r for r in rows if r.action.startswith("pending.")]
+    assert [r.action for r in decisions] == ["pending.auto_approved"]
+    [approved] = decisions
+    assert approved.actor == f"authorization:{authorization.id}"
+    assert approved.details["tool_call_id"] == records[0].tool_call_id
+    assert [(r.metadata.tool_name, r.result) for r in records] == [
+        ("press_button", {"ok": True, "result": {"pressed": "red"}})
     ]
 
 

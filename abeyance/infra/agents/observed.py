@@ -39,6 +39,8 @@ log = structlog.get_logger("abeyance.tools")
 
 REDISPATCH = "redispatch"
 EDITED_ARGS = "edited_args"
+AUTO_APPROVED = "pending.auto_approved"
+_AUDIT_PAGE = 200
 
 
 class PreApprovalPolicy:
@@ -162,8 +164,9 @@ class ObservedTools(AbstractCapability[RunDeps]):
     ) -> Any:
         deps = ctx.deps
         metadata = ctx.tool_call_metadata or {}
-        approved = ctx.tool_call_approved and not metadata.get(REDISPATCH)
-        if spec.gated and not approved:
+        redispatch = bool(metadata.get(REDISPATCH))
+        approved = ctx.tool_call_approved and not redispatch
+        if spec.gated and not approved and not (redispatch and await self._cleared_before(deps, call)):
             authorization = await self._pre_approval(deps, spec, call, args)
             if authorization is None:
                 raise ApprovalRequired(metadata={"kind": PendingKind.APPROVAL.value})
@@ -174,6 +177,37 @@ class ObservedTools(AbstractCapability[RunDeps]):
                 kind="question" if spec.executor is Executor.HUMAN else "external",
             )
         return await self._execute(ctx, spec, call, args, handler, metadata)
+
+    @staticmethod
+    async def _cleared_before(deps: RunDeps, call: ToolCallPart) -> bool:
+        """Whether an earlier dispatch of this call (a segment that died) already passed the gate.
+
+        A redispatched call carries no approval of its own, so the gate is asked again, unless the
+        call has a stored outcome (it ran; `_execute` replays it) or a pre-approval was recorded for
+        it. That recorded approval holds, like an operator's: the call is not gated a second time
+        and no second `pending.auto_approved` row is written, even if the authorization has been
+        revoked since.
+        """
+        async with deps.uow() as uow:
+            if await uow.tool_calls.get(deps.conversation_id, call.tool_call_id) is not None:
+                return True
+            after_id: int | None = None
+            while True:
+                rows = await uow.audit.search(
+                    workspace=deps.workspace,
+                    conversation_id=deps.conversation_id,
+                    correlation_id=None,
+                    actions=(AUTO_APPROVED,),
+                    since=None,
+                    after_id=after_id,
+                    limit=_AUDIT_PAGE,
+                    newest_first=True,
+                )
+                if any(row.details.get("tool_call_id") == call.tool_call_id for row in rows):
+                    return True
+                if len(rows) < _AUDIT_PAGE:
+                    return False
+                after_id = rows[-1].id
 
     async def _pre_approval(
         self, deps: RunDeps, spec: ToolSpec, call: ToolCallPart, args: Mapping[str, Any]
@@ -200,7 +234,7 @@ class ObservedTools(AbstractCapability[RunDeps]):
         async with deps.uow() as uow:
             await uow.audit.append(
                 AuditEntry(
-                    action="pending.auto_approved",
+                    action=AUTO_APPROVED,
                     actor=f"authorization:{authorization}",
                     workspace=deps.workspace,
                     conversation_id=deps.conversation_id,

@@ -50,6 +50,8 @@
     watch: 0,
     decisionsTimer: null,
     ticker: null,
+    retryTimer: null,
+    retryDelay: 0,
   };
 
   class ApiError extends Error {
@@ -60,7 +62,14 @@
     }
   }
 
-  // ---- small helpers -------------------------------------------------------------------------
+  // The key itself was turned away (unknown, revoked, or not allowed to decide): signing in again
+  // with it cannot help. Anything else (no answer, a 5xx) may pass, so a saved key is kept.
+  class KeyRefused extends Error {}
+
+  const RETRY_FIRST_MS = 5000;
+  const RETRY_MAX_MS = 60000;
+
+  // ---- building and formatting the page -----------------------------------------------------
 
   function h(tag, attrs, ...children) {
     const node = document.createElement(tag);
@@ -189,6 +198,7 @@
 
   // ---- signing in and out ----------------------------------------------------------------------
 
+  // Throws KeyRefused when the key is no good, and the ApiError or network error otherwise.
   async function signIn(key) {
     state.key = key;
     let me;
@@ -196,22 +206,66 @@
       me = await api("/v1/me");
     } catch (error) {
       state.key = null;
-      if (error instanceof ApiError && error.status === 401) throw new Error("This key was not accepted.");
-      throw new Error(problemText(error));
+      if (error instanceof ApiError && (error.status === 401 || error.status === 403)) {
+        throw new KeyRefused("This key was not accepted.");
+      }
+      throw error;
     }
     if (!me.permissions.includes("approve")) {
       state.key = null;
-      throw new Error(`This is a ${me.role} key; the inbox needs an operator or admin key.`);
+      throw new KeyRefused(`This is a ${me.role} key; the inbox needs an operator or admin key.`);
     }
     state.me = me;
     sessionStorage.setItem(KEY_STORAGE, key);
     start();
   }
 
+  function signInError(error) {
+    return error instanceof KeyRefused ? error.message : problemText(error);
+  }
+
+  // Signing in again with the key this tab saved (a reload). Only a refused key is forgotten;
+  // while the service is unreachable or failing the page says so, keeps the key and tries again.
+  async function resume(key) {
+    clearTimeout(state.retryTimer);
+    const button = $("retry");
+    button.disabled = true;
+    let failure = null;
+    try {
+      await signIn(key);
+    } catch (error) {
+      failure = error;
+    }
+    button.disabled = false;
+    if (failure === null) {
+      $("unreachable").hidden = true;
+      state.retryDelay = 0;
+    } else if (failure instanceof KeyRefused) {
+      signOut(failure.message);
+    } else {
+      showUnreachable(key, failure);
+    }
+  }
+
+  function showUnreachable(key, error) {
+    const box = $("unreachable");
+    $("sign-in").hidden = true;
+    if (box.hidden) {
+      box.hidden = false;
+      $("retry").focus();
+    }
+    state.retryDelay = state.retryDelay ? Math.min(state.retryDelay * 2, RETRY_MAX_MS) : RETRY_FIRST_MS;
+    setText("unreachable-error", signInError(error));
+    const next = span(state.retryDelay / 1000);
+    setText("unreachable-next", `The saved key stays in this tab. Next try in ${next}.`);
+    state.retryTimer = setTimeout(() => resume(key), state.retryDelay);
+  }
+
   function signOut(message) {
     if (state.stream) state.stream.abort();
     clearInterval(state.ticker);
     clearTimeout(state.decisionsTimer);
+    clearTimeout(state.retryTimer);
     sessionStorage.removeItem(KEY_STORAGE);
     Object.assign(state, {
       key: null,
@@ -220,6 +274,8 @@
       openId: null,
       openCall: null,
       watch: state.watch + 1,
+      retryTimer: null,
+      retryDelay: 0,
     });
     state.calls.clear();
     state.gone.clear();
@@ -230,6 +286,7 @@
     $("inbox").hidden = true;
     $("who").hidden = true;
     $("sign-out").hidden = true;
+    $("unreachable").hidden = true;
     $("sign-in").hidden = false;
     $("key").value = "";
     setText("key-error", message || "");
@@ -607,8 +664,12 @@
     $("decide").hidden = true;
     setStatus(decided.status);
     const edited = decided.edited_args ? " with edited arguments" : "";
-    const reason = decided.reason ? ` Reason: “${decided.reason}”.` : "";
-    showState("done", `You ${STATUS_WORDS[decided.status] || decided.status} this call${edited}.${reason}`);
+    const revise = decided.status === "revision_requested";
+    const what = revise
+      ? "sent this call back for a revision"
+      : `${STATUS_WORDS[decided.status] || decided.status} this call`;
+    const reason = decided.reason ? ` ${revise ? "Notes" : "Reason"}: “${decided.reason}”.` : "";
+    showState("done", `You ${what}${edited}.${reason}`);
     watchRun(call);
   }
 
@@ -878,13 +939,19 @@
         await signIn(key);
         $("key").value = "";
       } catch (error) {
-        setText("key-error", error.message);
+        setText("key-error", signInError(error));
         $("key").focus();
       } finally {
         button.disabled = false;
       }
     });
     $("sign-out").addEventListener("click", () => signOut("Signed out."));
+    $("retry").addEventListener("click", () => {
+      const saved = sessionStorage.getItem(KEY_STORAGE);
+      if (saved) resume(saved);
+      else signOut("");
+    });
+    $("other-key").addEventListener("click", () => signOut("Signed out."));
     submitted("filters", () => renderList());
     $("filter-kind").addEventListener("change", renderList);
     $("filter-tool").addEventListener("input", renderList);
@@ -926,7 +993,7 @@
   wire();
   const saved = sessionStorage.getItem(KEY_STORAGE);
   if (saved) {
-    signIn(saved).catch((error) => signOut(error.message));
+    resume(saved);
   } else {
     $("key").focus();
   }
