@@ -28,17 +28,6 @@ class ToolCallMetadata:
     ended_at: datetime
 
 
-@dataclass(frozen=True, slots=True)
-class ToolApprovalRequest:
-    """What an operator sees before deciding."""
-
-    tool_name: str
-    agent_name: str
-    args_summary: dict[str, Any]
-    effect_description: str
-    correlation_id: uuid.UUID
-
-
 @dataclass(slots=True)
 class Conversation:
     id: uuid.UUID

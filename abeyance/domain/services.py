@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -380,12 +380,19 @@ class AgentService:
                     now,
                 )
             await uow.commit()
-            resolved = await uow.pending.get(correlation_id)
+        # What the conditional update wrote: no second read of the row.
+        resolved = replace(
+            call,
+            status=target,
+            resolved_by=principal.id,
+            reason=resolution.reason,
+            resolution=record,
+            resolved_at=now,
+        )
         self._metrics.pending_resolved(call, target, now)
         if requeued:
             self._metrics.run_status(RunStatus.QUEUED)
             await self._notifier.run_queued(call.run_id)
-        assert resolved is not None
         return resolved
 
     async def _expire_late(self, uow: UnitOfWork, call: PendingCall, now: datetime) -> Stale:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import string
+import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -10,6 +11,7 @@ from enum import StrEnum
 from typing import Any, assert_never
 
 from abeyance.domain.errors import ToolDeclarationError
+from abeyance.domain.sanitize import sanitize
 
 
 class Executor(StrEnum):
@@ -112,6 +114,30 @@ class ToolSpec:
         if self.effect is None:
             return f"Run {self.name}"
         return string.Formatter().vformat(self.effect, (), _Missing(args))
+
+
+@dataclass(frozen=True, slots=True)
+class ToolApprovalRequest:
+    """What an operator sees before deciding: the arguments sanitized, the effect spelled out."""
+
+    tool_name: str
+    agent_name: str
+    args_summary: Any
+    effect_description: str
+    correlation_id: uuid.UUID
+
+    @classmethod
+    def for_call(
+        cls, spec: ToolSpec | None, tool_name: str, agent_name: str, args: Mapping[str, Any]
+    ) -> ToolApprovalRequest:
+        """The request for one suspended call, under a new correlation id."""
+        return cls(
+            tool_name=tool_name,
+            agent_name=agent_name,
+            args_summary=sanitize(dict(args)),
+            effect_description=spec.describe_effect(args) if spec else f"Run {tool_name}",
+            correlation_id=uuid.uuid4(),
+        )
 
 
 class _Missing(dict[str, Any]):

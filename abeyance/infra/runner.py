@@ -53,7 +53,7 @@ from abeyance.domain.records import AuditEntry, PendingCall, Run, RunError, Usag
 from abeyance.domain.sanitize import args_hash, sanitize
 from abeyance.domain.services import Clock
 from abeyance.domain.states import PendingStatus, RunStatus
-from abeyance.domain.tools import Executor, PendingKind
+from abeyance.domain.tools import Executor, PendingKind, ToolApprovalRequest
 from abeyance.infra.agents.declarations import AgentDefinition, DeclaredProviderTool
 from abeyance.infra.agents.observed import (
     EDITED_ARGS,
@@ -650,9 +650,10 @@ class AgentRunner:
             spec = definition.spec(part.tool_name)
             kind = PendingKind(output.metadata.get(part.tool_call_id, {}).get("kind", default_kind.value))
             args = part.args_as_dict()
+            request = ToolApprovalRequest.for_call(spec, part.tool_name, run.agent, args)
             calls.append(
                 PendingCall(
-                    correlation_id=uuid.uuid4(),
+                    correlation_id=request.correlation_id,
                     conversation_id=run.conversation_id,
                     run_id=run.id,
                     workspace=run.workspace,
@@ -663,9 +664,9 @@ class AgentRunner:
                     executor=spec.executor if spec else Executor.SERVER,
                     kind=kind,
                     args=args,
-                    args_summary=sanitize(args),
+                    args_summary=request.args_summary,
                     args_hash=args_hash(part.tool_name, args),
-                    effect_description=spec.describe_effect(args) if spec else f"Run {part.tool_name}",
+                    effect_description=request.effect_description,
                     status=PendingStatus.AWAITING,
                     created_at=now,
                     expires_at=now

@@ -7,7 +7,15 @@ from datetime import timedelta
 import pytest
 
 from abeyance.domain.errors import ToolDeclarationError
-from abeyance.domain.tools import DEFAULT_TIMEOUTS, Approval, Category, Executor, PendingKind, ToolSpec
+from abeyance.domain.tools import (
+    DEFAULT_TIMEOUTS,
+    Approval,
+    Category,
+    Executor,
+    PendingKind,
+    ToolApprovalRequest,
+    ToolSpec,
+)
 
 
 @pytest.mark.parametrize(
@@ -67,3 +75,15 @@ def test_timeouts_default_per_kind_and_must_be_positive() -> None:
     ) == (timedelta(minutes=5))
     with pytest.raises(ToolDeclarationError, match="timeout must be positive"):
         ToolSpec("t", timeout=timedelta(0))
+
+
+def test_an_approval_request_masks_secrets_and_spells_out_the_effect() -> None:
+    spec = ToolSpec("rotate_key", category=Category.MUTATE, effect="Rotate the key of {service}")
+    args = {"service": "billing", "api_key": "sk-live-0123456789abcdef"}
+    first = ToolApprovalRequest.for_call(spec, "rotate_key", "ops", args)
+    second = ToolApprovalRequest.for_call(spec, "rotate_key", "ops", args)
+    assert first.effect_description == "Rotate the key of billing"
+    assert first.args_summary["service"] == "billing"
+    assert "sk-live" not in str(first.args_summary)
+    assert first.correlation_id != second.correlation_id
+    assert ToolApprovalRequest.for_call(None, "gone", "ops", {}).effect_description == "Run gone"
