@@ -15,72 +15,26 @@ import argparse
 import asyncio
 import json
 import os
-import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+import httpx
+import sqlalchemy as sa
+from common import GATED_TURN, PLAIN_TURN, fresh_database, percentile, settle
 
-import httpx  # noqa: E402
-import sqlalchemy as sa  # noqa: E402
-
-from abeyance.domain.services import utcnow  # noqa: E402
-from abeyance.infra.db.engine import create_engine  # noqa: E402
-from abeyance.infra.db.migrations import upgrade  # noqa: E402
-from abeyance.infra.db.uow import SqlUnitOfWorkFactory  # noqa: E402
-from abeyance.infra.demo import seed_demo  # noqa: E402
-from tests.conftest import _reset_pg_schema, admin_headers, call, script  # noqa: E402
-from tests.faults.processes import Cluster, check_invariants  # noqa: E402
+from abeyance.infra.db.engine import create_engine
+from tests.faults.processes import Cluster, check_invariants
 
 DEFAULT_URL = "postgresql+asyncpg://postgres@127.0.0.1:5432/bench_durability"
-PLAIN = script([call("list_dlq_events")], "listed")
-GATED = script([call("replay_dlq_event", event_id="evt_1001", reason="bench")], "replayed")
-
-
-def percentile(values: list[float], q: float) -> float:
-    if not values:
-        return float("nan")
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
-
-
-async def ensure_database(url: str) -> None:
-    name = url.rsplit("/", 1)[1]
-    admin = create_engine(url.rsplit("/", 1)[0] + "/postgres").execution_options(isolation_level="AUTOCOMMIT")
-    async with admin.connect() as conn:
-        query = sa.text("SELECT 1 FROM pg_database WHERE datname = :n")
-        if (await conn.execute(query, {"n": name})).first() is None:
-            await conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
-    await admin.dispose()
-
-
-async def fresh(url: str) -> dict[str, str]:
-    await ensure_database(url)
-    await _reset_pg_schema(url)
-    await asyncio.to_thread(upgrade, url)
-    engine = create_engine(url)
-    await seed_demo(SqlUnitOfWorkFactory(engine), "default", utcnow())
-    await engine.dispose()
-    return await admin_headers(url)
-
-
-async def settle(client: httpx.AsyncClient, base: str, run_id: str, want: str) -> dict[str, Any]:
-    while True:
-        run: dict[str, Any] = (await client.get(f"{base}/v1/runs/{run_id}", params={"wait": 10})).json()
-        if run["status"] == want:
-            return run
-        if run["status"] in {"failed", "cancelled"}:
-            raise RuntimeError(f"run {run_id} ended {run['status']}: {run.get('error')}")
 
 
 async def conversation(client: httpx.AsyncClient, base: str, turns: int, gated: bool) -> None:
     cid = (await client.post(f"{base}/v1/conversations", json={"agent": "ops"})).json()["id"]
     for _ in range(turns):
         posted = await client.post(
-            f"{base}/v1/conversations/{cid}/messages", json={"content": GATED if gated else PLAIN}
+            f"{base}/v1/conversations/{cid}/messages", json={"content": GATED_TURN if gated else PLAIN_TURN}
         )
         run = posted.json()
         if gated:
@@ -110,7 +64,7 @@ async def resume_latencies(url: str) -> list[float]:
 
 
 async def scenario(url: str, workers: int, conversations: int, turns: int, gated: bool) -> dict[str, Any]:
-    headers = await fresh(url)
+    headers = await fresh_database(url)
     with tempfile.TemporaryDirectory() as logs:
         cluster = Cluster(url, Path(logs), headers=headers)
         try:

@@ -1,0 +1,644 @@
+"""Per-turn cost, throughput, storage and memory of the service, on SQLite and on PostgreSQL.
+
+Everything runs with the offline `scripted` model (zero model latency), so only the service's own
+cost is measured. One turn is one approval round trip: a user message makes the model propose a
+gated `replay_dlq_event`, the run suspends, an operator approves, the tool runs and the model
+answers.
+
+- per turn, end to end over HTTP: POST message -> `suspended`; resolve; resolve -> `completed`;
+  on one conversation, sampled in a window of turns starting at turn 1, 50, 100, 200 and 500
+  (real `abeyance serve` / `abeyance worker` processes);
+- the same turns through the service and the runner directly (no HTTP, no processes), with the
+  number of commits of the suspend and the resume path, and the storage the turns leave;
+- the floor: one single-row INSERT + COMMIT on the same database and engine;
+- throughput: approval turns per second with 1, 10 and 100 concurrent conversations, embedded
+  SQLite and PostgreSQL with 1 and 2 worker processes; peak RSS of the processes afterwards.
+
+    .venv/bin/python bench/bench.py [--quick] [--databases sqlite pg] [--skip-throughput]
+
+It prints a table per part and, last, one JSON line with every figure (ratios end in `_ratio`).
+PostgreSQL figures use a scratch database (BENCH_PG_URL, default .../bench), emptied first.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import os
+import statistics
+import tempfile
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import sqlalchemy as sa
+from common import (
+    BENCH_ADMIN,
+    GATED_TURN,
+    Processes,
+    call,
+    fresh_database,
+    peak_rss_mib,
+    percentile,
+    script,
+    settle,
+)
+
+from abeyance.app.container import Container, build_container
+from abeyance.app.logging import configure_logging
+from abeyance.app.settings import Settings
+from abeyance.domain.services import Resolution, utcnow
+from abeyance.domain.states import Decision, PendingStatus, RunStatus
+from abeyance.infra.db.engine import create_engine, is_sqlite
+from abeyance.infra.db.tables import metadata
+from abeyance.infra.db.uow import SqlUnitOfWorkFactory
+
+DEFAULT_PG_URL = "postgresql+asyncpg://postgres@127.0.0.1:5432/bench"
+CHECKPOINTS = (1, 50, 100, 200, 500)
+QUICK_CHECKPOINTS = (1, 20, 50)
+
+
+def ms(seconds: float) -> float:
+    return seconds * 1000
+
+
+def p50(values: Sequence[float]) -> float:
+    return round(percentile(list(values), 0.5), 2)
+
+
+def p95(values: Sequence[float]) -> float:
+    return round(percentile(list(values), 0.95), 2)
+
+
+@dataclass
+class TurnSamples:
+    """Latencies (ms) of the turns sampled in one window, and the commits each path made."""
+
+    suspend: list[float] = field(default_factory=list)
+    resolve: list[float] = field(default_factory=list)
+    resume: list[float] = field(default_factory=list)
+    suspend_commits: list[int] = field(default_factory=list)
+    resume_commits: list[int] = field(default_factory=list)
+
+    @property
+    def turn(self) -> list[float]:
+        return [s + r for s, r in zip(self.suspend, self.resume, strict=True)]
+
+    def add(self, measured: Sequence[float]) -> None:
+        """One turn's (suspend, resolve, resume[, suspend commits, resume commits])."""
+        self.suspend.append(measured[0])
+        self.resolve.append(measured[1])
+        self.resume.append(measured[2])
+        if len(measured) > 3:
+            self.suspend_commits.append(int(measured[3]))
+            self.resume_commits.append(int(measured[4]))
+
+
+TurnFn = Callable[[Any], Awaitable[Sequence[float]]]
+"""Runs one turn on a conversation; returns (suspend, resolve, resume[, commits...])."""
+
+
+async def sample_turns(
+    do_turn: TurnFn,
+    new_conversation: Callable[[], Awaitable[Any]],
+    checkpoints: Sequence[int],
+    window: int,
+    after_turn: Callable[[int], Awaitable[None]] | None = None,
+) -> dict[int, TurnSamples]:
+    """Turns of one long conversation, sampled in a window from each checkpoint.
+
+    The middle checkpoints are sampled on the way. The first (turn 1) and the last are sampled
+    interleaved: a turn on a fresh conversation, then one on the long one, and so on, so the
+    ratio of the two is not skewed by the machine getting busier or quieter in between.
+    """
+    first, *middle, last = checkpoints
+    owner = {t: c for c in middle for t in range(c, c + window)}
+    samples = {c: TurnSamples() for c in checkpoints}
+    long = await new_conversation()
+    for turn in range(1, last):
+        measured = await do_turn(long)
+        if turn in owner:
+            samples[owner[turn]].add(measured)
+        if after_turn is not None:
+            await after_turn(turn)
+    fresh = await new_conversation()
+    for _ in range(window):
+        samples[first].add(await do_turn(fresh))
+        samples[last].add(await do_turn(long))
+    return samples
+
+
+# --- end to end over HTTP -------------------------------------------------------------------
+
+
+async def http_turn(
+    client: httpx.AsyncClient, base: str, conversation_id: str, content: str = GATED_TURN
+) -> tuple[float, float, float]:
+    """One approval turn over HTTP: (message -> suspended, resolve, resolve -> completed) in ms."""
+    started = time.perf_counter()
+    posted = await client.post(
+        f"{base}/v1/conversations/{conversation_id}/messages", params={"wait": 30}, json={"content": content}
+    )
+    posted.raise_for_status()
+    run = posted.json()
+    if run["status"] != "suspended":
+        run = await settle(client, base, run["id"], "suspended")
+    suspended = time.perf_counter()
+    [pending] = run["pending"]
+    resolved = await client.post(
+        f"{base}/v1/pending/{pending['correlation_id']}/resolve", json={"decision": "approve"}
+    )
+    resolved.raise_for_status()
+    answered = time.perf_counter()
+    await settle(client, base, run["id"], "completed")
+    completed = time.perf_counter()
+    return ms(suspended - started), ms(answered - suspended), ms(completed - suspended)
+
+
+async def new_conversation(client: httpx.AsyncClient, base: str) -> str:
+    response = await client.post(f"{base}/v1/conversations", json={"agent": "ops"})
+    response.raise_for_status()
+    conversation_id: str = response.json()["id"]
+    return conversation_id
+
+
+async def start_service(processes: Processes, url: str, workers: int) -> tuple[int, str, list[int]]:
+    """Embedded SQLite: one `serve` with its worker. PostgreSQL: `serve --no-worker` + workers."""
+    if is_sqlite(url):
+        server, base = await processes.serve(worker=True)
+        return server.pid, base, []
+    server, base = await processes.serve(worker=False)
+    return server.pid, base, [processes.worker().pid for _ in range(workers)]
+
+
+async def per_turn_http(
+    url: str, checkpoints: Sequence[int], window: int, log_dir: Path
+) -> dict[int, TurnSamples]:
+    headers = await fresh_database(url)
+    processes = Processes(url, log_dir)
+    try:
+        _, base, _ = await start_service(processes, url, workers=1)
+        async with httpx.AsyncClient(headers=headers, timeout=60) as client:
+            warm = await new_conversation(client, base)
+            for _ in range(5):
+                await http_turn(client, base, warm)
+
+            async def do_turn(conversation_id: str) -> Sequence[float]:
+                return await http_turn(client, base, conversation_id)
+
+            return await sample_turns(do_turn, lambda: new_conversation(client, base), checkpoints, window)
+    finally:
+        processes.stop_all()
+
+
+# --- through the service and runner, no HTTP -------------------------------------------------
+
+
+@dataclass(eq=False)
+class CommitCounter:
+    """Counts the engine's commits (an SQLAlchemy `commit` event listener)."""
+
+    count: int = 0
+
+    def __call__(self, *_: Any) -> None:
+        self.count += 1
+
+
+@dataclass
+class StorageMark:
+    turn: int
+    row_bytes: int
+    rows: int
+    database_bytes: int
+
+
+async def storage(url: str) -> tuple[int, int, int]:
+    """(row payload bytes, rows, database bytes) over every table of the service."""
+    engine = create_engine(url)
+    names = [t.name for t in metadata.sorted_tables]
+    try:
+        async with engine.connect() as conn:
+            rows = 0
+            for name in names:
+                rows += int((await conn.execute(sa.text(f"SELECT count(*) FROM {name}"))).scalar_one())
+            if is_sqlite(url):
+                listed = ", ".join(f"'{n}'" for n in names)
+                row_bytes = (
+                    await conn.execute(
+                        sa.text(f"SELECT coalesce(sum(payload), 0) FROM dbstat WHERE name IN ({listed})")
+                    )
+                ).scalar_one()
+                pages = (await conn.execute(sa.text("PRAGMA page_count"))).scalar_one()
+                page_size = (await conn.execute(sa.text("PRAGMA page_size"))).scalar_one()
+                database_bytes = pages * page_size
+            else:
+                row_bytes = 0
+                for name in names:
+                    query = sa.text(f"SELECT coalesce(sum(pg_column_size(x.*)), 0) FROM {name} x")
+                    row_bytes += int((await conn.execute(query)).scalar_one())
+                database_bytes = (
+                    await conn.execute(sa.text("SELECT pg_database_size(current_database())"))
+                ).scalar_one()
+    finally:
+        await engine.dispose()
+    return int(row_bytes), rows, int(database_bytes)
+
+
+def runner_settings(url: str, history_turns: int | None = None) -> Settings:
+    settings = Settings(
+        database_url=url,
+        model="scripted",
+        migrate_on_start=False,
+        run_worker=False,
+        rate_limit_per_minute=0,
+        _env_file=None,  # type: ignore[call-arg]
+    )
+    if history_turns is not None:
+        settings = settings.model_copy(update={"history_turns": history_turns})
+    return settings
+
+
+async def runner_turn(
+    container: Container, conversation_id: uuid.UUID, commits: CommitCounter
+) -> tuple[float, float, float, int, int]:
+    """One approval turn through `AgentService` and the worker's claim + runner, no HTTP."""
+    service, worker = container.service, container.worker
+    before = commits.count
+    started = time.perf_counter()
+    run = await service.post_message(BENCH_ADMIN, conversation_id, GATED_TURN)
+    if not await worker.run_once():
+        raise RuntimeError("the queued run was not claimed")
+    suspended = time.perf_counter()
+    suspend_commits = commits.count - before
+    async with container.uow() as uow:
+        [pending] = await uow.pending.for_run(run.id, PendingStatus.AWAITING)
+        before = commits.count
+    resume_started = time.perf_counter()
+    await service.resolve_pending(BENCH_ADMIN, pending.correlation_id, Resolution(Decision.APPROVE))
+    answered = time.perf_counter()
+    if not await worker.run_once():
+        raise RuntimeError("the resolved run was not claimed")
+    completed = time.perf_counter()
+    resume_commits = commits.count - before
+    view = await service.get_run(BENCH_ADMIN, run.id)
+    if view.run.status is not RunStatus.COMPLETED:
+        raise RuntimeError(f"run {run.id} ended {view.run.status}: {view.run.error}")
+    return (
+        ms(suspended - started),
+        ms(answered - resume_started),
+        ms(completed - resume_started),
+        suspend_commits,
+        resume_commits,
+    )
+
+
+async def commit_floor(url: str, repeat: int) -> list[float]:
+    """Latencies (ms) of one single-row INSERT + COMMIT, on the service's own engine settings."""
+    engine = create_engine(url)
+    key = "INTEGER PRIMARY KEY" if is_sqlite(url) else "BIGSERIAL PRIMARY KEY"
+    latencies = []
+    try:
+        async with engine.begin() as conn:
+            await conn.execute(sa.text("DROP TABLE IF EXISTS bench_floor"))
+            await conn.execute(sa.text(f"CREATE TABLE bench_floor (id {key}, note TEXT NOT NULL)"))
+        insert = sa.text("INSERT INTO bench_floor (note) VALUES (:note)")
+        for i in range(repeat + 10):
+            started = time.perf_counter()
+            async with engine.begin() as conn:
+                await conn.execute(insert, {"note": f"row {i}"})
+            if i >= 10:
+                latencies.append(ms(time.perf_counter() - started))
+        async with engine.begin() as conn:
+            await conn.execute(sa.text("DROP TABLE bench_floor"))
+    finally:
+        await engine.dispose()
+    return latencies
+
+
+async def per_turn_runner(
+    url: str,
+    checkpoints: Sequence[int],
+    window: int,
+    storage_marks: Sequence[int],
+    history_turns: int | None = None,
+) -> tuple[dict[int, TurnSamples], list[StorageMark]]:
+    await fresh_database(url)
+    container = build_container(runner_settings(url, history_turns))
+    commits = CommitCounter()
+    sa.event.listen(container.uow.engine.sync_engine, "commit", commits)
+    marks: list[StorageMark] = []
+    await container.start(run_worker=False)
+    try:
+        warm = await container.service.create_conversation(BENCH_ADMIN, "ops", "default")
+        for _ in range(5):
+            await runner_turn(container, warm.id, commits)
+        base_bytes, base_rows, base_db = await storage(url)
+
+        async def new_conversation() -> uuid.UUID:
+            return (await container.service.create_conversation(BENCH_ADMIN, "ops", "default")).id
+
+        async def do_turn(conversation_id: uuid.UUID) -> Sequence[float]:
+            return await runner_turn(container, conversation_id, commits)
+
+        async def measure_storage(turn: int) -> None:
+            if turn in storage_marks:
+                row_bytes, rows, database_bytes = await storage(url)
+                marks.append(
+                    StorageMark(turn, row_bytes - base_bytes, rows - base_rows, database_bytes - base_db)
+                )
+
+        samples = await sample_turns(do_turn, new_conversation, checkpoints, window, measure_storage)
+    finally:
+        await container.close()
+    return samples, marks
+
+
+# --- throughput ------------------------------------------------------------------------------
+
+
+async def seed_letters(url: str, count: int) -> None:
+    """One dead letter per concurrent conversation, so replays do not queue on one row."""
+    engine = create_engine(url)
+    now = utcnow()
+    try:
+        uow = SqlUnitOfWorkFactory(engine)
+        async with uow() as u:
+            for i in range(count):
+                await u.ops.add_dead_letter(
+                    {
+                        "id": f"evt_bench_{i}",
+                        "workspace": "default",
+                        "outbox_id": None,
+                        "topic": "invoice.paid",
+                        "payload": {"invoice_id": f"inv_{i}", "amount_cents": 100 + i, "currency": "EUR"},
+                        "error": "ReadTimeout: the partner did not answer in 10 s",
+                        "attempts": 5,
+                        "cluster_id": None,
+                        "status": "dead",
+                        "replay_count": 0,
+                        "failed_at": now,
+                        "replayed_at": None,
+                    }
+                )
+            await u.commit()
+    finally:
+        await engine.dispose()
+
+
+async def drive(
+    client: httpx.AsyncClient, base: str, conversation_id: str, content: str, turns: int, into: list[float]
+) -> None:
+    """`turns` approval turns, one after the other, on one conversation; whole-turn latencies `into`."""
+    for _ in range(turns):
+        suspend, _, resume = await http_turn(client, base, conversation_id, content)
+        into.append(suspend + resume)
+
+
+@dataclass
+class ThroughputRow:
+    mode: str
+    concurrency: int
+    turns: int
+    seconds: float
+    turns_per_s: float
+    turn_p50_ms: float
+    turn_p95_ms: float
+
+
+async def throughput(
+    url: str, mode: str, workers: int, plan: Sequence[tuple[int, int]], log_dir: Path
+) -> tuple[list[ThroughputRow], dict[str, float]]:
+    """`plan`: (concurrent conversations, turns each). Returns the rows and the processes' peak RSS."""
+    headers = await fresh_database(url)
+    most = max(c for c, _ in plan)
+    await seed_letters(url, most)
+    processes = Processes(url, log_dir)
+    rows: list[ThroughputRow] = []
+    try:
+        server, base, worker_pids = await start_service(processes, url, workers)
+        limits = httpx.Limits(max_connections=most + 10, max_keepalive_connections=most + 10)
+        async with httpx.AsyncClient(headers=headers, timeout=120, limits=limits) as client:
+            warm = await new_conversation(client, base)
+            for _ in range(3):
+                await http_turn(client, base, warm)
+            for concurrency, turns in plan:
+                conversations = [await new_conversation(client, base) for _ in range(concurrency)]
+                contents = [
+                    script([call("replay_dlq_event", event_id=f"evt_bench_{i}", reason="bench")], "replayed")
+                    for i in range(concurrency)
+                ]
+                latencies: list[float] = []
+                started = time.perf_counter()
+                await asyncio.gather(
+                    *(
+                        drive(client, base, conversation_id, content, turns, latencies)
+                        for conversation_id, content in zip(conversations, contents, strict=True)
+                    )
+                )
+                elapsed = time.perf_counter() - started
+                done = concurrency * turns
+                rows.append(
+                    ThroughputRow(
+                        mode,
+                        concurrency,
+                        done,
+                        round(elapsed, 2),
+                        round(done / elapsed, 1),
+                        p50(latencies),
+                        p95(latencies),
+                    )
+                )
+                print(format_throughput(rows[-1]), flush=True)
+        rss = {"server": round(peak_rss_mib(server), 1)}
+        for i, pid in enumerate(worker_pids):
+            rss[f"worker{i + 1}"] = round(peak_rss_mib(pid), 1)
+    finally:
+        processes.stop_all()
+    return rows, rss
+
+
+# --- report ----------------------------------------------------------------------------------
+
+
+def format_throughput(row: ThroughputRow) -> str:
+    return (
+        f"  {row.mode:<14} {row.concurrency:>5} {row.turns:>6} {row.seconds:>8} {row.turns_per_s:>8} "
+        f"{row.turn_p50_ms:>10} {row.turn_p95_ms:>10}"
+    )
+
+
+def print_turns(title: str, samples: dict[int, TurnSamples], with_commits: bool) -> None:
+    print(f"\n{title}")
+    header = (
+        f"  {'turn':>5} {'n':>3} {'suspend p50':>12} {'p95':>8} {'resolve p50':>12} {'p95':>8} "
+        f"{'resume p50':>11} {'p95':>8} {'turn p50':>9} {'p95':>8}"
+    )
+    if with_commits:
+        header += f" {'commits s/r':>12}"
+    print(header)
+    for checkpoint, s in samples.items():
+        line = (
+            f"  {checkpoint:>5} {len(s.suspend):>3} {p50(s.suspend):>12} {p95(s.suspend):>8} "
+            f"{p50(s.resolve):>12} {p95(s.resolve):>8} {p50(s.resume):>11} {p95(s.resume):>8} "
+            f"{p50(s.turn):>9} {p95(s.turn):>8}"
+        )
+        if with_commits:
+            line += f" {statistics.median(s.suspend_commits):>6}/{statistics.median(s.resume_commits):<5}"
+        print(line)
+
+
+def storage_marks_for(last: int) -> list[int]:
+    """The long conversation is built up to turn `last - 1` before its last window is sampled."""
+    return sorted({10, 20, last - 11, last - 1})
+
+
+def per_turn_growth(marks: list[StorageMark], start: int, end: int) -> tuple[float, float]:
+    """(row bytes, rows) added per turn between two marks."""
+    by_turn = {m.turn: m for m in marks}
+    first, second = by_turn[start], by_turn[end]
+    turns = end - start
+    return (second.row_bytes - first.row_bytes) / turns, (second.rows - first.rows) / turns
+
+
+async def bench_database(
+    name: str, url: str, args: argparse.Namespace, log_dir: Path, summary: dict[str, Any]
+) -> None:
+    checkpoints = QUICK_CHECKPOINTS if args.quick else CHECKPOINTS
+    window = 5 if args.quick else args.window
+    first, last = checkpoints[0], checkpoints[-1]
+    print(f"\n=== {name}: {url}", flush=True)
+
+    await fresh_database(url)
+    floor = await commit_floor(url, 50 if args.quick else 300)
+    floor_p50 = p50(floor)
+    print(f"\ncommit floor (one-row INSERT + COMMIT): p50 {floor_p50} ms, p95 {p95(floor)} ms", flush=True)
+    summary[f"{name}_commit_floor_p50_ms"] = floor_p50
+
+    http = await per_turn_http(url, checkpoints, window, log_dir)
+    print_turns(
+        f"{name}: per turn over HTTP (ms; {window} turns from each; first and last interleaved)", http, False
+    )
+    summary[f"{name}_turn{first}_p50_ms"] = p50(http[first].turn)
+    summary[f"{name}_turn{last}_p50_ms"] = p50(http[last].turn)
+    summary[f"{name}_turn{last}_vs_turn{first}_ratio"] = round(
+        p50(http[last].turn) / p50(http[first].turn), 3
+    )
+    resolves = [v for s in http.values() for v in s.resolve]
+    summary[f"{name}_resolve_p50_ms"] = p50(resolves)
+    summary[f"{name}_resolve_p95_ms"] = p95(resolves)
+
+    marks_at = storage_marks_for(last)
+    direct, marks = await per_turn_runner(url, checkpoints, window, marks_at)
+    print_turns(f"{name}: per turn through the runner, no HTTP (ms; commits of suspend/resume)", direct, True)
+    summary[f"{name}_runner_turn{first}_p50_ms"] = p50(direct[first].turn)
+    summary[f"{name}_runner_turn{last}_p50_ms"] = p50(direct[last].turn)
+    summary[f"{name}_runner_turn{last}_vs_turn{first}_ratio"] = round(
+        p50(direct[last].turn) / p50(direct[first].turn), 3
+    )
+    suspend_commits = statistics.median(c for s in direct.values() for c in s.suspend_commits)
+    resume_commits = statistics.median(c for s in direct.values() for c in s.resume_commits)
+    path_ms = p50(direct[first].suspend) + p50(direct[first].resume) - p50(direct[first].resolve)
+    summary[f"{name}_suspend_commits"] = suspend_commits
+    summary[f"{name}_resume_commits"] = resume_commits
+    summary[f"{name}_suspend_resume_ms"] = round(path_ms, 2)
+    summary[f"{name}_suspend_resume_vs_floor_ratio"] = round(path_ms / floor_p50, 2)
+    summary[f"{name}_per_commit_vs_floor_ratio"] = round(
+        path_ms / (suspend_commits + resume_commits - 1) / floor_p50, 2
+    )
+    print(
+        f"\n{name}: suspend + resume without HTTP and without the resolve request: {round(path_ms, 2)} ms "
+        f"= {summary[f'{name}_suspend_resume_vs_floor_ratio']}x the commit floor "
+        f"({suspend_commits} + {resume_commits - 1} commits, "
+        f"{summary[f'{name}_per_commit_vs_floor_ratio']}x the floor per commit)"
+    )
+
+    full, _ = await per_turn_runner(url, checkpoints, window, [], history_turns=0)
+    print_turns(
+        f"{name}: per turn through the runner with the whole history shown to the model "
+        "(ABEYANCE_HISTORY_TURNS=0)",
+        full,
+        True,
+    )
+    summary[f"{name}_runner_full_history_turn{last}_p50_ms"] = p50(full[last].turn)
+    summary[f"{name}_runner_full_history_turn{last}_vs_turn{first}_ratio"] = round(
+        p50(full[last].turn) / p50(full[first].turn), 3
+    )
+
+    early_bytes, early_rows = per_turn_growth(marks, 10, 20)
+    late_bytes, late_rows = per_turn_growth(marks, last - 11, last - 1)
+    final = marks[-1]
+    print(f"\n{name}: storage (one conversation; row payload bytes of every table)")
+    print(f"  {'turns':>9} {'bytes/turn':>11} {'rows/turn':>10}")
+    print(f"  {'10-20':>9} {early_bytes:>11.0f} {early_rows:>10.1f}")
+    print(f"  {f'{last - 11}-{last - 1}':>9} {late_bytes:>11.0f} {late_rows:>10.1f}")
+    print(
+        f"  after {final.turn} turns: {final.row_bytes} row bytes ({final.row_bytes / final.turn:.0f}/turn), "
+        f"{final.rows} rows ({final.rows / final.turn:.1f}/turn), database grew {final.database_bytes} bytes "
+        f"({final.database_bytes / final.turn:.0f}/turn with indexes and free space)"
+    )
+    summary[f"{name}_bytes_per_turn"] = round(final.row_bytes / final.turn)
+    summary[f"{name}_rows_per_turn"] = round(final.rows / final.turn, 2)
+    summary[f"{name}_database_bytes_per_turn"] = round(final.database_bytes / final.turn)
+    summary[f"{name}_storage_turn{last}_vs_turn10_ratio"] = round(late_bytes / early_bytes, 3)
+
+
+async def bench_throughput(
+    name: str, url: str, args: argparse.Namespace, log_dir: Path, summary: dict[str, Any]
+) -> None:
+    plan = [(1, 5), (10, 2), (100, 1)] if args.quick else [(1, 30), (10, 10), (100, 3)]
+    modes = [("sqlite", 1)] if is_sqlite(url) else [("pg-1-worker", 1), ("pg-2-workers", 2)]
+    for mode, workers in modes:
+        rows, rss = await throughput(url, mode, workers, plan, log_dir)
+        for row in rows:
+            summary[f"{mode.replace('-', '_')}_c{row.concurrency}_turns_per_s"] = row.turns_per_s
+        for process, mib in rss.items():
+            summary[f"{mode.replace('-', '_')}_{process}_peak_rss_mib"] = mib
+        print(
+            f"  {mode}: peak RSS after the {plan[-1][0]}-conversation run: "
+            + ", ".join(f"{p} {m} MiB" for p, m in rss.items()),
+            flush=True,
+        )
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="few turns: a smoke run of every part")
+    parser.add_argument("--databases", nargs="+", choices=["sqlite", "pg"], default=["sqlite", "pg"])
+    parser.add_argument("--window", type=int, default=15, help="turns sampled from each checkpoint")
+    parser.add_argument("--skip-throughput", action="store_true")
+    args = parser.parse_args()
+
+    configure_logging("INFO", json_logs=True)
+    log_dir = Path(tempfile.mkdtemp(prefix="abeyance-bench-"))
+    # The runner part logs in this process, as a worker would; keep it off the report.
+    logging.getLogger().handlers[0].setStream((log_dir / "runner.log").open("w"))  # type: ignore[attr-defined]
+    urls = {
+        "sqlite": f"sqlite+aiosqlite:///{log_dir / 'bench.db'}",
+        "pg": os.environ.get("BENCH_PG_URL", DEFAULT_PG_URL),
+    }
+    summary: dict[str, Any] = {"quick": args.quick}
+    started = time.perf_counter()
+    for name in args.databases:
+        await bench_database(name, urls[name], args, log_dir, summary)
+    if not args.skip_throughput:
+        print("\nthroughput: approval turns per second (message -> suspended -> approve -> completed)")
+        print(
+            f"  {'mode':<14} {'conv':>5} {'turns':>6} {'seconds':>8} {'turns/s':>8} "
+            f"{'turn p50':>10} {'p95':>10}",
+            flush=True,
+        )
+        for name in args.databases:
+            await bench_throughput(name, urls[name], args, log_dir, summary)
+    summary["seconds"] = round(time.perf_counter() - started, 1)
+    print(f"\nprocess logs: {log_dir}")
+    print(json.dumps(summary))
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
