@@ -9,6 +9,7 @@ from datetime import timedelta
 from typing import Any
 
 from litestar.testing import AsyncTestClient
+from sqlalchemy.exc import TimeoutError as PoolTimeout
 
 from abeyance.app.container import build_container
 from abeyance.app.main import create_app
@@ -210,3 +211,27 @@ async def test_an_overdue_approval_is_stale_before_any_sweeper_ran(seeded: str) 
             assert await tool_calls(client, run["id"]) == []
     finally:
         await worker.close()
+
+
+async def test_a_committed_message_is_accepted_even_if_the_wait_cannot_read_the_database(seeded: str) -> None:
+    """The pool runs dry right after the message commits: the client learns that its message was
+    accepted (202, the queued run), not a 503 whose retry would only meet `run_active`."""
+    settings = make_settings(seeded, run_worker=False)
+    container = build_container(settings)
+
+    async def pool_exhausted(*_: Any) -> Any:
+        raise PoolTimeout("QueuePool limit of size 10 overflow 10 reached, connection timed out")
+
+    container.wait_for_run = pool_exhausted  # type: ignore[method-assign]
+    async with AsyncTestClient(app=create_app(settings, container=container)) as client:
+        client.headers.update(await admin_headers(seeded))
+        cid = await create_conversation(client)
+        accepted = await client.post(
+            f"/v1/conversations/{cid}/messages", params={"wait": 5}, json={"content": "hello"}
+        )
+        assert accepted.status_code == 202
+        assert accepted.json()["status"] == "queued"
+        again = await client.post(f"/v1/conversations/{cid}/messages", json={"content": "hello again"})
+        assert again.status_code == 409
+        assert again.json()["code"] == "run_active"
+        assert again.json()["run_id"] == accepted.json()["id"]

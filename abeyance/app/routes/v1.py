@@ -11,11 +11,13 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
+import structlog
 from litestar import Controller, Response, delete, get, post
 from litestar.di import NamedDependency
 from litestar.params import FromPath, FromQuery, JSONBody, QueryParameter
 from litestar.status_codes import HTTP_200_OK, HTTP_201_CREATED, HTTP_202_ACCEPTED
 
+from abeyance.app import problems
 from abeyance.app.container import Container
 from abeyance.app.routes.events import event_route_handlers
 from abeyance.app.schemas import (
@@ -53,13 +55,15 @@ from abeyance.app.schemas import (
 )
 from abeyance.domain.errors import ValidationFailed
 from abeyance.domain.records import Principal
-from abeyance.domain.services import AuditQuery, Resolution
+from abeyance.domain.services import AuditQuery, Resolution, RunView
 from abeyance.domain.states import Decision, PendingStatus
 from abeyance.domain.tools import PendingKind
 
 Wait = Annotated[float, QueryParameter(ge=0, le=3600, description="Long-poll up to this many seconds")]
 MAX_AUDIT_ACTIONS = 20
 MAX_ACTION_CHARS = 100
+
+log = structlog.get_logger("abeyance.http")
 
 
 def query_error(name: str, message: str, msg: str) -> ValidationFailed:
@@ -119,9 +123,19 @@ class ConversationController(Controller):
         principal: NamedDependency[Principal],
         wait: Wait = 0,
     ) -> Response[RunOut]:
-        """Post a user message; its run is queued. `?wait=` long-polls until the run settles."""
+        """Post a user message; its run is queued. `?wait=` long-polls until the run settles.
+
+        Once the message is committed the answer is never an error: if the database cannot be
+        read while waiting (busy pool, outage), the queued run comes back with 202.
+        """
         run = await container.service.post_message(principal, conversation_id, data.content)
-        view = await container.wait_for_run(principal, run.id, wait)
+        try:
+            view = await container.wait_for_run(principal, run.id, wait)
+        except Exception as exc:
+            if not problems.database_unreachable(exc):
+                raise
+            log.warning("run.wait_interrupted", run_id=str(run.id), error=str(exc)[:200])
+            view = RunView(run, [])
         status = HTTP_200_OK if view.run.status.settled else HTTP_202_ACCEPTED
         return Response(run_out(view, principal), status_code=status)
 
