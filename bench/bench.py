@@ -41,12 +41,14 @@ import sqlalchemy as sa
 from common import (
     BENCH_ADMIN,
     GATED_TURN,
+    UNAVAILABLE,
     Processes,
     call,
     fresh_database,
     peak_rss_mib,
     percentile,
     script,
+    send,
     settle,
 )
 
@@ -142,19 +144,21 @@ async def http_turn(
 ) -> tuple[float, float, float]:
     """One approval turn over HTTP: (message -> suspended, resolve, resolve -> completed) in ms."""
     started = time.perf_counter()
-    posted = await client.post(
-        f"{base}/v1/conversations/{conversation_id}/messages", params={"wait": 30}, json={"content": content}
+    posted = await send(
+        client,
+        "POST",
+        f"{base}/v1/conversations/{conversation_id}/messages",
+        params={"wait": 30},
+        json={"content": content},
     )
-    posted.raise_for_status()
     run = posted.json()
     if run["status"] != "suspended":
         run = await settle(client, base, run["id"], "suspended")
     suspended = time.perf_counter()
     [pending] = run["pending"]
-    resolved = await client.post(
-        f"{base}/v1/pending/{pending['correlation_id']}/resolve", json={"decision": "approve"}
+    await send(
+        client, "POST", f"{base}/v1/pending/{pending['correlation_id']}/resolve", json={"decision": "approve"}
     )
-    resolved.raise_for_status()
     answered = time.perf_counter()
     await settle(client, base, run["id"], "completed")
     completed = time.perf_counter()
@@ -162,8 +166,7 @@ async def http_turn(
 
 
 async def new_conversation(client: httpx.AsyncClient, base: str) -> str:
-    response = await client.post(f"{base}/v1/conversations", json={"agent": "ops"})
-    response.raise_for_status()
+    response = await send(client, "POST", f"{base}/v1/conversations", json={"agent": "ops"})
     conversation_id: str = response.json()["id"]
     return conversation_id
 
@@ -409,6 +412,7 @@ class ThroughputRow:
     turns_per_s: float
     turn_p50_ms: float
     turn_p95_ms: float
+    retried_503: int
 
 
 async def throughput(
@@ -434,6 +438,7 @@ async def throughput(
                     for i in range(concurrency)
                 ]
                 latencies: list[float] = []
+                unavailable = UNAVAILABLE[0]
                 started = time.perf_counter()
                 await asyncio.gather(
                     *(
@@ -452,6 +457,7 @@ async def throughput(
                         round(done / elapsed, 1),
                         p50(latencies),
                         p95(latencies),
+                        UNAVAILABLE[0] - unavailable,
                     )
                 )
                 print(format_throughput(rows[-1]), flush=True)
@@ -469,7 +475,7 @@ async def throughput(
 def format_throughput(row: ThroughputRow) -> str:
     return (
         f"  {row.mode:<14} {row.concurrency:>5} {row.turns:>6} {row.seconds:>8} {row.turns_per_s:>8} "
-        f"{row.turn_p50_ms:>10} {row.turn_p95_ms:>10}"
+        f"{row.turn_p50_ms:>10} {row.turn_p95_ms:>10} {row.retried_503:>8}"
     )
 
 
@@ -597,6 +603,7 @@ async def bench_throughput(
         rows, rss = await throughput(url, mode, workers, plan, log_dir)
         for row in rows:
             summary[f"{mode.replace('-', '_')}_c{row.concurrency}_turns_per_s"] = row.turns_per_s
+            summary[f"{mode.replace('-', '_')}_c{row.concurrency}_retried_503"] = row.retried_503
         for process, mib in rss.items():
             summary[f"{mode.replace('-', '_')}_{process}_peak_rss_mib"] = mib
         print(
@@ -612,6 +619,7 @@ async def main() -> None:
     parser.add_argument("--databases", nargs="+", choices=["sqlite", "pg"], default=["sqlite", "pg"])
     parser.add_argument("--window", type=int, default=15, help="turns sampled from each checkpoint")
     parser.add_argument("--skip-throughput", action="store_true")
+    parser.add_argument("--skip-per-turn", action="store_true", help="only the throughput part")
     args = parser.parse_args()
 
     configure_logging("INFO", json_logs=True)
@@ -624,13 +632,13 @@ async def main() -> None:
     }
     summary: dict[str, Any] = {"quick": args.quick}
     started = time.perf_counter()
-    for name in args.databases:
+    for name in args.databases if not args.skip_per_turn else []:
         await bench_database(name, urls[name], args, log_dir, summary)
     if not args.skip_throughput:
         print("\nthroughput: approval turns per second (message -> suspended -> approve -> completed)")
         print(
             f"  {'mode':<14} {'conv':>5} {'turns':>6} {'seconds':>8} {'turns/s':>8} "
-            f"{'turn p50':>10} {'p95':>10}",
+            f"{'turn p50':>10} {'p95':>10} {'503s':>8}",
             flush=True,
         )
         for name in args.databases:

@@ -174,11 +174,26 @@ class Processes:
         self.processes.clear()
 
 
+UNAVAILABLE = [0]
+"""How many 503 answers (the service's pool or database busy) were retried, as a client would."""
+
+
+async def send(client: httpx.AsyncClient, method: str, url: str, **kwargs: Any) -> httpx.Response:
+    """A request, retried with backoff on 503; any other error status raises."""
+    for attempt in range(8):
+        response = await client.request(method, url, **kwargs)
+        if response.status_code != 503:
+            break
+        UNAVAILABLE[0] += 1
+        await asyncio.sleep(0.05 * 2**attempt)
+    response.raise_for_status()
+    return response
+
+
 async def settle(client: httpx.AsyncClient, base: str, run_id: str, want: str) -> dict[str, Any]:
     """Long-poll the run until it reaches `want`; a failed or cancelled run is an error."""
     while True:
-        response = await client.get(f"{base}/v1/runs/{run_id}", params={"wait": 10})
-        response.raise_for_status()
+        response = await send(client, "GET", f"{base}/v1/runs/{run_id}", params={"wait": 10})
         run: dict[str, Any] = response.json()
         if run["status"] == want:
             return run
