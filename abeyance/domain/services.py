@@ -369,16 +369,7 @@ class AgentService:
                 now,
             )
             requeued = await uow.runs.resolve_one_awaiting(call.run_id, now)
-            await publish_pending_resolved(uow, call, target.value, principal.id, now)
-            if requeued:
-                await publish(
-                    uow,
-                    call.conversation_id,
-                    call.workspace,
-                    EventType.RUN_STATUS,
-                    run_status_data(call.run_id, RunStatus.QUEUED.value),
-                    now,
-                )
+            await _publish_resolution(uow, call, target, principal.id, requeued, now)
             await uow.commit()
         # What the conditional update wrote: no second read of the row.
         resolved = replace(
@@ -401,16 +392,7 @@ class AgentService:
         expiry = await expire_overdue_call(uow, call, now)
         if expiry is None:
             return await _stale(uow, await uow.pending.get(call.correlation_id) or call)
-        await publish_pending_resolved(uow, call, PendingStatus.EXPIRED.value, EXPIRY_ACTOR, now)
-        if expiry.run_requeued:
-            await publish(
-                uow,
-                call.conversation_id,
-                call.workspace,
-                EventType.RUN_STATUS,
-                run_status_data(call.run_id, RunStatus.QUEUED.value),
-                now,
-            )
+        await _publish_resolution(uow, call, PendingStatus.EXPIRED, EXPIRY_ACTOR, expiry.run_requeued, now)
         await uow.commit()
         self._metrics.pending_resolved(call, PendingStatus.EXPIRED, now)
         if expiry.run_requeued:
@@ -526,6 +508,22 @@ async def actor_names(uow: UnitOfWork, actors: Iterable[str | None]) -> dict[str
             continue
     names = await uow.api_keys.names(list(by_id))
     return {by_id[key_id]: name for key_id, name in names.items()}
+
+
+async def _publish_resolution(
+    uow: UnitOfWork, call: PendingCall, status: PendingStatus, actor: str, requeued: bool, now: datetime
+) -> None:
+    """`pending.resolved`, and `run.status` queued when the resolution re-queued the run."""
+    await publish_pending_resolved(uow, call, status.value, actor, now)
+    if requeued:
+        await publish(
+            uow,
+            call.conversation_id,
+            call.workspace,
+            EventType.RUN_STATUS,
+            run_status_data(call.run_id, RunStatus.QUEUED.value),
+            now,
+        )
 
 
 async def _require_may_answer(uow: UnitOfWork, principal: Principal, call: PendingCall) -> None:
