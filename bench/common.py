@@ -6,7 +6,6 @@ import asyncio
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 from dataclasses import dataclass, field
@@ -27,6 +26,7 @@ from abeyance.infra.db.engine import create_engine, is_sqlite  # noqa: E402
 from abeyance.infra.db.migrations import upgrade  # noqa: E402
 from abeyance.infra.db.uow import SqlUnitOfWorkFactory  # noqa: E402
 from abeyance.infra.demo import seed_demo  # noqa: E402
+from tests.faults.processes import free_port, wait_ready  # noqa: E402
 
 BENCH_ADMIN = Principal(id="bench-setup", role=Role.ADMIN, workspace=None)
 
@@ -94,12 +94,6 @@ async def fresh_database(url: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {issued.secret}"}
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def peak_rss_mib(pid: int) -> float:
     """The process's peak resident set size (VmHWM), in MiB."""
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
@@ -145,17 +139,8 @@ class Processes:
         args = ["serve", "--port", str(port)] + ([] if worker else ["--no-worker"])
         process = self._spawn(args, "serve")
         base = f"http://127.0.0.1:{port}"
-        async with httpx.AsyncClient() as client:
-            for _ in range(600):
-                try:
-                    if (await client.get(f"{base}/readyz")).status_code == 200:
-                        return process, base
-                except httpx.TransportError:
-                    pass
-                if process.poll() is not None:
-                    raise RuntimeError(f"serve exited with {process.returncode}; see {self.log_dir}")
-                await asyncio.sleep(0.05)
-        raise RuntimeError("serve did not become ready")
+        await wait_ready(process, base)
+        return process, base
 
     def worker(self, concurrency: int | None = None) -> subprocess.Popen[bytes]:
         args = ["worker"] + ([] if concurrency is None else ["--concurrency", str(concurrency)])

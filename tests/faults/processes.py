@@ -70,17 +70,8 @@ class Cluster:
         port = free_port()
         process = self._spawn(["serve", "--no-worker", "--port", str(port)], self.env(crash_at), "api")
         base = f"http://127.0.0.1:{port}"
-        async with httpx.AsyncClient() as client:
-            for _ in range(600):
-                try:
-                    if (await client.get(f"{base}/readyz")).status_code == 200:
-                        return process, base
-                except httpx.TransportError:
-                    pass
-                if process.poll() is not None:
-                    raise RuntimeError(f"api exited with {process.returncode}")
-                await asyncio.sleep(0.05)
-        raise RuntimeError("api did not become ready")
+        await wait_ready(process, base)
+        return process, base
 
     def worker(
         self, crash_at: str | None = None, concurrency: int = 2, **extra: str
@@ -95,6 +86,22 @@ class Cluster:
                 process.send_signal(signal.SIGKILL)
         for process in self.processes:
             process.wait(timeout=10)
+
+
+async def wait_ready(process: subprocess.Popen[bytes], base: str, seconds: float = 30) -> None:
+    """Until `/readyz` answers 200; an error if the process exits or the time runs out first."""
+    deadline = time.monotonic() + seconds
+    async with httpx.AsyncClient() as client:
+        while time.monotonic() < deadline:
+            try:
+                if (await client.get(f"{base}/readyz")).status_code == 200:
+                    return
+            except httpx.TransportError:
+                pass
+            if process.poll() is not None:
+                raise RuntimeError(f"{process.args} exited with {process.returncode}")
+            await asyncio.sleep(0.05)
+    raise RuntimeError(f"{process.args} did not become ready")
 
 
 async def wait_exit(process: subprocess.Popen[bytes], seconds: float = 20) -> int:

@@ -24,7 +24,7 @@ from structlog.testing import capture_logs
 from abeyance.app.container import Container, build_container
 from abeyance.domain.access import Role
 from abeyance.domain.errors import Stale
-from abeyance.domain.records import Principal, Run
+from abeyance.domain.records import PendingCall, Principal, Run
 from abeyance.domain.services import Resolution, utcnow
 from abeyance.domain.states import Decision, PendingStatus, RunStatus
 from abeyance.infra.agents.observed import PreApprovalPolicy
@@ -85,6 +85,16 @@ async def expire_now(container: Container, run_id: uuid.UUID) -> None:
         await uow.commit()
 
 
+async def overdue_approval(container: Container) -> tuple[uuid.UUID, uuid.UUID, PendingCall]:
+    """A run suspended on one approval whose `expires_at` has passed, with no sweeper run yet."""
+    conversation = await container.service.create_conversation(ADMIN, "ops", None)
+    run = await container.service.post_message(ADMIN, conversation.id, GATED)
+    assert await container.worker.run_once()
+    [pending] = (await container.service.get_run(ADMIN, run.id)).pending
+    await expire_now(container, run.id)
+    return conversation.id, run.id, pending
+
+
 # 1. An overdue call cannot be decided, even when no sweeper has run.
 
 
@@ -93,11 +103,7 @@ async def test_an_overdue_approval_is_stale_and_expires_with_the_sweepers_semant
 ) -> None:
     async with built(seeded) as container:
         service = container.service
-        conversation = await service.create_conversation(ADMIN, "ops", None)
-        run = await service.post_message(ADMIN, conversation.id, GATED)
-        assert await container.worker.run_once()
-        [pending] = (await service.get_run(ADMIN, run.id)).pending
-        await expire_now(container, run.id)
+        conversation_id, run_id, pending = await overdue_approval(container)
 
         with pytest.raises(Stale) as late:
             await service.resolve_pending(ADMIN, pending.correlation_id, Resolution(Decision.APPROVE))
@@ -108,30 +114,25 @@ async def test_an_overdue_approval_is_stale_and_expires_with_the_sweepers_semant
         expired = await service.get_pending(ADMIN, pending.correlation_id)
         assert expired.status is PendingStatus.EXPIRED
         assert expired.resolved_by == "system:sweeper"
-        queued = await run_of(container, run.id)
+        queued = await run_of(container, run_id)
         assert queued.status is RunStatus.QUEUED and queued.awaiting_count == 0
         assert await container.worker.sweep() == 0, "nothing left for a sweeper"
 
         assert await container.worker.run_once()
-        done = await run_of(container, run.id)
+        done = await run_of(container, run_id)
         assert done.status is RunStatus.COMPLETED
         [told] = json.loads((done.output or "").removeprefix("RESULTS: "))
         assert told["error"]["code"] == "APPROVAL_EXPIRED"
         async with container.uow() as uow:
-            assert await uow.tool_calls.for_run(run.id) == []
-        trail = [action for action, _ in await audit_trail(container, conversation.id)]
+            assert await uow.tool_calls.for_run(run_id) == []
+        trail = [action for action, _ in await audit_trail(container, conversation_id)]
         assert trail.count("pending.expired") == 1
         assert "pending.approved" not in trail
 
 
 async def test_a_decision_write_never_wins_over_expires_at(seeded: str) -> None:
     async with built(seeded) as container:
-        service = container.service
-        conversation = await service.create_conversation(ADMIN, "ops", None)
-        run = await service.post_message(ADMIN, conversation.id, GATED)
-        assert await container.worker.run_once()
-        [pending] = (await service.get_run(ADMIN, run.id)).pending
-        await expire_now(container, run.id)
+        _, _, pending = await overdue_approval(container)
 
         async def transition(status: PendingStatus, before_expiry: bool) -> bool:
             async with container.uow() as uow:

@@ -65,7 +65,7 @@ def test_native_tools_are_declared_as_provider_tools_only() -> None:
 
 def test_a_client_tool_must_declare_its_result_type() -> None:
     async def read_clipboard():  # type: ignore[no-untyped-def]
-        raise NotImplementedError
+        """Runs in the caller's app; the service only suspends on it."""
 
     with pytest.raises(ToolDeclarationError, match="must declare its result type"):
         DeclaredTool.declare(read_clipboard, ToolSpec("read_clipboard", executor=Executor.CLIENT))
