@@ -7,16 +7,17 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from alembic import command
 from alembic.config import Config
 
-from alembic import command
-
-PROJECT_ROOT = Path(__file__).resolve().parents[3]
+SCRIPT_LOCATION = Path(__file__).resolve().parents[2] / "migrations"
 
 
 def alembic_config(url: str) -> Config:
-    config = Config(str(PROJECT_ROOT / "alembic.ini"))
-    config.set_main_option("script_location", str(PROJECT_ROOT / "alembic"))
+    """The migrations ship inside the package, so an installed wheel migrates with nothing else on disk."""
+    config = Config()
+    config.set_main_option("script_location", str(SCRIPT_LOCATION))
+    config.set_main_option("path_separator", "os")
     config.attributes["database_url"] = url
     return config
 

@@ -11,7 +11,6 @@ may be a key id or another actor (`cli`), and a revoked key stays the owner of w
 from collections.abc import Sequence
 
 import sqlalchemy as sa
-
 from alembic import op
 
 revision: str = "0007_conversation_owner"

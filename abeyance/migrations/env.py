@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import asyncio
 
+from alembic import context
 from sqlalchemy.engine import Connection
 
 from abeyance.infra.db.engine import create_engine
 from abeyance.infra.db.tables import metadata
-from alembic import context
 
 config = context.config
 

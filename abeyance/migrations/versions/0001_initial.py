@@ -8,9 +8,8 @@ Revises:
 from collections.abc import Sequence
 
 import sqlalchemy as sa
-from sqlalchemy.dialects import postgresql
-
 from alembic import op
+from sqlalchemy.dialects import postgresql
 
 JSONB = sa.JSON().with_variant(postgresql.JSONB(), "postgresql")
 revision: str = "0001"

@@ -8,7 +8,6 @@ Revises: 0004_events
 from collections.abc import Sequence
 
 import sqlalchemy as sa
-
 from alembic import op
 
 revision: str = "0005_pending_events"

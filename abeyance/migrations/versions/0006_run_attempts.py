@@ -11,7 +11,6 @@ rows start at 0.
 from collections.abc import Sequence
 
 import sqlalchemy as sa
-
 from alembic import op
 
 revision: str = "0006_run_attempts"

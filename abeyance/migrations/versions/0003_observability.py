@@ -8,7 +8,6 @@ Revises: 0001
 from collections.abc import Sequence
 
 import sqlalchemy as sa
-
 from alembic import op
 
 revision: str = "0003_observability"
