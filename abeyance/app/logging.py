@@ -48,7 +48,8 @@ def add_trace_id(_: WrappedLogger, __: str, event: EventDict) -> EventDict:
 def redact_secrets(_: WrappedLogger, __: str, event: EventDict) -> EventDict:
     """Mask secrets and personal data in every field (exception text included) before rendering."""
     for key, value in list(event.items()):
-        if key not in PLAIN_FIELDS and not key.startswith("_"):
+        # `*_at` fields are timestamps by the service's naming: kept whole, never searched for numbers.
+        if key not in PLAIN_FIELDS and not key.startswith("_") and not key.endswith("_at"):
             event[key] = redact(value, key)
     return event
 

@@ -7,8 +7,11 @@ What is masked:
 * inside any text: credentials by their shape (`Bearer ...`, `password=...`, `"token": "..."`,
   passwords in URLs, this service's own `abk_` keys, common provider keys, JWTs, PEM private
   keys), e-mail addresses, payment-card numbers (13-19 digits, spaced or dashed, that pass the
-  Luhn check), IPv4 addresses and phone-like numbers (8-15 digits, optionally with `+`, spaces,
-  dots, dashes or parentheses; dates and UUIDs are left alone).
+  Luhn check), IPv4 addresses other than loopback and unspecified ones, and phone numbers of
+  8-15 digits written as phones: with a leading `+`, a parenthesised area code, three or more
+  groups, or two space- or dash-separated groups of 10 digits or more. A bare run of digits (a
+  ticket number, an epoch timestamp), a decimal number, a date, a UUID, an ISO 8601 timestamp
+  and the host and port of an http(s) URL are left alone.
 
 A summary is bounded: strings to `MAX_STRING` characters (masking happens first, so a cut never
 reveals part of a secret), containers to `MAX_ITEMS` items and `MAX_DEPTH` levels, keys to
@@ -77,8 +80,20 @@ _URL_PASSWORD = re.compile(r"(?P<scheme>\b[a-z][a-z0-9+.-]*://)(?P<user>[^/\s:@]
 EMAIL = re.compile(r"[\w.+%-]+@[\w-]+(?:\.[\w-]+)+")
 CARD = re.compile(r"(?<![\w-])\d(?:[ -]?\d){12,18}(?![\w-])")
 IPV4 = re.compile(r"(?<![\w.])(?:\d{1,3}\.){3}\d{1,3}(?![\w.])")
+# Addresses that never point at a person: a listener's own and the unspecified address.
+_MACHINE_IPV4 = re.compile(r"127\.\d+\.\d+\.\d+|0\.0\.0\.0")
+# A candidate: digit groups with optional `+`, parentheses and single separators; `_phone` then
+# decides whether it is written like a phone number.
 PHONE = re.compile(
-    r"(?<![\w+-])(?:\+\d{1,3}[ .-]?)?(?:\(\d{1,5}\)[ .-]?)?\d{2,5}(?:[ .-]?\d{2,5}){1,4}(?![\w-])"
+    r"(?<![\w+.:/-])(?:\+\s?)?(?:\(\d{1,5}\)[ .-]?)?\d{1,5}(?:[ .-]?\d{1,5}){0,5}(?![\w-]|[.:]\d)"
+)
+_PHONE_SEPARATORS = re.compile(r"[ .-]")
+# Spans no personal-data pattern looks inside: ISO 8601 timestamps, and the scheme, host and port of
+# an http(s) URL (the address of a service, such as our own listener, not of a person).
+_PROTECTED = re.compile(
+    r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(?::\d{2}(?:[.,]\d+)?)?(?:Z|[+-]\d{2}(?::?\d{2})?)?"
+    r"|\bhttps?://[^/\s@?#]+(?=[/\s?#]|$)",
+    re.I,
 )
 _DATE = re.compile(
     r"\d{4}-\d{2}-\d{2}|\d{2}[./-]\d{2}[./-]\d{4}|\d{4}\.\d{2}\.\d{2}|(?:19|20)\d{2}[-/](?:19|20)\d{2}"
@@ -116,7 +131,28 @@ def _phone(match: re.Match[str]) -> str:
     digits = sum(ch.isdigit() for ch in text)
     if not 8 <= digits <= 15 or _DATE.fullmatch(text):
         return text
-    return "[phone]"
+    if text.startswith("+") or "(" in text:
+        return "[phone]"
+    separators = _PHONE_SEPARATORS.findall(text)
+    if len(separators) >= 2 or (separators in ([" "], ["-"]) and digits >= 10):
+        return "[phone]"
+    return text
+
+
+def _ipv4(match: re.Match[str]) -> str:
+    return match.group() if _MACHINE_IPV4.fullmatch(match.group()) else "[ip]"
+
+
+def _mask_addresses(text: str) -> str:
+    """IPv4 addresses and phone numbers masked outside timestamps and URL hosts."""
+    out: list[str] = []
+    start = 0
+    for protected in _PROTECTED.finditer(text):
+        out.append(PHONE.sub(_phone, IPV4.sub(_ipv4, text[start : protected.start()])))
+        out.append(protected.group())
+        start = protected.end()
+    out.append(PHONE.sub(_phone, IPV4.sub(_ipv4, text[start:])))
+    return "".join(out)
 
 
 def mask_text(text: str) -> str:
@@ -126,8 +162,7 @@ def mask_text(text: str) -> str:
     text = _ASSIGNED_SECRET.sub(lambda m: f"{m['name']}{m['sep']}{m['quote']}{MASK}", text)
     text = EMAIL.sub("[email]", text)
     text = CARD.sub(_card, text)
-    text = IPV4.sub("[ip]", text)
-    return PHONE.sub(_phone, text)
+    return _mask_addresses(text)
 
 
 def bound_text(text: str, limit: int = MAX_STRING) -> str:

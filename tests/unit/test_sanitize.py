@@ -181,7 +181,7 @@ def test_a_realistic_payload_is_masked_where_it_matters() -> None:
         "headers": {"Authorization": MASK, "X-Request-Id": "req-42"},
         "customer": {"email": "[email]", "phone": "[phone]", "card_number": "[card]"},
         "retries": 3,
-        "created": "[phone]",
+        "created": 1_700_000_000_000,
         "enabled": True,
     }
 
