@@ -56,6 +56,7 @@ def bootstrap_admin_key(settings: Settings) -> IssuedKey | None:
 def _serve(settings: Settings, args: argparse.Namespace) -> int:
     import uvicorn
 
+    from abeyance.app.http_protocols import ProblemHttpToolsProtocol
     from abeyance.app.main import create_app
     from abeyance.infra.db.engine import is_sqlite
     from abeyance.infra.db.migrations import upgrade
@@ -80,6 +81,7 @@ def _serve(settings: Settings, args: argparse.Namespace) -> int:
         port=port,
         log_config=None,
         access_log=False,
+        http=ProblemHttpToolsProtocol,
         timeout_graceful_shutdown=5,
     )
     return 0

@@ -7,7 +7,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import sqlalchemy as sa
-from litestar import Litestar, Request, Router, get
+from litestar import Litestar, Request, Response, Router, get
 from litestar.datastructures import State
 from litestar.di import NamedDependency, Provide
 from litestar.exceptions import HTTPException, SerializationException
@@ -20,6 +20,7 @@ from sqlalchemy.exc import TimeoutError as PoolTimeout
 from abeyance.app import problems
 from abeyance.app.auth import SECURITY_SCHEME, provide_principal, v1_middleware
 from abeyance.app.container import Container, build_container, telemetry_config
+from abeyance.app.http_methods import answer_options
 from abeyance.app.observability import bind_path_ids, http_telemetry, metrics
 from abeyance.app.routes.inbox import inbox_router
 from abeyance.app.routes.v1 import route_handlers
@@ -32,14 +33,28 @@ from abeyance.infra.telemetry import Telemetry, build_telemetry
 
 
 class ApiRequest(Request[Any, Any, Any]):
-    """A request whose JSON body, however deeply nested, fails as bad input and never as a crash."""
+    """A request whose JSON body, however deeply nested or badly encoded, fails as bad input and never
+    as a crash; a body declared as anything but JSON is refused with 415."""
 
     async def json(self) -> Any:
+        media_type, _ = self.content_type
+        if media_type and media_type != "application/json" and not media_type.endswith("+json"):
+            raise HTTPException(
+                status_code=415,
+                detail=f"the body must be application/json, not {media_type[:100]}",
+            )
         try:
             value = await super().json()
         except RecursionError:
             raise SerializationException("JSON is nested too deeply") from None
+        except UnicodeDecodeError:
+            raise SerializationException("the body is not valid UTF-8") from None
         return refuse_nul_characters(value)
+
+
+async def before_request(request: Request[Any, Any, Any]) -> Response[None] | None:
+    await bind_path_ids(request)
+    return answer_options(request)
 
 
 def provide_container(state: State) -> Container:
@@ -98,7 +113,7 @@ def create_app(
         route_handlers=[healthz, readyz, metrics, v1, inbox_router()],
         lifespan=[lifespan],
         middleware=[http_telemetry(telemetry)],
-        before_request=bind_path_ids,
+        before_request=before_request,
         dependencies={
             "container": Provide(provide_container, sync_to_thread=False),
             "principal": Provide(provide_principal, sync_to_thread=False),

@@ -58,7 +58,11 @@ RESERVED = frozenset({"type", "title", "status", "code", "detail"})
 
 
 def problem(
-    status: int, code: str, detail: str, extra: dict[str, Any] | None = None
+    status: int,
+    code: str,
+    detail: str,
+    extra: dict[str, Any] | None = None,
+    headers: dict[str, str] | None = None,
 ) -> Response[dict[str, Any]]:
     """An RFC 9457 problem document with a machine-readable `code` and any extra members."""
     body: dict[str, Any] = {
@@ -70,7 +74,9 @@ def problem(
     }
     extra = extra or {}
     body.update({k: v for k, v in extra.items() if k not in RESERVED})
-    headers = {"Retry-After": str(extra["retry_after"])} if "retry_after" in extra else {}
+    headers = dict(headers or {})
+    if "retry_after" in extra:
+        headers["Retry-After"] = str(extra["retry_after"])
     if status == 401:
         headers["WWW-Authenticate"] = 'Bearer realm="abeyance"'
     return Response(content=body, status_code=status, media_type=PROBLEM, headers=headers)
@@ -95,9 +101,15 @@ def http_error_handler(_: Request[Any, Any, Any], exc: HTTPException) -> Respons
             {"errors": [{"loc": ["body"], "msg": detail}]},
         )
     extra: dict[str, Any] = {}
+    headers: dict[str, str] = {}
     if status == 429:
         extra["retry_after"] = _retry_after(exc.headers or {})
-    return problem(status, CODE_BY_STATUS.get(status, "http_error"), str(exc.detail), extra)
+    if status == 405:
+        # RFC 9110: a 405 lists the methods the path does allow.
+        allow = {k.lower(): v for k, v in (exc.headers or {}).items()}.get("allow")
+        if allow:
+            headers["Allow"] = allow
+    return problem(status, CODE_BY_STATUS.get(status, "http_error"), str(exc.detail), extra, headers)
 
 
 def field_errors(extra: Any) -> list[dict[str, Any]]:

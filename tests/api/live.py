@@ -16,9 +16,13 @@ from typing import Any
 import httpx
 import uvicorn
 
+from abeyance.app.http_protocols import ProblemH11Protocol
+
 
 @asynccontextmanager
-async def serve(app: Any, *, lifespan: str = "on") -> AsyncIterator[str]:
+async def serve(
+    app: Any, *, lifespan: str = "on", http: type[Any] = ProblemH11Protocol
+) -> AsyncIterator[str]:
     """Serve an ASGI app on a free loopback port; yields its base URL."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -30,7 +34,7 @@ async def serve(app: Any, *, lifespan: str = "on") -> AsyncIterator[str]:
         access_log=False,
         lifespan=lifespan,  # type: ignore[arg-type]
         ws="none",
-        http="h11",
+        http=http,
         timeout_graceful_shutdown=2,
     )
     server = uvicorn.Server(config)

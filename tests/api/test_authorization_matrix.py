@@ -147,7 +147,12 @@ ROUTES = [
     Route(
         "POST",
         "/v1/authorizations",
-        operators(201),
+        # The role is asked before the body (and its workspace) is read: a user gets 403 anywhere.
+        {
+            "user": {"own": 403, "other": 403},
+            "operator": {"own": 201, "other": 404},
+            "admin": {"own": 201, "other": 201},
+        },
         body=lambda o: {"tool_name": "triage_cluster", "reason": "noisy cluster", "workspace": "default"},
     ),
     Route("DELETE", "/v1/authorizations/{authorization_id}", operators(200)),

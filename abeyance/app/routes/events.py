@@ -17,6 +17,7 @@ from litestar.response import ServerSentEvent
 from litestar.response.sse import ServerSentEventMessage
 from litestar.status_codes import HTTP_201_CREATED, HTTP_204_NO_CONTENT
 
+from abeyance.app.auth import requires
 from abeyance.app.container import Container
 from abeyance.app.schemas import (
     MAX_ROW_ID,
@@ -26,6 +27,7 @@ from abeyance.app.schemas import (
     webhook_created_out,
     webhook_out,
 )
+from abeyance.domain.access import Permission
 from abeyance.domain.errors import ValidationFailed
 from abeyance.domain.records import Principal
 
@@ -185,7 +187,7 @@ class WebhookController(Controller):
     path = "/v1/webhooks"
     tags = ["webhooks"]
 
-    @post("/", status_code=HTTP_201_CREATED)
+    @post("/", status_code=HTTP_201_CREATED, guards=[requires(Permission.MANAGE_WEBHOOKS)])
     async def create(
         self,
         data: JSONBody[CreateWebhook],

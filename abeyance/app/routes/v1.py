@@ -18,6 +18,7 @@ from litestar.params import FromPath, FromQuery, JSONBody, QueryParameter
 from litestar.status_codes import HTTP_200_OK, HTTP_201_CREATED, HTTP_202_ACCEPTED
 
 from abeyance.app import problems
+from abeyance.app.auth import requires
 from abeyance.app.container import Container
 from abeyance.app.routes.events import event_route_handlers
 from abeyance.app.schemas import (
@@ -53,6 +54,7 @@ from abeyance.app.schemas import (
     run_out,
     tool_call_out,
 )
+from abeyance.domain.access import Permission
 from abeyance.domain.errors import ValidationFailed
 from abeyance.domain.records import Principal
 from abeyance.domain.services import AuditQuery, Resolution, RunView
@@ -68,6 +70,19 @@ log = structlog.get_logger("abeyance.http")
 
 def query_error(name: str, message: str, msg: str) -> ValidationFailed:
     return ValidationFailed(message, extra={"errors": [{"loc": ["query", name], "msg": msg}]})
+
+
+# RFC 3339 `date-time`: a date, a time and a time zone; not a bare date, a number or an epoch.
+TIMESTAMP_PATTERN = r"^\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(?:\.\d{1,6})?(?:Z|[+-]\d{2}:\d{2})$"
+
+
+def parse_timestamp(name: str, value: str) -> datetime:
+    """A query timestamp already shaped by `TIMESTAMP_PATTERN`, as an aware UTC time (422 if the
+    date or time does not exist, like February 30th)."""
+    try:
+        return as_utc(datetime.fromisoformat(value))
+    except ValueError as exc:
+        raise query_error(name, f"{name} is not a valid time", "not a valid RFC 3339 date-time") from exc
 
 
 def refuse_nul(name: str, values: Sequence[str | None]) -> None:
@@ -253,7 +268,14 @@ class AuditController(Controller):
         action: Annotated[
             list[str] | None, QueryParameter(max_items=MAX_AUDIT_ACTIONS, description="Repeat: any of")
         ] = None,
-        since: FromQuery[datetime | None] = None,
+        since: Annotated[
+            str | None,
+            QueryParameter(
+                pattern=TIMESTAMP_PATTERN,
+                description="Rows written at or after this RFC 3339 timestamp (with a time zone)",
+                schema_extra={"format": "date-time"},
+            ),
+        ] = None,
         order: Annotated[Literal["asc", "desc"], QueryParameter(description="`desc`: newest first")] = "asc",
         cursor: FromQuery[str | None] = None,
         limit: Annotated[int, QueryParameter(ge=1, le=500)] = 100,
@@ -264,13 +286,7 @@ class AuditController(Controller):
         `action` is e.g. `pending.approved` (repeat it to match any of several); `since` an ISO 8601
         timestamp with a time zone. `actor_name` is the name of the API key that acted, if a key did.
         """
-        if since is not None:
-            if since.tzinfo is None:
-                raise query_error("since", "since needs a time zone", "naive timestamp")
-            try:
-                since = as_utc(since)
-            except ValueError as exc:
-                raise query_error("since", "since is out of range", "out of range") from exc
+        since_at = parse_timestamp("since", since) if since is not None else None
         actions = tuple(action or ())
         if any(not 1 <= len(a) <= MAX_ACTION_CHARS for a in actions):
             raise query_error("action", f"an action is 1-{MAX_ACTION_CHARS} characters", "invalid action")
@@ -281,7 +297,7 @@ class AuditController(Controller):
                 conversation_id=conversation_id,
                 correlation_id=correlation_id,
                 actions=actions,
-                since=since,
+                since=since_at,
                 after_id=decode_audit_cursor(cursor) if cursor else None,
                 limit=limit + 1,
                 newest_first=order == "desc",
@@ -311,7 +327,7 @@ class AuthorizationController(Controller):
         )
         return [authorization_out(a) for a in found]
 
-    @post("/", status_code=HTTP_201_CREATED)
+    @post("/", status_code=HTTP_201_CREATED, guards=[requires(Permission.MANAGE_AUTHORIZATIONS)])
     async def create(
         self,
         data: JSONBody[CreateAuthorization],
@@ -356,7 +372,7 @@ class KeyController(Controller):
             api_key_out(k) for k in await container.keys.list_keys(principal, include_revoked=include_revoked)
         ]
 
-    @post("/", status_code=HTTP_201_CREATED)
+    @post("/", status_code=HTTP_201_CREATED, guards=[requires(Permission.MANAGE_KEYS)])
     async def create(
         self,
         data: JSONBody[CreateKey],
