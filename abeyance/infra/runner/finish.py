@@ -1,0 +1,132 @@
+"""The end of a run: completed, failed or cancelled, written in one transaction."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+import structlog
+from pydantic_ai.messages import (
+    ModelMessage,
+)
+
+from abeyance.domain.ports import UnitOfWork
+from abeyance.domain.records import AuditEntry, Run, RunError, Usage
+from abeyance.domain.states import RunStatus
+from abeyance.infra.history import encode
+from abeyance.infra.runner.base import ACTOR, log
+from abeyance.infra.runner.events import EventPublishing
+from abeyance.infra.runner.leases import LeaseLost
+from abeyance.infra.runner.usage import usage_log
+
+
+class Ending(EventPublishing):
+    """A run's end: its last messages, the final status, the audit row, the closing events."""
+
+    async def _step_limit_reached(
+        self,
+        run: Run,
+        owner: str,
+        messages: Sequence[ModelMessage],
+        usage: Usage,
+        announced: set[str] | None = None,
+    ) -> RunStatus:
+        return await self._finish(
+            run,
+            owner,
+            messages,
+            RunStatus.FAILED,
+            usage,
+            announced=announced,
+            error=RunError(
+                "step_limit",
+                f"the agent made {self._step_limit} model requests in this run without finishing; "
+                "the conversation stays usable",
+            ),
+        )
+
+    async def _finish(
+        self,
+        run: Run,
+        owner: str,
+        messages: Sequence[ModelMessage],
+        status: RunStatus,
+        usage: Usage,
+        *,
+        output: str | None = None,
+        error: RunError | None = None,
+        announced: set[str] | None = None,
+    ) -> RunStatus:
+        now = self._clock()
+        async with self._uow() as uow:
+            if status is RunStatus.COMPLETED and await uow.runs.cancel_requested(run.id):
+                # A cancel that came after the last persistence point still wins; the answer stays
+                # in the log.
+                status, output = RunStatus.CANCELLED, None
+            await self._end(
+                uow, run, owner, messages, status, usage, now, output=output, error=error, announced=announced
+            )
+            await uow.commit()
+        self._metrics.run_status(status)
+        log.info(f"run.{status.value}", error=error.code if error else None, usage=usage_log(usage))
+        return status
+
+    async def _end(
+        self,
+        uow: UnitOfWork,
+        run: Run,
+        owner: str,
+        messages: Sequence[ModelMessage],
+        status: RunStatus,
+        usage: Usage,
+        now: datetime,
+        *,
+        output: str | None = None,
+        error: RunError | None = None,
+        announced: set[str] | None = None,
+        details: dict[str, Any] | None = None,
+    ) -> None:
+        """Write the run's end in the caller's transaction: its last messages, the final status,
+        the audit row, the conversation freed and the closing events."""
+        await uow.messages.append(run.conversation_id, run.id, [encode(m) for m in messages], now)
+        if not await uow.runs.finish(run.id, owner, status, now, usage=usage, output=output, error=error):
+            raise LeaseLost()
+        audited = {"error": error.code} if error else (details or {})
+        await uow.audit.append(self._run_audit(run, f"run.{status.value}", audited), now)
+        await uow.conversations.release_active_run(run.conversation_id, run.id, now)
+        await self._publish_messages(uow, run, messages, now, announced)
+        await self._publish_end(uow, run, status, usage, output, error, now)
+
+    async def give_up(self, run: Run, owner: str, attempts: int) -> RunStatus:
+        """Fail a run the worker just claimed whose last `attempts` segments all ended without
+        reaching a persistence point; the conversation is freed."""
+        with structlog.contextvars.bound_contextvars(
+            run_id=str(run.id), conversation_id=str(run.conversation_id)
+        ):
+            log.error("run.segment_attempts_exhausted", attempts=attempts)
+            status = await self._finish(
+                run,
+                owner,
+                [],
+                RunStatus.FAILED,
+                run.usage,
+                error=RunError(
+                    "segment_attempts_exhausted",
+                    f"{attempts} attempts in a row to continue this run ended without progress; "
+                    "details are in the service logs; the conversation stays usable",
+                ),
+            )
+        await self._notifier.run_changed(run.id)
+        return status
+
+    @staticmethod
+    def _run_audit(run: Run, action: str, details: dict[str, Any]) -> AuditEntry:
+        return AuditEntry(
+            action=action,
+            actor=ACTOR,
+            workspace=run.workspace,
+            conversation_id=run.conversation_id,
+            run_id=run.id,
+            details=details,
+        )
