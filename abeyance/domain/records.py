@@ -72,6 +72,28 @@ class Usage:
             cost=cost,
         )
 
+    def to_json(self) -> dict[str, Any]:
+        """The one JSON form: stored on the run, carried by events and logs. The cost is a decimal
+        string, an estimate summed without float drift (the HTTP API shows it as a number)."""
+        return {
+            "requests": self.requests,
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
+            "tool_calls": self.tool_calls,
+            "cost": None if self.cost is None else str(self.cost),
+        }
+
+    @classmethod
+    def from_json(cls, value: dict[str, Any]) -> Usage:
+        cost = value.get("cost")
+        return cls(
+            requests=value.get("requests", 0),
+            input_tokens=value.get("input_tokens", 0),
+            output_tokens=value.get("output_tokens", 0),
+            tool_calls=value.get("tool_calls", 0),
+            cost=None if cost is None else Decimal(cost),
+        )
+
 
 @dataclass(slots=True)
 class Run:

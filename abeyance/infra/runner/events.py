@@ -29,7 +29,6 @@ from abeyance.domain.states import RunStatus
 from abeyance.domain.tools import Executor
 from abeyance.infra.agents.declarations import AgentDefinition
 from abeyance.infra.runner.base import RunnerBase
-from abeyance.infra.runner.usage import usage_json
 
 
 def _tool_outcome(content: Any, failed: bool) -> dict[str, Any]:
@@ -168,13 +167,13 @@ class EventPublishing(RunnerBase):
     ) -> None:
         data: dict[str, Any]
         if status is RunStatus.COMPLETED:
-            data = {"run_id": str(run.id), "output": output, "usage": usage_json(usage)}
+            data = {"run_id": str(run.id), "output": output, "usage": usage.to_json()}
             event_type = EventType.RUN_COMPLETED
         elif status is RunStatus.FAILED:
             data = {
                 "run_id": str(run.id),
                 "error": {"code": error.code, "message": error.message} if error else None,
-                "usage": usage_json(usage),
+                "usage": usage.to_json(),
             }
             event_type = EventType.RUN_FAILED
         else:

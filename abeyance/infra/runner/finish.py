@@ -18,7 +18,6 @@ from abeyance.infra.history import encode
 from abeyance.infra.runner.base import ACTOR, log
 from abeyance.infra.runner.events import EventPublishing
 from abeyance.infra.runner.leases import LeaseLost
-from abeyance.infra.runner.usage import usage_log
 
 
 class Ending(EventPublishing):
@@ -69,7 +68,7 @@ class Ending(EventPublishing):
             )
             await uow.commit()
         self._metrics.run_status(status)
-        log.info(f"run.{status.value}", error=error.code if error else None, usage=usage_log(usage))
+        log.info(f"run.{status.value}", error=error.code if error else None, usage=usage.to_json())
         return status
 
     async def _end(

@@ -18,7 +18,6 @@ from abeyance.infra.history import encode
 from abeyance.infra.runner.base import ACTOR, log
 from abeyance.infra.runner.finish import Ending
 from abeyance.infra.runner.leases import LeaseLost
-from abeyance.infra.runner.usage import usage_log
 from abeyance.infra.telemetry import current_trace_context
 
 
@@ -84,7 +83,7 @@ class Suspending(Ending):
                 )
                 await uow.commit()
                 self._metrics.run_status(RunStatus.CANCELLED)
-                log.info("run.cancelled", usage=usage_log(usage), **details)
+                log.info("run.cancelled", usage=usage.to_json(), **details)
                 return RunStatus.CANCELLED
             await uow.messages.append(run.conversation_id, run.id, [encode(m) for m in messages], now)
             if not await uow.runs.finish(
@@ -138,5 +137,5 @@ class Suspending(Ending):
                 kind=call.kind.value,
                 expires_at=call.expires_at.isoformat(),
             )
-        log.info("run.suspended", pending=len(calls), usage=usage_log(usage))
+        log.info("run.suspended", pending=len(calls), usage=usage.to_json())
         return RunStatus.SUSPENDED
