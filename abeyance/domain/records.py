@@ -181,6 +181,31 @@ class AuditEntry:
     actor_name: str | None = None
     """When reading: the name of the API key that acted (not stored with the row)."""
 
+    @classmethod
+    def of_run(cls, action: str, actor: str, run: Run, details: dict[str, Any] | None = None) -> AuditEntry:
+        """A row about a run."""
+        return cls(
+            action=action,
+            actor=actor,
+            workspace=run.workspace,
+            conversation_id=run.conversation_id,
+            run_id=run.id,
+            details=details or {},
+        )
+
+    @classmethod
+    def of_call(cls, action: str, actor: str, call: PendingCall, details: dict[str, Any]) -> AuditEntry:
+        """A row about a pending call: it names the tool and the model's call id."""
+        return cls(
+            action=action,
+            actor=actor,
+            workspace=call.workspace,
+            conversation_id=call.conversation_id,
+            run_id=call.run_id,
+            correlation_id=call.correlation_id,
+            details={"tool_name": call.tool_name, "tool_call_id": call.tool_call_id, **details},
+        )
+
 
 @dataclass(frozen=True, slots=True)
 class Principal:
