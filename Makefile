@@ -25,8 +25,9 @@ migrate: $(STAMP) ## apply the migrations to ABEYANCE_DATABASE_URL
 test: $(STAMP) ## run the tests (SQLite and PostgreSQL on 127.0.0.1:5432)
 	$(VENV)/bin/pytest -q
 
-soak: $(STAMP) ## the long random-kill soak (marked slow, not part of make test)
-	$(VENV)/bin/pytest -q -m slow tests/faults
+SOAK_KILLS ?= 1000
+soak: $(STAMP) ## >= 1,000 SIGKILLs at every fault point on PostgreSQL (ABEYANCE_SOAK_PG_URL; not part of make test)
+	$(PY) -m tests.faults.soak --kills $(SOAK_KILLS)
 
 lint: $(STAMP) ## ruff, mypy --strict, import-linter
 	$(VENV)/bin/ruff check abeyance tests $(wildcard bench)

@@ -127,7 +127,7 @@ def build_container(
     """
     owns_telemetry = telemetry is None
     telemetry = telemetry or build_telemetry(telemetry_config(settings))
-    engine = create_engine(settings.database_url)
+    engine = create_engine(settings.database_url, pool_size=settings.db_pool_size)
     notifier = (
         LocalRunNotifier()
         if is_sqlite(settings.database_url)

@@ -31,6 +31,8 @@ class Settings(BaseSettings):
     client_exec_timeout_seconds: float = 30
     sweep_seconds: float = 5.0
     shutdown_grace_seconds: float = 10.0
+    db_pool_size: int = Field(default=10, ge=1)
+    """Connections a process keeps open to the database (and as many more under a burst)."""
     max_segment_attempts: int = Field(default=5, ge=1)
     """Consecutive claims of a run without progress before it fails (`segment_attempts_exhausted`)."""
     max_wait_seconds: float = 60.0

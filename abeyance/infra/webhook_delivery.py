@@ -21,6 +21,7 @@ from abeyance.domain.events import WEBHOOK_TOPIC_PREFIX
 from abeyance.domain.ports import UnitOfWorkFactory
 from abeyance.domain.records import OutboxItem, Webhook
 from abeyance.domain.webhooks import SIGNATURE_HEADER, is_private_host, sign
+from abeyance.infra.faults import crash_point
 
 log = structlog.get_logger("abeyance.webhooks")
 USER_AGENT = "abeyance-webhooks/1"
@@ -111,7 +112,10 @@ class WebhookDeliverer:
                 await uow.commit()
             log.info("webhook.discarded", outbox_id=item.id)
             return
+        crash_point("webhook_claimed")
         error = await self._post(http, webhook, item, event)
+        # Delivered but not yet marked so: a crash here means one more delivery (at least once).
+        crash_point("webhook_posted")
         now = self._clock()
         async with self._uow() as uow:
             if error is None:

@@ -37,6 +37,8 @@ class Cluster:
     headers: dict[str, str] = field(default_factory=dict)
     """An admin key's `Authorization` header for the API processes."""
     processes: list[subprocess.Popen[bytes]] = field(default_factory=list)
+    settings: dict[str, str] = field(default_factory=dict)
+    """`ABEYANCE_*` variables every process of the cluster gets on top of the defaults."""
 
     def env(self, crash_at: str | None = None, **extra: str) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith("ABEYANCE_")}
@@ -53,6 +55,7 @@ class Cluster:
                 "ABEYANCE_RATE_LIMIT_PER_MINUTE": "0",
             }
         )
+        env.update(self.settings)
         if crash_at:
             env["ABEYANCE_CRASH_AT"] = crash_at
         env.update(extra)

@@ -122,6 +122,8 @@ async def record_effect(uow: UnitOfWork, ctx: RunContext[RunDeps], tool_name: st
     if not inserted:
         previous = await uow.tool_calls.get(deps.conversation_id, ctx.tool_call_id or "")
         raise AlreadyApplied(previous.result if previous else payload)
+    # The effect and its record are written, not committed: a crash here must undo both.
+    crash_point(f"tool_effect_uncommitted:{tool_name}")
 
 
 def failure_message(payload: Mapping[str, Any]) -> str:
