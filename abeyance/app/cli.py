@@ -14,7 +14,7 @@ from abeyance.app.logging import configure_logging
 from abeyance.app.settings import Settings
 from abeyance.domain.access import Role
 from abeyance.domain.errors import ServiceError
-from abeyance.domain.keys import IssuedKey, KeyService
+from abeyance.domain.keys import WORKSPACE, IssuedKey, KeyService
 from abeyance.domain.records import Principal
 
 T = TypeVar("T")
@@ -120,8 +120,11 @@ def _demo_seed(settings: Settings, args: argparse.Namespace) -> int:
     from abeyance.infra.db.engine import create_engine
     from abeyance.infra.db.migrations import upgrade
     from abeyance.infra.db.uow import SqlUnitOfWorkFactory
-    from abeyance.infra.demo import seed_demo
+    from abeyance.infra.demo import demo_event_ids, seed_demo
 
+    if not WORKSPACE.match(args.workspace):
+        print("a workspace is 1-100 characters of letters, digits, '_', '.' or '-'", file=sys.stderr)
+        return 2
     upgrade(settings.database_url)
 
     async def main() -> int:
@@ -133,6 +136,7 @@ def _demo_seed(settings: Settings, args: argparse.Namespace) -> int:
 
     added = asyncio.run(main())
     print(f"seeded {added} dead letters in workspace {args.workspace!r}")
+    print(f"dead letters: {' '.join(demo_event_ids(args.workspace))}")
     return 0
 
 

@@ -52,12 +52,22 @@ LETTERS: list[tuple[str, str, str | None, str, dict[str, Any]]] = [
 ]
 
 
+def demo_event_id(workspace: str, event_id: str) -> str:
+    """The id a demo dead letter has in `workspace`: ids are global, so outside `default` they carry
+    the workspace as a prefix (`ws1:evt_1001`)."""
+    return event_id if workspace == "default" else f"{workspace}:{event_id}"
+
+
+def demo_event_ids(workspace: str) -> list[str]:
+    return [demo_event_id(workspace, letter[0]) for letter in LETTERS]
+
+
 async def seed_demo(uow: UnitOfWorkFactory, workspace: str, now: datetime) -> int:
     """Insert the demo rows unless they exist; returns how many dead letters were added.
 
     Ids are global, so outside the `default` workspace they carry the workspace as a prefix.
     """
-    prefix = "" if workspace == "default" else f"{workspace}:"
+    prefix = demo_event_id(workspace, "")
     added = 0
     async with uow() as u:
         existing = {c["cluster_id"] for c in await u.ops.list_clusters(workspace, None)}

@@ -100,8 +100,8 @@ class Workers:
             ABEYANCE_WEBHOOK_MAX_ATTEMPTS="1000",
             ABEYANCE_WORKER_POLL_SECONDS="0.2",
             ABEYANCE_DB_POOL_SIZE="3",
-            ABEYANCE_LEASE_SECONDS="3",
-            ABEYANCE_SWEEP_SECONDS="0.3",
+            ABEYANCE_LEASE_SECONDS="2",
+            ABEYANCE_SWEEP_SECONDS="0.2",
             ABEYANCE_MAX_SEGMENT_ATTEMPTS="1000",
             ABEYANCE_SHUTDOWN_GRACE_SECONDS="1",
         )
@@ -133,7 +133,7 @@ class Workers:
     async def _spawn(self) -> None:
         assert self._zygote is not None and self._zygote.stdin is not None
         point = self._next_point() if self.crash else "-"
-        crash_at = f"{point}#{self._rng.randint(1, 2)}" if self.crash else "-"
+        crash_at = f"{point}#1" if self.crash else "-"
         log = self._cluster.log_dir / "workers.log"
         self._zygote.stdin.write(f"spawn {crash_at} 3 {log}\n".encode())
         self._zygote.stdin.flush()
@@ -160,8 +160,8 @@ class Workers:
                 await self._spawn()
             now = time.monotonic()
             for victim, (_, born) in list(self._alive.items()):
-                stuck = now - born > 10
-                if self.crash and victim not in self._killed_by_us and (stuck or self._rng.random() < 0.004):
+                stuck = now - born > 8
+                if self.crash and victim not in self._killed_by_us and (stuck or self._rng.random() < 0.003):
                     self._killed_by_us.add(victim)
                     os.kill(victim, 9)
 
@@ -463,8 +463,8 @@ def main() -> int:
         default=os.environ.get("ABEYANCE_SOAK_PG_URL", "postgresql+asyncpg://postgres@127.0.0.1:5432/soak"),
     )
     parser.add_argument("--kills", type=int, default=1000)
-    parser.add_argument("--workers", type=int, default=3)
-    parser.add_argument("--conversations", type=int, default=24)
+    parser.add_argument("--workers", type=int, default=4)
+    parser.add_argument("--conversations", type=int, default=32)
     parser.add_argument("--seed", type=int, default=20)
     parser.add_argument("--logs", type=Path, default=Path(".soak"))
     args = parser.parse_args()
