@@ -17,7 +17,7 @@ from litestar.openapi.spec import Components, SecurityScheme
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 
-from abeyance.app import problems
+from abeyance.app import openapi_contract, problems
 from abeyance.app.auth import SECURITY_SCHEME, provide_principal, v1_middleware
 from abeyance.app.container import Container, build_container, telemetry_config
 from abeyance.app.http_methods import answer_options
@@ -55,6 +55,10 @@ class ApiRequest(Request[Any, Any, Any]):
 async def before_request(request: Request[Any, Any, Any]) -> Response[None] | None:
     await bind_path_ids(request)
     return answer_options(request)
+
+
+def document_problems_on_startup(app: Litestar) -> None:
+    openapi_contract.install(app)
 
 
 def provide_container(state: State) -> Container:
@@ -112,6 +116,7 @@ def create_app(
     return Litestar(
         route_handlers=[healthz, readyz, metrics, v1, inbox_router()],
         lifespan=[lifespan],
+        on_startup=[document_problems_on_startup],
         middleware=[http_telemetry(telemetry)],
         before_request=before_request,
         dependencies={

@@ -2,8 +2,9 @@
 
 Every operation gets valid and invalid generated requests, with random ids and with ids of real
 objects (a suspended run, its approval and elicitation, a pre-approval, a spare key), sent with
-an admin key. Whatever is generated, the answer is never a 5xx, and every error is a problem
-response. The number of examples is bounded (`EXAMPLES` per operation).
+an admin key. Whatever is generated, the answer is never a 5xx, its status is one the document
+lists for the operation, and every error is a problem response. The number of examples is
+bounded (`EXAMPLES` per operation).
 """
 
 from __future__ import annotations
@@ -93,6 +94,11 @@ async def test_no_generated_request_gets_a_server_error(seeded: str, keys: KeyMa
             @given(case=st.one_of(strategies))
             def check(case: Any) -> None:
                 response = case.call(headers=admin)
+                documented = case.operation.definition.raw["responses"]
+                if str(response.status_code) not in documented:
+                    failures.append(
+                        f"{case.operation.label}: undocumented {response.status_code} for {case.as_curl_command()}"
+                    )
                 if response.status_code >= 500:
                     failures.append(
                         f"{case.operation.label}: {response.status_code} for {case.as_curl_command()}"

@@ -1,0 +1,126 @@
+"""Every error an operation can answer, documented in the OpenAPI document as problem+json.
+
+Litestar documents each operation's success and a generic 400 the service never sends. The
+answers an operation can give follow from its shape, the same way the service produces them:
+a key is checked (401, 403, 429) and the database can be unreachable (503) on every `/v1`
+route; a path id can be unknown (404); parameters and bodies are validated (422); a body can be
+too large (413) or not JSON (415); a change can conflict with stored state (409). The `code`
+values come from the one table that maps errors to statuses (`abeyance.app.problems`), so a new
+error or a new route is documented without a list to keep in step.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from litestar import Litestar
+from litestar.openapi.spec import OpenAPI, OpenAPIMediaType, OpenAPIResponse, Operation, Reference, Schema
+from litestar.openapi.spec.enums import OpenAPIType
+
+from abeyance.app.problems import CODE_BY_STATUS, PROBLEM, STATUS_BY_ERROR
+
+PROBLEM_COMPONENT = "Problem"
+DESCRIPTIONS = {
+    401: "No key, or a key that is unknown or revoked",
+    403: "The key's role may not do this",
+    404: "No such object in the key's workspace",
+    409: "The change conflicts with the stored state",
+    413: "The body is larger than the limit",
+    415: "The body is not application/json",
+    422: "A parameter or the body is not valid",
+    429: "Too many requests with this key; retry after `Retry-After` seconds",
+    503: "The database is not reachable; try again shortly",
+}
+EXTRA_CODES = {503: ("database_unavailable",)}
+
+
+def codes_for(status: int) -> list[str]:
+    """Every `code` a problem with this status can carry."""
+    codes = {error.code for error, mapped in STATUS_BY_ERROR if mapped == status}
+    codes.update(EXTRA_CODES.get(status, ()))
+    if status in CODE_BY_STATUS:
+        codes.add(CODE_BY_STATUS[status])
+    return sorted(codes)
+
+
+def problem_schema() -> Schema:
+    return Schema(
+        type=OpenAPIType.OBJECT,
+        description="An RFC 9457 problem document; `code` says what happened, for programs.",
+        required=["type", "title", "status", "code", "detail"],
+        properties={
+            "type": Schema(type=OpenAPIType.STRING),
+            "title": Schema(type=OpenAPIType.STRING),
+            "status": Schema(type=OpenAPIType.INTEGER),
+            "code": Schema(type=OpenAPIType.STRING),
+            "detail": Schema(type=OpenAPIType.STRING),
+            "errors": Schema(
+                type=OpenAPIType.ARRAY,
+                description="Field errors of a 422: where (`loc`) and what (`msg`)",
+                items=Schema(
+                    type=OpenAPIType.OBJECT,
+                    required=["loc", "msg"],
+                    properties={
+                        "loc": Schema(type=OpenAPIType.ARRAY, items=Schema(type=OpenAPIType.STRING)),
+                        "msg": Schema(type=OpenAPIType.STRING),
+                    },
+                ),
+            ),
+        },
+    )
+
+
+def statuses_of(method: str, operation: Operation) -> list[int]:
+    """The error statuses an operation of this shape can answer."""
+    locations = {getattr(p, "param_in", None) for p in operation.parameters or []}
+    statuses = set()
+    if operation.security:
+        statuses.update((401, 403, 429, 503))
+        if method in ("post", "put", "patch", "delete"):
+            statuses.add(409)
+    if "path" in locations:
+        statuses.add(404)
+    if locations or operation.request_body is not None:
+        statuses.add(422)
+    if operation.request_body is not None:
+        statuses.update((413, 415))
+    return sorted(statuses)
+
+
+def problem_response(status: int) -> OpenAPIResponse:
+    codes = codes_for(status)
+    schema = Schema(
+        all_of=[
+            Reference(ref=f"#/components/schemas/{PROBLEM_COMPONENT}"),
+            Schema(type=OpenAPIType.OBJECT, properties={"code": Schema(type=OpenAPIType.STRING, enum=codes)}),
+        ]
+    )
+    headers: dict[str, Any] = {}
+    return OpenAPIResponse(
+        description=f"{DESCRIPTIONS.get(status, 'Error')} (`code`: {', '.join(codes)})",
+        content={PROBLEM: OpenAPIMediaType(schema=schema)},
+        headers=headers or None,
+    )
+
+
+def document_problems(document: OpenAPI) -> None:
+    """Replace the generic 400s with the problem responses each operation can give."""
+    components = document.components
+    schemas = dict(components.schemas or {})
+    schemas[PROBLEM_COMPONENT] = problem_schema()
+    components.schemas = schemas
+    for path_item in (document.paths or {}).values():
+        for method in ("get", "post", "put", "patch", "delete"):
+            operation = getattr(path_item, method, None)
+            if not isinstance(operation, Operation):
+                continue
+            responses = dict(operation.responses or {})
+            responses.pop("400", None)
+            for status in statuses_of(method, operation):
+                responses.setdefault(str(status), problem_response(status))
+            operation.responses = responses
+
+
+def install(app: Litestar) -> None:
+    """Document the problems once the document is built (on startup, before it is first served)."""
+    document_problems(app.openapi_schema)
