@@ -11,8 +11,6 @@ error or a new route is documented without a list to keep in step.
 
 from __future__ import annotations
 
-from typing import Any
-
 from litestar import Litestar
 from litestar.openapi.spec import OpenAPI, OpenAPIMediaType, OpenAPIResponse, Operation, Reference, Schema
 from litestar.openapi.spec.enums import OpenAPIType
@@ -73,7 +71,7 @@ def problem_schema() -> Schema:
 def statuses_of(method: str, operation: Operation) -> list[int]:
     """The error statuses an operation of this shape can answer."""
     locations = {getattr(p, "param_in", None) for p in operation.parameters or []}
-    statuses = set()
+    statuses: set[int] = set()
     if operation.security:
         statuses.update((401, 403, 429, 503))
         if method in ("post", "put", "patch", "delete"):
@@ -95,11 +93,9 @@ def problem_response(status: int) -> OpenAPIResponse:
             Schema(type=OpenAPIType.OBJECT, properties={"code": Schema(type=OpenAPIType.STRING, enum=codes)}),
         ]
     )
-    headers: dict[str, Any] = {}
     return OpenAPIResponse(
         description=f"{DESCRIPTIONS.get(status, 'Error')} (`code`: {', '.join(codes)})",
         content={PROBLEM: OpenAPIMediaType(schema=schema)},
-        headers=headers or None,
     )
 
 
