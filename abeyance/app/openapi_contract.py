@@ -11,9 +11,13 @@ error or a new route is documented without a list to keep in step.
 
 from __future__ import annotations
 
+from typing import Any
+
 from litestar import Litestar
 from litestar.openapi.spec import OpenAPI, OpenAPIMediaType, OpenAPIResponse, Operation, Reference, Schema
 from litestar.openapi.spec.enums import OpenAPIType
+from litestar.routes import HTTPRoute
+from pydantic import BaseModel
 
 from abeyance.app.problems import CODE_BY_STATUS, PROBLEM, STATUS_BY_ERROR
 
@@ -120,3 +124,30 @@ def document_problems(document: OpenAPI) -> None:
 def install(app: Litestar) -> None:
     """Document the problems once the document is built (on startup, before it is first served)."""
     document_problems(app.openapi_schema)
+    document_request_models(app, app.openapi_schema)
+
+
+def request_models(app: Litestar) -> list[type[BaseModel]]:
+    """The pydantic models of every handler's `data` (request body)."""
+    found: dict[str, type[BaseModel]] = {}
+    for route in app.routes:
+        if not isinstance(route, HTTPRoute):
+            continue
+        for handler in route.route_handlers:
+            field = handler.parsed_fn_signature.parameters.get("data")
+            model = field.annotation if field is not None else None
+            if isinstance(model, type) and issubclass(model, BaseModel):
+                found[model.__name__] = model
+    return list(found.values())
+
+
+def document_request_models(app: Litestar, document: OpenAPI) -> None:
+    """Request bodies documented by the JSON schema pydantic validates them with: one place for the
+    check and the document (`additionalProperties: false`, patterns, lengths, enums)."""
+    schemas: dict[str, Any] = dict(document.components.schemas or {})
+    for model in request_models(app):
+        schema = model.model_json_schema(ref_template="#/components/schemas/{model}", mode="validation")
+        for name, definition in schema.pop("$defs", {}).items():
+            schemas[name] = definition
+        schemas[model.__name__] = schema
+    document.components.schemas = schemas

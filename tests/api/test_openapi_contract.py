@@ -52,3 +52,20 @@ def test_problem_codes_come_from_the_error_table() -> None:
     assert codes_for(422) == ["invalid_decision", "validation_failed"]
     assert codes_for(503) == ["database_unavailable", "unavailable"]
     assert codes_for(415) == ["unsupported_media_type"]
+
+
+async def test_request_bodies_are_documented_as_they_are_validated(client: AsyncTestClient[Any]) -> None:
+    schemas = (await client.get("/schema/openapi.json")).json()["components"]["schemas"]
+    for name in (
+        "CreateConversation",
+        "PostMessage",
+        "ResolveBody",
+        "CreateAuthorization",
+        "CreateKey",
+        "CreateWebhook",
+    ):
+        assert schemas[name]["additionalProperties"] is False, name
+    workspace = schemas["CreateConversation"]["properties"]["workspace"]["anyOf"][0]
+    assert workspace == {"maxLength": 100, "minLength": 1, "pattern": "^[A-Za-z0-9_.-]+$", "type": "string"}
+    extra = await client.post("/v1/conversations", json={"agent": "ops", "surprise": 1})
+    assert extra.status_code == 422
