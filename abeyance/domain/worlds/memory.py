@@ -100,7 +100,8 @@ def check_memory(text: str, *, enshrined_texts: Iterable[str], tool_outputs: Ite
         if _shares_verbatim(normalised, " ".join(output.split())):
             raise MemoryRefused(
                 "MEMORY_TOOL_OUTPUT",
-                "the text repeats a tool output of this run verbatim; remember what it meant, not what it said",
+                "the text repeats a tool output of this run verbatim; "
+                "remember what it meant, not what it said",
             )
 
 

@@ -82,7 +82,9 @@ def check_predicate(source: str, function_name: str = "predicate") -> None:
         or args.posonlyargs
         or args.defaults
     ):
-        raise PredicateRefused("arguments", function.lineno, f"{function_name} takes exactly one argument, ctx")
+        raise PredicateRefused(
+            "arguments", function.lineno, f"{function_name} takes exactly one argument, ctx"
+        )
     if function.decorator_list:
         raise PredicateRefused("decorator", function.lineno, "decorators are not allowed")
     local_names = {"ctx"} | _assigned_names(function)

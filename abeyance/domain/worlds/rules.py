@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 import uuid
 from collections import Counter
 from collections.abc import Iterable, Mapping
@@ -183,3 +185,13 @@ def override_patterns(
         if len(items) >= min_flags
     ]
     return sorted(patterns, key=lambda p: (-p.flags, p.rule_id, p.reason))
+
+
+def readiness_hash(rule: Rule) -> str:
+    """What the readiness gate ran on: the predicate, the filter and the tests, hashed."""
+    body = {
+        "predicate": rule.predicate,
+        "applies_when": rule.applies_when,
+        "tests": [{"context": t.context, "expected": t.expected} for t in rule.tests],
+    }
+    return hashlib.sha256(json.dumps(body, sort_keys=True, default=str).encode()).hexdigest()

@@ -93,7 +93,7 @@ class MemoryGateway:
 
     async def recall(self, scope: MemoryScope, query: str, limit: int = 10) -> list[dict[str, Any]]:
         async with self._uow() as uow:
-            if uow.session.bind.dialect.name == "postgresql":
+            if uow.session.get_bind().dialect.name == "postgresql":
                 rows = await uow.session.execute(
                     _PG_RECALL,
                     {
@@ -116,7 +116,9 @@ class MemoryGateway:
                     c.world_id.is_(None) if scope.world_id is None else c.world_id == scope.world_id,
                     sa.or_(
                         c.tier == MemoryTier.PERSISTENT.value,
-                        sa.and_(c.tier == MemoryTier.SESSION.value, c.conversation_id == scope.conversation_id),
+                        sa.and_(
+                            c.tier == MemoryTier.SESSION.value, c.conversation_id == scope.conversation_id
+                        ),
                         sa.and_(c.tier == MemoryTier.INTERACTION.value, c.run_id == scope.run_id),
                     ),
                 )

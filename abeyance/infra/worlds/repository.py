@@ -69,7 +69,12 @@ def _rule(row: Any) -> Rule:
 def gate_json(gate: GateResult | None) -> dict[str, Any] | None:
     if gate is None:
         return None
-    return {"passed": gate.passed, "cases": gate.cases, "code_hash": gate.code_hash, "ran_at": gate.ran_at.isoformat()}
+    return {
+        "passed": gate.passed,
+        "cases": gate.cases,
+        "code_hash": gate.code_hash,
+        "ran_at": gate.ran_at.isoformat(),
+    }
 
 
 def _decision(row: Any) -> Decision:
@@ -176,7 +181,9 @@ class SqlWorldRepository:
         query = sa.select(world_rules).where(world_rules.c.world_id == world_id)
         if state is not None:
             query = query.where(world_rules.c.state == state.value)
-        rows = await self._session.execute(query.order_by(world_rules.c.created_at, world_rules.c.id, world_rules.c.version))
+        rows = await self._session.execute(
+            query.order_by(world_rules.c.created_at, world_rules.c.id, world_rules.c.version)
+        )
         return [_rule(r) for r in rows]
 
     async def update_draft(self, rule: Rule, now: datetime) -> bool:
@@ -259,7 +266,13 @@ class SqlWorldRepository:
     async def flagged_decisions(self, world_id: uuid.UUID, limit: int = 5000) -> list[tuple[Flag, Decision]]:
         d, f = world_decisions.c, world_flags.c
         rows = await self._session.execute(
-            sa.select(world_flags, world_decisions.c.rule_ids, d.context, d.outcome, d.created_at.label("decided_at"))
+            sa.select(
+                world_flags,
+                world_decisions.c.rule_ids,
+                d.context,
+                d.outcome,
+                d.created_at.label("decided_at"),
+            )
             .join(world_decisions, sa.and_(d.world_id == f.world_id, d.id == f.decision_id))
             .where(f.world_id == world_id)
             .order_by(f.created_at.desc())

@@ -37,9 +37,11 @@ else:
         try:
             value = fn(case["context"])
             ok = isinstance(value, bool) and value == case["expected"]
-            out["cases"].append({"expected": case["expected"], "actual": value if isinstance(value, bool) else repr(value)[:100], "passed": ok})
+            shown = value if isinstance(value, bool) else repr(value)[:100]
+            out["cases"].append({"expected": case["expected"], "actual": shown, "passed": ok})
         except BaseException as exc:
-            out["cases"].append({"expected": case["expected"], "error": type(exc).__name__ + ": " + str(exc)[:300], "passed": False})
+            error = type(exc).__name__ + ": " + str(exc)[:300]
+            out["cases"].append({"expected": case["expected"], "error": error, "passed": False})
 sys.stdout.write(json.dumps(out))
 """
 

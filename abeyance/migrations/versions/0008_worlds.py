@@ -87,7 +87,9 @@ def upgrade() -> None:
         sa.Column("kind", sa.String(30), nullable=False),
         sa.Column("reason", sa.Text(), nullable=False),
         sa.Column("created_at", TS, nullable=False),
-        sa.ForeignKeyConstraint(["world_id", "decision_id"], ["world_decisions.world_id", "world_decisions.id"]),
+        sa.ForeignKeyConstraint(
+            ["world_id", "decision_id"], ["world_decisions.world_id", "world_decisions.id"]
+        ),
     )
     op.create_table(
         "world_sessions",
