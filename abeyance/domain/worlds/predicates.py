@@ -65,14 +65,19 @@ def check_predicate(source: str, function_name: str = "predicate") -> None:
         tree = ast.parse(source)
     except SyntaxError as exc:
         raise PredicateRefused("SyntaxError", exc.lineno or 1, exc.msg) from None
-    if (
-        len(tree.body) != 1
-        or not isinstance(tree.body[0], ast.FunctionDef)
-        or tree.body[0].name != function_name
-    ):
-        line = tree.body[0].lineno if tree.body else 1
+    functions = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == function_name]
+    for node in tree.body:
+        if node not in functions:
+            reason = (
+                _reason_for(node)
+                if not isinstance(node, _ALLOWED_NODES)
+                else f"only `def {function_name}(ctx)` may be at the top level"
+            )
+            raise PredicateRefused(type(node).__name__, _line(node), reason)
+    if len(functions) != 1:
+        line = functions[1].lineno if functions else 1
         raise PredicateRefused("Module", line, f"the code must be exactly one `def {function_name}(ctx)`")
-    function = tree.body[0]
+    function = functions[0]
     args = function.args
     if (
         [a.arg for a in args.args] != ["ctx"]
