@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 from typing import Any
 
-
 from tests.conftest import call, script
 
 OVERRIDE_REASON = "refund refused although the parcel arrived damaged"
