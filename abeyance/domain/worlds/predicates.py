@@ -93,8 +93,8 @@ def check_predicate(source: str, function_name: str = "predicate") -> None:
     if function.decorator_list:
         raise PredicateRefused("decorator", function.lineno, "decorators are not allowed")
     local_names = {"ctx"} | _assigned_names(function)
-    for node in ast.walk(function):
-        _check_node(node, local_names)
+    for inner in ast.walk(function):
+        _check_node(inner, local_names)
 
 
 def _assigned_names(function: ast.FunctionDef) -> set[str]:
