@@ -92,6 +92,23 @@ async def test_an_enshrined_rule_is_edited_into_a_new_version(client: AsyncTestC
     assert (second["version"], second["state"], second["predicate"]) == (2, "candidate", edit)
     assert second["text"] == RULE_TEXT
 
+    restated = "remember: refund a damaged parcel reported within 14 days of delivery"
+    note = "the operator wants predicates over delivery dates to default to refusal"
+    out = await say(
+        client,
+        cid,
+        script(
+            [
+                call("remember", text=restated, tier="persistent", kind="observation"),
+                call("remember", text=note, tier="persistent", kind="pattern"),
+            ]
+        ),
+    )
+    refused, kept = results_of(out["output"])
+    assert refused["ok"] is False and refused["error"]["code"] == "MEMORY_RULE_CONTENT"
+    assert "trigram similarity" in refused["error"]["message"]
+    assert kept["ok"] is True and kept["result"]["kind"] == "pattern"
+
 
 async def test_enshrinement_needs_a_passed_gate_and_provenance(client: AsyncTestClient[Any]) -> None:
     world_id = await create_world(client)

@@ -93,7 +93,12 @@ def check_predicate(source: str, function_name: str = "predicate") -> None:
     if function.decorator_list:
         raise PredicateRefused("decorator", function.lineno, "decorators are not allowed")
     local_names = {"ctx"} | _assigned_names(function)
-    for inner in ast.walk(function):
+    nodes = list(ast.walk(function))
+    # Forbidden names first: `time.time()` is refused for `time`, not for the attribute after it.
+    for inner in nodes:
+        if isinstance(inner, ast.Name) and inner.id in FORBIDDEN_NAMES:
+            _check_node(inner, local_names)
+    for inner in nodes:
         _check_node(inner, local_names)
 
 
