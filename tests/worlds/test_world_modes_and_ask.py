@@ -76,8 +76,18 @@ async def test_customer_mode_is_shown_only_the_read_tools(seeded: str, keys: Key
         run = response.json()
         assert run["status"] == "completed", run
 
-    assert recorder.seen[-2] == READ_ONLY
-    assert recorder.seen[-1] == READ_ONLY
+        customer_tools = recorder.seen[-2:]
+        into_operator_session = await http.post(
+            f"/v1/conversations/{operator_session['conversation']['id']}/messages",
+            params={"wait": 20},
+            json={"content": "and now?"},
+            headers=user,
+        )
+        assert into_operator_session.json()["status"] == "completed"
+        posted_by_user = recorder.seen[-1]
+
+    assert posted_by_user == READ_ONLY, "a user posting into an operator session gets customer tools"
+    assert customer_tools == [READ_ONLY, READ_ONLY]
     assert json.loads(run["output"]) == [{"ok": True, "result": []}]
     assert set(READ_ONLY) < set(operator_tools)
     writing = {

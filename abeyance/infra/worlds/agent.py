@@ -68,7 +68,7 @@ def world_agent(uow: SqlUnitOfWorkFactory, corpus: RuleCorpus, memory: MemoryGat
                 "this conversation is not bound to a world; open one with POST /v1/worlds/{id}/conversations",
                 code="NO_WORLD",
             )
-        return found
+        return found[0], await corpus.mode_of_run(found[1], ctx.deps.run_id)
 
     async def world_id(ctx: RunContext[RunDeps]) -> uuid.UUID:
         return (await current(ctx))[0].id
@@ -82,7 +82,8 @@ def world_agent(uow: SqlUnitOfWorkFactory, corpus: RuleCorpus, memory: MemoryGat
         found = await corpus.session(ctx.deps.conversation_id)
         if found is None:
             return None
-        if found[1] is WorldMode.CUSTOMER and tool_def.name not in CUSTOMER_TOOLS:
+        mode = await corpus.mode_of_run(found[1], ctx.deps.run_id)
+        if mode is WorldMode.CUSTOMER and tool_def.name not in CUSTOMER_TOOLS:
             return None
         return tool_def
 

@@ -12,6 +12,9 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
+import sqlalchemy as sa
+
+from abeyance.domain.access import Role
 from abeyance.domain.errors import ToolPolicyError, ToolUserError
 from abeyance.domain.services import Clock
 from abeyance.domain.worlds.rules import (
@@ -22,6 +25,7 @@ from abeyance.domain.worlds.rules import (
     WorldMode,
     readiness_hash,
 )
+from abeyance.infra.db.tables import audit_log
 from abeyance.infra.db.uow import SqlUnitOfWork, SqlUnitOfWorkFactory
 from abeyance.infra.worlds.repository import SqlWorldRepository
 from abeyance.infra.worlds.sandbox import SandboxLimits, run_in_sandbox
@@ -70,6 +74,7 @@ class RuleCorpus:
         self._clock = clock
         self._limits = limits or SandboxLimits()
         self._sessions: dict[uuid.UUID, tuple[World, WorldMode]] = {}
+        self._demoted: dict[uuid.UUID, bool] = {}
 
     async def session(self, conversation_id: uuid.UUID) -> tuple[World, WorldMode] | None:
         """The world and mode a conversation was opened with (immutable, so cached)."""
@@ -84,6 +89,30 @@ class RuleCorpus:
             return None
         self._sessions[conversation_id] = (world, found[1])
         return world, found[1]
+
+    async def mode_of_run(self, mode: WorldMode, run_id: uuid.UUID) -> WorldMode:
+        """An operator session's run queued by a `user` key runs in customer mode: a customer who
+        can see the conversation does not get the operator's tools by posting into it."""
+        if mode is WorldMode.CUSTOMER:
+            return mode
+        demoted = self._demoted.get(run_id)
+        if demoted is None:
+            async with self._uow() as uow:
+                actor = await uow.session.scalar(
+                    sa.select(audit_log.c.actor).where(
+                        audit_log.c.run_id == run_id, audit_log.c.action == "run.queued"
+                    )
+                )
+                key = None
+                if actor is not None:
+                    try:
+                        key = await uow.api_keys.get(uuid.UUID(actor))
+                    except ValueError:
+                        key = None
+            demoted = key is not None and key.role is Role.USER
+
+            self._demoted[run_id] = demoted
+        return WorldMode.CUSTOMER if demoted else mode
 
     async def list_rules(self, world_id: uuid.UUID, state: RuleState | None) -> list[Rule]:
         async with self._uow() as uow:

@@ -25,16 +25,25 @@ RECALL_THRESHOLD = 0.3
 SQLITE_RECALL_WINDOW = 5000
 RULE_CONTENT_CONSTRAINT = "memories_no_rule_content"
 
+RECALL_CANDIDATES = 500
+"""Recall ranks at most this many trigram matches: a query of common words cannot make it scan the
+whole table (the best of the first 500 matches, not of all of them)."""
+
 _PG_RECALL = sa.text(
     """
-    SELECT id, tier, kind, text, created_at, word_similarity(:query, text) AS score
-    FROM memories
-    WHERE :query <% text
-      AND workspace = :workspace AND agent = :agent
-      AND world_id IS NOT DISTINCT FROM :world_id
-      AND (tier = 'persistent'
-           OR (tier = 'session' AND conversation_id = :conversation_id)
-           OR (tier = 'interaction' AND run_id = :run_id))
+    WITH candidates AS MATERIALIZED (
+        SELECT id, tier, kind, text, created_at
+        FROM memories
+        WHERE :query <% text
+          AND workspace = :workspace AND agent = :agent
+          AND world_id IS NOT DISTINCT FROM :world_id
+          AND (tier = 'persistent'
+               OR (tier = 'session' AND conversation_id = :conversation_id)
+               OR (tier = 'interaction' AND run_id = :run_id))
+        LIMIT :candidates
+    )
+    SELECT id, tier, kind, text, word_similarity(:query, text) AS score
+    FROM candidates
     ORDER BY score DESC, created_at DESC
     LIMIT :limit
     """
@@ -104,6 +113,7 @@ class MemoryGateway:
                         "conversation_id": scope.conversation_id,
                         "run_id": scope.run_id,
                         "limit": limit,
+                        "candidates": RECALL_CANDIDATES,
                     },
                 )
                 return [_recalled(r.id, r.tier, r.kind, r.text, float(r.score)) for r in rows]
