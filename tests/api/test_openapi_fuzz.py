@@ -53,7 +53,9 @@ async def real_objects(seeded: str, keys: KeyMaker) -> dict[str, str]:
         assert (await client.post(f"/v1/worlds/{world['id']}/decisions", json=decision)).status_code == 201
         session = (await client.post(f"/v1/worlds/{world['id']}/conversations")).json()
         proposed = await post_message(
-            client, session["conversation"]["id"], script([call("propose_rule_candidate", text="t", evidence={})])
+            client,
+            session["conversation"]["id"],
+            script([call("propose_rule_candidate", text="t", evidence={})]),
         )
         assert proposed["status"] == "completed", proposed
         rules = (await client.get(f"/v1/worlds/{world['id']}/rules")).json()["items"]
