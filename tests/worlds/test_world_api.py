@@ -130,6 +130,25 @@ async def test_enshrinement_needs_a_passed_gate_and_provenance(client: AsyncTest
     assert (await rule_versions(client, world_id, rule_id))[0]["state"] == "candidate"
     assert (await client.get("/v1/pending", params={"status": "awaiting"})).json()["items"] == []
 
+    good = "def applies_when(ctx):\n    return 'parcel_damaged' in ctx\n"
+    out = await say(
+        client,
+        cid,
+        script(
+            [
+                call(
+                    "generate_applies_when",
+                    rule_id=rule_id,
+                    code="def applies_when(ctx):\n    return ctx.x\n",
+                ),
+                call("generate_applies_when", rule_id=rule_id, code=good),
+            ]
+        ),
+    )
+    refused, accepted = results_of(out["output"])
+    assert refused["error"]["code"] == "PREDICATE_REFUSED" and "node Attribute" in refused["error"]["message"]
+    assert accepted["result"]["applies_when"] == good
+
 
 async def test_worlds_are_one_per_domain_and_admin_made(client: AsyncTestClient[Any], keys: KeyMaker) -> None:
     await create_world(client)
