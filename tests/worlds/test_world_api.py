@@ -40,6 +40,15 @@ async def test_operator_flow_from_pattern_to_enshrined_rule(client: AsyncTestCli
     [pending] = run["pending"]
     assert pending["tool_name"] == "request_enshrinement"
     assert pending["effect_description"] == f"Enshrine rule {rule_id}"
+    shown = (await client.get(f"/v1/pending/{pending['correlation_id']}")).json()
+    assert shown["args"]["rule_id"] == rule_id
+    review = shown["args"]["review"]
+    assert review["predicate"] == PREDICATE and review["state"] == "enshrined_pending"
+    assert (
+        len(review["tests"]) == 3 and review["gate"]["passed"] is True and review["gate"]["current"] is True
+    )
+    assert review["citations"][0]["quote"] == "Damaged parcels are refunded."
+    assert shown["args_summary"]["review"]["gate"]["passed"] is True
     [requested] = await rule_versions(client, world_id, rule_id)
     assert requested["state"] == "enshrined_pending"
     assert requested["predicate"] == PREDICATE

@@ -14,15 +14,15 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 from pydantic_ai import RunContext, Tool
-from pydantic_ai.exceptions import ToolFailed
+from pydantic_ai.exceptions import ApprovalRequired, ToolFailed
 from pydantic_ai.tools import ToolDefinition
 
 from abeyance.domain.errors import ToolError, ToolPolicyError, ToolUserError
-from abeyance.domain.tools import Category, ToolSpec
+from abeyance.domain.tools import Category, PendingKind, ToolSpec
 from abeyance.domain.worlds.predicates import PredicateRefused, check_predicate
 from abeyance.domain.worlds.rules import Citation, RuleState, TestCase, World, WorldMode, override_patterns
 from abeyance.infra.agents.declarations import AgentDefinition, DeclaredTool
-from abeyance.infra.agents.observed import REDISPATCH, RunDeps, failure_message, record_effect
+from abeyance.infra.agents.observed import REDISPATCH, REVIEW, RunDeps, failure_message, record_effect
 from abeyance.infra.db.uow import SqlUnitOfWorkFactory
 from abeyance.infra.worlds.corpus import RuleCorpus, rule_view
 from abeyance.infra.worlds.memory import MemoryGateway
@@ -259,9 +259,11 @@ def world_agent(uow: SqlUnitOfWorkFactory, corpus: RuleCorpus, memory: MemoryGat
             wid = await world_id(ctx)
             if approved:
                 return
-            await corpus.request(wid, rule_id, ctx.deps.conversation_id, ctx.tool_call_id or "")
+            rule = await corpus.request(wid, rule_id, ctx.deps.conversation_id, ctx.tool_call_id or "")
         except ToolError as exc:
             raise _policy(exc) from None
+        # The conformity gate: the operator sees what would be enshrined with the call's arguments.
+        raise ApprovalRequired(metadata={"kind": PendingKind.APPROVAL.value, REVIEW: rule_view(rule)})
 
     async def request_enshrinement(ctx: RunContext[RunDeps], rule_id: str) -> dict[str, Any]:
         """Ask an operator to enshrine a candidate whose readiness gate passed and whose provenance exists.
