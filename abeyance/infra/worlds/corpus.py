@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import dataclasses
 import uuid
+from collections import OrderedDict
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import sqlalchemy as sa
 
@@ -31,7 +32,29 @@ from abeyance.infra.worlds.repository import SqlWorldRepository
 from abeyance.infra.worlds.sandbox import SandboxLimits, run_in_sandbox
 from abeyance.infra.worlds.service import reconcile_requests
 
-Effect = Callable[[SqlUnitOfWork, dict[str, Any]], Any]
+CACHE_ENTRIES = 10_000
+V = TypeVar("V")
+
+
+class BoundedCache(Generic[V]):
+    """Facts that never change once written (a session's world and mode, who queued a run),
+    remembered for the most recent `size` keys so a long-lived worker does not grow without end."""
+
+    def __init__(self, size: int) -> None:
+        self._size = size
+        self._items: OrderedDict[uuid.UUID, V] = OrderedDict()
+
+    def get(self, key: uuid.UUID) -> V | None:
+        value = self._items.get(key)
+        if value is not None:
+            self._items.move_to_end(key)
+        return value
+
+    def put(self, key: uuid.UUID, value: V) -> None:
+        self._items[key] = value
+        self._items.move_to_end(key)
+        while len(self._items) > self._size:
+            self._items.popitem(last=False)
 
 
 def parse_id(value: str, what: str = "rule_id") -> uuid.UUID:
@@ -73,8 +96,8 @@ class RuleCorpus:
         self._uow = uow
         self._clock = clock
         self._limits = limits or SandboxLimits()
-        self._sessions: dict[uuid.UUID, tuple[World, WorldMode]] = {}
-        self._demoted: dict[uuid.UUID, bool] = {}
+        self._sessions: BoundedCache[tuple[World, WorldMode]] = BoundedCache(CACHE_ENTRIES)
+        self._demoted: BoundedCache[bool] = BoundedCache(CACHE_ENTRIES)
 
     async def session(self, conversation_id: uuid.UUID) -> tuple[World, WorldMode] | None:
         """The world and mode a conversation was opened with (immutable, so cached)."""
@@ -87,7 +110,7 @@ class RuleCorpus:
             world = await repo.get_world(found[0]) if found else None
         if found is None or world is None:
             return None
-        self._sessions[conversation_id] = (world, found[1])
+        self._sessions.put(conversation_id, (world, found[1]))
         return world, found[1]
 
     async def mode_of_run(self, mode: WorldMode, run_id: uuid.UUID) -> WorldMode:
@@ -111,7 +134,7 @@ class RuleCorpus:
                         key = None
             demoted = key is not None and key.role is Role.USER
 
-            self._demoted[run_id] = demoted
+            self._demoted.put(run_id, demoted)
         return WorldMode.CUSTOMER if demoted else mode
 
     async def list_rules(self, world_id: uuid.UUID, state: RuleState | None) -> list[Rule]:
