@@ -86,20 +86,20 @@ def _serve(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def _worker(settings: Settings, args: argparse.Namespace) -> int:
-    from abeyance.app.container import build_container
+    from abeyance.app.service import Service
 
     if args.concurrency:
         settings = settings.model_copy(update={"worker_concurrency": args.concurrency})
 
     async def main() -> None:
-        container = build_container(settings)
+        service = Service.from_settings(settings)
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
-        await container.start(run_worker=True)
+        await service.start(run_worker=True)
         await stop.wait()
-        await container.close()
+        await service.close()
 
     asyncio.run(main())
     return 0
