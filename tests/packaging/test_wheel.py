@@ -24,6 +24,7 @@ from alembic.script import ScriptDirectory
 from abeyance.infra.db.engine import create_engine
 from abeyance.infra.db.migrations import alembic_config
 from tests.conftest import PG_URL
+from tests.fresh_database import drop_database, fresh_database
 
 pytestmark = pytest.mark.packaging
 
@@ -173,7 +174,7 @@ def test_the_installed_wheel_migrates_sqlite_and_serves(venv: Path, tmp_path: Pa
 
 
 def test_the_installed_wheel_migrates_a_fresh_postgresql_database(venv: Path, tmp_path: Path) -> None:
-    url = asyncio.run(_fresh_database(PG_URL, "wheel"))
+    url = asyncio.run(fresh_database(PG_URL, "wheel"))
     try:
         migrated = _abeyance(venv, tmp_path, url, "migrate")
         assert migrated.returncode == 0, migrated.stderr
@@ -181,7 +182,7 @@ def test_the_installed_wheel_migrates_a_fresh_postgresql_database(venv: Path, tm
         with _serving(venv, tmp_path, url) as (base, key):
             _exercise(base, key)
     finally:
-        asyncio.run(_drop_database(url))
+        asyncio.run(drop_database(url))
 
 
 def _revision(url: str) -> str | None:
@@ -195,32 +196,3 @@ def _revision(url: str) -> str | None:
             await engine.dispose()
 
     return asyncio.run(read())
-
-
-def _admin_url(url: str) -> sa.URL:
-    return sa.make_url(url).set(database="postgres")
-
-
-async def _fresh_database(url: str, suffix: str) -> str:
-    """A new, empty database next to the test database (dropped first if a killed run left it)."""
-    name = f"{sa.make_url(url).database}_{suffix}"
-    engine = create_engine(_admin_url(url).render_as_string(hide_password=False))
-    try:
-        async with engine.connect() as conn:
-            conn = await conn.execution_options(isolation_level="AUTOCOMMIT")
-            await conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-            await conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
-    finally:
-        await engine.dispose()
-    return sa.make_url(url).set(database=name).render_as_string(hide_password=False)
-
-
-async def _drop_database(url: str) -> None:
-    name = sa.make_url(url).database
-    engine = create_engine(_admin_url(url).render_as_string(hide_password=False))
-    try:
-        async with engine.connect() as conn:
-            conn = await conn.execution_options(isolation_level="AUTOCOMMIT")
-            await conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-    finally:
-        await engine.dispose()
