@@ -59,8 +59,10 @@ class RateLimitedError(AbeyanceError):
 
     @property
     def retry_after(self) -> float | None:
-        value = self.problem.get("retry_after")
-        return float(value) if isinstance(value, int | float | str) and str(value).isdigit() else None
+        try:
+            return float(self.problem["retry_after"])
+        except (KeyError, TypeError, ValueError):
+            return None
 
 
 class UnavailableError(AbeyanceError):
