@@ -45,6 +45,7 @@ async def test_a_gated_call_suspends_and_resumes_once_approved(database_url: str
     model = ScriptedModel().calls(("read", {"key": "a"}), ("write", {"target": "b"})).text("done")
     async with Service.open(database_url, agents=agents(), model=model.model) as svc:
         conversation = await svc.start_conversation("writer", workspace="team")
+        assert conversation.created_by == "embedded"
         run = await svc.send(conversation.id, "write b")
         assert run.status == "queued"
         assert await svc.run_until_idle() == 1
