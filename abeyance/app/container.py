@@ -12,6 +12,7 @@ from datetime import timedelta
 
 from pydantic_ai.models import Model
 
+from abeyance.app.bridges import ask_world_bridge
 from abeyance.app.settings import Settings
 from abeyance.domain.authorizations import PreApprovalService
 from abeyance.domain.events import ClientPresence, EventService
@@ -34,6 +35,7 @@ from abeyance.infra.runner import AgentRunner, Timeouts
 from abeyance.infra.telemetry import Telemetry, TelemetryConfig, build_telemetry
 from abeyance.infra.webhook_delivery import DeliveryPolicy, WebhookDeliverer
 from abeyance.infra.worker import Worker
+from abeyance.infra.worlds.context import WorldsContext, build_worlds
 
 
 @dataclass
@@ -50,6 +52,7 @@ class Container:
     telemetry: Telemetry
     events: EventService
     webhooks: WebhookService
+    worlds: WorldsContext
     listener: PgEventListener | None = None
     owns_telemetry: bool = field(default=False)
 
@@ -92,8 +95,14 @@ class Container:
             self.telemetry.shutdown()
 
 
-def agent_definitions(uow: SqlUnitOfWorkFactory) -> dict[str, AgentDefinition]:
-    definitions = [ops_agent(uow), assistant_agent(uow)]
+def agent_definitions(
+    uow: SqlUnitOfWorkFactory, worlds: WorldsContext | None = None
+) -> dict[str, AgentDefinition]:
+    worlds = worlds or build_worlds(uow, utcnow)
+    ops = ops_agent(
+        uow, ask_world=ask_world_bridge(worlds.runner), extra_tools=worlds.workspace_memory_tools()
+    )
+    definitions = [ops, assistant_agent(uow), worlds.definition]
     return {d.name: d for d in definitions}
 
 
@@ -114,7 +123,7 @@ def build_container(
     settings: Settings,
     *,
     telemetry: Telemetry | None = None,
-    agents: AgentsFactory = agent_definitions,
+    agents: AgentsFactory | None = None,
     extra_agents: Sequence[AgentDefinition] = (),
     model: Model | None = None,
     policy: PreApprovalPolicy | None = None,
@@ -136,7 +145,9 @@ def build_container(
     uow = SqlUnitOfWorkFactory(
         engine, on_events=notifier.conversations_changed, on_pending=notifier.pending_changed
     )
-    definitions = {**agents(uow), **{d.name: d for d in extra_agents}}
+    worlds = build_worlds(uow, utcnow, lease=timedelta(seconds=settings.lease_seconds))
+    built = agents(uow) if agents is not None else agent_definitions(uow, worlds)
+    definitions = {**built, **{d.name: d for d in extra_agents}}
     catalog = DeclaredToolCatalog(definitions.values())
     model = model or build_model(
         settings.model,
@@ -162,6 +173,7 @@ def build_container(
         history_cache_messages=settings.history_cache_messages,
         history_turns=settings.history_turns,
     )
+    worlds.runner.bind(runner)
     deliverer = WebhookDeliverer(
         uow,
         DeliveryPolicy(
@@ -219,6 +231,7 @@ def build_container(
         owns_telemetry=owns_telemetry,
         events=events,
         webhooks=webhooks,
+        worlds=worlds,
         listener=None
         if is_sqlite(settings.database_url)
         else PgEventListener(

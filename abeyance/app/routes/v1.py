@@ -21,6 +21,7 @@ from abeyance.app import problems
 from abeyance.app.auth import requires
 from abeyance.app.container import Container
 from abeyance.app.routes.events import event_route_handlers
+from abeyance.app.routes.worlds import world_route_handlers
 from abeyance.app.schemas import (
     ApiKeyOut,
     AuditPage,
@@ -406,4 +407,5 @@ def route_handlers() -> list[Any]:
         *event_route_handlers(),
         AuthorizationController,
         KeyController,
+        *world_route_handlers(),
     ]

@@ -14,6 +14,7 @@ from abeyance.domain.records import PendingCall, Run, Usage
 from abeyance.domain.sanitize import args_hash
 from abeyance.domain.states import PendingStatus, RunStatus
 from abeyance.domain.tools import Executor, PendingKind, ToolApprovalRequest
+from abeyance.infra.agents.observed import REVIEW
 from abeyance.infra.history import encode
 from abeyance.infra.runner.base import ACTOR, log
 from abeyance.infra.runner.finish import Ending
@@ -40,8 +41,12 @@ class Suspending(Ending):
             (p, PendingKind.ELICITATION) for p in output.calls
         ]:
             spec = definition.spec(part.tool_name)
-            kind = PendingKind(output.metadata.get(part.tool_call_id, {}).get("kind", default_kind.value))
+            deferral = output.metadata.get(part.tool_call_id, {})
+            kind = PendingKind(deferral.get("kind", default_kind.value))
             args = part.args_as_dict()
+            if isinstance(deferral.get(REVIEW), dict):
+                # What the tool asks the person deciding to check, shown with the call's arguments.
+                args = {**args, REVIEW: deferral[REVIEW]}
             request = ToolApprovalRequest.for_call(spec, part.tool_name, run.agent, args)
             calls.append(
                 PendingCall(
