@@ -12,6 +12,7 @@ answers only the calls of the conversations it created: another key's answer 403
 from __future__ import annotations
 
 import functools
+import re
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -318,9 +319,8 @@ async def test_listings_of_another_workspace_show_nothing_of_this_one(
 
 
 def placeholder_path(path_format: str) -> str:
-    for name in ("conversation_id", "run_id", "correlation_id", "authorization_id", "key_id", "webhook_id"):
-        path_format = path_format.replace("{" + name + "}", str(uuid.uuid4()))
-    return path_format
+    """Every path parameter (all are ids) filled with a random UUID."""
+    return re.sub(r"\{[^}]+\}", lambda _: str(uuid.uuid4()), path_format)
 
 
 WRONG_CREDENTIALS = [
