@@ -168,6 +168,34 @@ ROUTES = [
     Route("GET", "/v1/keys", admins(200)),
     Route("POST", "/v1/keys", admins(201), body=lambda o: {"role": "user", "workspace": "default"}),
     Route("DELETE", "/v1/keys/{key_id}", admins(200)),
+    Route(
+        "POST",
+        "/v1/worlds",
+        # Admins only; an operator of the workspace is told so, anyone else does not see it.
+        {
+            "user": {"own": 403, "other": 404},
+            "operator": {"own": 403, "other": 404},
+            "admin": {"own": 201, "other": 201},
+        },
+        body=lambda o: {"domain": f"d{uuid.uuid4().hex[:12]}", "title": "new world", "workspace": "default"},
+    ),
+    Route("GET", "/v1/worlds", everyone(200)),
+    Route("GET", "/v1/worlds/{world_id}", seen(200)),
+    Route(
+        "POST",
+        "/v1/worlds/{world_id}/decisions",
+        operators(201),
+        body=lambda o: {"id": "dec-new", "rule_ids": ["r1"], "context": {}, "outcome": "allow"},
+    ),
+    Route(
+        "POST",
+        "/v1/worlds/{world_id}/decisions/{decision_id}/flags",
+        seen(201),
+        body=lambda o: {"id": "flag-new", "kind": "review_request", "reason": "looks wrong"},
+    ),
+    Route("GET", "/v1/worlds/{world_id}/rules", seen(200)),
+    Route("GET", "/v1/worlds/{world_id}/rules/{rule_id}", seen(200)),
+    Route("POST", "/v1/worlds/{world_id}/conversations", seen(201)),
 ]
 
 TEMPLATE_OF = {
@@ -180,6 +208,9 @@ TEMPLATE_OF = {
     "{own_elicitation_id}": "{correlation_id}",
     "{authorization_id}": "{authorization_id}",
     "{key_id}": "{key_id}",
+    "{world_id}": "{world_id}",
+    "{decision_id}": "{decision_id}",
+    "{rule_id}": "{rule_id}",
 }
 
 
@@ -240,6 +271,7 @@ async def make_objects(client: AsyncTestClient[Any], keys: KeyMaker) -> Objects:
         json={"url": "https://hooks.example.com/setup", "events": ["run.completed"], "workspace": "default"},
     )
     assert webhook.status_code == 201, webhook.text
+    world_id, rule_id = await make_world(client)
     return Objects(
         ids={
             "conversation_id": conversation_id,
@@ -251,8 +283,35 @@ async def make_objects(client: AsyncTestClient[Any], keys: KeyMaker) -> Objects:
             "authorization_id": authorization.json()["id"],
             "key_id": str(spare.key.id),
             "webhook_id": webhook.json()["id"],
+            "world_id": world_id,
+            "decision_id": "dec-1",
+            "rule_id": rule_id,
         }
     )
+
+
+async def make_world(client: AsyncTestClient[Any]) -> tuple[str, str]:
+    """A world of `default` with one recorded decision (`dec-1`) and one candidate rule."""
+    world = await client.post(
+        "/v1/worlds", json={"domain": f"d{uuid.uuid4().hex[:12]}", "title": "setup", "workspace": "default"}
+    )
+    assert world.status_code == 201, world.text
+    world_id = world.json()["id"]
+    decision = await client.post(
+        f"/v1/worlds/{world_id}/decisions",
+        json={"id": "dec-1", "rule_ids": ["r1"], "context": {}, "outcome": "allow"},
+    )
+    assert decision.status_code == 201, decision.text
+    session = await client.post(f"/v1/worlds/{world_id}/conversations")
+    assert session.status_code == 201, session.text
+    proposed = await post_message(
+        client,
+        session.json()["conversation"]["id"],
+        script([call("propose_rule_candidate", text="Refunds over 100 need a manager", evidence={})]),
+    )
+    assert proposed["status"] == "completed", proposed
+    rules = (await client.get(f"/v1/worlds/{world_id}/rules")).json()["items"]
+    return world_id, str(rules[0]["rule_id"])
 
 
 async def ask_as(client: AsyncTestClient[Any], caller: dict[str, str]) -> str:
