@@ -17,6 +17,7 @@ $(STAMP): pyproject.toml
 install: $(STAMP) ## create .venv and install the service with its dev tools
 
 run: $(STAMP) ## start the API with the in-process worker (SQLite, scripted model)
+	$(VENV)/bin/abeyance demo seed
 	$(VENV)/bin/abeyance serve
 
 migrate: $(STAMP) ## apply the migrations to ABEYANCE_DATABASE_URL

@@ -14,6 +14,7 @@ from pydantic_ai.models import Model
 
 from abeyance.app.settings import Settings
 from abeyance.domain.authorizations import PreApprovalService
+from abeyance.domain.customer.intake import EventIntakeService
 from abeyance.domain.events import ClientPresence, EventService
 from abeyance.domain.keys import KeyService
 from abeyance.domain.records import Principal
@@ -25,6 +26,7 @@ from abeyance.infra.agents.models import build_model
 from abeyance.infra.agents.observed import PreApprovalPolicy
 from abeyance.infra.agents.ops import ops_agent
 from abeyance.infra.agents.policy import StoredPreApprovalPolicy
+from abeyance.infra.customer.supervisor import customer_agents
 from abeyance.infra.db.engine import create_engine, is_sqlite
 from abeyance.infra.db.listener import PgEventListener
 from abeyance.infra.db.uow import SqlUnitOfWorkFactory
@@ -50,6 +52,7 @@ class Container:
     telemetry: Telemetry
     events: EventService
     webhooks: WebhookService
+    intake: EventIntakeService
     listener: PgEventListener | None = None
     owns_telemetry: bool = field(default=False)
 
@@ -93,7 +96,7 @@ class Container:
 
 
 def agent_definitions(uow: SqlUnitOfWorkFactory) -> dict[str, AgentDefinition]:
-    definitions = [ops_agent(uow), assistant_agent(uow)]
+    definitions = [ops_agent(uow), assistant_agent(uow), *customer_agents(uow)]
     return {d.name: d for d in definitions}
 
 
@@ -219,6 +222,7 @@ def build_container(
         owns_telemetry=owns_telemetry,
         events=events,
         webhooks=webhooks,
+        intake=EventIntakeService(uow, notifier, clock=utcnow),
         listener=None
         if is_sqlite(settings.database_url)
         else PgEventListener(
