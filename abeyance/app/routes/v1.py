@@ -20,7 +20,7 @@ from litestar.status_codes import HTTP_200_OK, HTTP_201_CREATED, HTTP_202_ACCEPT
 from abeyance.app import problems
 from abeyance.app.container import Container
 from abeyance.app.routes.events import event_route_handlers
-from abeyance.app.routes.platform_events import post_event
+from abeyance.app.routes.platform_events import list_conversations, post_event
 from abeyance.app.schemas import (
     ApiKeyOut,
     AuditPage,
@@ -392,4 +392,5 @@ def route_handlers() -> list[Any]:
         AuthorizationController,
         KeyController,
         post_event,
+        list_conversations,
     ]

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationError
 
+from abeyance.app.schemas.conversations import ConversationOut, conversation_out
 from abeyance.app.schemas.validation import JsonObject, Strict, UtcDatetime
-from abeyance.domain.customer.events import Intake, PlatformEvent, PlatformEventType
+from abeyance.domain.customer.events import Intake, ListedConversation, PlatformEvent, PlatformEventType
+from abeyance.domain.errors import ValidationFailed
 
 EventId = Annotated[str, Field(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9._:\-]+$")]
 Name = Annotated[str, Field(min_length=1, max_length=100)]
@@ -47,37 +49,38 @@ class ConfigChangedData(Strict):
     new: JsonObject
 
 
-class _Event(Strict):
+DATA_SCHEMAS: dict[str, type[Strict]] = {
+    PlatformEventType.SCAN_COMPLETED.value: ScanCompletedData,
+    PlatformEventType.ANOMALY_DETECTED.value: AnomalyData,
+    PlatformEventType.CONFIG_CHANGED.value: ConfigChangedData,
+}
+
+
+class EventIn(Strict):
+    """One domain event. `data` has the shape of its `type` (see docs/customer-agent.md)."""
+
     id: EventId
+    type: Literal["scan.completed", "anomaly.detected", "workspace.config_changed"]
     workspace: Name | None = None
     occurred_at: UtcDatetime | None = None
+    data: JsonObject
 
 
-class ScanCompleted(_Event):
-    type: Literal["scan.completed"]
-    data: ScanCompletedData
-
-
-class AnomalyDetected(_Event):
-    type: Literal["anomaly.detected"]
-    data: AnomalyData
-
-
-class ConfigChanged(_Event):
-    type: Literal["workspace.config_changed"]
-    data: ConfigChangedData
-
-
-EventBody = Annotated[ScanCompleted | AnomalyDetected | ConfigChanged, Field(discriminator="type")]
-
-
-def platform_event(body: ScanCompleted | AnomalyDetected | ConfigChanged, workspace: str) -> PlatformEvent:
-    data: dict[str, Any] = body.data.model_dump(mode="json")
+def platform_event(body: EventIn, workspace: str) -> PlatformEvent:
+    """The validated event; `data` that does not fit its type's schema is a `ValidationFailed`."""
+    try:
+        data = DATA_SCHEMAS[body.type].model_validate(body.data)
+    except ValidationError as exc:
+        errors = [
+            {"loc": ["body", "data", *map(str, e["loc"])], "msg": e["msg"], "type": e["type"]}
+            for e in exc.errors(include_url=False)
+        ]
+        raise ValidationFailed(f"data does not fit a {body.type} event", extra={"errors": errors}) from None
     return PlatformEvent(
         id=body.id,
         type=PlatformEventType(body.type),
         workspace=workspace,
-        data=data,
+        data=data.model_dump(mode="json"),
         occurred_at=body.occurred_at,
     )
 
@@ -103,4 +106,31 @@ def event_accepted(intake: Intake) -> EventAccepted:
         received_at=intake.received_at,
         conversation_id=intake.conversation_id,
         run_id=intake.run_id,
+    )
+
+
+class StartingEvent(BaseModel):
+    id: str
+    type: str
+
+
+class ListedConversationOut(ConversationOut):
+    initiator: Literal["user", "system"]
+    event: StartingEvent | None = None
+
+
+class ConversationList(BaseModel):
+    items: list[ListedConversationOut]
+
+
+def listed_conversation_out(listed: ListedConversation) -> ListedConversationOut:
+    event = (
+        StartingEvent(id=listed.event_id, type=listed.event_type or "")
+        if listed.event_id is not None
+        else None
+    )
+    return ListedConversationOut(
+        **conversation_out(listed.conversation).model_dump(),
+        initiator="system" if listed.initiator == "system" else "user",
+        event=event,
     )

@@ -14,6 +14,8 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
+from abeyance.domain.records import Conversation
+
 
 class PlatformEventType(StrEnum):
     SCAN_COMPLETED = "scan.completed"
@@ -43,6 +45,16 @@ class Intake:
     received_at: datetime
     conversation_id: uuid.UUID | None
     run_id: uuid.UUID | None
+
+
+@dataclass(frozen=True, slots=True)
+class ListedConversation:
+    """A conversation as `GET /v1/conversations` lists it: who started it, and the event if one did."""
+
+    conversation: Conversation
+    initiator: str
+    event_id: str | None
+    event_type: str | None
 
 
 @dataclass(frozen=True, slots=True)

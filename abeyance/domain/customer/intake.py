@@ -8,7 +8,13 @@ from datetime import datetime
 from typing import Any
 
 from abeyance.domain.access import Permission
-from abeyance.domain.customer.events import Intake, PlatformEvent, PlatformEventType, proactive_turn
+from abeyance.domain.customer.events import (
+    Intake,
+    ListedConversation,
+    PlatformEvent,
+    PlatformEventType,
+    proactive_turn,
+)
 from abeyance.domain.errors import NotFound
 from abeyance.domain.events import EventType, publish, publish_run_status
 from abeyance.domain.ports import RunNotifier, UnitOfWork, UnitOfWorkFactory
@@ -79,6 +85,20 @@ class EventIntakeService:
         if earlier is None:
             raise RuntimeError("an event id was taken but its event cannot be read")
         return earlier
+
+    async def recent_conversations(
+        self, principal: Principal, workspace: str | None, limit: int
+    ) -> list[ListedConversation]:
+        """`GET /v1/conversations`: the newest conversations the caller may see, those that events
+        started among them (initiator `system`)."""
+        principal.require(Permission.CONVERSE)
+        scope = workspace or principal.workspace
+        if scope is None and not principal.may(Permission.ALL_WORKSPACES):
+            raise NotFound("workspace not found")
+        if scope is not None and not principal.can_see(scope):
+            raise NotFound("workspace not found")
+        async with self._uow() as uow:
+            return await uow.customer.recent_conversations(scope, limit)
 
     async def notify(self, intake: Intake) -> None:
         """Wake a worker for the run an event queued (after the commit)."""

@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any, Protocol
 
-from abeyance.domain.customer.events import Intake, PlatformEvent
+from abeyance.domain.customer.events import Intake, ListedConversation, PlatformEvent
 
 
 class WorkspaceRepository(Protocol):
@@ -34,4 +34,8 @@ class WorkspaceRepository(Protocol):
     async def get_rubrics(self, workspace: str) -> list[dict[str, Any]]: ...
     async def get_onboarding(self, workspace: str) -> dict[str, Any] | None: ...
     async def recent_errors(self, workspace: str, limit: int) -> list[dict[str, Any]]: ...
+    async def recent_conversations(self, workspace: str | None, limit: int) -> list[ListedConversation]:
+        """The newest conversations of a workspace (None: every workspace) with what started them."""
+        ...
+
     async def mark_rerun(self, workspace: str, scan_id: str, now: datetime) -> dict[str, Any] | None: ...

@@ -9,7 +9,8 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from abeyance.domain.customer.events import Intake, PlatformEvent, PlatformEventType
+from abeyance.domain.customer.events import Intake, ListedConversation, PlatformEvent, PlatformEventType
+from abeyance.domain.records import Conversation
 from abeyance.infra.db import customer_tables as c
 from abeyance.infra.db import tables as t
 from abeyance.infra.db.repositories.base import SqlRepository, rowcount
@@ -235,6 +236,30 @@ class SqlWorkspaceRepository(SqlRepository):
             }
             for r in rows
         ]
+
+    async def recent_conversations(self, workspace: str | None, limit: int) -> list[ListedConversation]:
+        e = c.platform_events
+        query = (
+            sa.select(t.conversations, e.c.id.label("event_id"), e.c.type.label("event_type"))
+            .outerjoin(e, e.c.conversation_id == t.conversations.c.id)
+            .order_by(t.conversations.c.created_at.desc(), t.conversations.c.id)
+            .limit(limit)
+        )
+        if workspace is not None:
+            query = query.where(t.conversations.c.workspace == workspace)
+        listed = []
+        for row in await self._session.execute(query):
+            m = dict(row._mapping)
+            event_id, event_type = m.pop("event_id"), m.pop("event_type")
+            listed.append(
+                ListedConversation(
+                    conversation=Conversation(**m),
+                    initiator="system" if event_id is not None else "user",
+                    event_id=event_id,
+                    event_type=event_type,
+                )
+            )
+        return listed
 
     async def mark_rerun(self, workspace: str, scan_id: str, now: datetime) -> dict[str, Any] | None:
         result = await self._session.execute(
