@@ -54,6 +54,7 @@ def run_out(view: RunView, principal: Principal) -> RunOut:
 
 
 def usage_out(usage: Usage) -> UsageOut:
+    """By hand on purpose: the API shows the cost as `estimated_cost_usd`, a number."""
     return UsageOut(
         requests=usage.requests,
         input_tokens=usage.input_tokens,

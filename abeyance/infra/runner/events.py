@@ -21,15 +21,13 @@ from pydantic_ai.messages import (
 )
 from pydantic_core import to_jsonable_python
 
-from abeyance.domain.events import EventType, publish, run_status_data
+from abeyance.domain.events import EventType, publish
 from abeyance.domain.ports import UnitOfWork
-from abeyance.domain.records import Run, RunError, Usage
+from abeyance.domain.records import Run
 from abeyance.domain.sanitize import sanitize
-from abeyance.domain.states import RunStatus
 from abeyance.domain.tools import Executor
 from abeyance.infra.agents.declarations import AgentDefinition
 from abeyance.infra.runner.base import RunnerBase
-from abeyance.infra.runner.usage import usage_json
 
 
 def _tool_outcome(content: Any, failed: bool) -> dict[str, Any]:
@@ -127,13 +125,16 @@ class EventPublishing(RunnerBase):
         now: datetime,
         announced: set[str] | None = None,
     ) -> None:
-        """`tool.call` and `tool.result` events for messages stored in the same transaction.
-
-        Results already announced before the request went to the model are not repeated.
-        """
-        definition = self._definitions[run.agent]
-        for event_type, data in message_events(run.id, messages, definition, announced):
+        """`tool.call` and `tool.result` events for messages stored in the same transaction."""
+        for event_type, data in self._tool_events(run, messages, announced):
             await publish(uow, run.conversation_id, run.workspace, event_type, data, now)
+
+    def _tool_events(
+        self, run: Run, messages: Sequence[ModelMessage], announced: set[str] | None = None
+    ) -> list[tuple[EventType, dict[str, Any]]]:
+        """The events messages stand for; results already announced before the request went to
+        the model are not repeated."""
+        return message_events(run.id, messages, self._definitions[run.agent], announced)
 
     async def _publish_request(self, run: Run, request: ModelRequest, announced: set[str]) -> None:
         await self._publish_now(
@@ -149,35 +150,3 @@ class EventPublishing(RunnerBase):
             for event_type, data in events:
                 await publish(uow, run.conversation_id, run.workspace, event_type, data, now)
             await uow.commit()
-
-    @staticmethod
-    async def _publish_status(uow: UnitOfWork, run: Run, status: str, now: datetime) -> None:
-        await publish(
-            uow, run.conversation_id, run.workspace, EventType.RUN_STATUS, run_status_data(run, status), now
-        )
-
-    async def _publish_end(
-        self,
-        uow: UnitOfWork,
-        run: Run,
-        status: RunStatus,
-        usage: Usage,
-        output: str | None,
-        error: RunError | None,
-        now: datetime,
-    ) -> None:
-        data: dict[str, Any]
-        if status is RunStatus.COMPLETED:
-            data = {"run_id": str(run.id), "output": output, "usage": usage_json(usage)}
-            event_type = EventType.RUN_COMPLETED
-        elif status is RunStatus.FAILED:
-            data = {
-                "run_id": str(run.id),
-                "error": {"code": error.code, "message": error.message} if error else None,
-                "usage": usage_json(usage),
-            }
-            event_type = EventType.RUN_FAILED
-        else:
-            data = run_status_data(run, status.value)
-            event_type = EventType.RUN_STATUS
-        await publish(uow, run.conversation_id, run.workspace, event_type, data, now)

@@ -11,14 +11,14 @@ from pydantic_ai.messages import (
     ModelMessage,
 )
 
+from abeyance.domain import run_lifecycle
 from abeyance.domain.ports import UnitOfWork
-from abeyance.domain.records import AuditEntry, Run, RunError, Usage
+from abeyance.domain.records import Run, RunError, Usage
 from abeyance.domain.states import RunStatus
 from abeyance.infra.history import encode
 from abeyance.infra.runner.base import ACTOR, log
 from abeyance.infra.runner.events import EventPublishing
 from abeyance.infra.runner.leases import LeaseLost
-from abeyance.infra.runner.usage import usage_log
 
 
 class Ending(EventPublishing):
@@ -69,7 +69,7 @@ class Ending(EventPublishing):
             )
             await uow.commit()
         self._metrics.run_status(status)
-        log.info(f"run.{status.value}", error=error.code if error else None, usage=usage_log(usage))
+        log.info(f"run.{status.value}", error=error.code if error else None, usage=usage.to_json())
         return status
 
     async def _end(
@@ -90,13 +90,24 @@ class Ending(EventPublishing):
         """Write the run's end in the caller's transaction: its last messages, the final status,
         the audit row, the conversation freed and the closing events."""
         await uow.messages.append(run.conversation_id, run.id, [encode(m) for m in messages], now)
-        if not await uow.runs.finish(run.id, owner, status, now, usage=usage, output=output, error=error):
+        tool_events = self._tool_events(run, messages, announced)
+        match status:
+            case RunStatus.COMPLETED:
+                ended = await run_lifecycle.complete(
+                    uow, run, owner, usage, output, now, actor=ACTOR, tool_events=tool_events
+                )
+            case RunStatus.FAILED if error is not None:
+                ended = await run_lifecycle.fail(
+                    uow, run, owner, usage, error, now, actor=ACTOR, tool_events=tool_events
+                )
+            case RunStatus.CANCELLED:
+                ended = await run_lifecycle.cancel(
+                    uow, run, owner, usage, now, actor=ACTOR, tool_events=tool_events, details=details
+                )
+            case _:
+                raise ValueError(f"a segment does not end a run as {status.value} (error: {error})")
+        if not ended:
             raise LeaseLost()
-        audited = {"error": error.code} if error else (details or {})
-        await uow.audit.append(self._run_audit(run, f"run.{status.value}", audited), now)
-        await uow.conversations.release_active_run(run.conversation_id, run.id, now)
-        await self._publish_messages(uow, run, messages, now, announced)
-        await self._publish_end(uow, run, status, usage, output, error, now)
 
     async def give_up(self, run: Run, owner: str, attempts: int) -> RunStatus:
         """Fail a run the worker just claimed whose last `attempts` segments all ended without
@@ -119,14 +130,3 @@ class Ending(EventPublishing):
             )
         await self._notifier.run_changed(run.id)
         return status
-
-    @staticmethod
-    def _run_audit(run: Run, action: str, details: dict[str, Any]) -> AuditEntry:
-        return AuditEntry(
-            action=action,
-            actor=ACTOR,
-            workspace=run.workspace,
-            conversation_id=run.conversation_id,
-            run_id=run.id,
-            details=details,
-        )

@@ -9,8 +9,8 @@ from pydantic_ai.messages import (
 )
 from pydantic_ai.tools import DeferredToolRequests
 
-from abeyance.domain.events import EventType, pending_created_data, publish
-from abeyance.domain.records import AuditEntry, PendingCall, Run, Usage
+from abeyance.domain import run_lifecycle
+from abeyance.domain.records import PendingCall, Run, Usage
 from abeyance.domain.sanitize import args_hash
 from abeyance.domain.states import PendingStatus, RunStatus
 from abeyance.domain.tools import Executor, ToolApprovalRequest
@@ -19,7 +19,6 @@ from abeyance.infra.history import encode
 from abeyance.infra.runner.base import ACTOR, log
 from abeyance.infra.runner.finish import Ending
 from abeyance.infra.runner.leases import LeaseLost
-from abeyance.infra.runner.usage import usage_log
 from abeyance.infra.telemetry import current_trace_context
 
 
@@ -84,49 +83,21 @@ class Suspending(Ending):
                 )
                 await uow.commit()
                 self._metrics.run_status(RunStatus.CANCELLED)
-                log.info("run.cancelled", usage=usage_log(usage), **details)
+                log.info("run.cancelled", usage=usage.to_json(), **details)
                 return RunStatus.CANCELLED
             await uow.messages.append(run.conversation_id, run.id, [encode(m) for m in messages], now)
-            if not await uow.runs.finish(
-                run.id,
+            if not await run_lifecycle.suspend(
+                uow,
+                run,
                 owner,
-                RunStatus.SUSPENDED,
+                calls,
+                usage,
                 now,
-                usage=usage,
-                awaiting_count=len(calls),
+                actor=ACTOR,
+                tool_events=self._tool_events(run, messages, announced),
                 trace_context=current_trace_context(),
             ):
                 raise LeaseLost()
-            for call in calls:
-                await uow.pending.add(call)
-                await uow.audit.append(
-                    AuditEntry(
-                        action="pending.requested",
-                        actor=ACTOR,
-                        workspace=run.workspace,
-                        conversation_id=run.conversation_id,
-                        run_id=run.id,
-                        correlation_id=call.correlation_id,
-                        details={
-                            "tool_name": call.tool_name,
-                            "tool_call_id": call.tool_call_id,
-                            "kind": call.kind,
-                        },
-                    ),
-                    now,
-                )
-            await uow.audit.append(self._run_audit(run, "run.suspended", {"pending": len(calls)}), now)
-            await self._publish_messages(uow, run, messages, now, announced)
-            for call in calls:
-                await publish(
-                    uow,
-                    run.conversation_id,
-                    run.workspace,
-                    EventType.PENDING_CREATED,
-                    pending_created_data(call),
-                    now,
-                )
-            await self._publish_status(uow, run, RunStatus.SUSPENDED.value, now)
             await uow.commit()
         self._metrics.run_status(RunStatus.SUSPENDED)
         for call in calls:
@@ -138,5 +109,5 @@ class Suspending(Ending):
                 kind=call.kind.value,
                 expires_at=call.expires_at.isoformat(),
             )
-        log.info("run.suspended", pending=len(calls), usage=usage_log(usage))
+        log.info("run.suspended", pending=len(calls), usage=usage.to_json())
         return RunStatus.SUSPENDED

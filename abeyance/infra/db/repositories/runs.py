@@ -5,7 +5,6 @@ from __future__ import annotations
 import uuid
 from collections.abc import Sequence
 from datetime import datetime
-from decimal import Decimal
 from typing import Any
 
 import sqlalchemy as sa
@@ -35,7 +34,7 @@ def _run_from_row(row: Any) -> Run:
         error=RunError(**error) if error else None,
         segment=m["segment"],
         awaiting_count=m["awaiting_count"],
-        usage=_usage_from_json(m["usage"]),
+        usage=Usage.from_json(m["usage"]),
         cancel_requested=m["cancel_requested"],
         lease_owner=m["lease_owner"],
         lease_expires_at=m["lease_expires_at"],
@@ -44,28 +43,6 @@ def _run_from_row(row: Any) -> Run:
         finished_at=m["finished_at"],
         trace_context=m["trace_context"],
         claims=m["claims"],
-    )
-
-
-def _usage_json(usage: Usage) -> dict[str, Any]:
-    # The cost is stored as a decimal string: an estimate, but summed without float drift.
-    return {
-        "requests": usage.requests,
-        "input_tokens": usage.input_tokens,
-        "output_tokens": usage.output_tokens,
-        "tool_calls": usage.tool_calls,
-        "cost": None if usage.cost is None else str(usage.cost),
-    }
-
-
-def _usage_from_json(value: dict[str, Any]) -> Usage:
-    cost = value.get("cost")
-    return Usage(
-        requests=value.get("requests", 0),
-        input_tokens=value.get("input_tokens", 0),
-        output_tokens=value.get("output_tokens", 0),
-        tool_calls=value.get("tool_calls", 0),
-        cost=None if cost is None else Decimal(cost),
     )
 
 
@@ -84,7 +61,7 @@ class SqlRunRepository(SqlRepository):
                 error=None,
                 segment=run.segment,
                 awaiting_count=run.awaiting_count,
-                usage=_usage_json(run.usage),
+                usage=run.usage.to_json(),
                 cancel_requested=run.cancel_requested,
                 claims=run.claims,
                 lease_owner=None,
@@ -193,7 +170,7 @@ class SqlRunRepository(SqlRepository):
                 t.runs.c.lease_owner == owner,
                 t.runs.c.status == RunStatus.RUNNING.value,
             )
-            .values(usage=_usage_json(usage), lease_expires_at=lease_until, claims=0, updated_at=now)
+            .values(usage=usage.to_json(), lease_expires_at=lease_until, claims=0, updated_at=now)
         )
         return rowcount(result) == 1
 
@@ -248,7 +225,7 @@ class SqlRunRepository(SqlRepository):
         awaiting_count: int = 0,
         trace_context: dict[str, str] | None = None,
     ) -> bool:
-        extra: dict[str, Any] = {"usage": _usage_json(usage)} if usage is not None else {}
+        extra: dict[str, Any] = {"usage": usage.to_json()} if usage is not None else {}
         if trace_context is not None:
             extra["trace_context"] = trace_context
         result = await self._session.execute(
