@@ -28,6 +28,7 @@ from abeyance.infra.agents.nested import DeferredTarget, defer_nested, requested
 from abeyance.infra.agents.observed import RunDeps
 from abeyance.infra.db.delegation_repository import Delegation
 from abeyance.infra.db.uow import SqlUnitOfWork, SqlUnitOfWorkFactory
+from abeyance.infra.faults import crash_point
 from abeyance.infra.runner.resume import deferred_results, unanswered_tool_calls
 
 MESSAGES: TypeAdapter[list[ModelMessage]] = TypeAdapter(list[ModelMessage])
@@ -115,6 +116,7 @@ class Delegations:
                     [DeferredTarget.from_json(t) for t in (record.deferred or {}).get("targets", [])]
                 )
             results = deferred_results(tail, rows, abandoned=False)
+            crash_point("delegation_resumed")
             span.set_attribute("abeyance.delegation.resumed", True)
         else:
             record = await self._start(deps, call_id, specialist, task)
@@ -136,6 +138,7 @@ class Delegations:
             record.status = "suspended"
             record.deferred = {"targets": [t.to_json() for t in targets]}
             await self._save(record, deps, "delegation.suspended", {"pending": len(targets)})
+            crash_point("delegation_suspended")
             span.set_attribute("abeyance.delegation.suspended", True)
             raise defer_nested(targets)
         record.status = "completed"
