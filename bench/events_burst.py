@@ -57,7 +57,7 @@ def event(i: int, run: str) -> dict[str, Any]:
             data = {"kind": "cost_spike", "metric": "judge_cost_usd", "baseline": 4.0, "observed": 4.0 + i}
             return {"id": event_id, "type": "anomaly.detected", "data": data}
         case 2:
-            data = {"old": {"pass_threshold": 0.7}, "new": {"pass_threshold": 0.71 + (i % 10) / 100}}
+            data = {"old": {"score_threshold": 0.7}, "new": {"score_threshold": 0.71 + (i % 10) / 100}}
             return {"id": event_id, "type": "workspace.config_changed", "data": data}
         case _:
             return {
@@ -90,16 +90,23 @@ async def post_burst(
     bodies = [event(i, run) for i in range(events)]
     resent = [bodies[i] for i in range(0, events, 10)]
     statuses: dict[int, int] = {}
+    retries = {"count": 0}
     limits = httpx.Limits(max_connections=connections)
     async with httpx.AsyncClient(timeout=120, headers=headers, limits=limits) as client:
 
         async def post(body: dict[str, Any]) -> None:
+            # Like a sender would: a lost connection or a 503 is sent again under the same id.
+            status = 0
             for _ in range(20):
-                response = await client.post(f"{base}/v1/events", json=body)
-                if response.status_code != 503:
+                try:
+                    status = (await client.post(f"{base}/v1/events", json=body)).status_code
+                except httpx.TransportError:
+                    status = -1
+                if status not in (-1, 503):
                     break
+                retries["count"] += 1
                 await asyncio.sleep(0.1)
-            statuses[response.status_code] = statuses.get(response.status_code, 0) + 1
+            statuses[status] = statuses.get(status, 0) + 1
 
         started = time.perf_counter()
         await asyncio.gather(*(post(b) for b in bodies + resent))
@@ -107,6 +114,7 @@ async def post_burst(
     return {
         "posted": len(bodies) + len(resent),
         "statuses": statuses,
+        "retries": retries["count"],
         "seconds": round(elapsed, 3),
         "events_per_s": round((len(bodies) + len(resent)) / elapsed, 1),
         "worthy": sum(1 for i in range(events) if worthy(i)),

@@ -116,10 +116,10 @@ async def test_a_change_inside_a_specialist_suspends_the_run_and_resumes_inside_
                 delegation(
                     "framework-advisor",
                     [call("get_framework_config")],
-                    [call("apply_framework_change", changes={"pass_threshold": 0.8}, reason="stricter gate")],
+                    [call("apply_framework_change", changes={"score_threshold": 0.8}, reason="stricter gate")],
                 )
             ],
-            text="Raise the pass threshold to 0.8",
+            text="Raise the score threshold to 0.8",
         ),
     )
 
@@ -143,7 +143,7 @@ async def test_a_change_inside_a_specialist_suspends_the_run_and_resumes_inside_
     name, [applied] = findings(answer)
     assert name == "framework-advisor"
     assert applied["result"]["version"] == 2
-    assert applied["result"]["config"]["pass_threshold"] == 0.8
+    assert applied["result"]["config"]["score_threshold"] == 0.8
     executed = [(t["tool_name"], t["agent_name"]) for t in await tool_calls(client, run["id"])]
     # The specialist resumed where it stopped: its first tool ran once, before the suspension.
     assert sorted(executed) == sorted(
@@ -183,3 +183,90 @@ async def test_specialists_are_not_conversation_agents(client: AsyncTestClient[A
     response = await client.post("/v1/conversations", json={"agent": "framework-advisor"})
     assert response.status_code == 422
     assert response.json()["code"] == "validation_failed"
+
+
+async def test_three_delegations_in_one_response_run_two(client: AsyncTestClient[Any]) -> None:
+    cid = await create_conversation(client, "customer")
+    run = await post_message(
+        client,
+        cid,
+        script(
+            [
+                delegation("scan-analyst", [call("list_recent_scans", limit=1)]),
+                delegation("onboarding-guide", [call("get_onboarding_status")]),
+                delegation("troubleshooter", [call("get_recent_errors")]),
+            ]
+        ),
+    )
+
+    assert run["status"] == "completed", run
+    first, second, third = results(run["output"])
+    assert findings(first)[0] == "scan-analyst"
+    assert findings(second)[0] == "onboarding-guide"
+    assert third["error"]["code"] == "DELEGATION_LIMIT"
+
+
+async def test_a_revision_inside_a_specialist_parks_the_run_again_on_the_revised_call(
+    client: AsyncTestClient[Any],
+) -> None:
+    cid = await create_conversation(client, "customer")
+    run = await post_message(
+        client,
+        cid,
+        script(
+            [
+                delegation(
+                    "framework-advisor",
+                    [call("apply_framework_change", changes={"score_threshold": 0.95}, reason="strict")],
+                    [call("apply_framework_change", changes={"score_threshold": 0.85}, reason="less strict")],
+                )
+            ]
+        ),
+    )
+    [first] = run["pending"]
+    revised = await resolve(client, first["correlation_id"], decision="revise", reason="too strict")
+    assert revised.status_code == 200, revised.text
+    again = await get_run(client, run["id"])
+
+    assert again["status"] == "suspended", again
+    [second] = again["pending"]
+    assert second["agent_path"] == "customer/framework-advisor"
+    assert second["args_summary"]["changes"] == {"score_threshold": 0.85}
+    await resolve(client, second["correlation_id"], decision="approve")
+    done = await get_run(client, run["id"])
+    _, [applied] = findings(results(done["output"])[0])
+    assert applied["result"]["config"]["score_threshold"] == 0.85
+    assert applied["result"]["version"] == 2
+    actions = [e["action"] for e in await audit_actions(client, cid)]
+    assert actions.count("delegation.started") == 1
+    assert actions.count("delegation.suspended") == 2
+
+
+async def test_an_edited_change_is_validated_against_the_specialists_tool(
+    client: AsyncTestClient[Any],
+) -> None:
+    cid = await create_conversation(client, "customer")
+    run = await post_message(
+        client,
+        cid,
+        script(
+            [
+                delegation(
+                    "framework-advisor",
+                    [call("apply_framework_change", changes={"score_threshold": 0.9}, reason="stricter")],
+                )
+            ]
+        ),
+    )
+    [pending] = run["pending"]
+    bad = await resolve(client, pending["correlation_id"], decision="approve", args={"changes": "nope"})
+    assert bad.status_code == 422
+    assert bad.json()["code"] == "validation_failed"
+    edited = {"changes": {"score_threshold": 0.8}, "reason": "operator's choice"}
+    assert (
+        await resolve(client, pending["correlation_id"], decision="approve", args=edited)
+    ).status_code == 200
+    done = await get_run(client, run["id"])
+    _, [applied] = findings(results(done["output"])[0])
+    assert applied["result"]["config"]["score_threshold"] == 0.8
+    assert applied["args_edited_by_operator"] == edited

@@ -125,7 +125,7 @@ async def test_anomalies_and_config_changes_go_to_their_specialists(
         {
             "id": new_id(),
             "type": "workspace.config_changed",
-            "data": {"old": {"pass_threshold": 0.75}, "new": {"pass_threshold": 0.6}},
+            "data": {"old": {"score_threshold": 0.75}, "new": {"score_threshold": 0.6}},
         },
     )
     unchanged = await post_event(
@@ -238,3 +238,14 @@ async def test_a_failure_inside_the_transaction_leaves_nothing(container: Contai
             count = (await uow.session.execute(sa.select(sa.func.count()).select_from(table))).scalar()
             assert count == 0, table.name
         assert await uow.customer.get_scan("default", "scan_201") is None
+
+
+async def test_an_admin_posts_to_the_workspace_the_body_names(client: AsyncTestClient[Any]) -> None:
+    body = {**scan_completed(new_id()), "workspace": "elsewhere"}
+    response = await client.post("/v1/events", json=body)
+
+    assert response.status_code == 202, response.text
+    assert response.json()["workspace"] == "elsewhere"
+    listed = (await client.get("/v1/conversations", params={"workspace": "elsewhere"})).json()["items"]
+    assert [c["id"] for c in listed] == [response.json()["conversation_id"]]
+    assert (await client.get("/v1/conversations")).json()["items"] == []

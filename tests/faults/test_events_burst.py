@@ -25,7 +25,11 @@ async def test_a_burst_yields_one_conversation_per_worthy_event_and_loses_no_run
     counts, _ = await events_burst.wait_settled(cluster.database_url, seconds=240)
 
     worthy = sum(1 for i in range(EVENTS) if events_burst.worthy(i))
-    assert posted["statuses"] == {202: EVENTS, 200: EVENTS // 10}
+    # New ids answer 202, re-sent ones 200 (a retried post that had been stored answers 200 too).
+    assert set(posted["statuses"]) <= {200, 202}
+    assert sum(posted["statuses"].values()) == EVENTS + EVENTS // 10
+    if posted["retries"] == 0:
+        assert posted["statuses"] == {202: EVENTS, 200: EVENTS // 10}
     assert counts["events"] == EVENTS
     assert counts["events_with_conversation"] == worthy
     assert counts["conversations"] == worthy

@@ -23,7 +23,7 @@ TURN = script(
         delegation(
             "framework-advisor",
             [call("get_framework_config")],
-            [call("apply_framework_change", changes={"pass_threshold": 0.8}, reason="stricter gate")],
+            [call("apply_framework_change", changes={"score_threshold": 0.8}, reason="stricter gate")],
         )
     ],
     "done",
@@ -61,6 +61,7 @@ async def _framework_and_audit(database_url: str, conversation_id: str) -> tuple
         "segment_resumed",
         "delegation_resumed",
         "tool_effect_committed:apply_framework_change",
+        "tool_effect_committed:delegate",
     ],
 )
 async def test_a_framework_change_approved_after_a_sigkill_is_applied_once(

@@ -14,7 +14,7 @@ RUBRICS: list[dict[str, Any]] = [
 ]
 
 FRAMEWORK: dict[str, Any] = {
-    "pass_threshold": 0.75,
+    "score_threshold": 0.75,
     "judge_model": "gpt-4.1-mini",
     "sample_size": 200,
     "rubrics": RUBRICS,

@@ -155,7 +155,7 @@ def framework_advisor(uow: UnitOfWorkFactory) -> AgentDefinition:
         """Change settings of the evaluation framework configuration (top-level keys are replaced).
 
         Args:
-            changes: The settings to set, e.g. {"pass_threshold": 0.8}.
+            changes: The settings to set, e.g. {"score_threshold": 0.8}.
             reason: Why the change helps.
         """
         if not changes:
