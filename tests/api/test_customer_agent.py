@@ -116,7 +116,11 @@ async def test_a_change_inside_a_specialist_suspends_the_run_and_resumes_inside_
                 delegation(
                     "framework-advisor",
                     [call("get_framework_config")],
-                    [call("apply_framework_change", changes={"score_threshold": 0.8}, reason="stricter gate")],
+                    [
+                        call(
+                            "apply_framework_change", changes={"score_threshold": 0.8}, reason="stricter gate"
+                        )
+                    ],
                 )
             ],
             text="Raise the score threshold to 0.8",
