@@ -83,7 +83,7 @@ async def system_key(url: str, workspace: str = "default") -> dict[str, str]:
 
 
 async def post_burst(
-    base: str, headers: dict[str, str], events: int, connections: int = 64
+    base: str, headers: dict[str, str], events: int, connections: int = 16
 ) -> dict[str, Any]:
     """Post `events` events at once (and one in ten again); the answers' counts and events/s."""
     run = uuid.uuid4().hex[:8]

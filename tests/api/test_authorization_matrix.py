@@ -108,6 +108,7 @@ ROUTES = [
         },
         body=lambda o: {"agent": "ops", "workspace": "default"},
     ),
+    Route("GET", "/v1/conversations", everyone(200)),
     Route("GET", "/v1/conversations/{conversation_id}", seen(200)),
     Route(
         "POST",
@@ -162,6 +163,16 @@ ROUTES = [
     Route("GET", "/v1/keys", admins(200)),
     Route("POST", "/v1/keys", admins(201), body=lambda o: {"role": "user", "workspace": "default"}),
     Route("DELETE", "/v1/keys/{key_id}", admins(200)),
+    Route(
+        "POST",
+        "/v1/events",
+        admins(202),
+        body=lambda o: {
+            "id": str(uuid.uuid4()),
+            "type": "anomaly.detected",
+            "data": {"kind": "cost_spike", "metric": "judge_cost_usd", "baseline": 1.0, "observed": 2.0},
+        },
+    ),
 ]
 
 TEMPLATE_OF = {

@@ -45,3 +45,24 @@ async def test_a_started_conversation_is_streamed_and_sent_to_webhooks(
     delivered = json.loads(body)
     assert headers["abeyance-event-type"] == "conversation.started"
     assert delivered["data"]["run_id"] == accepted["run_id"]
+
+
+async def test_a_nested_call_is_announced_with_its_agent_path(live: LiveFactory) -> None:
+    from tests.conftest import call, script
+    from tests.customer_scripts import delegation
+
+    turn = script([delegation("troubleshooter", [call("rerun_scan", scan_id="scan_103", reason="timeout")])])
+    async with live() as app, EventStream(app.http, path="/v1/pending/events") as stream:
+        assert (await stream.next_message()).comment == "connected"
+        cid = (await app.http.post("/v1/conversations", json={"agent": "customer"})).json()["id"]
+        posted = await app.http.post(f"/v1/conversations/{cid}/messages", json={"content": turn})
+        assert posted.status_code in (200, 202), posted.text
+        message = await stream.next_message()
+        while message.event != "pending.created":
+            message = await stream.next_message()
+
+    created = message.data["data"]
+    assert created["tool_name"] == "rerun_scan"
+    assert created["agent"] == "troubleshooter"
+    assert created["agent_path"] == "customer/troubleshooter"
+    assert created["effect_description"] == "Re-run scan scan_103"
