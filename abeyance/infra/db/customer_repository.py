@@ -127,18 +127,18 @@ class SqlWorkspaceRepository(SqlRepository):
             )
 
     async def set_framework(self, workspace: str, config: Mapping[str, Any], now: datetime) -> int:
-        current = await self.get_framework(workspace)
-        version = (current["version"] if current else 0) + 1
+        """Store the configuration as the next version; concurrent writers each get their own."""
+        table = c.framework_configs
         statement = (
-            self._insert(c.framework_configs)
-            .values(workspace=workspace, config=dict(config), version=version, updated_at=now)
+            self._insert(table)
+            .values(workspace=workspace, config=dict(config), version=1, updated_at=now)
             .on_conflict_do_update(
                 index_elements=["workspace"],
-                set_={"config": dict(config), "version": version, "updated_at": now},
+                set_={"config": dict(config), "version": table.c.version + 1, "updated_at": now},
             )
+            .returning(table.c.version)
         )
-        await self._session.execute(statement)
-        return version
+        return int((await self._session.execute(statement)).scalar_one())
 
     async def set_rubrics(self, workspace: str, rubrics: Sequence[Mapping[str, Any]]) -> None:
         await self._session.execute(sa.delete(c.rubrics).where(c.rubrics.c.workspace == workspace))
