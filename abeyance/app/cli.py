@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import signal
 import sys
 import uuid
 from collections.abc import Awaitable, Callable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from abeyance.app.logging import configure_logging
 from abeyance.app.settings import Settings
@@ -57,6 +58,7 @@ def _serve(settings: Settings, args: argparse.Namespace) -> int:
     import uvicorn
 
     from abeyance.app.main import create_app
+    from abeyance.app.processes import refuse_sqlite
     from abeyance.infra.db.engine import is_sqlite
     from abeyance.infra.db.migrations import upgrade
 
@@ -64,42 +66,57 @@ def _serve(settings: Settings, args: argparse.Namespace) -> int:
         settings = settings.model_copy(update={"run_worker": False})
     host = args.host or settings.host
     port = args.port or settings.port
+    if args.workers > 1 and (refused := refuse_sqlite(settings.database_url, "serve --workers")):
+        print(f"abeyance: {refused}", file=sys.stderr)
+        return 2
     if settings.migrate_on_start and is_sqlite(settings.database_url):
         upgrade(settings.database_url)
     bootstrap_admin_key(settings)
     print(f"Abeyance API on http://{host}:{port}/v1  (OpenAPI docs: http://{host}:{port}/schema)", flush=True)
     print(
         f"database: {settings.database_url}  model: {settings.model}  "
-        f"worker: {'in-process' if settings.run_worker else 'off'}",
+        f"worker: {'in-process' if settings.run_worker else 'off'}  processes: {args.workers}",
         flush=True,
     )
     # Event streams never end by themselves: give them a few seconds, then close them on shutdown.
-    uvicorn.run(
-        create_app(settings),
-        host=host,
-        port=port,
-        log_config=None,
-        access_log=False,
-        timeout_graceful_shutdown=5,
-    )
+    options: dict[str, Any] = {
+        "host": host,
+        "port": port,
+        "log_config": None,
+        "access_log": False,
+        "timeout_graceful_shutdown": 5,
+    }
+    if args.workers > 1:
+        # Each process builds its own app from the environment; pass on what the flags changed.
+        os.environ["ABEYANCE_RUN_WORKER"] = "true" if settings.run_worker else "false"
+        uvicorn.run("abeyance.app.asgi:app_from_environment", factory=True, workers=args.workers, **options)
+    else:
+        uvicorn.run(create_app(settings), **options)
     return 0
 
 
 def _worker(settings: Settings, args: argparse.Namespace) -> int:
-    from abeyance.app.container import build_container
+    from abeyance.app.processes import refuse_sqlite, supervise
+    from abeyance.app.service import Service
 
+    if args.processes > 1:
+        if refused := refuse_sqlite(settings.database_url, "worker --processes"):
+            print(f"abeyance: {refused}", file=sys.stderr)
+            return 2
+        one = ["worker", *(["--concurrency", str(args.concurrency)] if args.concurrency else [])]
+        return supervise(one, args.processes, grace=settings.shutdown_grace_seconds)
     if args.concurrency:
         settings = settings.model_copy(update={"worker_concurrency": args.concurrency})
 
     async def main() -> None:
-        container = build_container(settings)
+        service = Service.from_settings(settings)
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
-        await container.start(run_worker=True)
+        await service.start(run_worker=True)
         await stop.wait()
-        await container.close()
+        await service.close()
 
     asyncio.run(main())
     return 0
@@ -161,6 +178,13 @@ def _keys_revoke(settings: Settings, args: argparse.Namespace) -> int:
     return 0
 
 
+def _positive(value: str) -> int:
+    number = int(value)
+    if number < 1:
+        raise argparse.ArgumentTypeError("must be at least 1")
+    return number
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="abeyance", description="Agents whose tool calls wait for a human.")
     sub = p.add_subparsers(dest="command", required=True)
@@ -168,9 +192,15 @@ def parser() -> argparse.ArgumentParser:
     serve.add_argument("--host")
     serve.add_argument("--port", type=int)
     serve.add_argument("--no-worker", action="store_true", help="API only; run `abeyance worker` separately")
+    serve.add_argument(
+        "--workers", type=_positive, default=1, help="API processes on the port (PostgreSQL only when > 1)"
+    )
     serve.set_defaults(func=_serve)
     worker = sub.add_parser("worker", help="run a worker against the database")
-    worker.add_argument("--concurrency", type=int)
+    worker.add_argument("--concurrency", type=_positive, help="segments each process runs at once")
+    worker.add_argument(
+        "--processes", type=_positive, default=1, help="worker processes to start (PostgreSQL only when > 1)"
+    )
     worker.set_defaults(func=_worker)
     migrate = sub.add_parser("migrate", help="apply the database migrations")
     migrate.set_defaults(func=_migrate)

@@ -19,11 +19,12 @@ from sqlalchemy.exc import TimeoutError as PoolTimeout
 
 from abeyance.app import problems
 from abeyance.app.auth import SECURITY_SCHEME, provide_principal, v1_middleware
-from abeyance.app.container import Container, build_container, telemetry_config
+from abeyance.app.container import Container, telemetry_config
 from abeyance.app.observability import bind_path_ids, http_telemetry, metrics
 from abeyance.app.routes.inbox import inbox_router
 from abeyance.app.routes.v1 import route_handlers
 from abeyance.app.schemas import refuse_nul_characters
+from abeyance.app.service import Service
 from abeyance.app.settings import Settings
 from abeyance.domain.errors import ServiceError
 from abeyance.infra.db.engine import is_sqlite
@@ -62,13 +63,20 @@ async def readyz(container: NamedDependency[Container]) -> dict[str, str]:
 
 
 def create_app(
-    settings: Settings, *, container: Container | None = None, telemetry: Telemetry | None = None
+    settings: Settings,
+    *,
+    service: Service | None = None,
+    container: Container | None = None,
+    telemetry: Telemetry | None = None,
 ) -> Litestar:
-    """The app. Telemetry (tracer and meter providers) is the container's, the given one, or built
-    from the settings here; whoever builds it shuts it down."""
-    owns_telemetry = container is None and telemetry is None
-    if container is not None:
-        telemetry = container.telemetry
+    """The app over a `Service`: the given one (or one over the given container), or one built from
+    the settings in the lifespan. Telemetry (tracer and meter providers) is the service's, the given
+    one, or built from the settings here; whoever builds it shuts it down."""
+    if service is None and container is not None:
+        service = Service(container)
+    owns_telemetry = service is None and telemetry is None
+    if service is not None:
+        telemetry = service.container.telemetry
     elif telemetry is None:
         telemetry = build_telemetry(telemetry_config(settings))
 
@@ -76,8 +84,9 @@ def create_app(
     async def lifespan(app: Litestar) -> AsyncIterator[None]:
         if settings.migrate_on_start and is_sqlite(settings.database_url):
             await upgrade_async(settings.database_url)
-        built = container or build_container(settings, telemetry=telemetry)
-        app.state.container = built
+        built = service or Service.from_settings(settings, telemetry=telemetry)
+        app.state.service = built
+        app.state.container = built.container
         await built.start(run_worker=settings.run_worker)
         try:
             yield

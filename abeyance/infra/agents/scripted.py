@@ -154,7 +154,12 @@ async def scripted_stream(
     messages: list[ModelMessage], info: AgentInfo
 ) -> AsyncIterator[str | DeltaToolCalls]:
     """The same turn as `scripted_turn`, streamed: text word by word, tool calls as deltas."""
-    response = scripted_turn(messages, info)
+    async for delta in stream_response(scripted_turn(messages, info)):
+        yield delta
+
+
+async def stream_response(response: ModelResponse) -> AsyncIterator[str | DeltaToolCalls]:
+    """A whole response as a provider streams it: text word by word, tool calls as deltas."""
     for index, part in enumerate(response.parts):
         if isinstance(part, TextPart):
             for word in _WORDS.findall(part.content) or [""]:

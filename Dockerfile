@@ -1,0 +1,32 @@
+# syntax=docker/dockerfile:1
+# Abeyance as an image: the wheel and its dependencies built in one stage, installed as a non-root
+# user in the next. `docker compose up` (compose.yaml) runs it on PostgreSQL with several processes.
+
+ARG PYTHON_VERSION=3.12
+
+FROM python:${PYTHON_VERSION}-slim AS build
+ENV PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_CACHE_DIR=1
+WORKDIR /src
+COPY pyproject.toml README.md ./
+COPY abeyance ./abeyance
+# The project's wheel, then wheels of everything it depends on, so the runtime stage installs offline.
+RUN pip wheel --no-deps --wheel-dir /wheels . \
+ && pip wheel --wheel-dir /wheels /wheels/abeyance-*.whl
+
+FROM python:${PYTHON_VERSION}-slim AS runtime
+ENV PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    PIP_NO_CACHE_DIR=1 \
+    ABEYANCE_HOST=0.0.0.0 \
+    ABEYANCE_LOG_JSON=true
+RUN groupadd --system --gid 10001 abeyance \
+ && useradd --system --uid 10001 --gid abeyance --home-dir /home/abeyance --create-home abeyance
+COPY --from=build /wheels /tmp/wheels
+RUN pip install --no-index --find-links /tmp/wheels abeyance \
+ && rm -rf /tmp/wheels
+USER abeyance
+WORKDIR /home/abeyance
+EXPOSE 8000
+ENTRYPOINT ["abeyance"]
+CMD ["serve"]

@@ -1,0 +1,105 @@
+"""What the client returns: the service's JSON answers as typed, read-only models.
+
+Unknown members are ignored, so a newer service does not break an older client.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+SETTLED = frozenset({"suspended", "completed", "failed", "cancelled"})
+
+
+class Model(BaseModel):
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+
+class Conversation(Model):
+    id: uuid.UUID
+    workspace: str
+    agent: str
+    status: str
+    active_run_id: uuid.UUID | None
+    created_at: datetime
+    updated_at: datetime
+    created_by: str | None = None
+
+
+class Message(Model):
+    seq: int
+    run_id: uuid.UUID | None
+    created_at: datetime
+    message: dict[str, Any]
+
+
+class PendingCall(Model):
+    correlation_id: uuid.UUID
+    conversation_id: uuid.UUID
+    run_id: uuid.UUID
+    tool_call_id: str
+    tool_name: str
+    agent: str
+    executor: str
+    kind: str
+    args_summary: dict[str, Any]
+    args_hash: str
+    effect_description: str
+    status: str
+    created_at: datetime
+    expires_at: datetime
+    resolved_at: datetime | None = None
+    resolved_by: str | None = None
+    reason: str | None = None
+    args: dict[str, Any] | None = None
+    edited_args: dict[str, Any] | None = None
+    result: Any = None
+
+
+class Usage(Model):
+    requests: int
+    input_tokens: int
+    output_tokens: int
+    tool_calls: int
+    estimated_cost_usd: float | None = None
+
+
+class Run(Model):
+    id: uuid.UUID
+    conversation_id: uuid.UUID
+    status: str
+    output: str | None
+    error: dict[str, str] | None
+    pending: list[PendingCall]
+    usage: Usage
+    created_at: datetime
+    finished_at: datetime | None
+
+    @property
+    def settled(self) -> bool:
+        """Suspended, completed, failed or cancelled: what `wait` waits for."""
+        return self.status in SETTLED
+
+
+class ConversationDetail(Conversation):
+    messages: list[Message]
+    active_run: Run | None
+
+
+class PendingPage(Model):
+    items: list[PendingCall]
+    next_cursor: str | None
+
+
+class Event(Model):
+    """One event of a conversation's stream (the SSE `data`); `id` is what `Last-Event-ID` resumes after."""
+
+    id: int
+    type: str
+    workspace: str
+    conversation_id: uuid.UUID
+    created_at: datetime
+    data: dict[str, Any]

@@ -1,0 +1,36 @@
+"""A new, empty PostgreSQL database next to the test database, for tests that need one of their own."""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+
+from abeyance.infra.db.engine import create_engine
+
+
+def _admin_url(url: str) -> sa.URL:
+    return sa.make_url(url).set(database="postgres")
+
+
+async def fresh_database(url: str, suffix: str) -> str:
+    """A new, empty database next to the test database (dropped first if a killed run left it)."""
+    name = f"{sa.make_url(url).database}_{suffix}"
+    engine = create_engine(_admin_url(url).render_as_string(hide_password=False))
+    try:
+        async with engine.connect() as conn:
+            conn = await conn.execution_options(isolation_level="AUTOCOMMIT")
+            await conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+            await conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
+    finally:
+        await engine.dispose()
+    return sa.make_url(url).set(database=name).render_as_string(hide_password=False)
+
+
+async def drop_database(url: str) -> None:
+    name = sa.make_url(url).database
+    engine = create_engine(_admin_url(url).render_as_string(hide_password=False))
+    try:
+        async with engine.connect() as conn:
+            conn = await conn.execution_options(isolation_level="AUTOCOMMIT")
+            await conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+    finally:
+        await engine.dispose()

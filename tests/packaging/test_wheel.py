@@ -1,0 +1,198 @@
+"""The built wheel, installed with pip into a fresh venv outside the checkout, migrates SQLite and
+PostgreSQL and serves: whatever the wheel misses fails here."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+import zipfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+import sqlalchemy as sa
+from alembic.script import ScriptDirectory
+
+from abeyance.infra.db.engine import create_engine
+from abeyance.infra.db.migrations import alembic_config
+from tests.conftest import PG_URL
+from tests.fresh_database import drop_database, fresh_database
+
+pytestmark = pytest.mark.packaging
+
+REPO = Path(__file__).resolve().parents[2]
+HEAD = ScriptDirectory.from_config(alembic_config("sqlite://")).get_current_head()
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    dist = tmp_path_factory.mktemp("dist")
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", "-w", str(dist), str(REPO)],
+        check=True,
+        capture_output=True,
+    )
+    [built] = dist.glob("abeyance-*.whl")
+    return built
+
+
+@pytest.fixture(scope="module")
+def venv(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A fresh venv with the wheel and its dependencies installed by pip (the local pip cache and
+    configured indexes only); returns its `bin` directory."""
+    root = tmp_path_factory.mktemp("venv")
+    subprocess.run([sys.executable, "-m", "venv", str(root)], check=True)
+    subprocess.run(
+        [str(root / "bin" / "pip"), "install", "--quiet", "--no-compile", str(wheel)],
+        check=True,
+        capture_output=True,
+        cwd=root,
+        env=_clean_env(root / "bin"),
+    )
+    return root / "bin"
+
+
+def _clean_env(bin_dir: Path, **extra: str) -> dict[str, str]:
+    """The environment of a user's shell with only the venv on PATH: nothing from the checkout."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ABEYANCE_", "PYTHON", "VIRTUAL_ENV"))}
+    env["PATH"] = f"{bin_dir}{os.pathsep}{env.get('PATH', '')}"
+    env.update(extra)
+    return env
+
+
+def _abeyance(bin_dir: Path, cwd: Path, url: str, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(bin_dir / "abeyance"), *args],
+        cwd=cwd,
+        env=_clean_env(bin_dir, ABEYANCE_DATABASE_URL=url),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+@contextlib.contextmanager
+def _serving(bin_dir: Path, cwd: Path, url: str) -> Iterator[tuple[str, str]]:
+    """`abeyance serve` from the venv; yields its base URL and the admin key it printed."""
+    port = _free_port()
+    log = cwd / f"serve-{port}.log"
+    with log.open("w") as out:
+        process = subprocess.Popen(
+            [str(bin_dir / "abeyance"), "serve", "--port", str(port)],
+            cwd=cwd,
+            env=_clean_env(bin_dir, ABEYANCE_DATABASE_URL=url, ABEYANCE_LOG_JSON="true"),
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            assert process.poll() is None, log.read_text()
+            with contextlib.suppress(httpx.TransportError):
+                if httpx.get(f"{base}/healthz", timeout=2).status_code == 200:
+                    break
+            assert time.monotonic() < deadline, log.read_text()
+            time.sleep(0.2)
+        key = re.search(r"^\s+(abk_\S+)$", log.read_text(), re.MULTILINE)
+        assert key, log.read_text()
+        yield base, key.group(1)
+    finally:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+def _exercise(base: str, key: str) -> None:
+    """Health, readiness, the inbox page and one conversation turn on the scripted model."""
+    with httpx.Client(base_url=base, headers={"Authorization": f"Bearer {key}"}, timeout=30) as http:
+        assert http.get("/healthz").json() == {"status": "ok"}
+        assert http.get("/readyz").json() == {"status": "ready"}
+        assert http.get("/inbox").status_code == 200
+        conversation = http.post("/v1/conversations", json={"agent": "assistant"})
+        assert conversation.status_code == 201, conversation.text
+        run = http.post(
+            f"/v1/conversations/{conversation.json()['id']}/messages",
+            params={"wait": 20},
+            json={"content": "hi"},
+        )
+        assert run.json()["status"] == "completed", run.text
+
+
+def test_the_wheel_holds_the_migrations_the_inbox_and_the_pytest_plugin(wheel: Path) -> None:
+    with zipfile.ZipFile(wheel) as archive:
+        names = set(archive.namelist())
+        entry_points = next(archive.read(n).decode() for n in names if n.endswith("entry_points.txt"))
+    versions = {p.name for p in (REPO / "abeyance" / "migrations" / "versions").glob("*.py")}
+    assert {f"abeyance/migrations/versions/{v}" for v in versions} <= names
+    assert {"abeyance/migrations/env.py", "abeyance/migrations/script.py.mako", "abeyance/py.typed"} <= names
+    assert any(n.startswith("abeyance/app/static/inbox/") for n in names)
+    assert (
+        "abeyance = abeyance.testing.plugin" in entry_points
+        and "abeyance = abeyance.app.cli:main" in entry_points
+    )
+
+
+def test_the_installed_wheel_migrates_sqlite_and_serves(venv: Path, tmp_path: Path) -> None:
+    url = f"sqlite+aiosqlite:///{tmp_path / 'fresh.db'}"
+    located = subprocess.run(
+        [
+            str(venv / "python"),
+            "-c",
+            "import abeyance.client, abeyance.testing.scripted, abeyance; print(abeyance.__file__)",
+        ],
+        cwd=tmp_path,
+        env=_clean_env(venv),
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert located.stdout.startswith(str(venv.parent)), located.stdout
+    migrated = _abeyance(venv, tmp_path, url, "migrate")
+    assert migrated.returncode == 0, migrated.stderr
+    assert _revision(url) == HEAD
+    with _serving(venv, tmp_path, url) as (base, key):
+        _exercise(base, key)
+
+
+def test_the_installed_wheel_migrates_a_fresh_postgresql_database(venv: Path, tmp_path: Path) -> None:
+    url = asyncio.run(fresh_database(PG_URL, "wheel"))
+    try:
+        migrated = _abeyance(venv, tmp_path, url, "migrate")
+        assert migrated.returncode == 0, migrated.stderr
+        assert _revision(url) == HEAD
+        with _serving(venv, tmp_path, url) as (base, key):
+            _exercise(base, key)
+    finally:
+        asyncio.run(drop_database(url))
+
+
+def _revision(url: str) -> str | None:
+    async def read() -> str | None:
+        engine = create_engine(url)
+        try:
+            async with engine.connect() as conn:
+                value = (await conn.execute(sa.text("SELECT version_num FROM alembic_version"))).scalar()
+                return str(value) if value is not None else None
+        finally:
+            await engine.dispose()
+
+    return asyncio.run(read())
