@@ -38,6 +38,7 @@ lint: $(STAMP) ## ruff, mypy --strict, import-linter
 bench: $(STAMP) ## measure per-turn cost and throughput; prints a table and a JSON line
 	$(PY) bench/bench.py
 	$(PY) bench/events_burst.py
+	$(PY) bench/world_memory.py
 
 bench-durability: $(STAMP) ## runs/s with 1 and 4 worker processes, resolve-to-resume latency (PostgreSQL)
 	$(PY) bench/durability.py

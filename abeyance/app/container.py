@@ -12,6 +12,7 @@ from datetime import timedelta
 
 from pydantic_ai.models import Model
 
+from abeyance.app.bridges import ask_world_bridge
 from abeyance.app.settings import Settings
 from abeyance.domain.authorizations import PreApprovalService
 from abeyance.domain.customer.intake import EventIntakeService
@@ -36,6 +37,7 @@ from abeyance.infra.runner import AgentRunner, Timeouts
 from abeyance.infra.telemetry import Telemetry, TelemetryConfig, build_telemetry
 from abeyance.infra.webhook_delivery import DeliveryPolicy, WebhookDeliverer
 from abeyance.infra.worker import Worker
+from abeyance.infra.worlds.context import WorldsContext, build_worlds
 
 
 @dataclass
@@ -53,6 +55,7 @@ class Container:
     events: EventService
     webhooks: WebhookService
     intake: EventIntakeService
+    worlds: WorldsContext
     listener: PgEventListener | None = None
     owns_telemetry: bool = field(default=False)
 
@@ -95,8 +98,14 @@ class Container:
             self.telemetry.shutdown()
 
 
-def agent_definitions(uow: SqlUnitOfWorkFactory) -> dict[str, AgentDefinition]:
-    definitions = [ops_agent(uow), assistant_agent(uow), *customer_agents(uow)]
+def agent_definitions(
+    uow: SqlUnitOfWorkFactory, worlds: WorldsContext | None = None
+) -> dict[str, AgentDefinition]:
+    worlds = worlds or build_worlds(uow, utcnow)
+    ops = ops_agent(
+        uow, ask_world=ask_world_bridge(worlds.runner), extra_tools=worlds.workspace_memory_tools()
+    )
+    definitions = [ops, assistant_agent(uow), worlds.definition, *customer_agents(uow)]
     return {d.name: d for d in definitions}
 
 
@@ -117,7 +126,7 @@ def build_container(
     settings: Settings,
     *,
     telemetry: Telemetry | None = None,
-    agents: AgentsFactory = agent_definitions,
+    agents: AgentsFactory | None = None,
     extra_agents: Sequence[AgentDefinition] = (),
     model: Model | None = None,
     policy: PreApprovalPolicy | None = None,
@@ -139,7 +148,9 @@ def build_container(
     uow = SqlUnitOfWorkFactory(
         engine, on_events=notifier.conversations_changed, on_pending=notifier.pending_changed
     )
-    definitions = {**agents(uow), **{d.name: d for d in extra_agents}}
+    worlds = build_worlds(uow, utcnow, lease=timedelta(seconds=settings.lease_seconds))
+    built = agents(uow) if agents is not None else agent_definitions(uow, worlds)
+    definitions = {**built, **{d.name: d for d in extra_agents}}
     catalog = DeclaredToolCatalog(definitions.values())
     model = model or build_model(
         settings.model,
@@ -165,6 +176,7 @@ def build_container(
         history_cache_messages=settings.history_cache_messages,
         history_turns=settings.history_turns,
     )
+    worlds.runner.bind(runner)
     deliverer = WebhookDeliverer(
         uow,
         DeliveryPolicy(
@@ -223,6 +235,7 @@ def build_container(
         events=events,
         webhooks=webhooks,
         intake=EventIntakeService(uow, notifier, clock=utcnow),
+        worlds=worlds,
         listener=None
         if is_sqlite(settings.database_url)
         else PgEventListener(

@@ -48,6 +48,17 @@ async def real_objects(seeded: str, keys: KeyMaker) -> dict[str, str]:
             "/v1/webhooks", json={"url": "https://hooks.example.com/fuzz", "events": ["run.completed"]}
         )
         assert webhook.status_code == 201
+        world = (await client.post("/v1/worlds", json={"domain": "fuzz", "title": "fuzz"})).json()
+        decision = {"id": "d-fuzz", "rule_ids": [], "context": {}, "outcome": "o"}
+        assert (await client.post(f"/v1/worlds/{world['id']}/decisions", json=decision)).status_code == 201
+        session = (await client.post(f"/v1/worlds/{world['id']}/conversations")).json()
+        proposed = await post_message(
+            client,
+            session["conversation"]["id"],
+            script([call("propose_rule_candidate", text="t", evidence={})]),
+        )
+        assert proposed["status"] == "completed", proposed
+        rules = (await client.get(f"/v1/worlds/{world['id']}/rules")).json()["items"]
     spare = await keys.issue("user", "default", name="spare")
     return {
         "conversation_id": conversation_id,
@@ -56,6 +67,9 @@ async def real_objects(seeded: str, keys: KeyMaker) -> dict[str, str]:
         "authorization_id": authorization.json()["id"],
         "key_id": str(spare.key.id),
         "webhook_id": webhook.json()["id"],
+        "world_id": world["id"],
+        "decision_id": "d-fuzz",
+        "rule_id": rules[0]["rule_id"],
     }
 
 

@@ -16,6 +16,7 @@ from pydantic_ai.exceptions import CallDeferred
 from pydantic_ai.tools import DeferredToolRequests
 
 from abeyance.domain.tools import PendingKind
+from abeyance.infra.agents.observed import REVIEW
 
 NESTED = "nested"
 
@@ -67,9 +68,11 @@ def requested_targets(
             targets += [DeferredTarget.from_json(n) for n in nested]
             continue
         kind = PendingKind(metadata.get("kind", default_kind.value))
-        targets.append(
-            DeferredTarget(agent, agent_path, part.tool_call_id, part.tool_name, part.args_as_dict(), kind)
-        )
+        args = part.args_as_dict()
+        if isinstance(metadata.get(REVIEW), dict):
+            # What the tool asks the person deciding to check, shown with the call's arguments.
+            args = {**args, REVIEW: metadata[REVIEW]}
+        targets.append(DeferredTarget(agent, agent_path, part.tool_call_id, part.tool_name, args, kind))
     return targets
 
 

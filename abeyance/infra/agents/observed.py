@@ -39,6 +39,9 @@ log = structlog.get_logger("abeyance.tools")
 
 REDISPATCH = "redispatch"
 EDITED_ARGS = "edited_args"
+REVIEW = "review"
+"""Deferral metadata: what a gated tool asks the person deciding to check (a JSON object); the
+pending call shows it with the call's arguments under this key."""
 AUTO_APPROVED = "pending.auto_approved"
 _AUDIT_PAGE = 200
 

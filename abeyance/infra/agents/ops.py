@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Literal
 
 from pydantic_ai import RunContext
@@ -17,8 +18,19 @@ queue and failure clusters and propose fixes. Replaying an event or triaging a c
 operator's approval; explain why you propose it. Ask the operator when you are unsure."""
 
 
-def ops_agent(uow: UnitOfWorkFactory) -> AgentDefinition:
-    """Build the `ops` agent's tools over a unit-of-work factory (the closed-over dependency)."""
+AskWorld = Callable[[RunDeps, str, str], Awaitable[str]]
+"""`(deps, world_id, question) -> answer`: a question to a world's World Agent, injected by the
+composition root (this module knows nothing of worlds)."""
+
+
+def ops_agent(
+    uow: UnitOfWorkFactory, *, ask_world: AskWorld | None = None, extra_tools: Sequence[DeclaredTool] = ()
+) -> AgentDefinition:
+    """Build the `ops` agent's tools over a unit-of-work factory (the closed-over dependency).
+
+    `ask_world` adds the `ask_world_agent` bridge; `extra_tools` are tools composed elsewhere
+    (the memory tools).
+    """
 
     async def list_dlq_events(
         ctx: RunContext[RunDeps], status: str | None = "dead", limit: int = 20
@@ -117,6 +129,31 @@ def ops_agent(uow: UnitOfWorkFactory) -> AgentDefinition:
         """
         raise ToolTerminalError("ask_operator is answered by a person, never run by the service")
 
+    async def ask_world_agent(ctx: RunContext[RunDeps], world_id: str, question: str) -> dict[str, str]:
+        """Ask the World Agent of one of this workspace's worlds; it answers from the world's rules.
+
+        Args:
+            world_id: The world's id.
+            question: What you want to know.
+        """
+        if ask_world is None:
+            raise ToolTerminalError("no World Agent is wired into this service")
+        if not question.strip():
+            raise ToolUserError("question is empty")
+        return {"world_id": world_id, "answer": await ask_world(ctx.deps, world_id, question)}
+
+    bridge = (
+        ()
+        if ask_world is None
+        else (
+            DeclaredTool.declare(
+                ask_world_agent,
+                ToolSpec(
+                    "ask_world_agent", category=Category.SUGGEST, effect="Ask world {world_id}: {question}"
+                ),
+            ),
+        )
+    )
     return AgentDefinition(
         name="ops",
         instructions=INSTRUCTIONS,
@@ -146,5 +183,7 @@ def ops_agent(uow: UnitOfWorkFactory) -> AgentDefinition:
                     effect="Ask: {question}",
                 ),
             ),
+            *bridge,
+            *extra_tools,
         ),
     )

@@ -2,7 +2,7 @@
 specialist delegations, and the agent path of a pending call
 
 Revision ID: 0009_customer
-Revises: 0007_conversation_owner
+Revises: 0008_worlds
 """
 
 from collections.abc import Sequence
@@ -12,7 +12,7 @@ from alembic import op
 from sqlalchemy.dialects import postgresql
 
 revision: str = "0009_customer"
-down_revision: str | None = "0007_conversation_owner"
+down_revision: str | None = "0008_worlds"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

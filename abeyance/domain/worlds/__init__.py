@@ -1,0 +1,1 @@
+"""The worlds context: worlds, their rule corpus, and the World Agent's memory rules."""

@@ -1,0 +1,65 @@
+"""Everything of the worlds context the composition root wires, built once from a unit-of-work factory."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import timedelta
+
+from pydantic_ai import RunContext
+
+from abeyance.domain.services import Clock
+from abeyance.infra.agents.declarations import AgentDefinition, DeclaredTool
+from abeyance.infra.agents.observed import RunDeps
+from abeyance.infra.db.uow import SqlUnitOfWorkFactory
+from abeyance.infra.worlds.agent import world_agent
+from abeyance.infra.worlds.corpus import RuleCorpus
+from abeyance.infra.worlds.memory import MemoryGateway
+from abeyance.infra.worlds.memory_tools import memory_tools
+from abeyance.infra.worlds.runner import InProcessWorldAgentRunner
+from abeyance.infra.worlds.sandbox import SandboxLimits
+from abeyance.infra.worlds.service import WorldService
+
+
+class WorldsContext:
+    """The worlds context's parts (a plain class: the container is a dataclass that Litestar
+    inspects, and an agent definition's pydantic-ai types are not meant for that)."""
+
+    def __init__(
+        self,
+        service: WorldService,
+        corpus: RuleCorpus,
+        memory: MemoryGateway,
+        runner: InProcessWorldAgentRunner,
+        definition: AgentDefinition,
+    ) -> None:
+        self.service = service
+        self.corpus = corpus
+        self.memory = memory
+        self.runner = runner
+        self.definition = definition
+
+    def workspace_memory_tools(self) -> list[DeclaredTool]:
+        """`remember`/`recall` for an agent outside any world (keyed to its workspace), same gateway."""
+
+        async def no_world(_: RunContext[RunDeps]) -> uuid.UUID | None:
+            return None
+
+        return memory_tools(self.memory, no_world)
+
+
+def build_worlds(
+    uow: SqlUnitOfWorkFactory,
+    clock: Clock,
+    *,
+    lease: timedelta = timedelta(seconds=30),
+    limits: SandboxLimits | None = None,
+) -> WorldsContext:
+    corpus = RuleCorpus(uow, clock, limits)
+    memory = MemoryGateway(uow, clock)
+    return WorldsContext(
+        service=WorldService(uow, clock),
+        corpus=corpus,
+        memory=memory,
+        runner=InProcessWorldAgentRunner(uow, clock, lease),
+        definition=world_agent(uow, corpus, memory),
+    )
