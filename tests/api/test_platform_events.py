@@ -128,14 +128,6 @@ async def test_anomalies_and_config_changes_go_to_their_specialists(
             "data": {"old": {"score_threshold": 0.75}, "new": {"score_threshold": 0.6}},
         },
     )
-    unchanged = await post_event(
-        client,
-        system,
-        {"id": new_id(), "type": "workspace.config_changed", "data": {"old": {"a": 1}, "new": {"a": 1}}},
-    )
-
-    assert unchanged.status_code == 202
-    assert unchanged.json()["conversation_id"] is None
     investigation = await get_run(client, anomaly.json()["run_id"])
     specialist, [health, errors] = findings(results(investigation["output"])[0])
     assert specialist == "troubleshooter"
@@ -144,7 +136,15 @@ async def test_anomalies_and_config_changes_go_to_their_specialists(
     review = await get_run(client, changed.json()["run_id"])
     specialist, [config, _rubrics] = findings(results(review["output"])[0])
     assert specialist == "framework-advisor"
-    assert config["result"]["config"] == {"a": 1}  # the latest change wins
+    assert config["result"]["config"] == {"score_threshold": 0.6}
+    unchanged = await post_event(
+        client,
+        system,
+        {"id": new_id(), "type": "workspace.config_changed", "data": {"old": {"a": 1}, "new": {"a": 1}}},
+    )
+
+    assert unchanged.status_code == 202
+    assert unchanged.json()["conversation_id"] is None
     assert {c["event"]["type"] for c in await listed(client) if c["event"]} == {
         "anomaly.detected",
         "workspace.config_changed",
