@@ -17,6 +17,7 @@ $(STAMP): pyproject.toml
 install: $(STAMP) ## create .venv and install the service with its dev tools
 
 run: $(STAMP) ## start the API with the in-process worker (SQLite, scripted model)
+	$(VENV)/bin/abeyance demo seed
 	$(VENV)/bin/abeyance serve
 
 migrate: $(STAMP) ## apply the migrations to ABEYANCE_DATABASE_URL
@@ -37,6 +38,7 @@ lint: $(STAMP) ## ruff, mypy --strict, import-linter
 
 bench: $(STAMP) ## measure per-turn cost and throughput; prints a table and a JSON line
 	$(PY) bench/bench.py
+	$(PY) bench/events_burst.py
 	$(PY) bench/world_memory.py
 
 bench-durability: $(STAMP) ## runs/s with 1 and 4 worker processes, resolve-to-resume latency (PostgreSQL)

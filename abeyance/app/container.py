@@ -15,6 +15,7 @@ from pydantic_ai.models import Model
 from abeyance.app.bridges import ask_world_bridge
 from abeyance.app.settings import Settings
 from abeyance.domain.authorizations import PreApprovalService
+from abeyance.domain.customer.intake import EventIntakeService
 from abeyance.domain.events import ClientPresence, EventService
 from abeyance.domain.keys import KeyService
 from abeyance.domain.records import Principal
@@ -26,6 +27,7 @@ from abeyance.infra.agents.models import build_model
 from abeyance.infra.agents.observed import PreApprovalPolicy
 from abeyance.infra.agents.ops import ops_agent
 from abeyance.infra.agents.policy import StoredPreApprovalPolicy
+from abeyance.infra.customer.supervisor import customer_agents
 from abeyance.infra.db.engine import create_engine, is_sqlite
 from abeyance.infra.db.listener import PgEventListener
 from abeyance.infra.db.uow import SqlUnitOfWorkFactory
@@ -52,6 +54,7 @@ class Container:
     telemetry: Telemetry
     events: EventService
     webhooks: WebhookService
+    intake: EventIntakeService
     worlds: WorldsContext
     listener: PgEventListener | None = None
     owns_telemetry: bool = field(default=False)
@@ -102,7 +105,7 @@ def agent_definitions(
     ops = ops_agent(
         uow, ask_world=ask_world_bridge(worlds.runner), extra_tools=worlds.workspace_memory_tools()
     )
-    definitions = [ops, assistant_agent(uow), worlds.definition]
+    definitions = [ops, assistant_agent(uow), worlds.definition, *customer_agents(uow)]
     return {d.name: d for d in definitions}
 
 
@@ -231,6 +234,7 @@ def build_container(
         owns_telemetry=owns_telemetry,
         events=events,
         webhooks=webhooks,
+        intake=EventIntakeService(uow, notifier, clock=utcnow),
         worlds=worlds,
         listener=None
         if is_sqlite(settings.database_url)

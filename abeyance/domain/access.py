@@ -20,6 +20,8 @@ class Role(StrEnum):
     USER = "user"
     OPERATOR = "operator"
     ADMIN = "admin"
+    SYSTEM = "system"
+    """The rest of the platform: it may post domain events (`POST /v1/events`) and nothing else."""
 
 
 class Permission(StrEnum):
@@ -38,6 +40,8 @@ class Permission(StrEnum):
     MANAGE_WEBHOOKS = "manage_webhooks"
     """List, register and delete the workspace's webhooks."""
     MANAGE_KEYS = "manage_keys"
+    POST_EVENTS = "post_events"
+    """Post domain events of the key's workspace (`POST /v1/events`)."""
     ALL_WORKSPACES = "all_workspaces"
 
 
@@ -54,6 +58,7 @@ PERMISSIONS: Mapping[Role, frozenset[Permission]] = {
     Role.USER: _USER,
     Role.OPERATOR: _OPERATOR,
     Role.ADMIN: frozenset(Permission),
+    Role.SYSTEM: frozenset({Permission.POST_EVENTS}),
 }
 
 

@@ -31,13 +31,25 @@ class EventType(StrEnum):
     PENDING_RESOLVED = "pending.resolved"
     RUN_COMPLETED = "run.completed"
     RUN_FAILED = "run.failed"
+    CONVERSATION_STARTED = "conversation.started"
 
 
-PENDING_EVENT_TYPES: tuple[str, ...] = (EventType.PENDING_CREATED.value, EventType.PENDING_RESOLVED.value)
-"""What the workspace-wide stream of pending calls carries (`GET /v1/pending/events`)."""
+PENDING_EVENT_TYPES: tuple[str, ...] = (
+    EventType.PENDING_CREATED.value,
+    EventType.PENDING_RESOLVED.value,
+    EventType.CONVERSATION_STARTED.value,
+)
+"""What the workspace-wide stream carries (`GET /v1/pending/events`): pending calls, and the
+conversations the service starts on its own (from platform events)."""
 
 WEBHOOK_EVENT_TYPES: frozenset[EventType] = frozenset(
-    {EventType.PENDING_CREATED, EventType.PENDING_RESOLVED, EventType.RUN_COMPLETED, EventType.RUN_FAILED}
+    {
+        EventType.PENDING_CREATED,
+        EventType.PENDING_RESOLVED,
+        EventType.RUN_COMPLETED,
+        EventType.RUN_FAILED,
+        EventType.CONVERSATION_STARTED,
+    }
 )
 """What a webhook may subscribe to: the moments an operator's notifier cares about."""
 
@@ -86,6 +98,7 @@ def pending_created_data(call: PendingCall) -> dict[str, Any]:
         "tool_call_id": call.tool_call_id,
         "tool_name": call.tool_name,
         "agent": call.agent,
+        "agent_path": call.agent_path,
         "executor": call.executor.value,
         "kind": call.kind.value,
         "args_summary": call.args_summary,

@@ -8,6 +8,7 @@ from datetime import datetime
 from types import TracebackType
 from typing import Any, Protocol, Self
 
+from abeyance.domain.customer.ports import WorkspaceRepository
 from abeyance.domain.records import (
     ApiKey,
     AuditEntry,
@@ -290,6 +291,8 @@ class UnitOfWork(Protocol):
     def webhooks(self) -> WebhookRepository: ...
     @property
     def outbox(self) -> OutboxRepository: ...
+    @property
+    def customer(self) -> WorkspaceRepository: ...
     @property
     def api_keys(self) -> ApiKeyRepository: ...
     @property

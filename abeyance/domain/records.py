@@ -143,6 +143,9 @@ class PendingCall:
     resolved_by: str | None = None
     reason: str | None = None
     resolution: dict[str, Any] | None = None
+    agent_path: str | None = None
+    """Which agent asked, from the conversation's agent down (`customer/framework-advisor`);
+    `None` when the conversation's own agent asked."""
 
 
 @dataclass(slots=True)

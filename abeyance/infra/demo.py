@@ -1,4 +1,5 @@
-"""`abeyance demo seed`: a few realistic dead letters and failure clusters to look at."""
+"""`abeyance demo seed`: a few realistic dead letters and failure clusters to look at, and the
+customer agent's workspace rows (scans, framework, onboarding)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from abeyance.domain.ports import UnitOfWorkFactory
+from abeyance.infra.customer.demo import seed_customer_demo
 
 CLUSTERS = [
     (
@@ -108,4 +110,5 @@ async def seed_demo(uow: UnitOfWorkFactory, workspace: str, now: datetime) -> in
             )
             added += 1
         await u.commit()
+    await seed_customer_demo(uow, workspace, now)
     return added

@@ -109,6 +109,7 @@ ROUTES = [
         },
         body=lambda o: {"agent": "ops", "workspace": "default"},
     ),
+    Route("GET", "/v1/conversations", everyone(200)),
     Route("GET", "/v1/conversations/{conversation_id}", seen(200)),
     Route(
         "POST",
@@ -196,6 +197,16 @@ ROUTES = [
     Route("GET", "/v1/worlds/{world_id}/rules", seen(200)),
     Route("GET", "/v1/worlds/{world_id}/rules/{rule_id}", seen(200)),
     Route("POST", "/v1/worlds/{world_id}/conversations", seen(201)),
+    Route(
+        "POST",
+        "/v1/events",
+        admins(202),
+        body=lambda o: {
+            "id": str(uuid.uuid4()),
+            "type": "anomaly.detected",
+            "data": {"kind": "cost_spike", "metric": "judge_cost_usd", "baseline": 1.0, "observed": 2.0},
+        },
+    ),
 ]
 
 TEMPLATE_OF = {

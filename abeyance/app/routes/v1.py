@@ -21,6 +21,7 @@ from abeyance.app import problems
 from abeyance.app.auth import requires
 from abeyance.app.container import Container
 from abeyance.app.routes.events import event_route_handlers
+from abeyance.app.routes.platform_events import list_conversations, post_event
 from abeyance.app.routes.worlds import world_route_handlers
 from abeyance.app.schemas import (
     ApiKeyOut,
@@ -408,4 +409,6 @@ def route_handlers() -> list[Any]:
         AuthorizationController,
         KeyController,
         *world_route_handlers(),
+        post_event,
+        list_conversations,
     ]

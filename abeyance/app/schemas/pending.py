@@ -33,6 +33,7 @@ class PendingCallOut(BaseModel):
     tool_call_id: str
     tool_name: str
     agent: str
+    agent_path: str | None = None
     executor: str
     kind: str
     args_summary: dict[str, Any]
@@ -65,6 +66,7 @@ def pending_out(p: PendingCall, principal: Principal) -> PendingCallOut:
         tool_call_id=p.tool_call_id,
         tool_name=p.tool_name,
         agent=p.agent,
+        agent_path=p.agent_path,
         executor=p.executor.value,
         kind=p.kind.value,
         args_summary=p.args_summary,

@@ -86,6 +86,9 @@ class AgentDefinition:
     instructions: str
     tools: tuple[DeclaredTool, ...]
     provider_tools: tuple[DeclaredProviderTool, ...] = field(default=())
+    conversational: bool = True
+    """False for an agent reached only through another one (a specialist): no conversation
+    is created with it directly."""
 
     def __post_init__(self) -> None:
         names = [t.spec.name for t in self.tools] + [p.spec.name for p in self.provider_tools]
@@ -119,7 +122,8 @@ class DeclaredToolCatalog:
         self._agents = {a.name: a for a in agents}
 
     def agent_names(self) -> list[str]:
-        return sorted(self._agents)
+        """The agents a conversation may be created with."""
+        return sorted(name for name, a in self._agents.items() if a.conversational)
 
     def definition(self, agent: str) -> AgentDefinition:
         return self._agents[agent]

@@ -12,7 +12,7 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from contextvars import ContextVar
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -74,6 +74,10 @@ class RunDeps:
     clock: Clock
     policy: PreApprovalPolicy
     progress: ProgressSink | None = None
+    agents: Mapping[str, Any] = field(default_factory=dict)
+    """The service's pydantic-ai agents by name, for a tool that runs another agent (delegation)."""
+    tracer: trace.Tracer | None = None
+    """The service's tracer, for spans a tool opens itself."""
 
 
 @dataclass(frozen=True, slots=True)

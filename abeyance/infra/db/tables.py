@@ -107,6 +107,7 @@ pending_calls = sa.Table(
     sa.Column("created_at", UtcDateTime, nullable=False),
     sa.Column("expires_at", UtcDateTime, nullable=False),
     sa.Column("resolved_at", UtcDateTime, nullable=True),
+    sa.Column("agent_path", sa.String(200), nullable=True),
     sa.UniqueConstraint(
         "conversation_id", "tool_call_id", "kind", name="uq_pending_calls_conversation_tool_call"
     ),

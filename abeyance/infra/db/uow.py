@@ -10,6 +10,8 @@ from typing import Self
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from abeyance.infra.db.access_repositories import SqlApiKeyRepository, SqlAuthorizationRepository
+from abeyance.infra.db.customer_repository import SqlWorkspaceRepository
+from abeyance.infra.db.delegation_repository import SqlDelegationRepository
 from abeyance.infra.db.event_repositories import SqlEventRepository, SqlOutboxRepository, SqlWebhookRepository
 from abeyance.infra.db.ops_repository import SqlOpsRepository
 from abeyance.infra.db.repositories import (
@@ -53,6 +55,8 @@ class SqlUnitOfWork:
         self.outbox = SqlOutboxRepository(self.session)
         self.api_keys = SqlApiKeyRepository(self.session)
         self.authorizations = SqlAuthorizationRepository(self.session)
+        self.customer = SqlWorkspaceRepository(self.session)
+        self.delegations = SqlDelegationRepository(self.session)
         return self
 
     async def __aexit__(

@@ -137,6 +137,8 @@ class AgentRunner(Suspending, Leases, Streaming):
             clock=self._clock,
             policy=self._policy,
             progress=self._progress_sink(run),
+            agents=self._agents,
+            tracer=self._telemetry.tracer,
         )
         persisted = 0
         announced: set[str] = set()

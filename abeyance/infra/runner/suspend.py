@@ -13,8 +13,8 @@ from abeyance.domain import run_lifecycle
 from abeyance.domain.records import PendingCall, Run, Usage
 from abeyance.domain.sanitize import args_hash
 from abeyance.domain.states import PendingStatus, RunStatus
-from abeyance.domain.tools import Executor, PendingKind, ToolApprovalRequest
-from abeyance.infra.agents.observed import REVIEW
+from abeyance.domain.tools import Executor, ToolApprovalRequest
+from abeyance.infra.agents.nested import deferred_targets
 from abeyance.infra.history import encode
 from abeyance.infra.runner.base import ACTOR, log
 from abeyance.infra.runner.finish import Ending
@@ -35,19 +35,13 @@ class Suspending(Ending):
         announced: set[str],
     ) -> RunStatus:
         now = self._clock()
-        definition = self._definitions[run.agent]
         calls: list[PendingCall] = []
-        for part, default_kind in [(p, PendingKind.APPROVAL) for p in output.approvals] + [
-            (p, PendingKind.ELICITATION) for p in output.calls
-        ]:
-            spec = definition.spec(part.tool_name)
-            deferral = output.metadata.get(part.tool_call_id, {})
-            kind = PendingKind(deferral.get("kind", default_kind.value))
-            args = part.args_as_dict()
-            if isinstance(deferral.get(REVIEW), dict):
-                # What the tool asks the person deciding to check, shown with the call's arguments.
-                args = {**args, REVIEW: deferral[REVIEW]}
-            request = ToolApprovalRequest.for_call(spec, part.tool_name, run.agent, args)
+        for target in deferred_targets(run.agent, output):
+            owner_definition = self._definitions.get(target.agent)
+            spec = owner_definition.spec(target.tool_name) if owner_definition else None
+            kind = target.kind
+            args = target.args
+            request = ToolApprovalRequest.for_call(spec, target.tool_name, target.agent, args)
             calls.append(
                 PendingCall(
                     correlation_id=request.correlation_id,
@@ -55,19 +49,20 @@ class Suspending(Ending):
                     run_id=run.id,
                     workspace=run.workspace,
                     segment=run.segment,
-                    tool_call_id=part.tool_call_id,
-                    tool_name=part.tool_name,
-                    agent=run.agent,
+                    tool_call_id=target.tool_call_id,
+                    tool_name=target.tool_name,
+                    agent=target.agent,
                     executor=spec.executor if spec else Executor.SERVER,
                     kind=kind,
                     args=args,
                     args_summary=request.args_summary,
-                    args_hash=args_hash(part.tool_name, args),
+                    args_hash=args_hash(target.tool_name, args),
                     effect_description=request.effect_description,
                     status=PendingStatus.AWAITING,
                     created_at=now,
                     expires_at=now
                     + (spec.timeout_for(kind, self._timeouts) if spec else self._timeouts[kind]),
+                    agent_path=target.agent_path,
                 )
             )
         async with self._uow() as uow:

@@ -409,6 +409,7 @@
         workspace: envelope.workspace,
         tool_name: d.tool_name,
         agent: d.agent,
+        agent_path: d.agent_path,
         kind: d.kind,
         args_summary: d.args_summary,
         effect_description: d.effect_description,
@@ -495,7 +496,7 @@
             h(
               "span",
               { className: "call-meta" },
-              `agent ${c.agent}`,
+              `agent ${c.agent_path || c.agent}`,
               admin && c.workspace ? ` · workspace ${c.workspace}` : "",
             ),
             h("span", { className: "call-args" }, summary(c.args_summary)),
@@ -583,7 +584,7 @@
     setText("detail-effect", call.effect_description);
     const rows = [
       ["Kind", KIND_LABELS[call.kind] || call.kind],
-      ["Agent", call.agent],
+      ["Agent", call.agent_path || call.agent],
       ["Status", STATUS_WORDS[call.status] || call.status],
       ["Requested", h("span", {}, timeNode(call.created_at, "ago"), ` · ${clock(call.created_at)}`)],
       ["Deadline", h("span", {}, timeNode(call.expires_at, "left"), ` · ${clock(call.expires_at)}`)],

@@ -51,6 +51,7 @@ class SqlPendingCallRepository(SqlRepository):
                 created_at=call.created_at,
                 expires_at=call.expires_at,
                 resolved_at=call.resolved_at,
+                agent_path=call.agent_path,
             )
         )
 

@@ -1,0 +1,56 @@
+"""`POST /v1/events`: domain events from the rest of the platform (a `system` key)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from litestar import Response, get, post
+from litestar.di import NamedDependency
+from litestar.params import JSONBody, QueryParameter
+from litestar.status_codes import HTTP_200_OK, HTTP_202_ACCEPTED
+
+from abeyance.app.container import Container
+from abeyance.app.schemas.platform_events import (
+    ConversationList,
+    EventAccepted,
+    EventIn,
+    event_accepted,
+    listed_conversation_out,
+    platform_event,
+)
+from abeyance.domain.records import Principal
+
+
+@post("/v1/events", tags=["events"], status_code=HTTP_202_ACCEPTED)
+async def post_event(
+    data: JSONBody[EventIn],
+    container: NamedDependency[Container],
+    principal: NamedDependency[Principal],
+) -> Response[EventAccepted]:
+    """Take one domain event: `scan.completed`, `anomaly.detected` or `workspace.config_changed`.
+
+    The event, the rows it carries and, when it warrants one, a conversation of the `customer`
+    agent with its first run queued are stored in one transaction. Posting an id again changes
+    nothing and answers 200 with `duplicate: true`; a new event answers 202.
+    """
+    intake_service = container.intake
+    workspace = intake_service.workspace_for(principal, data.workspace)
+    event = platform_event(data, workspace)
+    intake = await intake_service.receive(principal, event)
+    await intake_service.notify(intake)
+    return Response(
+        event_accepted(intake), status_code=HTTP_200_OK if intake.duplicate else HTTP_202_ACCEPTED
+    )
+
+
+@get("/v1/conversations", tags=["conversations"])
+async def list_conversations(
+    container: NamedDependency[Container],
+    principal: NamedDependency[Principal],
+    limit: Annotated[int, QueryParameter(ge=1, le=200)] = 50,
+    workspace: Annotated[str | None, QueryParameter(min_length=1, max_length=100)] = None,
+) -> ConversationList:
+    """The newest conversations of the caller's workspace (admins: every workspace, or `?workspace=`),
+    newest first; those that platform events started have `initiator: system` and their `event`."""
+    listed = await container.intake.recent_conversations(principal, workspace, limit)
+    return ConversationList(items=[listed_conversation_out(item) for item in listed])

@@ -1,0 +1,196 @@
+"""A burst of platform events on PostgreSQL, real processes: events/s, and what the burst left.
+
+Starts one `abeyance serve --no-worker` and two `abeyance worker` processes against a scratch
+database, posts N events at once with a `system` key (a mix of the three types; every fourth a
+configuration change that changes nothing, which starts no conversation; one in ten re-sent under
+the same id), waits for every run they queued to settle and counts from the database.
+
+    .venv/bin/python bench/events_burst.py [--events 1000] [--workers 2]
+
+The database (BENCH_PG_URL, default .../bench) is emptied and migrated first.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import httpx
+import sqlalchemy as sa
+from common import fresh_database
+
+from abeyance.domain.access import Role
+from abeyance.domain.keys import KeyService
+from abeyance.domain.records import Principal
+from abeyance.infra.db.engine import create_engine
+from abeyance.infra.db.uow import SqlUnitOfWorkFactory
+from tests.faults.processes import Cluster
+
+DEFAULT_URL = "postgresql+asyncpg://postgres@127.0.0.1:5432/bench"
+SETUP = Principal(id="bench-setup", role=Role.ADMIN, workspace=None)
+
+
+def event(i: int, run: str) -> dict[str, Any]:
+    """The i-th event of a burst: scan completed, anomaly, config change, or a change to nothing."""
+    event_id = f"burst-{run}-{i}"
+    match i % 4:
+        case 0:
+            scan = {
+                "id": f"scan-{run}-{i}",
+                "status": "completed",
+                "verdict": "fail" if i % 8 == 0 else "pass",
+                "scores": {"faithfulness": 0.6 + (i % 40) / 100, "relevance": 0.8},
+                "changeset": {"commit": f"{i:07x}"},
+                "failures": [{"test": "refunds", "error": "cites a policy not in the sources"}]
+                if i % 8 == 0
+                else [],
+            }
+            return {"id": event_id, "type": "scan.completed", "data": {"scan": scan}}
+        case 1:
+            data = {"kind": "cost_spike", "metric": "judge_cost_usd", "baseline": 4.0, "observed": 4.0 + i}
+            return {"id": event_id, "type": "anomaly.detected", "data": data}
+        case 2:
+            data = {"old": {"score_threshold": 0.7}, "new": {"score_threshold": 0.71 + (i % 10) / 100}}
+            return {"id": event_id, "type": "workspace.config_changed", "data": data}
+        case _:
+            return {
+                "id": event_id,
+                "type": "workspace.config_changed",
+                "data": {"old": {"a": 1}, "new": {"a": 1}},
+            }
+
+
+def worthy(i: int) -> bool:
+    return i % 4 != 3
+
+
+async def system_key(url: str, workspace: str = "default") -> dict[str, str]:
+    engine = create_engine(url)
+    try:
+        issued = await KeyService(SqlUnitOfWorkFactory(engine)).create(
+            SETUP, role=Role.SYSTEM, workspace=workspace
+        )
+    finally:
+        await engine.dispose()
+    return {"Authorization": f"Bearer {issued.secret}"}
+
+
+async def post_burst(
+    base: str, headers: dict[str, str], events: int, connections: int = 16
+) -> dict[str, Any]:
+    """Post `events` events at once (and one in ten again); the answers' counts and events/s."""
+    run = uuid.uuid4().hex[:8]
+    bodies = [event(i, run) for i in range(events)]
+    resent = [bodies[i] for i in range(0, events, 10)]
+    statuses: dict[int, int] = {}
+    retries = {"count": 0}
+    limits = httpx.Limits(max_connections=connections)
+    async with httpx.AsyncClient(timeout=120, headers=headers, limits=limits) as client:
+
+        async def post(body: dict[str, Any]) -> None:
+            # Like a sender would: a lost connection or a 503 is sent again under the same id.
+            status = 0
+            for _ in range(20):
+                try:
+                    status = (await client.post(f"{base}/v1/events", json=body)).status_code
+                except httpx.TransportError:
+                    status = -1
+                if status not in (-1, 503):
+                    break
+                retries["count"] += 1
+                await asyncio.sleep(0.1)
+            statuses[status] = statuses.get(status, 0) + 1
+
+        started = time.perf_counter()
+        await asyncio.gather(*(post(b) for b in bodies + resent))
+        elapsed = time.perf_counter() - started
+    return {
+        "posted": len(bodies) + len(resent),
+        "statuses": statuses,
+        "retries": retries["count"],
+        "seconds": round(elapsed, 3),
+        "events_per_s": round((len(bodies) + len(resent)) / elapsed, 1),
+        "worthy": sum(1 for i in range(events) if worthy(i)),
+    }
+
+
+async def burst_counts(url: str) -> dict[str, int]:
+    """What the burst left in the database."""
+    engine = create_engine(url)
+    try:
+        async with engine.connect() as conn:
+
+            async def scalar(sql: str) -> int:
+                return int((await conn.execute(sa.text(sql))).scalar_one())
+
+            return {
+                "events": await scalar("SELECT COUNT(*) FROM platform_events"),
+                "events_with_conversation": await scalar(
+                    "SELECT COUNT(*) FROM platform_events WHERE conversation_id IS NOT NULL"
+                ),
+                "conversations": await scalar("SELECT COUNT(*) FROM conversations"),
+                "runs": await scalar("SELECT COUNT(*) FROM runs"),
+                "runs_completed": await scalar("SELECT COUNT(*) FROM runs WHERE status = 'completed'"),
+                "runs_unsettled": await scalar(
+                    "SELECT COUNT(*) FROM runs WHERE status IN ('queued', 'running')"
+                ),
+                "conversations_without_event": await scalar(
+                    "SELECT COUNT(*) FROM conversations c WHERE NOT EXISTS "
+                    "(SELECT 1 FROM platform_events e WHERE e.conversation_id = c.id)"
+                ),
+            }
+    finally:
+        await engine.dispose()
+
+
+async def wait_settled(url: str, seconds: float = 600) -> tuple[dict[str, int], float]:
+    started = time.perf_counter()
+    deadline = started + seconds
+    while True:
+        counts = await burst_counts(url)
+        if counts["runs_unsettled"] == 0 or time.perf_counter() > deadline:
+            return counts, time.perf_counter() - started
+        await asyncio.sleep(0.5)
+
+
+async def main(url: str, events: int, workers: int) -> dict[str, Any]:
+    await fresh_database(url)
+    headers = await system_key(url)
+    with tempfile.TemporaryDirectory() as logs:
+        cluster = Cluster(url, Path(logs))
+        try:
+            _, base = await cluster.api()
+            for _ in range(workers):
+                cluster.worker(concurrency=4)
+            posted = await post_burst(base, headers, events)
+            counts, drained = await wait_settled(url)
+        finally:
+            cluster.stop_all()
+    return {"workers": workers, **posted, "drain_seconds": round(drained, 1), "counts": counts}
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--events", type=int, default=1000)
+    parser.add_argument("--workers", type=int, default=2)
+    args = parser.parse_args()
+    result = asyncio.run(main(os.environ.get("BENCH_PG_URL", DEFAULT_URL), args.events, args.workers))
+    counts = result["counts"]
+    print(
+        f"events burst: {result['posted']} posts ({args.events} events + resends) in {result['seconds']} s "
+        f"= {result['events_per_s']} events/s; answers {result['statuses']}; runs drained in "
+        f"{result['drain_seconds']} s with {args.workers} workers"
+    )
+    print(
+        f"stored {counts['events']} events, {counts['conversations']} conversations for "
+        f"{result['worthy']} conversation-worthy events, runs {counts['runs_completed']}/{counts['runs']} "
+        f"completed, {counts['runs_unsettled']} unsettled"
+    )
+    print(json.dumps(result))
