@@ -106,7 +106,7 @@ async def test_405_says_what_is_allowed_and_options_lists_every_method(client: A
         "/v1/authorizations": {"GET", "POST", "OPTIONS"},
         "/v1/webhooks": {"GET", "POST", "OPTIONS"},
         "/v1/pending": {"GET", "OPTIONS"},
-        "/v1/conversations": {"POST", "OPTIONS"},
+        "/v1/conversations": {"GET", "POST", "OPTIONS"},
         f"/v1/keys/{uuid.uuid4()}": {"DELETE", "OPTIONS"},
     }
     for path, methods in expected.items():

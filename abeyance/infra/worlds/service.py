@@ -110,6 +110,7 @@ class WorldService:
         return world
 
     async def list_worlds(self, principal: Principal) -> list[World]:
+        principal.require(Permission.CONVERSE)
         async with self._uow() as uow:
             workspace = None if principal.may(Permission.ALL_WORKSPACES) else principal.workspace
             if workspace is None and not principal.may(Permission.ALL_WORKSPACES):
@@ -117,6 +118,8 @@ class WorldService:
             return await SqlWorldRepository(uow.session).list_worlds(workspace)
 
     async def _visible(self, repo: SqlWorldRepository, principal: Principal, world_id: uuid.UUID) -> World:
+        """The world if the key may read its workspace's conversations and rules (a `system` key may not)."""
+        principal.require(Permission.CONVERSE)
         world = await repo.get_world(world_id)
         if world is None or not principal.can_see(world.workspace):
             raise NotFound("world not found")
