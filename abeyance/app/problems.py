@@ -2,18 +2,16 @@
 
 from __future__ import annotations
 
-import errno
-import socket
 from typing import Any
 
 import structlog
 from litestar import Request, Response
 from litestar.exceptions import HTTPException, SerializationException, ValidationException
-from sqlalchemy.exc import DataError, DBAPIError, IntegrityError, InterfaceError, OperationalError
-from sqlalchemy.exc import TimeoutError as PoolTimeout
+from sqlalchemy.exc import DBAPIError
 
 from abeyance.app.schemas import jsonable
 from abeyance.domain import errors as e
+from abeyance.infra.db.errors import DatabaseFailure, database_failure
 
 log = structlog.get_logger("abeyance.http")
 
@@ -148,62 +146,23 @@ def internal_error_handler(request: Request[Any, Any, Any], exc: Exception) -> R
     return problem(500, "internal_error", "an unexpected error happened; it was logged")
 
 
-# Errors that say the database cannot be reached (or will not take connections now), as opposed to
-# errors about one statement: only these are "try again shortly".
-CONNECTION_ERRNOS = frozenset(
-    {
-        errno.ECONNREFUSED,
-        errno.ECONNRESET,
-        errno.ECONNABORTED,
-        errno.EHOSTUNREACH,
-        errno.EHOSTDOWN,
-        errno.ENETUNREACH,
-        errno.ENETDOWN,
-        errno.ETIMEDOUT,
-        errno.EPIPE,
-    }
-)
-# SQLSTATE: connection exceptions, admin or crash shutdown, "cannot connect now", too many connections.
-UNAVAILABLE_SQLSTATES = ("08", "57P01", "57P02", "57P03", "53300")
-
-
-def _sqlstate(exc: DBAPIError) -> str:
-    return str(getattr(exc.orig, "sqlstate", None) or getattr(exc.orig, "pgcode", None) or "")
-
-
-def database_unreachable(exc: BaseException) -> bool:
-    """True when `exc` means the database is not reachable, not that a statement was refused."""
-    if isinstance(exc, OperationalError | InterfaceError | PoolTimeout):
-        return True
-    if isinstance(exc, DBAPIError):
-        if exc.connection_invalidated or _sqlstate(exc).startswith(UNAVAILABLE_SQLSTATES):
-            return True
-        return isinstance(exc.orig, OSError) and database_unreachable(exc.orig)
-    if isinstance(exc, ConnectionError | TimeoutError | socket.gaierror):
-        return True
-    if isinstance(exc, OSError):
-        # asyncio reports a refused connection to several addresses (`localhost`) as a plain OSError.
-        return exc.errno in CONNECTION_ERRNOS or str(exc).startswith("Multiple exceptions")
-    return False
-
-
 def database_error_handler(request: Request[Any, Any, Any], exc: Exception) -> Response[dict[str, Any]]:
     """503 only when the database is unreachable; a refused statement is the request's problem (409,
     422) or a bug (500)."""
-    if database_unreachable(exc):
+    failure = database_failure(exc)
+    if failure is DatabaseFailure.UNREACHABLE:
         log.warning("database.unavailable", error=str(exc)[:200], path=request.url.path)
         return problem(503, "database_unavailable", "the database is not reachable; try again shortly")
-    if isinstance(exc, DBAPIError):
-        state = _sqlstate(exc)
-        if isinstance(exc, IntegrityError) or state.startswith("23"):
-            log.warning("database.conflict", error_class=type(exc.orig).__name__, path=request.url.path)
-            return problem(409, "conflict", "the change conflicts with stored data; reload and try again")
-        if isinstance(exc, DataError) or state.startswith("22"):
-            log.warning("database.data_refused", error_class=type(exc.orig).__name__, path=request.url.path)
-            return problem(
-                422,
-                "validation_failed",
-                "a value in the request cannot be stored",
-                {"errors": [{"loc": ["request"], "msg": "a value is out of range or not representable"}]},
-            )
+    cause = type(exc.orig).__name__ if isinstance(exc, DBAPIError) else type(exc).__name__
+    if failure is DatabaseFailure.CONFLICT:
+        log.warning("database.conflict", error_class=cause, path=request.url.path)
+        return problem(409, "conflict", "the change conflicts with stored data; reload and try again")
+    if failure is DatabaseFailure.DATA:
+        log.warning("database.data_refused", error_class=cause, path=request.url.path)
+        return problem(
+            422,
+            "validation_failed",
+            "a value in the request cannot be stored",
+            {"errors": [{"loc": ["request"], "msg": "a value is out of range or not representable"}]},
+        )
     return internal_error_handler(request, exc)

@@ -8,7 +8,8 @@ import pytest
 from sqlalchemy.exc import DataError, DBAPIError, IntegrityError, InterfaceError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 
-from abeyance.app.problems import database_unreachable
+from abeyance.infra.db.errors import database_unreachable
+from abeyance.infra.runner import is_transient_database_error
 
 
 class DriverError(Exception):
@@ -51,3 +52,40 @@ def test_only_connectivity_errors_mean_the_database_is_unavailable(
     error: BaseException, unreachable: bool
 ) -> None:
     assert database_unreachable(error) is unreachable
+
+
+def caused_by(cause: BaseException) -> RuntimeError:
+    error = RuntimeError("while writing the segment")
+    error.__cause__ = cause
+    return error
+
+
+TRANSIENT_CASES: list[tuple[BaseException, bool]] = [
+    *[(error, True) for error, unreachable in CASES if unreachable],
+    (dbapi("40001"), True),
+    (dbapi("40P01"), True),
+    (dbapi("55P03"), True),
+    (dbapi("57014"), True),
+    (dbapi("53200"), True),
+    (caused_by(dbapi("40001")), True),
+    (ExceptionGroup("tools", [ValueError("x"), dbapi("08006")]), True),
+    (IntegrityError("INSERT", {}, DriverError("23505")), False),
+    (DataError("INSERT", {}, DriverError("22021")), False),
+    (dbapi("42501"), False),
+    (caused_by(ValueError("a fault of the run")), False),
+    (ValueError("not a database error"), False),
+]
+
+
+@pytest.mark.parametrize(
+    ("error", "transient"), TRANSIENT_CASES, ids=[repr(e)[:60] for e, _ in TRANSIENT_CASES]
+)
+def test_a_segment_is_abandoned_on_what_another_attempt_may_not_meet(
+    error: BaseException, transient: bool
+) -> None:
+    assert is_transient_database_error(error) is transient
+
+
+@pytest.mark.parametrize("sqlstate", ["40001", "57014", "53200"])
+def test_a_transient_failure_that_is_not_an_outage_is_no_503(sqlstate: str) -> None:
+    assert database_unreachable(dbapi(sqlstate)) is False

@@ -17,7 +17,6 @@ from litestar.di import NamedDependency
 from litestar.params import FromPath, FromQuery, JSONBody, QueryParameter
 from litestar.status_codes import HTTP_200_OK, HTTP_201_CREATED, HTTP_202_ACCEPTED
 
-from abeyance.app import problems
 from abeyance.app.auth import requires
 from abeyance.app.container import Container
 from abeyance.app.routes.events import event_route_handlers
@@ -62,6 +61,7 @@ from abeyance.domain.records import Principal
 from abeyance.domain.services import AuditQuery, Resolution, RunView
 from abeyance.domain.states import Decision, PendingStatus
 from abeyance.domain.tools import PendingKind
+from abeyance.infra.db.errors import database_unreachable
 
 Wait = Annotated[float, QueryParameter(ge=0, le=3600, description="Long-poll up to this many seconds")]
 MAX_AUDIT_ACTIONS = 20
@@ -149,7 +149,7 @@ class ConversationController(Controller):
         try:
             view = await container.wait_for_run(principal, run.id, wait)
         except Exception as exc:
-            if not problems.database_unreachable(exc):
+            if not database_unreachable(exc):
                 raise
             log.warning("run.wait_interrupted", run_id=str(run.id), error=str(exc)[:200])
             view = RunView(run, [])

@@ -11,21 +11,18 @@ from pydantic_ai.exceptions import (
 from sqlalchemy import exc as sa_exc
 
 from abeyance.domain.records import RunError
+from abeyance.infra.db.errors import DatabaseFailure, database_failure
 from abeyance.infra.telemetry import current_trace_id
-
-# SQLSTATE classes (and codes) of PostgreSQL errors that another attempt may not meet: connection
-# exceptions, serialization failures and deadlocks, insufficient resources, operator intervention
-# (shutdown, statement timeout), system errors, and a lock wait that timed out.
-_TRANSIENT_SQLSTATE_CLASSES = frozenset({"08", "40", "53", "57", "58"})
-_TRANSIENT_SQLSTATES = frozenset({"55P03"})
 
 
 def is_transient_database_error(exc: BaseException) -> bool:
     """A database or connection failure rather than a fault of the run itself.
 
     A segment that meets one is abandoned, not failed: its lease runs out and the run is claimed
-    again (bounded by the claim count). pydantic-ai's own errors never count, although
-    `RunTimedOut` is a `TimeoutError`, hence an `OSError`.
+    again (bounded by the claim count). What counts is the database error table
+    (`infra/db/errors.py`: unreachable or transient), found on the exception or one of its
+    causes, and any OS error. pydantic-ai's own errors never count, although `RunTimedOut` is a
+    `TimeoutError`, hence an `OSError`.
     """
     seen: set[int] = set()
     current: BaseException | None = exc
@@ -35,17 +32,11 @@ def is_transient_database_error(exc: BaseException) -> bool:
             return any(is_transient_database_error(inner) for inner in current.exceptions)
         if isinstance(current, AgentRunError):
             return False
-        if isinstance(current, OSError | sa_exc.TimeoutError | sa_exc.DisconnectionError):
+        if isinstance(current, OSError):
             return True
-        if isinstance(current, sa_exc.DBAPIError):
-            if current.connection_invalidated or isinstance(
-                current, sa_exc.OperationalError | sa_exc.InterfaceError
-            ):
-                return True
-            state = getattr(current.orig, "sqlstate", None)
-            return isinstance(state, str) and (
-                state[:2] in _TRANSIENT_SQLSTATE_CLASSES or state in _TRANSIENT_SQLSTATES
-            )
+        failure = database_failure(current)
+        if failure is not None or isinstance(current, sa_exc.DBAPIError):
+            return failure in (DatabaseFailure.UNREACHABLE, DatabaseFailure.TRANSIENT)
         current = current.__cause__
     return False
 
