@@ -72,6 +72,28 @@ class Usage:
             cost=cost,
         )
 
+    def to_json(self) -> dict[str, Any]:
+        """The one JSON form: stored on the run, carried by events and logs. The cost is a decimal
+        string, an estimate summed without float drift (the HTTP API shows it as a number)."""
+        return {
+            "requests": self.requests,
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
+            "tool_calls": self.tool_calls,
+            "cost": None if self.cost is None else str(self.cost),
+        }
+
+    @classmethod
+    def from_json(cls, value: dict[str, Any]) -> Usage:
+        cost = value.get("cost")
+        return cls(
+            requests=value.get("requests", 0),
+            input_tokens=value.get("input_tokens", 0),
+            output_tokens=value.get("output_tokens", 0),
+            tool_calls=value.get("tool_calls", 0),
+            cost=None if cost is None else Decimal(cost),
+        )
+
 
 @dataclass(slots=True)
 class Run:
@@ -158,6 +180,31 @@ class AuditEntry:
     trace_id: str | None = None
     actor_name: str | None = None
     """When reading: the name of the API key that acted (not stored with the row)."""
+
+    @classmethod
+    def of_run(cls, action: str, actor: str, run: Run, details: dict[str, Any] | None = None) -> AuditEntry:
+        """A row about a run."""
+        return cls(
+            action=action,
+            actor=actor,
+            workspace=run.workspace,
+            conversation_id=run.conversation_id,
+            run_id=run.id,
+            details=details or {},
+        )
+
+    @classmethod
+    def of_call(cls, action: str, actor: str, call: PendingCall, details: dict[str, Any]) -> AuditEntry:
+        """A row about a pending call: it names the tool and the model's call id."""
+        return cls(
+            action=action,
+            actor=actor,
+            workspace=call.workspace,
+            conversation_id=call.conversation_id,
+            run_id=call.run_id,
+            correlation_id=call.correlation_id,
+            details={"tool_name": call.tool_name, "tool_call_id": call.tool_call_id, **details},
+        )
 
 
 @dataclass(frozen=True, slots=True)

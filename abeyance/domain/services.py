@@ -8,6 +8,7 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
+from abeyance.domain import run_lifecycle
 from abeyance.domain.access import Permission, permission_to_resolve
 from abeyance.domain.errors import ArgsChanged, NotFound, RunActive, Stale, ValidationFailed
 from abeyance.domain.events import (
@@ -239,45 +240,12 @@ class AgentService:
             if run.status.finished:
                 raise Stale(f"the run is already {run.status.value}", extra={"run_status": run.status.value})
             if run.status is RunStatus.RUNNING:
-                await uow.runs.transition(
-                    run.id, [RunStatus.RUNNING], RunStatus.RUNNING, now, cancel_requested=True
-                )
+                await run_lifecycle.request_cancel(uow, run, principal.id, now)
             else:
-                ok = await uow.runs.transition(
-                    run.id, [RunStatus.QUEUED, RunStatus.SUSPENDED], RunStatus.CANCELLED, now, finished_at=now
-                )
-                if not ok:
+                ended = await run_lifecycle.cancel_idle(uow, run, principal.id, now)
+                if ended is None:
                     raise Stale("the run changed while it was being cancelled")
-                for call in await uow.pending.for_run(run.id, PendingStatus.AWAITING):
-                    if await uow.pending.transition(
-                        call.correlation_id,
-                        PendingStatus.CANCELLED,
-                        now,
-                        resolved_by=principal.id,
-                        reason="run cancelled",
-                        resolution={"decision": "cancel"},
-                    ):
-                        await uow.audit.append(
-                            _pending_audit("pending.cancelled", principal.id, call, {}), now
-                        )
-                        cancelled.append(call)
-                await uow.conversations.release_active_run(run.conversation_id, run.id, now)
-                # Events last: their per-conversation lock is the last lock this transaction takes.
-                for call in cancelled:
-                    await publish_pending_resolved(
-                        uow, call, PendingStatus.CANCELLED.value, principal.id, now
-                    )
-                await publish_run_status(uow, run, RunStatus.CANCELLED.value, now)
-            await uow.audit.append(
-                AuditEntry(
-                    action="run.cancelled" if run.status is not RunStatus.RUNNING else "run.cancel_requested",
-                    actor=principal.id,
-                    workspace=run.workspace,
-                    conversation_id=run.conversation_id,
-                    run_id=run.id,
-                ),
-                now,
-            )
+                cancelled = ended
             await uow.commit()
         for call in cancelled:
             self._metrics.pending_resolved(call, PendingStatus.CANCELLED, now)
@@ -363,7 +331,7 @@ class AgentService:
                     raise await self._expire_late(uow, fresh, now)
                 raise await _stale(uow, fresh)
             await uow.audit.append(
-                _pending_audit(
+                AuditEntry.of_call(
                     _AUDIT_ACTIONS[target], principal.id, call, {"reason": resolution.reason, **details}
                 ),
                 now,
@@ -470,7 +438,7 @@ async def expire_overdue_call(uow: UnitOfWork, call: PendingCall, now: datetime)
         resolution={"decision": "expire"},
     ):
         return None
-    await uow.audit.append(_pending_audit("pending.expired", EXPIRY_ACTOR, call, {}), now)
+    await uow.audit.append(AuditEntry.of_call("pending.expired", EXPIRY_ACTOR, call, {}), now)
     return Expiry(call, await uow.runs.resolve_one_awaiting(call.run_id, now))
 
 
@@ -546,16 +514,4 @@ async def _stale(uow: UnitOfWork, call: PendingCall) -> Stale:
             "resolved_by_name": names.get(call.resolved_by or ""),
             "resolved_at": call.resolved_at.isoformat() if call.resolved_at else None,
         },
-    )
-
-
-def _pending_audit(action: str, actor: str, call: PendingCall, details: dict[str, Any]) -> AuditEntry:
-    return AuditEntry(
-        action=action,
-        actor=actor,
-        workspace=call.workspace,
-        conversation_id=call.conversation_id,
-        run_id=call.run_id,
-        correlation_id=call.correlation_id,
-        details={"tool_name": call.tool_name, "tool_call_id": call.tool_call_id, **details},
     )

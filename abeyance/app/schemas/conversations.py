@@ -1,0 +1,121 @@
+"""Conversations, their messages and their tool calls."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from datetime import datetime
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from abeyance.app.schemas.runs import RunOut
+from abeyance.app.schemas.validation import Strict
+from abeyance.domain.access import Permission
+from abeyance.domain.records import (
+    Conversation,
+    Principal,
+    StoredMessage,
+    ToolCallRecord,
+)
+from abeyance.domain.sanitize import sanitize
+
+
+class CreateConversation(Strict):
+    agent: str = Field(min_length=1, max_length=100)
+    workspace: str | None = Field(default=None, min_length=1, max_length=100, pattern=r"^[A-Za-z0-9_.-]+$")
+
+
+class PostMessage(Strict):
+    content: str = Field(min_length=1)
+
+
+class ConversationOut(BaseModel):
+    id: uuid.UUID
+    workspace: str
+    agent: str
+    status: str
+    active_run_id: uuid.UUID | None
+    created_at: datetime
+    updated_at: datetime
+    created_by: str | None = Field(
+        description="The id of the API key that created it (`GET /v1/me` tells a key its own): "
+        "a user key answers the elicitation and client-execution calls of its own conversations "
+        "only. Null for conversations created before owners were recorded."
+    )
+
+
+class MessageOut(BaseModel):
+    seq: int
+    run_id: uuid.UUID | None
+    created_at: datetime
+    message: dict[str, Any]
+
+
+class ConversationDetailOut(ConversationOut):
+    messages: list[MessageOut]
+    active_run: RunOut | None
+
+
+class ToolCallOut(BaseModel):
+    tool_call_id: str
+    tool_name: str
+    agent_name: str
+    ok: bool
+    error_class: str | None
+    error_code: str | None
+    latency_ms: float
+    trace_id: str | None
+    started_at: datetime
+    ended_at: datetime
+    result: Any
+
+
+def conversation_out(c: Conversation) -> ConversationOut:
+    return ConversationOut(
+        id=c.id,
+        workspace=c.workspace,
+        agent=c.agent,
+        status=c.status,
+        active_run_id=c.active_run_id,
+        created_at=c.created_at,
+        updated_at=c.updated_at,
+        created_by=c.created_by,
+    )
+
+
+def tool_call_out(r: ToolCallRecord) -> ToolCallOut:
+    md = r.metadata
+    return ToolCallOut(
+        tool_call_id=r.tool_call_id,
+        tool_name=md.tool_name,
+        agent_name=md.agent_name,
+        ok=md.ok,
+        error_class=md.error_class,
+        error_code=r.error_code,
+        latency_ms=md.latency_ms,
+        trace_id=md.trace_id,
+        started_at=md.started_at,
+        ended_at=md.ended_at,
+        result=r.result,
+    )
+
+
+def message_out(m: StoredMessage, principal: Principal) -> MessageOut:
+    """One logged message; for callers who may not approve, tool-call arguments are sanitized as in
+    `args_summary` (the full arguments are for operators)."""
+    message = json.loads(m.body)
+    if not principal.may(Permission.APPROVE):
+        for part in message.get("parts", []):
+            if part.get("part_kind") == "tool-call":
+                part["args"] = sanitize(_as_object(part.get("args")))
+    return MessageOut(seq=m.seq, run_id=m.run_id, created_at=m.created_at, message=message)
+
+
+def _as_object(args: Any) -> Any:
+    if isinstance(args, str):
+        try:
+            return json.loads(args)
+        except ValueError:
+            return args
+    return args

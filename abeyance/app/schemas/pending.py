@@ -1,0 +1,99 @@
+"""Pending calls: their shape, their resolution and their keyset cursor."""
+
+from __future__ import annotations
+
+import base64
+import uuid
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from abeyance.app.schemas.validation import JsonObject, JsonValue, Strict, as_utc
+from abeyance.domain.access import Permission
+from abeyance.domain.errors import ValidationFailed
+from abeyance.domain.records import (
+    PendingCall,
+    Principal,
+)
+
+
+class ResolveBody(Strict):
+    decision: Literal["approve", "deny", "revise", "answer"]
+    reason: str | None = Field(default=None, max_length=4000)
+    args: JsonObject | None = None
+    result: JsonValue = None
+    args_hash: str | None = Field(default=None, min_length=64, max_length=64)
+
+
+class PendingCallOut(BaseModel):
+    correlation_id: uuid.UUID
+    conversation_id: uuid.UUID
+    run_id: uuid.UUID
+    tool_call_id: str
+    tool_name: str
+    agent: str
+    executor: str
+    kind: str
+    args_summary: dict[str, Any]
+    args_hash: str
+    effect_description: str
+    status: str
+    created_at: datetime
+    expires_at: datetime
+    resolved_at: datetime | None
+    resolved_by: str | None
+    reason: str | None
+    args: dict[str, Any] | None = None
+    edited_args: dict[str, Any] | None = None
+    result: Any = None
+
+
+class PendingPage(BaseModel):
+    items: list[PendingCallOut]
+    next_cursor: str | None
+
+
+def pending_out(p: PendingCall, principal: Principal) -> PendingCallOut:
+    """Full (and edited) arguments only for those who may approve; everyone sees the sanitized summary."""
+    privileged = principal.may(Permission.APPROVE)
+    resolution = p.resolution or {}
+    return PendingCallOut(
+        correlation_id=p.correlation_id,
+        conversation_id=p.conversation_id,
+        run_id=p.run_id,
+        tool_call_id=p.tool_call_id,
+        tool_name=p.tool_name,
+        agent=p.agent,
+        executor=p.executor.value,
+        kind=p.kind.value,
+        args_summary=p.args_summary,
+        args_hash=p.args_hash,
+        effect_description=p.effect_description,
+        status=p.status.value,
+        created_at=p.created_at,
+        expires_at=p.expires_at,
+        resolved_at=p.resolved_at,
+        resolved_by=p.resolved_by,
+        reason=p.reason,
+        args=p.args if privileged else None,
+        edited_args=resolution.get("args") if privileged else None,
+        result=resolution.get("result"),
+    )
+
+
+def encode_cursor(p: PendingCall) -> str:
+    return base64.urlsafe_b64encode(f"{p.created_at.isoformat()}|{p.correlation_id}".encode()).decode()
+
+
+def decode_cursor(cursor: str) -> tuple[datetime, uuid.UUID]:
+    try:
+        created, cid = base64.urlsafe_b64decode(cursor.encode()).decode().split("|")
+        at = datetime.fromisoformat(created)
+        if at.tzinfo is None:
+            raise ValueError("naive time")
+        return as_utc(at), uuid.UUID(cid)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ValidationFailed(
+            "cursor is not valid", extra={"errors": [{"loc": ["query", "cursor"], "msg": "invalid cursor"}]}
+        ) from exc

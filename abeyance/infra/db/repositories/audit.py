@@ -1,0 +1,81 @@
+"""The audit trail in SQL."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from datetime import datetime
+
+import sqlalchemy as sa
+
+from abeyance.domain.records import (
+    AuditEntry,
+)
+from abeyance.infra.db import tables as t
+from abeyance.infra.db.repositories.base import SqlRepository
+from abeyance.infra.telemetry import current_trace_id, span_event
+
+
+class SqlAuditRepository(SqlRepository):
+    """Append-only: there is deliberately no update or delete here (a trigger refuses them too).
+
+    Each row carries the trace it was written in, and is also added as an event to the current
+    span, so a trace shows every transition it caused.
+    """
+
+    async def append(self, entry: AuditEntry, now: datetime) -> None:
+        trace_id = entry.trace_id or current_trace_id()
+        await self._session.execute(
+            t.audit_log.insert().values(
+                at=now,
+                actor=entry.actor,
+                action=entry.action,
+                workspace=entry.workspace,
+                conversation_id=entry.conversation_id,
+                run_id=entry.run_id,
+                correlation_id=entry.correlation_id,
+                trace_id=trace_id,
+                details=entry.details,
+            )
+        )
+        span_event(
+            entry.action,
+            {
+                "abeyance.actor": entry.actor,
+                "abeyance.run_id": entry.run_id,
+                "abeyance.correlation_id": entry.correlation_id,
+                "abeyance.tool_name": entry.details.get("tool_name"),
+                "abeyance.tool_call_id": entry.details.get("tool_call_id"),
+            },
+        )
+
+    async def search(
+        self,
+        *,
+        workspace: str | None,
+        conversation_id: uuid.UUID | None,
+        correlation_id: uuid.UUID | None,
+        actions: Sequence[str] = (),
+        since: datetime | None,
+        after_id: int | None,
+        limit: int,
+        newest_first: bool = False,
+    ) -> list[AuditEntry]:
+        c = t.audit_log.c
+        query = sa.select(t.audit_log)
+        for column, value in (
+            (c.workspace, workspace),
+            (c.conversation_id, conversation_id),
+            (c.correlation_id, correlation_id),
+        ):
+            if value is not None:
+                query = query.where(column == value)
+        if actions:
+            query = query.where(c.action.in_(list(actions)))
+        if since is not None:
+            query = query.where(c.at >= since)
+        if after_id is not None:
+            query = query.where(c.id < after_id if newest_first else c.id > after_id)
+        order = c.id.desc() if newest_first else c.id
+        rows = await self._session.execute(query.order_by(order).limit(limit))
+        return [AuditEntry(**row._mapping) for row in rows]

@@ -1,0 +1,25 @@
+"""What every SQL repository shares: its session, the dialect's insert, the affected row count."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.ext.asyncio import AsyncSession
+
+
+class SqlRepository:
+    def __init__(self, session: AsyncSession) -> None:
+        self._session = session
+
+    @property
+    def _postgres(self) -> bool:
+        return self._session.get_bind().dialect.name == "postgresql"
+
+    def _insert(self, table: sa.Table) -> Any:
+        return postgresql.insert(table) if self._postgres else sqlite.insert(table)
+
+
+def rowcount(result: Any) -> int:
+    return int(result.rowcount)

@@ -1,0 +1,53 @@
+"""Conversations in SQL."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+
+import sqlalchemy as sa
+
+from abeyance.domain.records import (
+    Conversation,
+)
+from abeyance.infra.db import tables as t
+from abeyance.infra.db.repositories.base import SqlRepository, rowcount
+
+
+class SqlConversationRepository(SqlRepository):
+    async def add(self, conversation: Conversation) -> None:
+        await self._session.execute(
+            t.conversations.insert().values(
+                id=conversation.id,
+                workspace=conversation.workspace,
+                agent=conversation.agent,
+                status=conversation.status,
+                active_run_id=conversation.active_run_id,
+                created_at=conversation.created_at,
+                updated_at=conversation.updated_at,
+                created_by=conversation.created_by,
+            )
+        )
+
+    async def get(self, conversation_id: uuid.UUID) -> Conversation | None:
+        row = (
+            await self._session.execute(
+                sa.select(t.conversations).where(t.conversations.c.id == conversation_id)
+            )
+        ).first()
+        return Conversation(**row._mapping) if row else None
+
+    async def claim_active_run(self, conversation_id: uuid.UUID, run_id: uuid.UUID, now: datetime) -> bool:
+        result = await self._session.execute(
+            t.conversations.update()
+            .where(t.conversations.c.id == conversation_id, t.conversations.c.active_run_id.is_(None))
+            .values(active_run_id=run_id, updated_at=now)
+        )
+        return rowcount(result) == 1
+
+    async def release_active_run(self, conversation_id: uuid.UUID, run_id: uuid.UUID, now: datetime) -> None:
+        await self._session.execute(
+            t.conversations.update()
+            .where(t.conversations.c.id == conversation_id, t.conversations.c.active_run_id == run_id)
+            .values(active_run_id=None, updated_at=now)
+        )

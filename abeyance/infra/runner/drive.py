@@ -1,0 +1,198 @@
+"""The agent loop driver: one claimed run, one segment of pydantic-ai, persisted as it goes."""
+
+from __future__ import annotations
+
+import asyncio
+
+import structlog
+from opentelemetry.trace import Span, Status, StatusCode
+from pydantic_ai import Agent
+from pydantic_ai.exceptions import (
+    UsageLimitExceeded,
+)
+from pydantic_ai.messages import (
+    ModelResponse,
+    TextPart,
+)
+from pydantic_ai.tools import DeferredToolRequests
+from pydantic_ai.usage import UsageLimits
+
+from abeyance.domain.records import Run
+from abeyance.domain.states import RunStatus
+from abeyance.infra.agents.observed import (
+    RunDeps,
+)
+from abeyance.infra.faults import crash_point
+from abeyance.infra.runner.base import log
+from abeyance.infra.runner.failures import is_transient_database_error, run_failure
+from abeyance.infra.runner.leases import Interrupted, LeaseLost, Leases
+from abeyance.infra.runner.resume import (
+    NotReady,
+    deferred_results,
+    unanswered_tool_calls,
+)
+from abeyance.infra.runner.stream import Streaming
+from abeyance.infra.runner.suspend import Suspending
+from abeyance.infra.runner.usage import usage_record
+from abeyance.infra.telemetry import context_from
+
+
+class AgentRunner(Suspending, Leases, Streaming):
+    """Runs one segment of a claimed run and leaves the run suspended, completed, failed or cancelled."""
+
+    async def run_segment(
+        self, run: Run, owner: str, stopping: asyncio.Event | None = None
+    ) -> RunStatus | None:
+        """One segment, in a `run.segment` span that continues the trace stored on the run.
+
+        The first segment continues the trace of the request that queued the run; a resumed one
+        continues the segment that suspended it, so the whole run is one trace.
+        """
+        with (
+            structlog.contextvars.bound_contextvars(
+                run_id=str(run.id), conversation_id=str(run.conversation_id), segment=run.segment
+            ),
+            self._telemetry.tracer.start_as_current_span(
+                "run.segment",
+                context=context_from(run.trace_context),
+                attributes={
+                    "abeyance.run_id": str(run.id),
+                    "abeyance.conversation_id": str(run.conversation_id),
+                    "abeyance.workspace": run.workspace,
+                    "abeyance.agent": run.agent,
+                    "abeyance.segment": run.segment,
+                },
+            ) as span,
+        ):
+            try:
+                status = await self._run_segment(run, owner, span, stopping or asyncio.Event())
+            except LeaseLost:
+                span.set_attribute("abeyance.run.lease_lost", True)
+                log.warning("run.lease_lost")
+                return None
+            except NotReady as exc:
+                log.error("run.queued_while_awaiting", error=str(exc))
+                async with self._uow() as uow:
+                    await uow.runs.finish(
+                        run.id, owner, RunStatus.SUSPENDED, self._clock(), awaiting_count=exc.awaiting
+                    )
+                    await uow.commit()
+                return RunStatus.SUSPENDED
+            except Interrupted:
+                async with self._uow() as uow:
+                    await uow.runs.release(run.id, owner, self._clock())
+                    await uow.commit()
+                log.info("run.released_for_shutdown")
+                await self._notifier.run_queued(run.id)
+                return None
+            except Exception as exc:
+                if not is_transient_database_error(exc):
+                    raise
+                # Nothing of the failed transaction was kept; the lease runs out and the run is
+                # claimed again, continuing from what the log holds.
+                span.record_exception(exc)
+                span.set_attribute("abeyance.run.abandoned", True)
+                log.warning("run.segment_abandoned", error_class=type(exc).__name__, error=str(exc)[:300])
+                return None
+            span.set_attribute("abeyance.run.status", status.value)
+            if status is RunStatus.FAILED:
+                span.set_status(Status(StatusCode.ERROR, "run failed"))
+        await self._notifier.run_changed(run.id)
+        return status
+
+    async def _run_segment(self, run: Run, owner: str, span: Span, stopping: asyncio.Event) -> RunStatus:
+        async with self._uow() as uow:
+            stored = await self._logs.read(uow.messages, run.conversation_id)
+            # The current turn and up to `history_turns` earlier ones; the current turn's prompt is
+            # already in the log once the run has started.
+            started = run.id in stored.run_ids
+            shown = stored.window(
+                self._history_turns + 1 if started and self._history_turns else self._history_turns
+            )
+            history = shown.history()
+            last_response, tail = unanswered_tool_calls(history)
+            rows = await uow.pending.by_tool_call_ids(run.conversation_id, [p.tool_call_id for p in tail])
+            producer_id = shown.run_ids[last_response] if tail and last_response is not None else None
+            producer = await uow.runs.get(producer_id) if producer_id and producer_id != run.id else None
+        if started and history and isinstance(history[-1], ModelResponse) and not tail:
+            # A crash after the final answer was stored but before the run was marked done.
+            text = "".join(p.content for p in history[-1].parts if isinstance(p, TextPart))
+            return await self._finish(run, owner, [], RunStatus.COMPLETED, run.usage, output=text)
+        # Calls left by an earlier run that ended (cancelled, failed) were never performed.
+        abandoned = producer is not None and producer.status.finished
+        results = deferred_results(tail, rows, abandoned)
+        if results is not None:
+            crash_point("segment_resumed")
+        remaining = self._step_limit - run.usage.requests
+        if remaining <= 0:
+            return await self._step_limit_reached(run, owner, [], run.usage)
+
+        agent = self._agents[run.agent]
+        deps = RunDeps(
+            conversation_id=run.conversation_id,
+            run_id=run.id,
+            workspace=run.workspace,
+            agent_name=run.agent,
+            uow=self._uow,
+            clock=self._clock,
+            policy=self._policy,
+            progress=self._progress_sink(run),
+        )
+        persisted = 0
+        announced: set[str] = set()
+        usage = run.usage
+        agent_run = None
+        span.set_attribute("abeyance.segment.resumed", bool(results))
+        log.info("run.segment_started", resumed=bool(results))
+        try:
+            async with agent.iter(
+                None if started else run.input,
+                message_history=history,
+                deferred_tool_results=results,
+                deps=deps,
+                usage_limits=UsageLimits(request_limit=remaining),
+            ) as agent_run:
+                async for node in agent_run:
+                    if Agent.is_end_node(node):
+                        break
+                    new = agent_run.new_messages()
+                    if len(new) > persisted:
+                        usage = run.usage.add(usage_record(agent_run.usage))
+                        if await self._persist(run, owner, new[persisted:], usage, announced, stopping):
+                            return await self._finish(run, owner, [], RunStatus.CANCELLED, usage)
+                        persisted = len(new)
+                    if Agent.is_model_request_node(node):
+                        # Tool results reach the log with the next response; announce them now.
+                        await self._publish_request(run, node.request, announced)
+                        async with node.stream(agent_run.ctx) as stream:
+                            await self._stream_response(run, stream, announced)
+                result = agent_run.result
+                usage = run.usage.add(usage_record(agent_run.usage))
+                new = agent_run.new_messages()[persisted:]
+        except UsageLimitExceeded:
+            unsaved = agent_run.new_messages()[persisted:] if agent_run else []
+            return await self._step_limit_reached(run, owner, unsaved, usage, announced)
+        except (LeaseLost, Interrupted):
+            raise
+        except Exception as exc:
+            if is_transient_database_error(exc):
+                raise
+            span.record_exception(exc)
+            log.exception("run.segment_error")
+            return await self._finish(
+                run,
+                owner,
+                agent_run.new_messages()[persisted:] if agent_run else [],
+                RunStatus.FAILED,
+                usage,
+                error=run_failure(exc),
+                announced=announced,
+            )
+        if result is None:
+            raise RuntimeError("agent run ended without a result")
+        output = result.output
+        if isinstance(output, DeferredToolRequests):
+            return await self._suspend(run, owner, new, output, usage, announced)
+        return await self._finish(
+            run, owner, new, RunStatus.COMPLETED, usage, output=output, announced=announced
+        )

@@ -1,0 +1,152 @@
+"""The events a segment publishes: tool calls and results, run status and the run's end."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import uuid
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from pydantic_ai.messages import (
+    ModelMessage,
+    ModelRequest,
+    ModelResponse,
+    NativeToolCallPart,
+    NativeToolReturnPart,
+    RetryPromptPart,
+    ToolCallPart,
+    ToolReturnPart,
+)
+from pydantic_core import to_jsonable_python
+
+from abeyance.domain.events import EventType, publish
+from abeyance.domain.ports import UnitOfWork
+from abeyance.domain.records import Run
+from abeyance.domain.sanitize import sanitize
+from abeyance.domain.tools import Executor
+from abeyance.infra.agents.declarations import AgentDefinition
+from abeyance.infra.runner.base import RunnerBase
+
+
+def _tool_outcome(content: Any, failed: bool) -> dict[str, Any]:
+    """`ok` plus `result` or `error`, read from the `{"ok": ...}` convention when the content follows it."""
+    if isinstance(content, str):
+        with contextlib.suppress(ValueError):
+            content = json.loads(content)
+    if isinstance(content, dict) and isinstance(content.get("ok"), bool):
+        if content["ok"]:
+            return {"ok": True, "result": content.get("result")}
+        return {"ok": False, "error": content.get("error")}
+    if failed:
+        return {"ok": False, "error": {"class": "ToolError", "message": str(content)}}
+    return {"ok": True, "result": content}
+
+
+def message_events(
+    run_id: uuid.UUID,
+    messages: Sequence[ModelMessage],
+    definition: AgentDefinition,
+    announced: set[str] | None = None,
+) -> list[tuple[EventType, dict[str, Any]]]:
+    """The `tool.call` / `tool.result` events that messages stand for.
+
+    `announced` holds what was already published (`call:<id>` for calls, `<id>` for results)
+    and is updated, so each call and each result is published once per segment.
+    """
+    events: list[tuple[EventType, dict[str, Any]]] = []
+    announced = announced if announced is not None else set()
+
+    def base(tool_name: str, tool_call_id: str) -> dict[str, Any]:
+        spec = definition.spec(tool_name)
+        return {
+            "run_id": str(run_id),
+            "tool_call_id": tool_call_id,
+            "tool_name": tool_name,
+            "executor": spec.executor.value if spec else Executor.SERVER.value,
+        }
+
+    for message in messages:
+        if isinstance(message, ModelResponse):
+            for part in message.parts:
+                if isinstance(part, ToolCallPart | NativeToolCallPart):
+                    if "call:" + part.tool_call_id in announced:
+                        continue
+                    announced.add("call:" + part.tool_call_id)
+                    spec = definition.spec(part.tool_name)
+                    data = base(part.tool_name, part.tool_call_id)
+                    if isinstance(part, NativeToolCallPart):
+                        data["executor"] = Executor.PROVIDER.value
+                    data["args"] = sanitize(part.args_as_dict())
+                    data["streaming"] = bool(spec and spec.streaming)
+                    events.append((EventType.TOOL_CALL, data))
+                elif isinstance(part, NativeToolReturnPart):
+                    if part.tool_call_id in announced:
+                        continue
+                    announced.add(part.tool_call_id)
+                    data = base(part.tool_name, part.tool_call_id)
+                    data["executor"] = Executor.PROVIDER.value
+                    data.update(_tool_outcome(to_jsonable_python(part.content, fallback=str), False))
+                    events.append((EventType.TOOL_RESULT, data))
+        elif isinstance(message, ModelRequest):
+            for request_part in message.parts:
+                if (
+                    not isinstance(request_part, ToolReturnPart | RetryPromptPart)
+                    or not request_part.tool_name
+                ):
+                    continue
+                if request_part.tool_call_id in announced:
+                    continue
+                announced.add(request_part.tool_call_id)
+                data = base(request_part.tool_name, request_part.tool_call_id)
+                if isinstance(request_part, ToolReturnPart):
+                    content = to_jsonable_python(request_part.content, fallback=str)
+                    data.update(_tool_outcome(content, request_part.outcome == "failed"))
+                else:
+                    error = {"class": "RetryPrompt", "message": request_part.model_response()}
+                    data.update({"ok": False, "error": error})
+                events.append((EventType.TOOL_RESULT, data))
+    return events
+
+
+def dumps(value: Any) -> str:
+    return json.dumps(value, default=str)
+
+
+class EventPublishing(RunnerBase):
+    """Publishing a segment's events, in the caller's transaction or in one of their own."""
+
+    async def _publish_messages(
+        self,
+        uow: UnitOfWork,
+        run: Run,
+        messages: Sequence[ModelMessage],
+        now: datetime,
+        announced: set[str] | None = None,
+    ) -> None:
+        """`tool.call` and `tool.result` events for messages stored in the same transaction."""
+        for event_type, data in self._tool_events(run, messages, announced):
+            await publish(uow, run.conversation_id, run.workspace, event_type, data, now)
+
+    def _tool_events(
+        self, run: Run, messages: Sequence[ModelMessage], announced: set[str] | None = None
+    ) -> list[tuple[EventType, dict[str, Any]]]:
+        """The events messages stand for; results already announced before the request went to
+        the model are not repeated."""
+        return message_events(run.id, messages, self._definitions[run.agent], announced)
+
+    async def _publish_request(self, run: Run, request: ModelRequest, announced: set[str]) -> None:
+        await self._publish_now(
+            run, message_events(run.id, [request], self._definitions[run.agent], announced)
+        )
+
+    async def _publish_now(self, run: Run, events: Sequence[tuple[EventType, dict[str, Any]]]) -> None:
+        """Events that describe no stored change, in a transaction of their own."""
+        if not events:
+            return
+        now = self._clock()
+        async with self._uow() as uow:
+            for event_type, data in events:
+                await publish(uow, run.conversation_id, run.workspace, event_type, data, now)
+            await uow.commit()

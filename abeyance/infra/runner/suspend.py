@@ -1,0 +1,113 @@
+"""Suspending a run: its deferred tool calls become pending calls, announced and audited."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from pydantic_ai.messages import (
+    ModelMessage,
+)
+from pydantic_ai.tools import DeferredToolRequests
+
+from abeyance.domain import run_lifecycle
+from abeyance.domain.records import PendingCall, Run, Usage
+from abeyance.domain.sanitize import args_hash
+from abeyance.domain.states import PendingStatus, RunStatus
+from abeyance.domain.tools import Executor, PendingKind, ToolApprovalRequest
+from abeyance.infra.history import encode
+from abeyance.infra.runner.base import ACTOR, log
+from abeyance.infra.runner.finish import Ending
+from abeyance.infra.runner.leases import LeaseLost
+from abeyance.infra.telemetry import current_trace_context
+
+
+class Suspending(Ending):
+    """A segment that ends with deferred tool calls leaves the run suspended on them."""
+
+    async def _suspend(
+        self,
+        run: Run,
+        owner: str,
+        messages: Sequence[ModelMessage],
+        output: DeferredToolRequests,
+        usage: Usage,
+        announced: set[str],
+    ) -> RunStatus:
+        now = self._clock()
+        definition = self._definitions[run.agent]
+        calls: list[PendingCall] = []
+        for part, default_kind in [(p, PendingKind.APPROVAL) for p in output.approvals] + [
+            (p, PendingKind.ELICITATION) for p in output.calls
+        ]:
+            spec = definition.spec(part.tool_name)
+            kind = PendingKind(output.metadata.get(part.tool_call_id, {}).get("kind", default_kind.value))
+            args = part.args_as_dict()
+            request = ToolApprovalRequest.for_call(spec, part.tool_name, run.agent, args)
+            calls.append(
+                PendingCall(
+                    correlation_id=request.correlation_id,
+                    conversation_id=run.conversation_id,
+                    run_id=run.id,
+                    workspace=run.workspace,
+                    segment=run.segment,
+                    tool_call_id=part.tool_call_id,
+                    tool_name=part.tool_name,
+                    agent=run.agent,
+                    executor=spec.executor if spec else Executor.SERVER,
+                    kind=kind,
+                    args=args,
+                    args_summary=request.args_summary,
+                    args_hash=args_hash(part.tool_name, args),
+                    effect_description=request.effect_description,
+                    status=PendingStatus.AWAITING,
+                    created_at=now,
+                    expires_at=now
+                    + (spec.timeout_for(kind, self._timeouts) if spec else self._timeouts[kind]),
+                )
+            )
+        async with self._uow() as uow:
+            if await uow.runs.cancel_requested(run.id):
+                # Cancelled after the last persistence point: nobody is asked. The calls stay
+                # unanswered in the log and the next message tells the model they were not performed.
+                details = {"calls_not_requested": len(calls)}
+                await self._end(
+                    uow,
+                    run,
+                    owner,
+                    messages,
+                    RunStatus.CANCELLED,
+                    usage,
+                    now,
+                    announced=announced,
+                    details=details,
+                )
+                await uow.commit()
+                self._metrics.run_status(RunStatus.CANCELLED)
+                log.info("run.cancelled", usage=usage.to_json(), **details)
+                return RunStatus.CANCELLED
+            await uow.messages.append(run.conversation_id, run.id, [encode(m) for m in messages], now)
+            if not await run_lifecycle.suspend(
+                uow,
+                run,
+                owner,
+                calls,
+                usage,
+                now,
+                actor=ACTOR,
+                tool_events=self._tool_events(run, messages, announced),
+                trace_context=current_trace_context(),
+            ):
+                raise LeaseLost()
+            await uow.commit()
+        self._metrics.run_status(RunStatus.SUSPENDED)
+        for call in calls:
+            log.info(
+                "pending.requested",
+                correlation_id=str(call.correlation_id),
+                tool_call_id=call.tool_call_id,
+                tool_name=call.tool_name,
+                kind=call.kind.value,
+                expires_at=call.expires_at.isoformat(),
+            )
+        log.info("run.suspended", pending=len(calls), usage=usage.to_json())
+        return RunStatus.SUSPENDED
