@@ -3,7 +3,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: help install run test soak lint migrate bench bench-durability clean
+.PHONY: help install run test soak lint migrate bench bench-peers bench-durability clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-17s %s\n", $$1, $$2}'
@@ -40,6 +40,10 @@ bench: $(STAMP) ## measure per-turn cost and throughput; prints a table and a JS
 	$(PY) bench/bench.py
 	$(PY) bench/events_burst.py
 	$(PY) bench/world_memory.py
+
+bench-peers: $(STAMP) ## the same approval turn through LangGraph + AsyncPostgresSaver, side by side (PostgreSQL)
+	$(PY) -m pip install --quiet -e ".[dev,peers]"
+	$(PY) bench/peers.py
 
 bench-durability: $(STAMP) ## runs/s with 1 and 4 worker processes, resolve-to-resume latency (PostgreSQL)
 	$(PY) bench/durability.py

@@ -91,7 +91,7 @@ class MessageLogCache:
     Entries are replaced, never changed in place, so concurrent readers cannot corrupt one.
     """
 
-    def __init__(self, max_messages: int = 50_000) -> None:
+    def __init__(self, max_messages: int = 5_000) -> None:
         self._max_messages = max_messages
         self._entries: OrderedDict[uuid.UUID, ConversationLog] = OrderedDict()
         self._size = 0

@@ -48,8 +48,10 @@ class PostgresRunNotifier(LocalRunNotifier):
 
     async def _notify(self, channel: str, run_id: uuid.UUID) -> None:
         try:
-            async with self._engine.begin() as conn:
-                await conn.execute(text("SELECT pg_notify(:c, :p)"), {"c": channel, "p": str(run_id)})
+            # One statement, no transaction around it: a notification needs no BEGIN/COMMIT.
+            async with self._engine.connect() as conn:
+                autocommit = await conn.execution_options(isolation_level="AUTOCOMMIT")
+                await autocommit.execute(text("SELECT pg_notify(:c, :p)"), {"c": channel, "p": str(run_id)})
         except Exception as exc:
             log.warning("notify.failed", channel=channel, error=str(exc)[:200])
 

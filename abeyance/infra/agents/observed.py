@@ -27,6 +27,7 @@ from pydantic_ai.tools import ToolDefinition
 from pydantic_core import to_jsonable_python
 
 from abeyance.domain.errors import ToolError, ok_result, unexpected_error_result
+from abeyance.domain.events import EventType, publish
 from abeyance.domain.ports import ServiceMetrics, UnitOfWork, UnitOfWorkFactory
 from abeyance.domain.records import AuditEntry, ToolCallMetadata, ToolCallRecord
 from abeyance.domain.sanitize import args_hash, sanitize
@@ -78,6 +79,9 @@ class RunDeps:
     """The service's pydantic-ai agents by name, for a tool that runs another agent (delegation)."""
     tracer: trace.Tracer | None = None
     """The service's tracer, for spans a tool opens itself."""
+    announced: set[str] | None = None
+    """When given, a tool's successful result is published as `tool.result` in the transaction that
+    records the outcome, and its call id added here, so the segment does not publish it again."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -320,6 +324,7 @@ class ObservedTools(AbstractCapability[RunDeps]):
             started_at=started_at,
             ended_at=ended_at,
         )
+        announce = ok and deps.announced is not None
         async with deps.uow() as uow:
             await uow.tool_calls.record(
                 ToolCallRecord(
@@ -331,7 +336,20 @@ class ObservedTools(AbstractCapability[RunDeps]):
                     error_code=error_code,
                 )
             )
+            if announce:
+                data = {
+                    "run_id": str(deps.run_id),
+                    "tool_call_id": call.tool_call_id,
+                    "tool_name": spec.name,
+                    "executor": spec.executor.value,
+                    "ok": True,
+                    "result": to_jsonable_python(payload.get("result"), fallback=str),
+                }
+                result_event = EventType.TOOL_RESULT
+                await publish(uow, deps.conversation_id, deps.workspace, result_event, data, ended_at)
             await uow.commit()
+        if announce and deps.announced is not None:
+            deps.announced.add(call.tool_call_id)
         self._metrics.tool_call(md)
         span.set_attributes(
             {

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
-from sqlalchemy import event
+from sqlalchemy import event, exc
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 
@@ -38,12 +39,44 @@ def create_engine(url: str, *, echo: bool = False, pool_size: int = 10) -> Async
             conn.exec_driver_sql("BEGIN IMMEDIATE")
 
         return engine
-    return create_async_engine(
+    engine = create_async_engine(
         url,
         echo=echo,
         pool_size=pool_size,
         max_overflow=pool_size,
-        pool_pre_ping=True,
         pool_timeout=5,
         connect_args={"timeout": 5, "command_timeout": 30},
     )
+    ping_idle_connections(engine)
+    return engine
+
+
+PING_AFTER_IDLE_SECONDS = 5.0
+"""A pooled connection idle for longer than this is pinged before it is handed out."""
+
+
+def ping_idle_connections(engine: AsyncEngine) -> None:
+    """Pre-ping, but only connections that sat idle in the pool.
+
+    `pool_pre_ping` would add a round trip to every checkout, and a turn checks out a connection
+    for each of its transactions. A connection returned a moment ago is alive as far as a ping
+    can tell; one that sat idle may have been dropped by a restart or a firewall. Such a
+    connection that fails its ping is replaced (the pool retries the checkout); a failure on a
+    busy connection still invalidates the pool, as SQLAlchemy does on any disconnect.
+    """
+    sync_engine = engine.sync_engine
+    dialect = sync_engine.dialect
+
+    @event.listens_for(sync_engine, "checkin")
+    def _on_checkin(_dbapi_connection: Any, record: Any) -> None:
+        record.info["idle_since"] = time.monotonic()
+
+    @event.listens_for(sync_engine, "checkout")
+    def _on_checkout(dbapi_connection: Any, record: Any, _proxy: Any) -> None:
+        idle_since = record.info.get("idle_since")
+        if idle_since is None or time.monotonic() - idle_since < PING_AFTER_IDLE_SECONDS:
+            return
+        try:
+            dialect.do_ping(dbapi_connection)
+        except Exception as error:
+            raise exc.DisconnectionError(f"an idle pooled connection failed its ping: {error}") from error

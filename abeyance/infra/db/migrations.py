@@ -6,15 +6,22 @@ import asyncio
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from alembic import command
-from alembic.config import Config
+if TYPE_CHECKING:
+    from alembic.config import Config
 
 SCRIPT_LOCATION = Path(__file__).resolve().parents[2] / "migrations"
 
 
 def alembic_config(url: str) -> Config:
-    """The migrations ship inside the package, so an installed wheel migrates with nothing else on disk."""
+    """The migrations ship inside the package, so an installed wheel migrates with nothing else on disk.
+
+    Alembic is imported when a migration runs, not with the app: it and Mako cost a process that
+    never migrates (a worker, an API with `ABEYANCE_MIGRATE_ON_START=false`) several MiB.
+    """
+    from alembic.config import Config
+
     config = Config()
     config.set_main_option("script_location", str(SCRIPT_LOCATION))
     config.set_main_option("path_separator", "os")
@@ -34,10 +41,14 @@ def _outside_loop(fn: Callable[[], None]) -> None:
 
 
 def upgrade(url: str, revision: str = "head") -> None:
+    from alembic import command
+
     _outside_loop(lambda: command.upgrade(alembic_config(url), revision))
 
 
 def downgrade(url: str, revision: str) -> None:
+    from alembic import command
+
     _outside_loop(lambda: command.downgrade(alembic_config(url), revision))
 
 

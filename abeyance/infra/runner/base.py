@@ -56,7 +56,7 @@ class RunnerBase:
         policy: PreApprovalPolicy | None = None,
         telemetry: Telemetry | None = None,
         delta_interval: float = 0.1,
-        history_cache_messages: int = 50_000,
+        history_cache_messages: int = 5_000,
         history_turns: int = 0,
     ) -> None:
         self._uow = uow

@@ -11,8 +11,10 @@ from pydantic_ai.exceptions import (
     UsageLimitExceeded,
 )
 from pydantic_ai.messages import (
+    ModelMessage,
     ModelResponse,
     TextPart,
+    ToolCallPart,
 )
 from pydantic_ai.tools import DeferredToolRequests
 from pydantic_ai.usage import UsageLimits
@@ -24,6 +26,7 @@ from abeyance.infra.agents.observed import (
 )
 from abeyance.infra.faults import crash_point
 from abeyance.infra.runner.base import log
+from abeyance.infra.runner.events import Announced
 from abeyance.infra.runner.failures import is_transient_database_error, run_failure
 from abeyance.infra.runner.leases import Interrupted, LeaseLost, Leases
 from abeyance.infra.runner.resume import (
@@ -35,6 +38,17 @@ from abeyance.infra.runner.stream import Streaming
 from abeyance.infra.runner.suspend import Suspending
 from abeyance.infra.runner.usage import usage_record
 from abeyance.infra.telemetry import context_from
+
+
+def is_final_answer(message: ModelMessage) -> bool:
+    """A response that calls no tool: nothing runs after it, so the end of the run stores it.
+
+    Messages are persisted before anything acts on them (a tool's effect must find its call in
+    the log); a final answer is acted on by nobody, so writing it in its own transaction right
+    before the run's end would only add a commit. A crash in between loses the answer, and the
+    run is claimed again and asks the model again, as after a crash during the request.
+    """
+    return isinstance(message, ModelResponse) and not any(isinstance(p, ToolCallPart) for p in message.parts)
 
 
 class AgentRunner(Suspending, Leases, Streaming):
@@ -128,6 +142,7 @@ class AgentRunner(Suspending, Leases, Streaming):
             return await self._step_limit_reached(run, owner, [], run.usage)
 
         agent = self._agents[run.agent]
+        announced = Announced()
         deps = RunDeps(
             conversation_id=run.conversation_id,
             run_id=run.id,
@@ -139,9 +154,9 @@ class AgentRunner(Suspending, Leases, Streaming):
             progress=self._progress_sink(run),
             agents=self._agents,
             tracer=self._telemetry.tracer,
+            announced=announced,
         )
         persisted = 0
-        announced: set[str] = set()
         usage = run.usage
         agent_run = None
         span.set_attribute("abeyance.segment.resumed", bool(results))
@@ -158,7 +173,7 @@ class AgentRunner(Suspending, Leases, Streaming):
                     if Agent.is_end_node(node):
                         break
                     new = agent_run.new_messages()
-                    if len(new) > persisted:
+                    if len(new) > persisted and not is_final_answer(new[-1]):
                         usage = run.usage.add(usage_record(agent_run.usage))
                         if await self._persist(run, owner, new[persisted:], usage, announced, stopping):
                             return await self._finish(run, owner, [], RunStatus.CANCELLED, usage)

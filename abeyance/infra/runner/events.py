@@ -110,6 +110,23 @@ def message_events(
     return events
 
 
+class Announced(set[str]):
+    """What a segment has published, plus events held for its next transaction.
+
+    The text a model streamed since the last `message.delta` is held rather than written in a
+    transaction of its own: the response it belongs to is stored right after the stream ends,
+    and the held delta goes out in that same transaction, ahead of the response's other events.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.held: list[tuple[EventType, dict[str, Any]]] = []
+
+    def take_held(self) -> list[tuple[EventType, dict[str, Any]]]:
+        held, self.held = self.held, []
+        return held
+
+
 def dumps(value: Any) -> str:
     return json.dumps(value, default=str)
 
@@ -133,8 +150,9 @@ class EventPublishing(RunnerBase):
         self, run: Run, messages: Sequence[ModelMessage], announced: set[str] | None = None
     ) -> list[tuple[EventType, dict[str, Any]]]:
         """The events messages stand for; results already announced before the request went to
-        the model are not repeated."""
-        return message_events(run.id, messages, self._definitions[run.agent], announced)
+        the model are not repeated. Events held for this transaction come first."""
+        held = announced.take_held() if isinstance(announced, Announced) else []
+        return held + message_events(run.id, messages, self._definitions[run.agent], announced)
 
     async def _publish_request(self, run: Run, request: ModelRequest, announced: set[str]) -> None:
         await self._publish_now(

@@ -23,7 +23,7 @@ from abeyance.infra.agents.observed import (
     ProgressSink,
 )
 from abeyance.infra.runner.base import log
-from abeyance.infra.runner.events import EventPublishing, message_events
+from abeyance.infra.runner.events import Announced, EventPublishing, message_events
 
 
 class Streaming(EventPublishing):
@@ -35,7 +35,8 @@ class Streaming(EventPublishing):
         Text becomes `message.delta` events: deltas arriving within `delta_interval` of each
         other are sent as one event, so a fast model costs a few writes per second, not one per
         token. Provider tool calls and their results are announced where they occur in the
-        response (the model runs them; nothing else will).
+        response (the model runs them; nothing else will). The text left at the end of the
+        stream is held for the transaction that stores the response (see `Announced`).
         """
         definition = self._definitions[run.agent]
         pending: list[str] = []
@@ -67,7 +68,11 @@ class Streaming(EventPublishing):
                 pending.clear()
                 last_flush = time.monotonic()
         if pending:
-            await self._publish_delta(run, "".join(pending))
+            text = "".join(pending)
+            if isinstance(announced, Announced):
+                announced.held.append((EventType.MESSAGE_DELTA, {"run_id": str(run.id), "text": text}))
+            else:
+                await self._publish_delta(run, text)
 
     async def _publish_delta(self, run: Run, text: str) -> None:
         async with self._uow() as uow:

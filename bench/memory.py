@@ -1,0 +1,115 @@
+"""Memory of one API + worker process over many approval turns, on PostgreSQL, over HTTP.
+
+One `abeyance serve` with its in-process worker; `--concurrency` conversations at once each run
+approval turns (message -> suspended -> approve -> completed), a new conversation every 50 turns.
+The process's resident set size (VmRSS) is read every `--every` turns; the report gives it at the
+half-way mark and at the end, and the growth between the two.
+
+    .venv/bin/python bench/memory.py [--turns 10000] [--concurrency 4]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+from common import GATED_TURN, Processes, fresh_database, send, settle
+
+DEFAULT_PG_URL = "postgresql+asyncpg://postgres@127.0.0.1:5432/bench"
+TURNS_PER_CONVERSATION = 50
+
+
+def rss_mib(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+async def approval_turn(client: httpx.AsyncClient, base: str, conversation_id: str) -> None:
+    posted = await send(
+        client,
+        "POST",
+        f"{base}/v1/conversations/{conversation_id}/messages",
+        params={"wait": 30},
+        json={"content": GATED_TURN},
+    )
+    run = posted.json()
+    if run["status"] != "suspended":
+        run = await settle(client, base, run["id"], "suspended")
+    [pending] = run["pending"]
+    await send(
+        client, "POST", f"{base}/v1/pending/{pending['correlation_id']}/resolve", json={"decision": "approve"}
+    )
+    await settle(client, base, run["id"], "completed")
+
+
+async def soak(url: str, turns: int, concurrency: int, every: int) -> dict[str, object]:
+    headers = await fresh_database(url)
+    processes = Processes(url, Path(tempfile.mkdtemp(prefix="abeyance-memory-")))
+    samples: list[tuple[int, float]] = []
+    done = 0
+    try:
+        server, base = await processes.serve(worker=True)
+        async with httpx.AsyncClient(headers=headers, timeout=60) as client:
+            samples.append((0, rss_mib(server.pid)))
+            started = time.perf_counter()
+
+            async def conversation_loop() -> None:
+                nonlocal done
+                conversation = ""
+                count = 0
+                while done < turns:
+                    if count % TURNS_PER_CONVERSATION == 0:
+                        created = await send(
+                            client, "POST", f"{base}/v1/conversations", json={"agent": "ops"}
+                        )
+                        conversation = created.json()["id"]
+                    await approval_turn(client, base, conversation)
+                    count += 1
+                    done += 1
+                    if done % every == 0:
+                        samples.append((done, rss_mib(server.pid)))
+                        print(f"  {done:>6} turns  RSS {samples[-1][1]:.1f} MiB", flush=True)
+
+            await asyncio.gather(*(conversation_loop() for _ in range(concurrency)))
+            elapsed = time.perf_counter() - started
+    finally:
+        processes.stop_all()
+    half = min(samples, key=lambda s: abs(s[0] - turns // 2))
+    end = samples[-1]
+    return {
+        "memory_turns": end[0],
+        "memory_seconds": round(elapsed, 1),
+        "memory_rss_start_mib": round(samples[0][1], 1),
+        "memory_rss_half_mib": round(half[1], 1),
+        "memory_rss_end_mib": round(end[1], 1),
+        "memory_growth_half_to_end_mib": round(end[1] - half[1], 1),
+        "memory_rss_end_vs_target_ratio": round(end[1] / 120, 3),
+    }
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--turns", type=int, default=10_000)
+    parser.add_argument("--concurrency", type=int, default=4)
+    parser.add_argument("--every", type=int, default=500, help="read RSS every this many turns")
+    args = parser.parse_args()
+    url = os.environ.get("BENCH_PG_URL", DEFAULT_PG_URL)
+    print(f"memory: one serve process with its worker, {args.turns} approval turns over HTTP", flush=True)
+    summary = await soak(url, args.turns, args.concurrency, args.every)
+    print(
+        f"  RSS after {summary['memory_turns']} turns: {summary['memory_rss_end_mib']} MiB (target <= 120), "
+        f"{summary['memory_growth_half_to_end_mib']:+} MiB since turn {args.turns // 2} (target: no growth)"
+    )
+    print(json.dumps(summary))
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

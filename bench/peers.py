@@ -1,0 +1,396 @@
+"""Side by side: one approval turn through Abeyance and through LangGraph's PostgreSQL checkpointer.
+
+The same turn on both sides, with a zero-latency model so that only the frameworks are measured:
+a user message makes the model propose the gated `replay_dlq_event`, the run suspends, an operator
+approves, the tool runs, the model answers.
+
+- Abeyance: the service and its runner in this process (message -> suspended; resolve; the resumed
+  run to `completed`), on PostgreSQL (BENCH_PG_URL).
+- LangGraph: a tool-calling graph (model node + `ToolNode`) whose tool calls `interrupt()`,
+  resumed with `Command(resume=...)`, checkpointed by `AsyncPostgresSaver` on the same PostgreSQL
+  server, in its own database (PEERS_PG_URL).
+
+Turns are interleaved one by one (the side that goes first alternates every round), so a busy
+machine slows both alike. Transactions are counted on the server (`pg_stat_database` of each
+side's own database, read after the side's connections have closed, so every backend flushed its
+counters) and statements on the client (SQLAlchemy's `before_cursor_execute`; a counting psycopg
+cursor). Needs the `peers` extra: `pip install -e '.[peers]'` (`make bench-peers` does it).
+
+    .venv/bin/python bench/peers.py [--rounds 5] [--window 10] [--long 200] [--durability sync]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import tempfile
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import psycopg
+from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, ToolMessage
+from langchain_core.tools import tool
+from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+from langgraph.graph import END, START, MessagesState, StateGraph
+from langgraph.prebuilt import ToolNode, tools_condition
+from langgraph.types import Command, interrupt
+from psycopg.rows import dict_row
+from turn_ours import OursSide, ensure_database, log_to_file
+
+DEFAULT_BENCH_URL = "postgresql+asyncpg://postgres@127.0.0.1:5432/bench"
+DEFAULT_PEERS_URL = "postgresql://postgres@127.0.0.1:5432/peers"
+
+
+def ms(seconds: float) -> float:
+    return seconds * 1000
+
+
+# --- LangGraph -------------------------------------------------------------------------------
+
+
+@tool
+def replay_dlq_event(event_id: str, reason: str) -> dict[str, Any]:
+    """Put a dead-lettered event back on the outbox for delivery."""
+    decision = interrupt({"tool": "replay_dlq_event", "event_id": event_id, "reason": reason})
+    if decision != "approve":
+        return {"replayed": False, "event_id": event_id}
+    return {"replayed": True, "event_id": event_id, "reason": reason}
+
+
+def scripted_model(state: MessagesState) -> dict[str, list[AnyMessage]]:
+    """A zero-latency model: proposes the gated replay for a user message, answers after the tool."""
+    last = state["messages"][-1]
+    if isinstance(last, ToolMessage):
+        return {"messages": [AIMessage(content="replayed")]}
+    turn = sum(isinstance(m, HumanMessage) for m in state["messages"])
+    call = {
+        "name": "replay_dlq_event",
+        "args": {"event_id": "evt_1001", "reason": "bench"},
+        "id": f"call_{turn}",
+        "type": "tool_call",
+    }
+    return {"messages": [AIMessage(content="", tool_calls=[call])]}
+
+
+def build_graph(saver: AsyncPostgresSaver) -> Any:
+    graph = StateGraph(MessagesState)
+    graph.add_node("model", scripted_model)
+    graph.add_node("tools", ToolNode([replay_dlq_event]))
+    graph.add_edge(START, "model")
+    graph.add_conditional_edges("model", tools_condition)
+    graph.add_edge("tools", "model")
+    graph.add_edge("model", END)
+    return graph.compile(checkpointer=saver)
+
+
+class CountingCursor(psycopg.AsyncCursor[Any]):
+    """Counts the statements the checkpointer sends (one per `execute`, one per `executemany` row)."""
+
+    statements = 0
+
+    async def execute(self, query: Any, params: Any = None, **kwargs: Any) -> Any:
+        CountingCursor.statements += 1
+        return await super().execute(query, params, **kwargs)
+
+    async def executemany(self, query: Any, params_seq: Any, **kwargs: Any) -> None:
+        rows = list(params_seq)
+        CountingCursor.statements += len(rows)
+        await super().executemany(query, rows, **kwargs)
+
+
+@dataclass
+class LangGraphSide:
+    url: str
+    durability: str | None
+    conn: psycopg.AsyncConnection[Any] | None = None
+    graph: Any = None
+    threads: int = 0
+
+    async def open(self) -> None:
+        # What `AsyncPostgresSaver.from_conn_string` does, plus a cursor that counts statements.
+        self.conn = await psycopg.AsyncConnection.connect(
+            self.url,
+            autocommit=True,
+            prepare_threshold=0,
+            row_factory=dict_row,  # type: ignore[arg-type]
+            cursor_factory=CountingCursor,
+        )
+        saver = AsyncPostgresSaver(conn=self.conn)  # type: ignore[arg-type]
+        await saver.setup()
+        self.graph = build_graph(saver)
+
+    async def close(self) -> None:
+        if self.conn is not None:
+            await self.conn.close()
+            self.conn = None
+
+    async def new_conversation(self) -> dict[str, Any]:
+        self.threads += 1
+        return {"configurable": {"thread_id": f"bench-{os.getpid()}-{time.time_ns()}-{self.threads}"}}
+
+    async def turn(self, config: dict[str, Any]) -> tuple[float, float, float]:
+        """(message -> interrupted, 0 (no separate resolve), resume -> final answer) in ms."""
+        kwargs = {} if self.durability is None else {"durability": self.durability}
+        started = time.perf_counter()
+        out = await self.graph.ainvoke(
+            {"messages": [HumanMessage("please replay evt_1001")]}, config, **kwargs
+        )
+        if "__interrupt__" not in out:
+            raise RuntimeError("the graph did not interrupt")
+        suspended = time.perf_counter()
+        out = await self.graph.ainvoke(Command(resume="approve"), config, **kwargs)
+        completed = time.perf_counter()
+        if out["messages"][-1].content != "replayed":
+            raise RuntimeError(f"unexpected answer {out['messages'][-1]!r}")
+        return ms(suspended - started), 0.0, ms(completed - suspended)
+
+    async def suspend_only(self, config: dict[str, Any]) -> None:
+        kwargs = {} if self.durability is None else {"durability": self.durability}
+        out = await self.graph.ainvoke(
+            {"messages": [HumanMessage("please replay evt_1001")]}, config, **kwargs
+        )
+        if "__interrupt__" not in out:
+            raise RuntimeError("the graph did not interrupt")
+
+    @staticmethod
+    def statements() -> int:
+        return CountingCursor.statements
+
+
+# --- counting transactions on the server -----------------------------------------------------
+
+
+async def server_transactions(url: str, database: str) -> tuple[int, int]:
+    """(xact_commit, xact_rollback) of `database`, read over a connection to another database."""
+    admin = url.replace("+asyncpg", "").rsplit("/", 1)[0] + "/postgres"
+    async with await psycopg.AsyncConnection.connect(admin, autocommit=True) as conn:
+        cur = await conn.execute(
+            "SELECT xact_commit, xact_rollback FROM pg_stat_database WHERE datname = %s", (database,)
+        )
+        row = await cur.fetchone()
+    assert row is not None
+    return int(row[0]), int(row[1])
+
+
+Side = Any
+Phase = Callable[[Side, Any], Awaitable[None]]
+
+
+async def transactions_per_turn(
+    make_side: Callable[[], Side], url: str, database: str, phase: str, turns: int = 10
+) -> float:
+    """Server transactions (commits + rollbacks) per `phase` ("suspend" or "turn").
+
+    Two passes with fresh connections, of 2 and of 2 + `turns` turns; the difference divided by
+    `turns`, so connecting, start-up and the first turns' warm-up cancel out. Each pass closes its
+    connections, so their backends flush their counters when they exit.
+    """
+
+    async def one_pass(count: int) -> int:
+        before = sum(await server_transactions(url, database))
+        side = make_side()
+        await side.open()
+        try:
+            for _ in range(count):
+                conversation = await side.new_conversation()
+                if phase == "suspend":
+                    await side.suspend_only(conversation)
+                else:
+                    await side.turn(conversation)
+        finally:
+            await side.close()
+        for _ in range(50):  # backends flush on exit, asynchronously
+            await asyncio.sleep(0.1)
+            after = sum(await server_transactions(url, database))
+            await asyncio.sleep(0.3)
+            if sum(await server_transactions(url, database)) == after:
+                break
+        return after - before
+
+    small = await one_pass(2)
+    large = await one_pass(2 + turns)
+    return round((large - small) / turns, 1)
+
+
+# --- interleaved rounds ----------------------------------------------------------------------
+
+
+@dataclass
+class Samples:
+    suspend: list[float] = field(default_factory=list)
+    resolve: list[float] = field(default_factory=list)
+    resume: list[float] = field(default_factory=list)
+    statements: list[int] = field(default_factory=list)
+
+    @property
+    def turn(self) -> list[float]:
+        return [s + r for s, r in zip(self.suspend, self.resume, strict=True)]
+
+
+def p50(values: Sequence[float]) -> float:
+    return round(statistics.median(values), 2) if values else float("nan")
+
+
+async def measured_turn(side: Side, conversation: Any, into: Samples) -> None:
+    before = side.statements()
+    suspend, resolve, resume = await side.turn(conversation)
+    into.statements.append(side.statements() - before)
+    into.suspend.append(suspend)
+    into.resolve.append(resolve)
+    into.resume.append(resume)
+
+
+async def interleaved(
+    sides: dict[str, Side], conversations: dict[str, Any] | None, window: int, first: str
+) -> dict[str, Samples]:
+    """`window` turns on each side, alternating turn by turn; fresh conversations unless given."""
+    order = [first, *(n for n in sides if n != first)]
+    convs = conversations or {n: await sides[n].new_conversation() for n in order}
+    samples = {n: Samples() for n in order}
+    for _ in range(window):
+        for name in order:
+            await measured_turn(sides[name], convs[name], samples[name])
+    return samples
+
+
+def row(name: str, s: Samples) -> str:
+    return (
+        f"  {name:<10} {p50(s.suspend):>9} {p50(s.resolve):>9} {p50(s.resume):>9} {p50(s.turn):>9} "
+        f"{statistics.median(s.statements):>11}"
+    )
+
+
+HEADER = f"  {'':<10} {'suspend':>9} {'resolve':>9} {'resume':>9} {'turn':>9} {'statements':>11}"
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--window", type=int, default=10, help="turns per side in each round")
+    parser.add_argument("--long", type=int, default=200, help="the later turn compared (0: skip)")
+    parser.add_argument(
+        "--durability",
+        choices=["sync", "async", "exit"],
+        default=None,
+        help="LangGraph's checkpoint durability (default: LangGraph's own default)",
+    )
+    args = parser.parse_args()
+
+    log_path = Path(tempfile.mkdtemp(prefix="abeyance-peers-")) / "service.log"
+    log_to_file(log_path)
+    ours_url = os.environ.get("BENCH_PG_URL", DEFAULT_BENCH_URL)
+    peers_url = os.environ.get("PEERS_PG_URL", DEFAULT_PEERS_URL)
+    await ensure_database(peers_url.replace("postgresql://", "postgresql+asyncpg://", 1))
+    await OursSide.prepare(ours_url)
+
+    def make_ours(verify: bool = True) -> OursSide:
+        return OursSide(ours_url, verify=verify)
+
+    def make_peer() -> LangGraphSide:
+        return LangGraphSide(peers_url, args.durability)
+
+    summary: dict[str, Any] = {"rounds": args.rounds, "window": args.window, "durability": args.durability}
+    started = time.perf_counter()
+    print("transactions per turn on the server (commits + rollbacks; reads count too):", flush=True)
+    counted: tuple[tuple[str, Callable[[], Side], str], ...] = (
+        ("abeyance", lambda: make_ours(verify=False), ours_url),
+        ("langgraph", make_peer, peers_url),
+    )
+    for name, make, url in counted:
+        database = url.rsplit("/", 1)[1]
+        suspend = await transactions_per_turn(make, url, database, "suspend")
+        turn = await transactions_per_turn(make, url, database, "turn")
+        summary[f"{name}_transactions_suspend"] = suspend
+        summary[f"{name}_transactions_resume"] = round(turn - suspend, 1)
+        summary[f"{name}_transactions_turn"] = turn
+        print(f"  {name:<10} suspend {suspend}, resolve + resume {round(turn - suspend, 1)}, turn {turn}")
+
+    sides: dict[str, Side] = {"abeyance": make_ours(), "langgraph": make_peer()}
+    for side in sides.values():
+        await side.open()
+    try:
+        for side in sides.values():  # warm both up
+            conversation = await side.new_conversation()
+            for _ in range(3):
+                await side.turn(conversation)
+        if isinstance(sides["abeyance"], OursSide):
+            commits = sides["abeyance"].commit_counts()
+            print(f"\nabeyance commits (SQLAlchemy): suspend {commits[0]}, resolve + resume {commits[1]}")
+            summary["abeyance_commits_suspend"], summary["abeyance_commits_resume"] = commits
+
+        print(f"\nturn 1: {args.rounds} rounds of {args.window} turns per side, interleaved (p50, ms)")
+        ratios: list[float] = []
+        all_samples: dict[str, Samples] = {n: Samples() for n in sides}
+        for r in range(args.rounds):
+            first = "abeyance" if r % 2 == 0 else "langgraph"
+            samples = await interleaved(sides, None, args.window, first)
+            ratio = p50(samples["abeyance"].turn) / p50(samples["langgraph"].turn)
+            ratios.append(ratio)
+            print(f" round {r + 1}: abeyance / langgraph = {ratio:.2f}\n{HEADER}", flush=True)
+            for name, s in samples.items():
+                print(row(name, s))
+                for attr in ("suspend", "resolve", "resume", "statements"):
+                    getattr(all_samples[name], attr).extend(getattr(s, attr))
+        print(f" all rounds:\n{HEADER}")
+        for name, s in all_samples.items():
+            print(row(name, s))
+            summary[f"{name}_turn1_p50_ms"] = p50(s.turn)
+            summary[f"{name}_suspend_p50_ms"] = p50(s.suspend)
+            summary[f"{name}_resume_p50_ms"] = p50(s.resume)
+            summary[f"{name}_statements_per_turn"] = statistics.median(s.statements)
+        summary["turn1_ratio"] = round(statistics.median(ratios), 3)
+        summary["turn1_ratio_min"] = round(min(ratios), 3)
+        summary["turn1_ratio_max"] = round(max(ratios), 3)
+        print(
+            f" turn 1: abeyance / langgraph = {summary['turn1_ratio']} "
+            f"(rounds {summary['turn1_ratio_min']}-{summary['turn1_ratio_max']}; target <= 0.5)"
+        )
+
+        if args.long:
+            long = {n: await side.new_conversation() for n, side in sides.items()}
+            for _ in range(args.long - 1):
+                for name, side in sides.items():
+                    await side.turn(long[name])
+            per_round = args.window // 2 or 1
+            print(f"\nturn {args.long}: {args.rounds} rounds of {per_round} turns per side (p50, ms)")
+            long_ratios = []
+            long_samples: dict[str, Samples] = {n: Samples() for n in sides}
+            for r in range(args.rounds):
+                first = "abeyance" if r % 2 == 0 else "langgraph"
+                samples = await interleaved(sides, long, per_round, first)
+                long_ratios.append(p50(samples["abeyance"].turn) / p50(samples["langgraph"].turn))
+                for name, s in samples.items():
+                    for attr in ("suspend", "resolve", "resume", "statements"):
+                        getattr(long_samples[name], attr).extend(getattr(s, attr))
+            print(HEADER)
+            for name, s in long_samples.items():
+                print(row(name, s))
+                summary[f"{name}_turn{args.long}_p50_ms"] = p50(s.turn)
+                summary[f"{name}_turn{args.long}_vs_turn1_ratio"] = round(
+                    p50(s.turn) / summary[f"{name}_turn1_p50_ms"], 2
+                )
+            summary[f"turn{args.long}_ratio"] = round(statistics.median(long_ratios), 3)
+            summary[f"turn{args.long}_ratio_min"] = round(min(long_ratios), 3)
+            summary[f"turn{args.long}_ratio_max"] = round(max(long_ratios), 3)
+            print(
+                f" turn {args.long}: abeyance / langgraph = {summary[f'turn{args.long}_ratio']} "
+                f"(rounds {summary[f'turn{args.long}_ratio_min']}-{summary[f'turn{args.long}_ratio_max']};"
+                " target <= 0.2)"
+            )
+    finally:
+        for side in sides.values():
+            await side.close()
+    summary["load_average"] = os.getloadavg()[0]
+    summary["seconds"] = round(time.perf_counter() - started, 1)
+    print(f"service log: {log_path}")
+    print(json.dumps(summary))
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

@@ -1,0 +1,52 @@
+"""Pooled PostgreSQL connections: pinged only after sitting idle, replaced when the ping fails."""
+
+from __future__ import annotations
+
+import pytest
+import sqlalchemy as sa
+
+from abeyance.infra.db import engine as engine_module
+from abeyance.infra.db.engine import create_engine
+
+
+async def backend_pid(engine: sa.ext.asyncio.AsyncEngine) -> int:
+    async with engine.connect() as conn:
+        return int((await conn.execute(sa.text("SELECT pg_backend_pid()"))).scalar_one())
+
+
+async def test_a_dropped_idle_connection_is_replaced_without_an_error(
+    pg_migrated: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    engine = create_engine(pg_migrated, pool_size=1)
+    admin = create_engine(pg_migrated)
+    try:
+        first = await backend_pid(engine)
+        assert await backend_pid(engine) == first  # the pool hands the same connection back
+        async with admin.connect() as conn:
+            await conn.execute(sa.text("SELECT pg_terminate_backend(:pid)"), {"pid": first})
+        monkeypatch.setattr(engine_module, "PING_AFTER_IDLE_SECONDS", 0.0)
+        # The pooled connection is dead; its ping fails and the checkout gets a new one.
+        replaced = await backend_pid(engine)
+        assert replaced != first
+    finally:
+        await engine.dispose()
+        await admin.dispose()
+
+
+async def test_a_connection_just_returned_is_not_pinged(pg_migrated: str) -> None:
+    engine = create_engine(pg_migrated, pool_size=1)
+    pings: list[object] = []
+    dialect = engine.sync_engine.dialect
+    original = dialect.do_ping
+
+    def counting_ping(dbapi_connection: object) -> bool:
+        pings.append(dbapi_connection)
+        return original(dbapi_connection)
+
+    dialect.do_ping = counting_ping  # type: ignore[method-assign]
+    try:
+        for _ in range(5):
+            await backend_pid(engine)
+        assert pings == []
+    finally:
+        await engine.dispose()

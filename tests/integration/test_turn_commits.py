@@ -1,0 +1,74 @@
+"""What an approval turn commits: counted on the engine, so the count cannot creep back up."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import sqlalchemy as sa
+
+from abeyance.app.container import Container
+from abeyance.domain.access import Role
+from abeyance.domain.records import Principal
+from abeyance.domain.services import Resolution
+from abeyance.domain.states import Decision, PendingStatus, RunStatus
+from tests.conftest import call, script
+
+ADMIN = Principal(id="admin:test", role=Role.ADMIN, workspace=None)
+GATED = script([call("replay_dlq_event", event_id="evt_1001", reason="retry")], "replayed")
+
+SUSPEND_COMMITS = 4
+"""The message accepted (run queued), the claim, the prompt and the model's call stored, the suspension."""
+RESUME_COMMITS = 5
+"""The decision, the claim, the tool's own effect, the tool's outcome with its `tool.result`
+event, and the run's end with the final answer, its last text delta and the closing events."""
+
+
+async def test_an_approval_turn_makes_four_commits_to_suspend_and_five_to_finish(
+    container: Container,
+) -> None:
+    commits: list[Any] = []
+    sa.event.listen(container.uow.engine.sync_engine, "commit", commits.append)
+    service, worker = container.service, container.worker
+    conversation = await service.create_conversation(ADMIN, "ops", "default")
+
+    for turn in range(3):  # the counts hold on every turn, not only on a fresh conversation
+        commits.clear()
+        run = await service.post_message(ADMIN, conversation.id, GATED)
+        assert await worker.run_once()
+        assert len(commits) == SUSPEND_COMMITS, f"turn {turn}: suspend path"
+
+        async with container.uow() as uow:
+            [pending] = await uow.pending.for_run(run.id, PendingStatus.AWAITING)
+        commits.clear()
+        await service.resolve_pending(ADMIN, pending.correlation_id, Resolution(Decision.APPROVE))
+        assert await worker.run_once()
+        assert len(commits) == RESUME_COMMITS, f"turn {turn}: resume path"
+
+        view = await service.get_run(ADMIN, run.id)
+        assert view.run.status is RunStatus.COMPLETED
+        assert view.run.output == "replayed"
+
+
+async def test_the_events_of_a_turn_are_all_written(container: Container) -> None:
+    """Fewer transactions, same stream: every event a client saw before is still there, in order."""
+    service, worker = container.service, container.worker
+    conversation = await service.create_conversation(ADMIN, "ops", "default")
+    run = await service.post_message(ADMIN, conversation.id, GATED)
+    assert await worker.run_once()
+    async with container.uow() as uow:
+        [pending] = await uow.pending.for_run(run.id, PendingStatus.AWAITING)
+    await service.resolve_pending(ADMIN, pending.correlation_id, Resolution(Decision.APPROVE))
+    assert await worker.run_once()
+
+    async with container.uow() as uow:
+        events = await uow.events.after(conversation.id, 0, 100)
+    kinds = [e.type for e in events]
+    tail = kinds[kinds.index("pending.resolved") :]
+    assert tail.count("tool.result") == 1
+    assert tail.index("tool.result") < tail.index("message.delta") < tail.index("run.completed")
+    [result] = [e for e in events if e.type == "tool.result"]
+    assert result.data["ok"] is True
+    assert result.data["tool_call_id"] == pending.tool_call_id
+    assert result.data["result"]["event_id"] == "evt_1001"
+    [delta] = [e for e in events if e.type == "message.delta" and e.data["run_id"] == str(run.id)]
+    assert delta.data["text"] == "replayed"
