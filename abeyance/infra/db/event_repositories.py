@@ -58,16 +58,18 @@ class SqlEventRepository:
     ) -> StoredEvent:
         pending = event_type in PENDING_EVENT_TYPES
         if self._session.get_bind().dialect.name == "postgresql":
-            await self._session.execute(
-                sa.select(sa.func.pg_advisory_xact_lock(_advisory_key(conversation_id)))
-            )
-            if conversation_id not in self.published:
-                # Delivered on commit, to the listeners of other processes (`PgEventListener`).
-                await self._session.execute(
-                    sa.select(sa.func.pg_notify(NOTIFY_CHANNEL, str(conversation_id)))
-                )
+            # The lock and the notifications go in one round trip, and only the first event of a
+            # conversation in this transaction needs them: the lock is held until the commit, and
+            # notifications are delivered on commit, to the listeners of other processes.
+            first = conversation_id not in self.published
+            calls: list[Any] = []
+            if first:
+                calls.append(sa.func.pg_advisory_xact_lock(_advisory_key(conversation_id)))
+                calls.append(sa.func.pg_notify(NOTIFY_CHANNEL, str(conversation_id)))
             if pending and workspace not in self.pending_workspaces:
-                await self._session.execute(sa.select(sa.func.pg_notify(PENDING_CHANNEL, workspace)))
+                calls.append(sa.func.pg_notify(PENDING_CHANNEL, workspace))
+            if calls:
+                await self._session.execute(sa.select(*calls))
         event_id = await self._session.scalar(
             t.events.insert()
             .values(
