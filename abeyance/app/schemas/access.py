@@ -6,9 +6,9 @@ import uuid
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, BeforeValidator, Field
 
-from abeyance.app.schemas.validation import JsonObject, Strict, UtcDatetime
+from abeyance.app.schemas.validation import FromRecord, JsonObject, Strict, UtcDatetime
 from abeyance.domain.access import Permission
 from abeyance.domain.keys import IssuedKey
 from abeyance.domain.records import (
@@ -16,6 +16,12 @@ from abeyance.domain.records import (
     Authorization,
     Principal,
 )
+
+
+def _object_or_none(value: Any) -> Any:
+    """A stored rule that is not a JSON object is shown as null (it gates every call)."""
+    return value if isinstance(value, dict) else None
+
 
 WorkspaceName = Annotated[str, Field(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9_.-]+$")]
 
@@ -30,11 +36,11 @@ class CreateAuthorization(Strict):
     workspace: WorkspaceName | None = Field(default=None, description="Admins only; defaults to the key's")
 
 
-class AuthorizationOut(BaseModel):
+class AuthorizationOut(FromRecord):
     id: uuid.UUID
     workspace: str
     tool_name: str
-    args_match: dict[str, Any] | None
+    args_match: Annotated[dict[str, Any] | None, BeforeValidator(_object_or_none)]
     reason: str
     created_by: str
     created_at: datetime
@@ -48,7 +54,7 @@ class CreateKey(Strict):
     name: str | None = Field(default=None, min_length=1, max_length=200)
 
 
-class ApiKeyOut(BaseModel):
+class ApiKeyOut(FromRecord):
     id: uuid.UUID
     name: str
     prefix: str
@@ -71,6 +77,7 @@ class PrincipalOut(BaseModel):
 
 
 def principal_out(principal: Principal) -> PrincipalOut:
+    """By hand on purpose: the permissions are the role's, spelled out for the caller."""
     return PrincipalOut(
         id=principal.id,
         name=principal.name,
@@ -81,29 +88,11 @@ def principal_out(principal: Principal) -> PrincipalOut:
 
 
 def authorization_out(a: Authorization) -> AuthorizationOut:
-    return AuthorizationOut(
-        id=a.id,
-        workspace=a.workspace,
-        tool_name=a.tool_name,
-        args_match=a.args_match if isinstance(a.args_match, dict) else None,
-        reason=a.reason,
-        created_by=a.created_by,
-        created_at=a.created_at,
-        expires_at=a.expires_at,
-        revoked_at=a.revoked_at,
-    )
+    return AuthorizationOut.model_validate(a)
 
 
 def api_key_out(k: ApiKey) -> ApiKeyOut:
-    return ApiKeyOut(
-        id=k.id,
-        name=k.name,
-        prefix=k.prefix,
-        role=k.role.value,
-        workspace=k.workspace,
-        created_at=k.created_at,
-        revoked_at=k.revoked_at,
-    )
+    return ApiKeyOut.model_validate(k)
 
 
 def issued_key_out(issued: IssuedKey) -> IssuedKeyOut:

@@ -5,18 +5,18 @@ from __future__ import annotations
 import base64
 import uuid
 from datetime import datetime
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, BeforeValidator, Field
 
-from abeyance.app.schemas.validation import MAX_ROW_ID, jsonable
+from abeyance.app.schemas.validation import MAX_ROW_ID, FromRecord, jsonable
 from abeyance.domain.errors import ValidationFailed
 from abeyance.domain.records import (
     AuditEntry,
 )
 
 
-class AuditEntryOut(BaseModel):
+class AuditEntryOut(FromRecord):
     id: int
     at: datetime
     actor: str
@@ -27,7 +27,7 @@ class AuditEntryOut(BaseModel):
     run_id: uuid.UUID | None
     correlation_id: uuid.UUID | None
     trace_id: str | None
-    details: dict[str, Any]
+    details: Annotated[dict[str, Any], BeforeValidator(jsonable)]
 
 
 class AuditPage(BaseModel):
@@ -36,21 +36,7 @@ class AuditPage(BaseModel):
 
 
 def audit_out(entry: AuditEntry) -> AuditEntryOut:
-    assert entry.id is not None
-    assert entry.at is not None
-    return AuditEntryOut(
-        id=entry.id,
-        at=entry.at,
-        actor=entry.actor,
-        actor_name=entry.actor_name,
-        action=entry.action,
-        workspace=entry.workspace,
-        conversation_id=entry.conversation_id,
-        run_id=entry.run_id,
-        correlation_id=entry.correlation_id,
-        trace_id=entry.trace_id,
-        details=jsonable(entry.details),
-    )
+    return AuditEntryOut.model_validate(entry)
 
 
 def encode_audit_cursor(entry: AuditEntry) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import uuid
 from datetime import datetime
@@ -10,7 +11,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from abeyance.app.schemas.runs import RunOut
-from abeyance.app.schemas.validation import Strict
+from abeyance.app.schemas.validation import FromRecord, Strict
 from abeyance.domain.access import Permission
 from abeyance.domain.records import (
     Conversation,
@@ -30,7 +31,7 @@ class PostMessage(Strict):
     content: str = Field(min_length=1)
 
 
-class ConversationOut(BaseModel):
+class ConversationOut(FromRecord):
     id: uuid.UUID
     workspace: str
     agent: str
@@ -72,31 +73,15 @@ class ToolCallOut(BaseModel):
 
 
 def conversation_out(c: Conversation) -> ConversationOut:
-    return ConversationOut(
-        id=c.id,
-        workspace=c.workspace,
-        agent=c.agent,
-        status=c.status,
-        active_run_id=c.active_run_id,
-        created_at=c.created_at,
-        updated_at=c.updated_at,
-        created_by=c.created_by,
-    )
+    return ConversationOut.model_validate(c)
 
 
 def tool_call_out(r: ToolCallRecord) -> ToolCallOut:
-    md = r.metadata
+    """The record with its metadata flattened: the API shows one object per call."""
     return ToolCallOut(
+        **dataclasses.asdict(r.metadata),
         tool_call_id=r.tool_call_id,
-        tool_name=md.tool_name,
-        agent_name=md.agent_name,
-        ok=md.ok,
-        error_class=md.error_class,
         error_code=r.error_code,
-        latency_ms=md.latency_ms,
-        trace_id=md.trace_id,
-        started_at=md.started_at,
-        ended_at=md.ended_at,
         result=r.result,
     )
 

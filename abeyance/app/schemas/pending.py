@@ -9,7 +9,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from abeyance.app.schemas.validation import JsonObject, JsonValue, Strict, as_utc
+from abeyance.app.schemas.validation import FromRecord, JsonObject, JsonValue, Strict, as_utc
 from abeyance.domain.access import Permission
 from abeyance.domain.errors import ValidationFailed
 from abeyance.domain.records import (
@@ -26,7 +26,7 @@ class ResolveBody(Strict):
     args_hash: str | None = Field(default=None, min_length=64, max_length=64)
 
 
-class PendingCallOut(BaseModel):
+class PendingCallOut(FromRecord):
     correlation_id: uuid.UUID
     conversation_id: uuid.UUID
     run_id: uuid.UUID
@@ -56,31 +56,16 @@ class PendingPage(BaseModel):
 
 
 def pending_out(p: PendingCall, principal: Principal) -> PendingCallOut:
-    """Full (and edited) arguments only for those who may approve; everyone sees the sanitized summary."""
+    """The record's fields, but the full (and edited) arguments only for those who may approve;
+    everyone sees the sanitized summary, and the answer given."""
     privileged = principal.may(Permission.APPROVE)
     resolution = p.resolution or {}
-    return PendingCallOut(
-        correlation_id=p.correlation_id,
-        conversation_id=p.conversation_id,
-        run_id=p.run_id,
-        tool_call_id=p.tool_call_id,
-        tool_name=p.tool_name,
-        agent=p.agent,
-        agent_path=p.agent_path,
-        executor=p.executor.value,
-        kind=p.kind.value,
-        args_summary=p.args_summary,
-        args_hash=p.args_hash,
-        effect_description=p.effect_description,
-        status=p.status.value,
-        created_at=p.created_at,
-        expires_at=p.expires_at,
-        resolved_at=p.resolved_at,
-        resolved_by=p.resolved_by,
-        reason=p.reason,
-        args=p.args if privileged else None,
-        edited_args=resolution.get("args") if privileged else None,
-        result=resolution.get("result"),
+    return PendingCallOut.model_validate(p).model_copy(
+        update={
+            "args": p.args if privileged else None,
+            "edited_args": resolution.get("args") if privileged else None,
+            "result": resolution.get("result"),
+        }
     )
 
 

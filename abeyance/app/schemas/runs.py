@@ -39,6 +39,7 @@ class RunOut(BaseModel):
 
 
 def run_out(view: RunView, principal: Principal) -> RunOut:
+    """By hand on purpose: a run is shown with its awaiting calls as the caller may see them."""
     run: Run = view.run
     return RunOut(
         id=run.id,

@@ -84,3 +84,10 @@ UtcDatetime = Annotated[AwareDatetime, AfterValidator(as_utc)]
 
 class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
+
+
+class FromRecord(BaseModel):
+    """A response model read from a record's attributes of the same names (`model_validate`),
+    so a field is listed on the record and here, nowhere else."""
+
+    model_config = ConfigDict(from_attributes=True)

@@ -5,9 +5,9 @@ from __future__ import annotations
 import uuid
 from datetime import datetime
 
-from pydantic import BaseModel, Field
+from pydantic import Field
 
-from abeyance.app.schemas.validation import Strict
+from abeyance.app.schemas.validation import FromRecord, Strict
 from abeyance.domain.records import (
     Webhook,
 )
@@ -19,7 +19,7 @@ class CreateWebhook(Strict):
     workspace: str | None = Field(default=None, min_length=1, max_length=100, pattern=r"^[A-Za-z0-9_.-]+$")
 
 
-class WebhookOut(BaseModel):
+class WebhookOut(FromRecord):
     id: uuid.UUID
     workspace: str
     url: str
@@ -33,15 +33,9 @@ class WebhookCreatedOut(WebhookOut):
 
 
 def webhook_out(w: Webhook) -> WebhookOut:
-    return WebhookOut(
-        id=w.id,
-        workspace=w.workspace,
-        url=w.url,
-        events=list(w.events),
-        created_by=w.created_by,
-        created_at=w.created_at,
-    )
+    return WebhookOut.model_validate(w)
 
 
 def webhook_created_out(w: Webhook) -> WebhookCreatedOut:
-    return WebhookCreatedOut(**webhook_out(w).model_dump(), secret=w.secret)
+    """The one response that shows the signing secret."""
+    return WebhookCreatedOut.model_validate(w)

@@ -13,6 +13,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from abeyance.domain.access import Role
 from abeyance.domain.records import ApiKey, Authorization
 from abeyance.infra.db import tables as t
+from abeyance.infra.db.rows import row_values
 
 
 def _key_from_row(row: Any) -> ApiKey:
@@ -26,18 +27,7 @@ class SqlApiKeyRepository:
         self._session = session
 
     async def add(self, key: ApiKey) -> None:
-        await self._session.execute(
-            t.api_keys.insert().values(
-                id=key.id,
-                name=key.name,
-                prefix=key.prefix,
-                key_hash=key.key_hash,
-                role=key.role.value,
-                workspace=key.workspace,
-                created_at=key.created_at,
-                revoked_at=key.revoked_at,
-            )
-        )
+        await self._session.execute(t.api_keys.insert().values(row_values(key, t.api_keys)))
 
     async def get(self, key_id: uuid.UUID) -> ApiKey | None:
         row = (await self._session.execute(sa.select(t.api_keys).where(t.api_keys.c.id == key_id))).first()
@@ -83,17 +73,7 @@ class SqlAuthorizationRepository:
 
     async def add(self, authorization: Authorization) -> None:
         await self._session.execute(
-            t.authorizations.insert().values(
-                id=authorization.id,
-                workspace=authorization.workspace,
-                tool_name=authorization.tool_name,
-                args_match=authorization.args_match,
-                reason=authorization.reason,
-                created_by=authorization.created_by,
-                created_at=authorization.created_at,
-                expires_at=authorization.expires_at,
-                revoked_at=authorization.revoked_at,
-            )
+            t.authorizations.insert().values(row_values(authorization, t.authorizations))
         )
 
     async def get(self, authorization_id: uuid.UUID) -> Authorization | None:

@@ -12,6 +12,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from abeyance.domain.events import PENDING_EVENT_TYPES
 from abeyance.domain.records import OutboxItem, StoredEvent, Webhook
 from abeyance.infra.db import tables as t
+from abeyance.infra.db.rows import row_values
 
 DELIVERED = "delivered"
 PENDING = "pending"
@@ -142,15 +143,7 @@ class SqlWebhookRepository:
 
     async def add(self, webhook: Webhook) -> None:
         await self._session.execute(
-            t.webhooks.insert().values(
-                id=webhook.id,
-                workspace=webhook.workspace,
-                url=webhook.url,
-                events=list(webhook.events),
-                secret=webhook.secret,
-                created_by=webhook.created_by,
-                created_at=webhook.created_at,
-            )
+            t.webhooks.insert().values(row_values(webhook, t.webhooks, events=list(webhook.events)))
         )
 
     async def get(self, webhook_id: uuid.UUID) -> Webhook | None:

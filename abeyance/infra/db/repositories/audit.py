@@ -13,6 +13,7 @@ from abeyance.domain.records import (
 )
 from abeyance.infra.db import tables as t
 from abeyance.infra.db.repositories.base import SqlRepository
+from abeyance.infra.db.rows import row_values
 from abeyance.infra.telemetry import current_trace_id, span_event
 
 
@@ -27,15 +28,7 @@ class SqlAuditRepository(SqlRepository):
         trace_id = entry.trace_id or current_trace_id()
         await self._session.execute(
             t.audit_log.insert().values(
-                at=now,
-                actor=entry.actor,
-                action=entry.action,
-                workspace=entry.workspace,
-                conversation_id=entry.conversation_id,
-                run_id=entry.run_id,
-                correlation_id=entry.correlation_id,
-                trace_id=trace_id,
-                details=entry.details,
+                row_values(entry, t.audit_log, omit=("id",), at=now, trace_id=trace_id)
             )
         )
         span_event(

@@ -12,21 +12,13 @@ from abeyance.domain.records import (
 )
 from abeyance.infra.db import tables as t
 from abeyance.infra.db.repositories.base import SqlRepository, rowcount
+from abeyance.infra.db.rows import row_values
 
 
 class SqlConversationRepository(SqlRepository):
     async def add(self, conversation: Conversation) -> None:
         await self._session.execute(
-            t.conversations.insert().values(
-                id=conversation.id,
-                workspace=conversation.workspace,
-                agent=conversation.agent,
-                status=conversation.status,
-                active_run_id=conversation.active_run_id,
-                created_at=conversation.created_at,
-                updated_at=conversation.updated_at,
-                created_by=conversation.created_by,
-            )
+            t.conversations.insert().values(row_values(conversation, t.conversations))
         )
 
     async def get(self, conversation_id: uuid.UUID) -> Conversation | None:

@@ -16,6 +16,7 @@ from abeyance.domain.states import PendingStatus
 from abeyance.domain.tools import Executor, PendingKind
 from abeyance.infra.db import tables as t
 from abeyance.infra.db.repositories.base import SqlRepository, rowcount
+from abeyance.infra.db.rows import row_values
 
 
 def _pending_from_row(row: Any) -> PendingCall:
@@ -28,32 +29,7 @@ def _pending_from_row(row: Any) -> PendingCall:
 
 class SqlPendingCallRepository(SqlRepository):
     async def add(self, call: PendingCall) -> None:
-        await self._session.execute(
-            t.pending_calls.insert().values(
-                correlation_id=call.correlation_id,
-                conversation_id=call.conversation_id,
-                run_id=call.run_id,
-                workspace=call.workspace,
-                segment=call.segment,
-                tool_call_id=call.tool_call_id,
-                tool_name=call.tool_name,
-                agent=call.agent,
-                executor=call.executor.value,
-                kind=call.kind.value,
-                args=call.args,
-                args_summary=call.args_summary,
-                args_hash=call.args_hash,
-                effect_description=call.effect_description,
-                status=call.status.value,
-                resolution=call.resolution,
-                reason=call.reason,
-                resolved_by=call.resolved_by,
-                created_at=call.created_at,
-                expires_at=call.expires_at,
-                resolved_at=call.resolved_at,
-                agent_path=call.agent_path,
-            )
-        )
+        await self._session.execute(t.pending_calls.insert().values(row_values(call, t.pending_calls)))
 
     async def get(self, correlation_id: uuid.UUID) -> PendingCall | None:
         row = (

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 from collections.abc import Sequence
 from datetime import datetime
@@ -17,32 +18,18 @@ from abeyance.domain.records import (
 from abeyance.domain.states import RunStatus
 from abeyance.infra.db import tables as t
 from abeyance.infra.db.repositories.base import SqlRepository, rowcount
+from abeyance.infra.db.rows import record_from_row, row_values
 from abeyance.infra.telemetry import current_trace_context
 
 
 def _run_from_row(row: Any) -> Run:
     m = row._mapping
-    error = m["error"]
-    return Run(
-        id=m["id"],
-        conversation_id=m["conversation_id"],
-        workspace=m["workspace"],
-        agent=m["agent"],
+    return record_from_row(
+        Run,
+        row,
         status=RunStatus(m["status"]),
-        input=m["input"],
-        output=m["output"],
-        error=RunError(**error) if error else None,
-        segment=m["segment"],
-        awaiting_count=m["awaiting_count"],
+        error=RunError(**m["error"]) if m["error"] else None,
         usage=Usage.from_json(m["usage"]),
-        cancel_requested=m["cancel_requested"],
-        lease_owner=m["lease_owner"],
-        lease_expires_at=m["lease_expires_at"],
-        created_at=m["created_at"],
-        updated_at=m["updated_at"],
-        finished_at=m["finished_at"],
-        trace_context=m["trace_context"],
-        claims=m["claims"],
     )
 
 
@@ -51,25 +38,13 @@ class SqlRunRepository(SqlRepository):
         """Insert a run; without a trace context of its own it keeps the current one (the request's)."""
         await self._session.execute(
             t.runs.insert().values(
-                id=run.id,
-                conversation_id=run.conversation_id,
-                workspace=run.workspace,
-                agent=run.agent,
-                status=run.status.value,
-                input=run.input,
-                output=run.output,
-                error=None,
-                segment=run.segment,
-                awaiting_count=run.awaiting_count,
-                usage=run.usage.to_json(),
-                cancel_requested=run.cancel_requested,
-                claims=run.claims,
-                lease_owner=None,
-                lease_expires_at=None,
-                trace_context=run.trace_context or current_trace_context(),
-                created_at=run.created_at,
-                updated_at=run.updated_at,
-                finished_at=None,
+                row_values(
+                    run,
+                    t.runs,
+                    error=dataclasses.asdict(run.error) if run.error else None,
+                    usage=run.usage.to_json(),
+                    trace_context=run.trace_context or current_trace_context(),
+                )
             )
         )
 

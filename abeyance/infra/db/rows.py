@@ -1,0 +1,36 @@
+"""A record's row: its fields are the columns of the same names, so neither is listed twice."""
+
+from __future__ import annotations
+
+import dataclasses
+from enum import Enum
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import sqlalchemy as sa
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
+T = TypeVar("T", bound="DataclassInstance")
+
+
+def row_values(record: Any, table: sa.Table, *, omit: tuple[str, ...] = (), **stored: Any) -> dict[str, Any]:
+    """Insert values for `record`: each dataclass field that has a column of its name (an enum
+    as its value), leaving out `omit` (columns the database fills); `stored` gives the fields
+    kept in another form (a JSON document, a nested record) and columns the record lacks."""
+    values: dict[str, Any] = {}
+    for field in dataclasses.fields(record):
+        if field.name in table.c and field.name not in omit:
+            value = getattr(record, field.name)
+            values[field.name] = value.value if isinstance(value, Enum) else value
+    values.update(stored)
+    return values
+
+
+def record_from_row(cls: type[T], row: Any, **stored: Any) -> T:
+    """The record of class `cls` a row holds: each field from the column of its name; `stored`
+    gives the fields kept in another form (a JSON document, an enum's value, a nested record)."""
+    mapping = row._mapping
+    values = {f.name: mapping[f.name] for f in dataclasses.fields(cls) if f.name in mapping and f.init}
+    values.update(stored)
+    return cls(**values)
