@@ -119,6 +119,31 @@ class Run:
     claims: int = 0
     """Segments started since the run last reached a persistence point (counted by the claim)."""
 
+    @classmethod
+    def queued(
+        cls, conversation_id: uuid.UUID, workspace: str, agent: str, content: str, now: datetime
+    ) -> Run:
+        """A new run of one user message, waiting in the queue for a worker."""
+        return cls(
+            id=uuid.uuid4(),
+            conversation_id=conversation_id,
+            workspace=workspace,
+            agent=agent,
+            status=RunStatus.QUEUED,
+            input=content,
+            output=None,
+            error=None,
+            segment=0,
+            awaiting_count=0,
+            usage=Usage(),
+            cancel_requested=False,
+            lease_owner=None,
+            lease_expires_at=None,
+            created_at=now,
+            updated_at=now,
+            finished_at=None,
+        )
+
 
 @dataclass(slots=True)
 class PendingCall:

@@ -28,7 +28,6 @@ from abeyance.domain.records import (
     StoredMessage,
     ToolCallMetadata,
     ToolCallRecord,
-    Usage,
 )
 from abeyance.domain.sanitize import args_hash as compute_args_hash
 from abeyance.domain.states import Decision, PendingStatus, RunStatus, decide
@@ -164,25 +163,7 @@ class AgentService:
         now = self._clock()
         async with self._uow() as uow:
             conversation = await self._visible_conversation(uow, principal, conversation_id)
-            run = Run(
-                id=uuid.uuid4(),
-                conversation_id=conversation.id,
-                workspace=conversation.workspace,
-                agent=conversation.agent,
-                status=RunStatus.QUEUED,
-                input=content,
-                output=None,
-                error=None,
-                segment=0,
-                awaiting_count=0,
-                usage=Usage(),
-                cancel_requested=False,
-                lease_owner=None,
-                lease_expires_at=None,
-                created_at=now,
-                updated_at=now,
-                finished_at=None,
-            )
+            run = Run.queued(conversation.id, conversation.workspace, conversation.agent, content, now)
             if not await uow.conversations.claim_active_run(conversation.id, run.id, now):
                 fresh = await uow.conversations.get(conversation.id)
                 active = fresh.active_run_id if fresh else None

@@ -18,7 +18,7 @@ from abeyance.domain.customer.events import (
 from abeyance.domain.errors import NotFound
 from abeyance.domain.events import EventType, publish, publish_run_status
 from abeyance.domain.ports import RunNotifier, UnitOfWork, UnitOfWorkFactory
-from abeyance.domain.records import AuditEntry, Conversation, Principal, Run, Usage
+from abeyance.domain.records import AuditEntry, Conversation, Principal, Run
 from abeyance.domain.services import Clock, utcnow
 from abeyance.domain.states import RunStatus
 
@@ -110,25 +110,7 @@ class EventIntakeService:
         uow: UnitOfWork, principal: Principal, event: PlatformEvent, prompt: str, now: datetime
     ) -> Run:
         conversation_id = uuid.uuid4()
-        run = Run(
-            id=uuid.uuid4(),
-            conversation_id=conversation_id,
-            workspace=event.workspace,
-            agent=CUSTOMER_AGENT,
-            status=RunStatus.QUEUED,
-            input=prompt,
-            output=None,
-            error=None,
-            segment=0,
-            awaiting_count=0,
-            usage=Usage(),
-            cancel_requested=False,
-            lease_owner=None,
-            lease_expires_at=None,
-            created_at=now,
-            updated_at=now,
-            finished_at=None,
-        )
+        run = Run.queued(conversation_id, event.workspace, CUSTOMER_AGENT, prompt, now)
         await uow.conversations.add(
             Conversation(
                 id=conversation_id,
