@@ -13,8 +13,11 @@ from datetime import timedelta
 from pydantic_ai.models import Model
 
 from abeyance.app.bridges import ask_world_bridge
+from abeyance.app.channel_wiring import channel_loops
 from abeyance.app.settings import Settings
 from abeyance.domain.authorizations import PreApprovalService
+from abeyance.domain.channels.admin import ChannelAdminService
+from abeyance.domain.channels.slack import SlackInbound
 from abeyance.domain.customer.intake import EventIntakeService
 from abeyance.domain.events import ClientPresence, EventService
 from abeyance.domain.keys import KeyService
@@ -56,6 +59,8 @@ class Container:
     webhooks: WebhookService
     intake: EventIntakeService
     worlds: WorldsContext
+    channels: ChannelAdminService
+    slack: SlackInbound
     listener: PgEventListener | None = None
     owns_telemetry: bool = field(default=False)
 
@@ -202,6 +207,7 @@ def build_container(
         max_segment_attempts=settings.max_segment_attempts,
         telemetry=telemetry,
         deliverer=deliverer,
+        loops=channel_loops(settings, uow, utcnow),
     )
     service = AgentService(
         uow,
@@ -209,6 +215,15 @@ def build_container(
         notifier,
         max_content_chars=settings.max_content_chars,
         metrics=telemetry.metrics,
+    )
+    slack = SlackInbound(
+        uow,
+        notifier,
+        service,
+        agent=settings.slack_agent,
+        clock=utcnow,
+        max_content_chars=settings.max_content_chars,
+        notice_workspace=settings.slack_workspace,
     )
     events = EventService(
         uow,
@@ -236,6 +251,8 @@ def build_container(
         webhooks=webhooks,
         intake=EventIntakeService(uow, notifier, clock=utcnow),
         worlds=worlds,
+        channels=ChannelAdminService(uow, clock=utcnow),
+        slack=slack,
         listener=None
         if is_sqlite(settings.database_url)
         else PgEventListener(

@@ -16,6 +16,7 @@ from enum import StrEnum
 from typing import Any
 
 from abeyance.domain.access import Permission
+from abeyance.domain.channels.fanout import CHANNEL_EVENT_TYPES, fan_out
 from abeyance.domain.errors import Forbidden, NotFound
 from abeyance.domain.ports import UnitOfWork, UnitOfWorkFactory
 from abeyance.domain.records import PendingCall, Principal, Run, StoredEvent
@@ -65,8 +66,11 @@ async def publish(
     data: dict[str, Any],
     now: datetime,
 ) -> StoredEvent:
-    """Store one event in the caller's transaction and queue its webhook deliveries with it."""
+    """Store one event in the caller's transaction and queue its webhook deliveries and channel
+    notices with it."""
     event = await uow.events.append(conversation_id, workspace, event_type.value, data, now)
+    if event_type.value in CHANNEL_EVENT_TYPES:
+        await fan_out(uow, event)
     if event_type in WEBHOOK_EVENT_TYPES:
         for hook in await uow.webhooks.subscribed(workspace, event_type.value):
             await uow.outbox.enqueue(

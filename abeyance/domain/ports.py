@@ -8,6 +8,7 @@ from datetime import datetime
 from types import TracebackType
 from typing import Any, Protocol, Self
 
+from abeyance.domain.channels.ports import ChannelRepository
 from abeyance.domain.customer.ports import WorkspaceRepository
 from abeyance.domain.records import (
     ApiKey,
@@ -43,9 +44,14 @@ class ConversationRepository(Protocol):
 
 class MessageRepository(Protocol):
     async def append(
-        self, conversation_id: uuid.UUID, run_id: uuid.UUID | None, bodies: Sequence[str], now: datetime
+        self,
+        conversation_id: uuid.UUID,
+        run_id: uuid.UUID | None,
+        bodies: Sequence[str],
+        now: datetime,
+        channel: str | None = None,
     ) -> int:
-        """Append bodies after the last seq; returns the new last seq."""
+        """Append bodies after the last seq (written through `channel`); returns the new last seq."""
         ...
 
     async def read(self, conversation_id: uuid.UUID, after_seq: int = 0) -> list[StoredMessage]: ...
@@ -297,6 +303,8 @@ class UnitOfWork(Protocol):
     def api_keys(self) -> ApiKeyRepository: ...
     @property
     def authorizations(self) -> AuthorizationRepository: ...
+    @property
+    def channels(self) -> ChannelRepository: ...
 
     async def __aenter__(self) -> Self: ...
     async def __aexit__(

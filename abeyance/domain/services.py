@@ -10,12 +10,11 @@ from typing import Any
 
 from abeyance.domain import run_lifecycle
 from abeyance.domain.access import Permission, permission_to_resolve
-from abeyance.domain.errors import ArgsChanged, NotFound, RunActive, Stale, ValidationFailed
+from abeyance.domain.errors import ArgsChanged, NotFound, Stale, ValidationFailed
 from abeyance.domain.events import (
     EventType,
     publish,
     publish_pending_resolved,
-    publish_run_status,
     run_status_data,
 )
 from abeyance.domain.ports import RunNotifier, ServiceMetrics, ToolCatalog, UnitOfWork, UnitOfWorkFactory
@@ -29,6 +28,7 @@ from abeyance.domain.records import (
     ToolCallMetadata,
     ToolCallRecord,
 )
+from abeyance.domain.run_queue import check_content, queue_message
 from abeyance.domain.sanitize import args_hash as compute_args_hash
 from abeyance.domain.states import Decision, PendingStatus, RunStatus, decide
 from abeyance.domain.tools import PendingKind
@@ -149,44 +149,15 @@ class AgentService:
                     active = RunView(run=run, pending=pending)
             return conversation, messages, active
 
-    async def post_message(self, principal: Principal, conversation_id: uuid.UUID, content: str) -> Run:
+    async def post_message(
+        self, principal: Principal, conversation_id: uuid.UUID, content: str, channel: str = "web"
+    ) -> Run:
         """Write the user message's run as `queued`; the worker turns it into messages."""
-        if not content.strip():
-            raise ValidationFailed(
-                "content is empty", extra={"errors": [{"loc": ["content"], "msg": "empty"}]}
-            )
-        if len(content) > self._max_content_chars:
-            raise ValidationFailed(
-                f"content is longer than {self._max_content_chars} characters",
-                extra={"errors": [{"loc": ["content"], "msg": "too long"}]},
-            )
+        check_content(content, self._max_content_chars)
         now = self._clock()
         async with self._uow() as uow:
             conversation = await self._visible_conversation(uow, principal, conversation_id)
-            run = Run.queued(conversation.id, conversation.workspace, conversation.agent, content, now)
-            if not await uow.conversations.claim_active_run(conversation.id, run.id, now):
-                fresh = await uow.conversations.get(conversation.id)
-                active = fresh.active_run_id if fresh else None
-                pending = await uow.pending.for_run(active, PendingStatus.AWAITING) if active else []
-                raise RunActive(
-                    "the conversation has a run that has not finished; resolve or cancel it first",
-                    extra={
-                        "run_id": str(active) if active else None,
-                        "pending": [_brief(p) for p in pending],
-                    },
-                )
-            await uow.runs.add(run)
-            await uow.audit.append(
-                AuditEntry(
-                    action="run.queued",
-                    actor=principal.id,
-                    workspace=conversation.workspace,
-                    conversation_id=conversation.id,
-                    run_id=run.id,
-                ),
-                now,
-            )
-            await publish_run_status(uow, run, RunStatus.QUEUED.value, now)
+            run = await queue_message(uow, principal.id, conversation, content, now, channel)
             await uow.commit()
         self._metrics.run_status(RunStatus.QUEUED)
         await self._notifier.run_queued(run.id)
@@ -431,19 +402,6 @@ _AUDIT_ACTIONS = {
     PendingStatus.EXPIRED: "pending.expired",
     PendingStatus.CANCELLED: "pending.cancelled",
 }
-
-
-def _brief(call: PendingCall) -> dict[str, Any]:
-    """A pending call as an error body may carry it: the summary, never the full arguments."""
-    return {
-        "correlation_id": str(call.correlation_id),
-        "kind": call.kind.value,
-        "tool_name": call.tool_name,
-        "args_summary": call.args_summary,
-        "effect_description": call.effect_description,
-        "status": call.status.value,
-        "expires_at": call.expires_at.isoformat(),
-    }
 
 
 async def actor_names(uow: UnitOfWork, actors: Iterable[str | None]) -> dict[str, str]:

@@ -110,7 +110,7 @@ class EventIntakeService:
         uow: UnitOfWork, principal: Principal, event: PlatformEvent, prompt: str, now: datetime
     ) -> Run:
         conversation_id = uuid.uuid4()
-        run = Run.queued(conversation_id, event.workspace, CUSTOMER_AGENT, prompt, now)
+        run = Run.queued(conversation_id, event.workspace, CUSTOMER_AGENT, prompt, now, channel="system")
         await uow.conversations.add(
             Conversation(
                 id=conversation_id,

@@ -89,7 +89,9 @@ class Ending(EventPublishing):
     ) -> None:
         """Write the run's end in the caller's transaction: its last messages, the final status,
         the audit row, the conversation freed and the closing events."""
-        await uow.messages.append(run.conversation_id, run.id, [encode(m) for m in messages], now)
+        await uow.messages.append(
+            run.conversation_id, run.id, [encode(m) for m in messages], now, run.channel
+        )
         tool_events = self._tool_events(run, messages, announced)
         match status:
             case RunStatus.COMPLETED:

@@ -39,7 +39,9 @@ class Leases(EventPublishing):
         """Append new messages and renew the lease in one transaction; True if a cancel was requested."""
         now = self._clock()
         async with self._uow() as uow:
-            await uow.messages.append(run.conversation_id, run.id, [encode(m) for m in messages], now)
+            await uow.messages.append(
+                run.conversation_id, run.id, [encode(m) for m in messages], now, run.channel
+            )
             if not await uow.runs.record_progress(run.id, owner, usage, now, now + self._lease):
                 raise LeaseLost()
             cancel = await uow.runs.cancel_requested(run.id)

@@ -85,7 +85,9 @@ class Suspending(Ending):
                 self._metrics.run_status(RunStatus.CANCELLED)
                 log.info("run.cancelled", usage=usage.to_json(), **details)
                 return RunStatus.CANCELLED
-            await uow.messages.append(run.conversation_id, run.id, [encode(m) for m in messages], now)
+            await uow.messages.append(
+                run.conversation_id, run.id, [encode(m) for m in messages], now, run.channel
+            )
             if not await run_lifecycle.suspend(
                 uow,
                 run,

@@ -17,7 +17,12 @@ from abeyance.infra.db.repositories.base import SqlRepository
 
 class SqlMessageRepository(SqlRepository):
     async def append(
-        self, conversation_id: uuid.UUID, run_id: uuid.UUID | None, bodies: Sequence[str], now: datetime
+        self,
+        conversation_id: uuid.UUID,
+        run_id: uuid.UUID | None,
+        bodies: Sequence[str],
+        now: datetime,
+        channel: str | None = None,
     ) -> int:
         last = await self.last_seq(conversation_id)
         if not bodies:
@@ -31,6 +36,7 @@ class SqlMessageRepository(SqlRepository):
                     "run_id": run_id,
                     "body": body,
                     "created_at": now,
+                    "channel": channel,
                 }
                 for i, body in enumerate(bodies, start=1)
             ],
