@@ -19,6 +19,7 @@ from litestar.status_codes import HTTP_200_OK, HTTP_201_CREATED, HTTP_202_ACCEPT
 
 from abeyance.app.auth import requires
 from abeyance.app.container import Container
+from abeyance.app.routes.channels_admin import channel_route_handlers
 from abeyance.app.routes.events import event_route_handlers
 from abeyance.app.routes.platform_events import list_conversations, post_event
 from abeyance.app.routes.worlds import world_route_handlers
@@ -409,6 +410,7 @@ def route_handlers() -> list[Any]:
         AuthorizationController,
         KeyController,
         *world_route_handlers(),
+        *channel_route_handlers(),
         post_event,
         list_conversations,
     ]

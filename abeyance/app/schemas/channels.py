@@ -1,0 +1,71 @@
+"""Channels: Slack user mappings and channel bindings."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, Field
+
+from abeyance.app.schemas.access import WorkspaceName
+from abeyance.app.schemas.validation import FromRecord, Strict
+from abeyance.domain.channels.records import ChannelBinding
+
+SlackId = Annotated[str, Field(min_length=1, max_length=50, pattern=r"^[A-Za-z0-9]+$")]
+
+
+class MapSlackUser(Strict):
+    key_id: uuid.UUID = Field(description="The API key whose principal the Slack user acts as")
+
+
+class SlackUserOut(FromRecord):
+    team_id: str
+    user_id: str
+    key_id: uuid.UUID
+    created_by: str
+    created_at: datetime
+
+
+class CreateBinding(Strict):
+    kind: Literal["email"] = Field(description="Slack bindings are made by Slack threads themselves")
+    email: str = Field(min_length=3, max_length=320)
+    conversation_id: uuid.UUID | None = Field(
+        default=None, description="One conversation; omitted: every conversation of the workspace"
+    )
+    workspace: WorkspaceName | None = Field(
+        default=None, description="Without a conversation: admins only; defaults to the key's"
+    )
+
+
+class SlackAddressOut(BaseModel):
+    team_id: str
+    channel_id: str
+    thread_ts: str
+
+
+class BindingOut(BaseModel):
+    id: uuid.UUID
+    workspace: str
+    conversation_id: uuid.UUID | None
+    kind: str
+    email: str | None
+    slack: SlackAddressOut | None
+    created_by: str
+    created_at: datetime
+
+
+def binding_out(binding: ChannelBinding) -> BindingOut:
+    slack = binding.slack
+    return BindingOut(
+        id=binding.id,
+        workspace=binding.workspace,
+        conversation_id=binding.conversation_id,
+        kind=binding.kind.value,
+        email=binding.email,
+        slack=SlackAddressOut(team_id=slack.team_id, channel_id=slack.channel_id, thread_ts=slack.thread_ts)
+        if slack
+        else None,
+        created_by=binding.created_by,
+        created_at=binding.created_at,
+    )
