@@ -68,7 +68,8 @@ class SlackDeliverer:
     async def run_once(self) -> int:
         """Attempt every due delivery once; returns how many were attempted."""
         now = self._clock()
-        lease_until = now + timedelta(seconds=self._policy.timeout + 30)
+        # Hidden from other deliverers while its calls (a lookup, a post) may still be under way.
+        lease_until = now + timedelta(seconds=self._policy.timeout * 3)
         async with self._uow() as uow:
             items = await uow.outbox.claim_due(SLACK_TOPIC, now, lease_until, self._batch)
             await uow.commit()
