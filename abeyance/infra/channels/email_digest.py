@@ -94,7 +94,7 @@ class DigestSender:
             await uow.channels.abandon_stale_digests(now)
             await uow.channels.open_digests(window_end(now, self._window), now)
             digests = await uow.channels.claim_digests(
-                now, now + timedelta(seconds=self._smtp.timeout * 2 + 30), 20
+                now, now + timedelta(seconds=self._smtp.timeout * 3), 20
             )
             await uow.commit()
         sent = 0
