@@ -77,6 +77,9 @@ async def test_a_digest_lists_what_waited_in_one_email_per_window(seeded: str) -
             )
             assert intake.conversation_id is not None
 
+            [pending] = await service.list_pending(
+                ADMIN, status=PendingStatus.AWAITING, kind=None, tool_name=None, after=None, limit=10
+            )
             clock = Clock()
             sender = digest_sender(settings, container.uow, clock)
             assert await sender.run_once() == 0, "the window has not ended: nothing is sent yet"
@@ -93,15 +96,13 @@ async def test_a_digest_lists_what_waited_in_one_email_per_window(seeded: str) -
             assert (
                 "Conversation started by the service (customer) after anomaly.detected evt-digest-1" in text
             )
-            link = f"https://abeyance.example/inbox/#conversation={conversation.id}"
+            link = f"https://abeyance.example/inbox/#call={pending.correlation_id}"
             assert link in text and f'href="{link}"' in html
+            assert 'href="https://abeyance.example/inbox/"' in html
             dev_text, _ = bodies(by_recipient["dev@example.com"])
             assert "Approval waiting" in dev_text and "Conversation started" not in dev_text
 
             # Something new in a later window: one more digest, listing only the new notice.
-            [pending] = await service.list_pending(
-                ADMIN, status=PendingStatus.AWAITING, kind=None, tool_name=None, after=None, limit=10
-            )
             await service.resolve_pending(ADMIN, pending.correlation_id, Resolution(Decision.DENY))
             await drain(container)
             await service.post_message(ADMIN, conversation.id, GATED)

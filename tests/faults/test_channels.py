@@ -203,7 +203,7 @@ async def test_slack_approval_through_worker_kills_then_http_then_a_digest(clust
         text, html = bodies(digest)
         assert digest["To"] == "ops@example.com"
         assert "Approval waiting: replay_dlq_event" in text
-        assert f"https://abeyance.example/inbox/#conversation={conversation_id}" in html
+        assert f"https://abeyance.example/inbox/#call={correlation_id}" in html
 
         audit = (
             await setup.http.get(f"{setup.base}/v1/audit", params={"correlation_id": correlation_id})

@@ -22,7 +22,7 @@ from email.utils import format_datetime, make_msgid
 import aiosmtplib
 import structlog
 
-from abeyance.domain.channels.records import Digest, DigestItemKind
+from abeyance.domain.channels.records import Digest, DigestItem, DigestItemKind
 from abeyance.domain.ports import UnitOfWorkFactory
 from abeyance.infra.faults import crash_point
 
@@ -50,6 +50,12 @@ def window_end(now: datetime, window: timedelta) -> datetime:
     """The start of the window `now` is in, i.e. the end of the last finished one."""
     seconds = window.total_seconds()
     return datetime.fromtimestamp((now.timestamp() // seconds) * seconds, UTC)
+
+
+def inbox_link(inbox: str, item: DigestItem) -> str:
+    """A waiting call opens in the inbox (`#call=<correlation_id>`); anything else links the inbox."""
+    correlation_id = item.data.get("correlation_id")
+    return f"{inbox}#call={correlation_id}" if correlation_id else inbox
 
 
 class DigestSender:
@@ -151,7 +157,7 @@ class DigestSender:
             lines += [heading, "-" * len(heading)]
             parts.append(f"<h2>{html.escape(heading)}</h2><ul>")
             for item in items:
-                link = f"{inbox}#conversation={item.conversation_id}"
+                link = inbox_link(inbox, item)
                 lines.append(f"* {item.summary}\n  {link}")
                 anchor = f'<a href="{html.escape(link)}">open in the inbox</a>'
                 parts.append(f"<li>{html.escape(item.summary)} — {anchor}</li>")
