@@ -212,3 +212,41 @@ async def test_a_double_press_resolves_once_and_tells_the_second_presser(
             return [m for m in world.slack.of("chat.postMessage") if m["text"] == "replayed"]
 
         await eventually(answered)
+
+
+async def test_signed_bodies_that_are_not_what_slack_sends_are_422_and_store_nothing(
+    slack_world: SlackWorldFactory,
+) -> None:
+    async with slack_world() as world:
+        for body in (b"not json", b"[1, 2]", b'{"type": "event_callback", "event": "x"}'):
+            response = await world.send_event(body)
+            if body.startswith(b"{"):
+                assert response.json()["outcome"] == "ignored"
+            else:
+                assert response.status_code == 422, body
+                assert response.json()["code"] == "validation_failed"
+        for form in (b"", b"payload=not-json", b"other=1"):
+            response = await world.send_press(form)
+            assert response.status_code == 422, form
+        ignored = await world.send_press(b"payload=" + json.dumps({"type": "view_submission"}).encode())
+        assert ignored.json()["outcome"] == "ignored"
+        await nothing_stored(world)
+
+
+async def test_an_unbound_thread_starts_a_new_conversation(slack_world: SlackWorldFactory) -> None:
+    async with slack_world() as world:
+        await world.map_user("U1", "operator")
+        thread = "1700000021.000100"
+        assert (await world.send_event(event_body("EvA", "U1", "first", thread))).json()[
+            "outcome"
+        ] == "queued"
+        await world.slack.wait_for("chat.postMessage")
+        [binding] = (await world.http.get("/v1/channels/bindings")).json()
+        assert (await world.http.delete(f"/v1/channels/bindings/{binding['id']}")).status_code == 204
+        assert (await world.http.get("/v1/channels/bindings")).json() == []
+        again = event_body("EvB", "U1", "second", "1700000022.000100", thread_ts=thread)
+        assert (await world.send_event(again)).json()["outcome"] == "queued"
+        [fresh] = (await world.http.get("/v1/channels/bindings")).json()
+        assert fresh["conversation_id"] != binding["conversation_id"]
+        assert fresh["slack"]["thread_ts"] == thread
+        assert await count(world.database_url, t.conversations) == 2

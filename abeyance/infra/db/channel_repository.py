@@ -100,11 +100,18 @@ class SqlChannelRepository(SqlRepository):
                 ch.digest_items.c.binding_id == binding_id, ch.digest_items.c.digest_id.is_(None)
             )
         )
-        # Its history (posts, digests) stays; the binding is only detached from its conversation.
+        # Its history (posts, digests) keeps pointing at the row; the row is detached from its
+        # conversation and its thread, so a new message in that thread starts a new conversation.
         result = await self._session.execute(
             ch.channel_bindings.update()
             .where(b.id == binding_id, b.kind != "deleted")
-            .values(kind="deleted", conversation_id=None)
+            .values(
+                kind="deleted",
+                conversation_id=None,
+                slack_team_id=None,
+                slack_channel_id=None,
+                slack_thread_ts=None,
+            )
         )
         return rowcount(result) > 0
 
