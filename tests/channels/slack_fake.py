@@ -71,6 +71,7 @@ REQUIRED = {
     "chat.update": ("channel", "ts"),
     "chat.postEphemeral": ("channel", "user", "text"),
     "conversations.replies": ("channel", "ts"),
+    "conversations.history": ("channel",),
 }
 
 
@@ -183,6 +184,14 @@ class FakeSlack:
             if channel == args["channel"] and (ts == thread or m.get("thread_ts") == thread)
         ]
         return {"ok": True, "messages": found, "has_more": False}
+
+    def _conversations_history(self, args: dict[str, Any]) -> dict[str, Any]:
+        found = [
+            m
+            for (channel, _), m in self.messages.items()
+            if channel == args["channel"] and not m.get("thread_ts")
+        ]
+        return {"ok": True, "messages": found[::-1], "has_more": False}
 
     async def wait_for(self, method: str, count: int = 1, within: float = 15.0) -> list[dict[str, Any]]:
         async with asyncio.timeout(within):

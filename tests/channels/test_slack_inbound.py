@@ -250,3 +250,66 @@ async def test_an_unbound_thread_starts_a_new_conversation(slack_world: SlackWor
         assert fresh["conversation_id"] != binding["conversation_id"]
         assert fresh["slack"]["thread_ts"] == thread
         assert await count(world.database_url, t.conversations) == 2
+
+
+async def test_a_conversation_the_service_starts_opens_a_thread_in_the_workspace_channel(
+    slack_world: SlackWorldFactory,
+) -> None:
+    async with slack_world() as world:
+        await world.map_user("U1", "operator")
+        bound = await world.http.post(
+            "/v1/channels/bindings", json={"kind": "slack", "team_id": "T0TEAM", "channel_id": "C0ANNOUNCE"}
+        )
+        assert bound.status_code == 201, bound.text
+        assert bound.json()["slack"] == {"team_id": "T0TEAM", "channel_id": "C0ANNOUNCE", "thread_ts": None}
+        for wrong in (
+            {"kind": "slack", "team_id": "T0TEAM"},
+            {"kind": "slack", "team_id": "T0TEAM", "channel_id": "C1", "email": "a@example.com"},
+            {"kind": "email", "team_id": "T0TEAM", "channel_id": "C1"},
+        ):
+            refused = await world.http.post("/v1/channels/bindings", json=wrong)
+            assert refused.status_code == 422, (wrong, refused.text)
+            assert refused.json()["code"] == "validation_failed"
+        system = await world.keys.make("system", "default")
+        posted = await world.http.post(
+            "/v1/events",
+            json={
+                "id": "evt-announce-1",
+                "type": "anomaly.detected",
+                "data": {"kind": "cost_spike", "metric": "judge_cost_usd", "baseline": 1.0, "observed": 9.0},
+            },
+            headers={"Authorization": f"Bearer {system}"},
+        )
+        assert posted.status_code == 202, posted.text
+        conversation_id = posted.json()["conversation_id"]
+
+        [opening] = await world.slack.wait_for("chat.postMessage")
+        assert opening["channel"] == "C0ANNOUNCE" and not opening.get("thread_ts")
+        assert "New conversation (customer) after anomaly.detected evt-announce-1" in opening["text"]
+        [thread_ts] = [ts for (channel, ts), m in world.slack.messages.items() if channel == "C0ANNOUNCE"]
+
+        async def answered_in_thread() -> Any:
+            return [m for m in world.slack.of("chat.postMessage") if m.get("thread_ts") == thread_ts]
+
+        await eventually(answered_in_thread, 20)
+        listed = (
+            await world.http.get("/v1/channels/bindings", params={"conversation_id": conversation_id})
+        ).json()
+        assert [b["slack"]["thread_ts"] for b in listed] == [thread_ts]
+
+        # A reply in that thread continues the conversation the service started.
+        async def idle() -> Any:
+            return (await world.http.get(f"/v1/conversations/{conversation_id}")).json()["active_run"] is None
+
+        await eventually(idle, 20)
+        reply = event_body("EvR", "U1", "thanks", "1700000031.000100", thread_ts=thread_ts)
+        reply = reply.replace(CHANNEL.encode(), b"C0ANNOUNCE")
+        assert (await world.send_event(reply)).json()["outcome"] == "queued"
+        assert await count(world.database_url, t.conversations) == 1
+        assert await count(world.database_url, t.runs) == 2
+
+        async def reply_recorded() -> Any:
+            detail = (await world.http.get(f"/v1/conversations/{conversation_id}")).json()
+            return [m for m in detail["messages"] if m["channel"] == "slack"]
+
+        await eventually(reply_recorded, 20)

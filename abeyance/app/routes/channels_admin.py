@@ -87,10 +87,17 @@ class BindingController(Controller):
     ) -> BindingOut:
         """Bind an email address to a conversation (or every conversation of a workspace): it gets one
         digest per window of the approvals waiting, the runs that failed and the conversations the
-        service started."""
-        binding = await container.channels.bind_email(
-            principal, data.email, data.conversation_id, data.workspace
-        )
+        service started. Or bind a Slack channel to a workspace: each conversation the service
+        starts opens a thread there."""
+        channels = container.channels
+        if data.kind == "slack" and data.team_id and data.channel_id:
+            binding = await channels.bind_slack_channel(
+                principal, data.team_id, data.channel_id, data.workspace
+            )
+        else:
+            binding = await channels.bind_email(
+                principal, data.email or "", data.conversation_id, data.workspace
+            )
         return binding_out(binding)
 
     @delete("/{binding_id:uuid}", status_code=HTTP_204_NO_CONTENT)

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from datetime import datetime
 
 from abeyance.domain.access import Permission
-from abeyance.domain.channels.records import BindingKind, ChannelBinding, SlackIdentity
+from abeyance.domain.channels.records import BindingKind, ChannelBinding, SlackAddress, SlackIdentity
 from abeyance.domain.errors import NotFound, ValidationFailed
 from abeyance.domain.ports import UnitOfWorkFactory
 from abeyance.domain.records import Principal
@@ -90,6 +90,29 @@ class ChannelAdminService:
                 created_at=self._clock(),
                 email=email,
             )
+            await uow.channels.add_binding(binding)
+            await uow.commit()
+        return binding
+
+    async def bind_slack_channel(
+        self, principal: Principal, team_id: str, channel_id: str, workspace: str | None
+    ) -> ChannelBinding:
+        """A Slack channel where each conversation the service starts in the workspace (from a
+        platform event) opens a thread; replies in the thread continue that conversation."""
+        ws = workspace or principal.workspace or "default"
+        if not principal.can_see(ws):
+            raise NotFound("workspace not found")
+        principal.require(Permission.MANAGE_WEBHOOKS)
+        binding = ChannelBinding(
+            id=uuid.uuid4(),
+            workspace=ws,
+            conversation_id=None,
+            kind=BindingKind.SLACK,
+            created_by=principal.id,
+            created_at=self._clock(),
+            slack=SlackAddress(team_id, channel_id, None),
+        )
+        async with self._uow() as uow:
             await uow.channels.add_binding(binding)
             await uow.commit()
         return binding

@@ -1,12 +1,15 @@
 """From a conversation's events to its bindings, in the transaction that wrote the event.
 
-Slack bindings get an outbox row per notice (retried with backoff by the Slack deliverer);
-email bindings get a digest item (sent in the binding's next digest). Either is written with the
+Slack bindings get an outbox row per notice (retried with backoff by the Slack deliverer); a
+workspace's Slack channel gets, for each conversation the service starts, a binding of its own
+whose thread the announcement opens; email bindings get a digest item (sent in the binding's next
+digest). Either is written with the
 event or not at all, so a crash never loses a notice nor writes it twice.
 """
 
 from __future__ import annotations
 
+import uuid
 from typing import TYPE_CHECKING, Any
 
 from abeyance.domain.channels.records import (
@@ -15,6 +18,7 @@ from abeyance.domain.channels.records import (
     ChannelBinding,
     DigestItem,
     DigestItemKind,
+    SlackAddress,
 )
 from abeyance.domain.records import StoredEvent
 
@@ -35,16 +39,41 @@ async def fan_out(uow: UnitOfWork, event: StoredEvent) -> None:
     bindings = await uow.channels.bindings_for(event.conversation_id, event.workspace)
     items: list[DigestItem] = []
     for binding in bindings:
-        if binding.kind is BindingKind.SLACK and event.type in SLACK_EVENT_TYPES:
-            await uow.outbox.enqueue(
-                event.workspace,
-                SLACK_TOPIC,
-                {"binding_id": str(binding.id), "event": event.envelope()},
-                event.created_at,
-            )
+        if binding.kind is BindingKind.SLACK and binding.conversation_id is None:
+            if event.type == "conversation.started" and binding.slack is not None:
+                thread = await _open_thread(uow, binding, event)
+                await _enqueue_slack(uow, thread, event)
+        elif binding.kind is BindingKind.SLACK and event.type in SLACK_EVENT_TYPES:
+            await _enqueue_slack(uow, binding, event)
         elif binding.kind is BindingKind.EMAIL and (item := digest_item(binding, event)) is not None:
             items.append(item)
     await uow.channels.add_digest_items(items)
+
+
+async def _enqueue_slack(uow: UnitOfWork, binding: ChannelBinding, event: StoredEvent) -> None:
+    await uow.outbox.enqueue(
+        event.workspace,
+        SLACK_TOPIC,
+        {"binding_id": str(binding.id), "event": event.envelope()},
+        event.created_at,
+    )
+
+
+async def _open_thread(uow: UnitOfWork, channel: ChannelBinding, event: StoredEvent) -> ChannelBinding:
+    """The conversation's own binding in a workspace's Slack channel; its thread starts when the
+    announcement is posted (the deliverer records the `ts`), so later notices follow it there."""
+    assert channel.slack is not None
+    thread = ChannelBinding(
+        id=uuid.uuid4(),
+        workspace=event.workspace,
+        conversation_id=event.conversation_id,
+        kind=BindingKind.SLACK,
+        created_by=channel.created_by,
+        created_at=event.created_at,
+        slack=SlackAddress(channel.slack.team_id, channel.slack.channel_id, None),
+    )
+    await uow.channels.add_binding(thread)
+    return thread
 
 
 def digest_item(binding: ChannelBinding, event: StoredEvent) -> DigestItem | None:

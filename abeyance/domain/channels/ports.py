@@ -21,7 +21,11 @@ class ChannelRepository(Protocol):
         ...
 
     async def bindings_for(self, conversation_id: uuid.UUID, workspace: str) -> list[ChannelBinding]:
-        """Every binding a conversation's notices go to: its own, and its workspace's email bindings."""
+        """Every binding a conversation's notices go to: its own, and its workspace's."""
+        ...
+
+    async def start_thread(self, binding_id: uuid.UUID, thread_ts: str) -> None:
+        """Record the `ts` of the message that opened a binding's thread."""
         ...
 
     async def list_bindings(

@@ -1,8 +1,10 @@
 """Channels: where a conversation is also spoken, beside the conversation and never inside it.
 
 A conversation knows nothing of Slack or email. A `ChannelBinding` attaches one address (a Slack
-thread, an email address) to a conversation, or (email only) to every conversation of a
-workspace; a conversation may have several. Outbound notices go to every binding.
+thread, an email address) to a conversation; a conversation may have several. Outbound notices go
+to every binding. A binding without a conversation belongs to a workspace: an email address gets
+the digest of all its conversations, a Slack channel gets a thread for each conversation the
+service starts on its own (from a platform event).
 """
 
 from __future__ import annotations
@@ -30,11 +32,15 @@ class BindingKind(StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class SlackAddress:
-    """A Slack thread: the team, the channel and the `ts` of the thread's first message."""
+    """A Slack thread: the team, the channel and the `ts` of the thread's first message.
+
+    `thread_ts` is None for a channel (a workspace binding, where the service announces the
+    conversations it starts) and for a thread the service has not posted its first message in yet.
+    """
 
     team_id: str
     channel_id: str
-    thread_ts: str
+    thread_ts: str | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,7 +60,8 @@ class ChannelBinding:
     def address(self) -> str:
         """A human-readable address: `slack:T/C/ts` or the email address."""
         if self.slack is not None:
-            return f"slack:{self.slack.team_id}/{self.slack.channel_id}/{self.slack.thread_ts}"
+            thread = f"/{self.slack.thread_ts}" if self.slack.thread_ts else ""
+            return f"slack:{self.slack.team_id}/{self.slack.channel_id}{thread}"
         return self.email or ""
 
 

@@ -13,6 +13,7 @@ import contextlib
 import uuid
 from collections import defaultdict
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -30,6 +31,22 @@ from abeyance.infra.faults import crash_point
 from abeyance.infra.webhook_delivery import DeliveryPolicy
 
 log = structlog.get_logger("abeyance.channels.slack")
+
+
+class ThreadNotStarted(Exception):
+    """A notice for a thread whose opening message has not gone out yet: retried after it."""
+
+
+@dataclass(frozen=True, slots=True)
+class Posted:
+    """What a delivery posted, recorded with it: where, its `ts`, the call it asks about, and
+    whether it opened the binding's thread."""
+
+    binding_id: uuid.UUID
+    channel_id: str
+    ts: str
+    correlation_id: uuid.UUID | None = None
+    opens_thread: bool = False
 
 
 class SlackDeliverer:
@@ -92,17 +109,18 @@ class SlackDeliverer:
         try:
             posted = await self._send(item)
             error = None
-        except (SlackApiError, SlackClientError, aiohttp.ClientError, TimeoutError) as exc:
+        except (SlackApiError, SlackClientError, aiohttp.ClientError, TimeoutError, ThreadNotStarted) as exc:
             posted, error = None, _describe(exc)
         crash_point("slack_posted")
         now = self._clock()
         async with self._uow() as uow:
             if error is None:
                 if posted is not None:
-                    binding_id, channel_id, ts, correlation_id = posted
                     await uow.channels.record_slack_post(
-                        item.id, binding_id, channel_id, ts, correlation_id, now
+                        item.id, posted.binding_id, posted.channel_id, posted.ts, posted.correlation_id, now
                     )
+                    if posted.opens_thread:
+                        await uow.channels.start_thread(posted.binding_id, posted.ts)
                 await uow.outbox.mark_delivered(item.id, now)
             elif item.attempts >= self._policy.max_attempts:
                 cluster = ("clu_slack_delivery", "Slack deliveries failing")
@@ -115,8 +133,8 @@ class SlackDeliverer:
             await uow.commit()
         log.info("slack.attempt", outbox_id=item.id, attempt=item.attempts, ok=error is None, error=error)
 
-    async def _send(self, item: OutboxItem) -> tuple[uuid.UUID, str, str, uuid.UUID | None] | None:
-        """Send one row; what was posted (binding, channel, ts, correlation id), to be recorded."""
+    async def _send(self, item: OutboxItem) -> Posted | None:
+        """Send one row; what was posted, to be recorded."""
         notice = item.payload.get("notice")
         if isinstance(notice, dict):
             await self._notice(item, notice)
@@ -126,12 +144,19 @@ class SlackDeliverer:
             log.info("slack.discarded", outbox_id=item.id)
             return None
         data: dict[str, Any] = event.get("data") or {}
+        channel = binding.slack.channel_id
         match event.get("type"):
+            case "conversation.started":
+                if binding.slack.thread_ts is not None:
+                    return None
+                text = msg.conversation_started(data, self._inbox_url)
+                ts = await self._post(item, binding, text)
+                return Posted(binding.id, channel, ts, opens_thread=True)
             case "pending.created" if data.get("kind") == "approval":
                 correlation_id = uuid.UUID(str(data["correlation_id"]))
                 text = await self._approval_as_it_stands(data, correlation_id)
                 ts = await self._post(item, binding, text)
-                return binding.id, binding.slack.channel_id, ts, correlation_id
+                return Posted(binding.id, channel, ts, correlation_id)
             case "pending.created":
                 text = msg.answer_request(data, self._inbox_url)
             case "pending.resolved":
@@ -147,7 +172,7 @@ class SlackDeliverer:
             case _:
                 return None
         ts = await self._post(item, binding, text)
-        return binding.id, binding.slack.channel_id, ts, None
+        return Posted(binding.id, channel, ts)
 
     async def _binding_and_event(
         self, item: OutboxItem
@@ -162,9 +187,13 @@ class SlackDeliverer:
         return binding, event if isinstance(event, dict) else None
 
     async def _post(self, item: OutboxItem, binding: ChannelBinding, text: msg.SlackText) -> str:
-        """Post to the binding's thread once per delivery id; the message's `ts`."""
+        """Post to the binding's thread once per delivery id (a thread's opening message: to the
+        channel); the message's `ts`."""
         assert binding.slack is not None
         channel, thread_ts = binding.slack.channel_id, binding.slack.thread_ts
+        opening = (item.payload.get("event") or {}).get("type") == "conversation.started"
+        if thread_ts is None and not opening:
+            raise ThreadNotStarted("the thread's opening message has not been posted yet")
         if item.attempts > 1 and (earlier := await self._posted_before(item.id, channel, thread_ts)):
             return earlier
         response = await self._client.chat_postMessage(
@@ -176,15 +205,22 @@ class SlackDeliverer:
         )
         return str(response["ts"])
 
-    async def _posted_before(self, delivery_id: int, channel: str, thread_ts: str) -> str | None:
+    async def _posted_before(self, delivery_id: int, channel: str, thread_ts: str | None) -> str | None:
+        """The `ts` of what an earlier attempt of this delivery posted: recorded, or found in the
+        thread (in the channel's recent history for a thread's opening message)."""
         async with self._uow() as uow:
             recorded = await uow.channels.slack_post_ts(delivery_id)
         if recorded is not None:
             return recorded
-        replies = await self._client.conversations_replies(
-            channel=channel, ts=thread_ts, include_all_metadata=True, limit=200
-        )
-        for message in replies.get("messages") or []:
+        if thread_ts is None:
+            found = await self._client.conversations_history(
+                channel=channel, include_all_metadata=True, limit=200
+            )
+        else:
+            found = await self._client.conversations_replies(
+                channel=channel, ts=thread_ts, include_all_metadata=True, limit=200
+            )
+        for message in found.get("messages") or []:
             if msg.posted_delivery_id(message) == delivery_id:
                 return str(message["ts"])
         return None
@@ -234,6 +270,8 @@ async def _decider_name(uow: UnitOfWork, actor: str | None) -> str:
 
 
 def _describe(exc: Exception) -> str:
+    if isinstance(exc, ThreadNotStarted):
+        return str(exc)
     if isinstance(exc, SlackApiError):
         return f"Slack answered {exc.response.status_code}: {exc.response.get('error')}"[:500]
     return f"{type(exc).__name__}: {exc}"[:500]

@@ -88,6 +88,17 @@ def answer_request(data: dict[str, Any], inbox_url: str | None) -> SlackText:
     return SlackText(_clip(f"Waiting for an answer: {_escape(str(data.get('tool_name')))}.{where}"))
 
 
+def conversation_started(data: dict[str, Any], inbox_url: str | None) -> SlackText:
+    """The opening message of a conversation the service started: replies in its thread go to it."""
+    source = data.get("event") or {}
+    cause = _escape(f"{source.get('type', 'an event')} {source.get('id', '')}".strip())
+    agent = _escape(str(data.get("agent")))
+    text = f"New conversation ({agent}) after {cause}. Reply in this thread to talk to it."
+    if inbox_url:
+        text += f" Inbox: {inbox_url}"
+    return SlackText(_clip(text))
+
+
 def run_output(data: dict[str, Any]) -> SlackText | None:
     output = data.get("output")
     return SlackText(_clip(_escape(str(output)))) if output else None

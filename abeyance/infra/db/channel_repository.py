@@ -45,7 +45,7 @@ def _binding(row: Any) -> ChannelBinding:
     m = row._mapping
     slack = (
         SlackAddress(m["slack_team_id"], m["slack_channel_id"], m["slack_thread_ts"])
-        if m["slack_team_id"] is not None
+        if m["slack_team_id"] is not None and m["slack_channel_id"] is not None
         else None
     )
     return ChannelBinding(
@@ -136,14 +136,19 @@ class SqlChannelRepository(SqlRepository):
             .where(
                 b.workspace == workspace,
                 b.kind.in_([k.value for k in BindingKind]),
-                sa.or_(
-                    b.conversation_id == conversation_id,
-                    sa.and_(b.conversation_id.is_(None), b.kind == BindingKind.EMAIL.value),
-                ),
+                sa.or_(b.conversation_id == conversation_id, b.conversation_id.is_(None)),
             )
             .order_by(b.created_at, b.id)
         )
         return [_binding(row) for row in rows]
+
+    async def start_thread(self, binding_id: uuid.UUID, thread_ts: str) -> None:
+        b = ch.channel_bindings.c
+        await self._session.execute(
+            ch.channel_bindings.update()
+            .where(b.id == binding_id, b.slack_thread_ts.is_(None))
+            .values(slack_thread_ts=thread_ts)
+        )
 
     async def list_bindings(
         self, workspace: str | None, conversation_id: uuid.UUID | None
