@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     )
     from abeyance.domain.records import Conversation, PendingCall, Run
     from abeyance.domain.records import StoredEvent as Event
-    from abeyance.domain.services import RunView
+    from abeyance.domain.runs import RunView
     from abeyance.domain.states import Decision, PendingStatus, RunStatus
     from abeyance.domain.tools import Approval, Category, Executor, PendingKind, ToolSpec
     from abeyance.infra.agents.declarations import AgentDefinition, DeclaredTool
@@ -45,7 +45,7 @@ _EXPORTS: dict[str, tuple[str, str]] = {
     "Run": ("abeyance.domain.records", "Run"),
     "PendingCall": ("abeyance.domain.records", "PendingCall"),
     "Event": ("abeyance.domain.records", "StoredEvent"),
-    "RunView": ("abeyance.domain.services", "RunView"),
+    "RunView": ("abeyance.domain.runs", "RunView"),
     "Decision": ("abeyance.domain.states", "Decision"),
     "PendingStatus": ("abeyance.domain.states", "PendingStatus"),
     "RunStatus": ("abeyance.domain.states", "RunStatus"),

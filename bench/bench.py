@@ -55,7 +55,8 @@ from common import (
 from abeyance.app.container import Container, build_container
 from abeyance.app.logging import configure_logging
 from abeyance.app.settings import Settings
-from abeyance.domain.services import Resolution, utcnow
+from abeyance.domain.clock import utcnow
+from abeyance.domain.pending_calls import Resolution
 from abeyance.domain.states import Decision, PendingStatus, RunStatus
 from abeyance.infra.db.engine import create_engine, is_sqlite
 from abeyance.infra.db.tables import metadata
@@ -271,10 +272,10 @@ async def runner_turn(
     container: Container, conversation_id: uuid.UUID, commits: CommitCounter
 ) -> tuple[float, float, float, int, int]:
     """One approval turn through `AgentService` and the worker's claim + runner, no HTTP."""
-    service, worker = container.service, container.worker
+    worker = container.worker
     before = commits.count
     started = time.perf_counter()
-    run = await service.post_message(BENCH_ADMIN, conversation_id, GATED_TURN)
+    run = await container.conversations.post_message(BENCH_ADMIN, conversation_id, GATED_TURN)
     if not await worker.run_once():
         raise RuntimeError("the queued run was not claimed")
     suspended = time.perf_counter()
@@ -283,13 +284,15 @@ async def runner_turn(
         [pending] = await uow.pending.for_run(run.id, PendingStatus.AWAITING)
         before = commits.count
     resume_started = time.perf_counter()
-    await service.resolve_pending(BENCH_ADMIN, pending.correlation_id, Resolution(Decision.APPROVE))
+    await container.pending_calls.resolve_pending(
+        BENCH_ADMIN, pending.correlation_id, Resolution(Decision.APPROVE)
+    )
     answered = time.perf_counter()
     if not await worker.run_once():
         raise RuntimeError("the resolved run was not claimed")
     completed = time.perf_counter()
     resume_commits = commits.count - before
-    view = await service.get_run(BENCH_ADMIN, run.id)
+    view = await container.runs.get_run(BENCH_ADMIN, run.id)
     if view.run.status is not RunStatus.COMPLETED:
         raise RuntimeError(f"run {run.id} ended {view.run.status}: {view.run.error}")
     return (
@@ -338,13 +341,13 @@ async def per_turn_runner(
     marks: list[StorageMark] = []
     await container.start(run_worker=False)
     try:
-        warm = await container.service.create_conversation(BENCH_ADMIN, "ops", "default")
+        warm = await container.conversations.create_conversation(BENCH_ADMIN, "ops", "default")
         for _ in range(5):
             await runner_turn(container, warm.id, commits)
         base_bytes, base_rows, base_db = await storage(url)
 
         async def new_conversation() -> uuid.UUID:
-            return (await container.service.create_conversation(BENCH_ADMIN, "ops", "default")).id
+            return (await container.conversations.create_conversation(BENCH_ADMIN, "ops", "default")).id
 
         async def do_turn(conversation_id: uuid.UUID) -> Sequence[float]:
             return await runner_turn(container, conversation_id, commits)

@@ -19,9 +19,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from abeyance.domain.access import Role  # noqa: E402
+from abeyance.domain.clock import utcnow  # noqa: E402
 from abeyance.domain.keys import KeyService  # noqa: E402
 from abeyance.domain.records import Principal  # noqa: E402
-from abeyance.domain.services import utcnow  # noqa: E402
 from abeyance.infra.db.engine import create_engine, is_sqlite  # noqa: E402
 from abeyance.infra.db.migrations import upgrade  # noqa: E402
 from abeyance.infra.db.uow import SqlUnitOfWorkFactory  # noqa: E402

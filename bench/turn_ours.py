@@ -15,7 +15,7 @@ from common import BENCH_ADMIN, GATED_TURN, ensure_pg_database, fresh_database
 from abeyance.app.container import Container, build_container
 from abeyance.app.logging import configure_logging
 from abeyance.app.settings import Settings
-from abeyance.domain.services import Resolution
+from abeyance.domain.pending_calls import Resolution
 from abeyance.domain.states import Decision, PendingStatus, RunStatus
 
 
@@ -88,11 +88,11 @@ class OursSide:
 
     async def new_conversation(self) -> uuid.UUID:
         assert self.container is not None
-        return (await self.container.service.create_conversation(BENCH_ADMIN, "ops", "default")).id
+        return (await self.container.conversations.create_conversation(BENCH_ADMIN, "ops", "default")).id
 
     async def suspend_only(self, conversation_id: uuid.UUID) -> uuid.UUID:
         assert self.container is not None
-        run = await self.container.service.post_message(BENCH_ADMIN, conversation_id, GATED_TURN)
+        run = await self.container.conversations.post_message(BENCH_ADMIN, conversation_id, GATED_TURN)
         if not await self.container.worker.run_once():
             raise RuntimeError("the queued run was not claimed")
         return run.id
@@ -112,7 +112,7 @@ class OursSide:
         self.bench_reads += self.statements_seen.count - seen
         before = self.commits.count
         resume_started = time.perf_counter()
-        await container.service.resolve_pending(
+        await container.pending_calls.resolve_pending(
             BENCH_ADMIN, pending.correlation_id, Resolution(Decision.APPROVE)
         )
         answered = time.perf_counter()
@@ -122,7 +122,7 @@ class OursSide:
         self.last_commits = (suspend_commits, self.commits.count - before)
         if self.verify:
             seen = self.statements_seen.count
-            view = await container.service.get_run(BENCH_ADMIN, run_id)
+            view = await container.runs.get_run(BENCH_ADMIN, run_id)
             self.bench_reads += self.statements_seen.count - seen
             if view.run.status is not RunStatus.COMPLETED:
                 raise RuntimeError(f"run {run_id} ended {view.run.status}: {view.run.error}")

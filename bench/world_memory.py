@@ -20,7 +20,7 @@ import uuid
 import sqlalchemy as sa
 from common import fresh_database, percentile
 
-from abeyance.domain.services import utcnow
+from abeyance.domain.clock import utcnow
 from abeyance.infra.db.engine import create_engine
 from abeyance.infra.db.uow import SqlUnitOfWorkFactory
 from abeyance.infra.worlds.memory import MemoryGateway, MemoryScope

@@ -120,7 +120,7 @@ async def conversation_events(
     """The conversation's events as server-sent events, in order; reconnecting with `Last-Event-ID`
     (or `?after=`) delivers exactly what was missed. Each event's `id` is its stored id."""
     resume = _resume_from(last_event_id, after)
-    await container.service.get_conversation(principal, conversation_id)
+    await container.conversations.get_conversation(principal, conversation_id)
     return ServerSentEvent(stream_events(container, principal, conversation_id, resume))
 
 

@@ -8,6 +8,7 @@ from datetime import datetime
 from typing import Any
 
 from abeyance.domain.access import Permission
+from abeyance.domain.clock import Clock, utcnow
 from abeyance.domain.customer.events import (
     Intake,
     ListedConversation,
@@ -19,7 +20,6 @@ from abeyance.domain.errors import NotFound
 from abeyance.domain.events import EventType, publish, publish_run_status
 from abeyance.domain.ports import RunNotifier, UnitOfWork, UnitOfWorkFactory
 from abeyance.domain.records import AuditEntry, Conversation, Principal, Run
-from abeyance.domain.services import Clock, utcnow
 from abeyance.domain.states import RunStatus
 
 CUSTOMER_AGENT = "customer"

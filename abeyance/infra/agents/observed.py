@@ -26,12 +26,12 @@ from pydantic_ai.messages import ToolCallPart
 from pydantic_ai.tools import ToolDefinition
 from pydantic_core import to_jsonable_python
 
+from abeyance.domain.clock import Clock
 from abeyance.domain.errors import ToolError, ok_result, unexpected_error_result
 from abeyance.domain.events import EventType, publish
-from abeyance.domain.ports import ServiceMetrics, UnitOfWork, UnitOfWorkFactory
+from abeyance.domain.ports import NoMetrics, ServiceMetrics, UnitOfWork, UnitOfWorkFactory
 from abeyance.domain.records import AuditEntry, ToolCallMetadata, ToolCallRecord
 from abeyance.domain.sanitize import args_hash, sanitize
-from abeyance.domain.services import Clock, NoMetrics
 from abeyance.domain.tools import Executor, PendingKind, ToolSpec
 from abeyance.infra.faults import crash_point
 from abeyance.infra.telemetry import current_trace_id

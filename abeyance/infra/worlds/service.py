@@ -12,9 +12,9 @@ from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from abeyance.domain.access import Permission, Role
+from abeyance.domain.clock import Clock
 from abeyance.domain.errors import Conflict, Forbidden, NotFound
 from abeyance.domain.records import AuditEntry, Conversation, Principal
-from abeyance.domain.services import Clock
 from abeyance.domain.states import PendingStatus
 from abeyance.domain.worlds.rules import Decision, Flag, FlagKind, Rule, RuleState, World, WorldMode
 from abeyance.infra.db.uow import SqlUnitOfWork, SqlUnitOfWorkFactory
