@@ -27,11 +27,11 @@ class AuditQuery:
     newest_first: bool = False
 
 
+@dataclass
 class AuditService:
     """Read the audit log: the caller's workspace, or every workspace for an admin."""
 
-    def __init__(self, uow: UnitOfWorkFactory) -> None:
-        self._uow = uow
+    uow: UnitOfWorkFactory
 
     async def list_audit(self, principal: Principal, query: AuditQuery) -> Page[AuditEntry, int]:
         """Audit rows in the order they were written (or newest first): the caller's workspace, or
@@ -39,7 +39,7 @@ class AuditService:
         principal.require(Permission.READ_AUDIT)
         if not principal.is_admin and principal.workspace is None:
             return Page([], None)
-        async with self._uow() as uow:
+        async with self.uow() as uow:
             rows = await uow.audit.search(
                 workspace=None if principal.is_admin else principal.workspace,
                 conversation_id=query.conversation_id,

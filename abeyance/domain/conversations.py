@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass, field
 from typing import Any
 
 from abeyance.domain.access import Permission
@@ -32,30 +32,22 @@ class ConversationDetail:
     active_run: RunView | None
 
 
+@dataclass
 class ConversationService:
     """Start a conversation with an agent, read it, and post the user's messages to it."""
 
-    def __init__(
-        self,
-        uow: UnitOfWorkFactory,
-        catalog: ToolCatalog,
-        notifier: RunNotifier,
-        *,
-        clock: Clock = utcnow,
-        max_content_chars: int = 32_000,
-        metrics: ServiceMetrics | None = None,
-    ) -> None:
-        self._uow = uow
-        self._catalog = catalog
-        self._notifier = notifier
-        self._clock = clock
-        self._max_content_chars = max_content_chars
-        self._metrics: ServiceMetrics = metrics or NoMetrics()
+    uow: UnitOfWorkFactory
+    catalog: ToolCatalog
+    notifier: RunNotifier
+    _: KW_ONLY
+    clock: Clock = utcnow
+    max_content_chars: int = 32_000
+    metrics: ServiceMetrics = field(default_factory=NoMetrics)
 
     async def create_conversation(
         self, principal: Principal, agent: str, workspace: str | None
     ) -> Conversation:
-        if agent not in self._catalog.agent_names():
+        if agent not in self.catalog.agent_names():
             raise ValidationFailed(
                 f"unknown agent {agent!r}", extra={"errors": [{"loc": ["agent"], "msg": "unknown agent"}]}
             )
@@ -63,30 +55,20 @@ class ConversationService:
         if not principal.can_see(ws):
             raise NotFound("workspace not found")
         principal.require(Permission.CONVERSE)
-        now = self._clock()
-        conversation = Conversation(
-            id=uuid.uuid4(),
-            workspace=ws,
-            agent=agent,
-            status="open",
-            active_run_id=None,
-            created_at=now,
-            updated_at=now,
-            created_by=principal.id,
-        )
-        async with self._uow() as uow:
+        conversation = Conversation.open(ws, agent, principal.id, self.clock())
+        async with self.uow() as uow:
             await uow.conversations.add(conversation)
             await uow.commit()
         return conversation
 
     async def get_conversation(self, principal: Principal, conversation_id: uuid.UUID) -> Conversation:
-        async with self._uow() as uow:
+        async with self.uow() as uow:
             return await visible_conversation(uow, principal, conversation_id)
 
     async def conversation_detail(
         self, principal: Principal, conversation_id: uuid.UUID
     ) -> ConversationDetail:
-        async with self._uow() as uow:
+        async with self.uow() as uow:
             conversation = await visible_conversation(uow, principal, conversation_id)
             messages = await uow.messages.read(conversation_id)
             active = None
@@ -103,32 +85,23 @@ class ConversationService:
             raise ValidationFailed(
                 "content is empty", extra={"errors": [{"loc": ["content"], "msg": "empty"}]}
             )
-        if len(content) > self._max_content_chars:
+        if len(content) > self.max_content_chars:
             raise ValidationFailed(
-                f"content is longer than {self._max_content_chars} characters",
+                f"content is longer than {self.max_content_chars} characters",
                 extra={"errors": [{"loc": ["content"], "msg": "too long"}]},
             )
-        now = self._clock()
-        async with self._uow() as uow:
+        now = self.clock()
+        async with self.uow() as uow:
             conversation = await visible_conversation(uow, principal, conversation_id)
             run = Run.queued(conversation.id, conversation.workspace, conversation.agent, content, now)
             if not await uow.conversations.claim_active_run(conversation.id, run.id, now):
                 raise await _run_active(uow, conversation.id)
             await uow.runs.add(run)
-            await uow.audit.append(
-                AuditEntry(
-                    action="run.queued",
-                    actor=principal.id,
-                    workspace=conversation.workspace,
-                    conversation_id=conversation.id,
-                    run_id=run.id,
-                ),
-                now,
-            )
+            await uow.audit.append(AuditEntry.of_run("run.queued", principal.id, run), now)
             await publish_run_status(uow, run, RunStatus.QUEUED.value, now)
             await uow.commit()
-        self._metrics.run_status(RunStatus.QUEUED)
-        await self._notifier.run_queued(run.id)
+        self.metrics.run_status(RunStatus.QUEUED)
+        await self.notifier.run_queued(run.id)
         return run
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass, replace
+from dataclasses import KW_ONLY, dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
@@ -41,26 +41,19 @@ class Resolution:
     args_hash: str | None = None
 
 
+@dataclass
 class PendingCallService:
     """Read, list and decide pending calls. Exactly one of racing deciders wins."""
 
-    def __init__(
-        self,
-        uow: UnitOfWorkFactory,
-        catalog: ToolCatalog,
-        notifier: RunNotifier,
-        *,
-        clock: Clock = utcnow,
-        metrics: ServiceMetrics | None = None,
-    ) -> None:
-        self._uow = uow
-        self._catalog = catalog
-        self._notifier = notifier
-        self._clock = clock
-        self._metrics: ServiceMetrics = metrics or NoMetrics()
+    uow: UnitOfWorkFactory
+    catalog: ToolCatalog
+    notifier: RunNotifier
+    _: KW_ONLY
+    clock: Clock = utcnow
+    metrics: ServiceMetrics = field(default_factory=NoMetrics)
 
     async def get_pending(self, principal: Principal, correlation_id: uuid.UUID) -> PendingCall:
-        async with self._uow() as uow:
+        async with self.uow() as uow:
             call = await _visible_call(uow, principal, correlation_id)
             principal.require(Permission.CONVERSE)
             return call
@@ -77,7 +70,7 @@ class PendingCallService:
     ) -> Page[PendingCall, PendingCursor]:
         """One page of the caller's pending calls (every workspace's for an admin), newest first."""
         principal.require(Permission.CONVERSE)
-        async with self._uow() as uow:
+        async with self.uow() as uow:
             rows = await uow.pending.search(
                 workspace=None if principal.is_admin else principal.workspace,
                 status=status,
@@ -95,8 +88,8 @@ class PendingCallService:
 
         Answered as soon as the decision is committed: the resume happens in a worker.
         """
-        now = self._clock()
-        async with self._uow() as uow:
+        now = self.clock()
+        async with self.uow() as uow:
             call = await _visible_call(uow, principal, correlation_id)
             principal.require(permission_to_resolve(call.kind))
             await _require_may_answer(uow, principal, call)
@@ -150,12 +143,12 @@ class PendingCallService:
         record: dict[str, Any] = {"decision": resolution.decision.value}
         details: dict[str, Any] = {}
         if resolution.decision is Decision.APPROVE and resolution.args is not None:
-            edited = self._catalog.validate_args(call.agent, call.tool_name, resolution.args)
+            edited = self.catalog.validate_args(call.agent, call.tool_name, resolution.args)
             if edited != call.args:
                 record["args"] = edited
                 details = {"edited_args": edited, "args_hash": compute_args_hash(call.tool_name, edited)}
         if resolution.decision is Decision.ANSWER:
-            record["result"] = self._catalog.validate_result(call.agent, call.tool_name, resolution.result)
+            record["result"] = self.catalog.validate_result(call.agent, call.tool_name, resolution.result)
         return record, details
 
     async def _expire_late(self, uow: UnitOfWork, call: PendingCall, now: datetime) -> Stale:
@@ -182,10 +175,10 @@ class PendingCallService:
     async def _after_commit(
         self, call: PendingCall, status: PendingStatus, requeued: bool, now: datetime
     ) -> None:
-        self._metrics.pending_resolved(call, status, now)
+        self.metrics.pending_resolved(call, status, now)
         if requeued:
-            self._metrics.run_status(RunStatus.QUEUED)
-            await self._notifier.run_queued(call.run_id)
+            self.metrics.run_status(RunStatus.QUEUED)
+            await self.notifier.run_queued(call.run_id)
 
 
 EXPIRY_ACTOR = "system:sweeper"

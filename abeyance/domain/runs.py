@@ -7,7 +7,7 @@ import contextlib
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass, field
 
 from abeyance.domain import run_lifecycle
 from abeyance.domain.access import Permission
@@ -35,30 +35,21 @@ def never_unreachable(exc: BaseException) -> bool:
     return False
 
 
+@dataclass
 class RunService:
     """Read, wait for and cancel runs. A run's end of life is `run_lifecycle`'s; this asks for it."""
 
-    def __init__(
-        self,
-        uow: UnitOfWorkFactory,
-        notifier: RunNotifier,
-        watcher: RunWatcher,
-        *,
-        clock: Clock = utcnow,
-        max_wait_seconds: float = 60.0,
-        metrics: ServiceMetrics | None = None,
-        store_unreachable: Callable[[BaseException], bool] = never_unreachable,
-    ) -> None:
-        self._uow = uow
-        self._notifier = notifier
-        self._watcher = watcher
-        self._clock = clock
-        self._max_wait = max_wait_seconds
-        self._metrics: ServiceMetrics = metrics or NoMetrics()
-        self._store_unreachable = store_unreachable
+    uow: UnitOfWorkFactory
+    notifier: RunNotifier
+    watcher: RunWatcher
+    _: KW_ONLY
+    clock: Clock = utcnow
+    max_wait_seconds: float = 60.0
+    metrics: ServiceMetrics = field(default_factory=NoMetrics)
+    store_unreachable: Callable[[BaseException], bool] = never_unreachable
 
     async def get_run(self, principal: Principal, run_id: uuid.UUID) -> RunView:
-        async with self._uow() as uow:
+        async with self.uow() as uow:
             run = await _visible_run(uow, principal, run_id)
             pending = await uow.pending.for_run(run.id, PendingStatus.AWAITING) if run.awaiting_count else []
             return RunView(run=run, pending=pending)
@@ -66,9 +57,9 @@ class RunService:
     async def wait_for_run(self, principal: Principal, run_id: uuid.UUID, wait: float) -> RunView:
         """Long-poll: the run once it is settled, or as it is when `wait` seconds have passed
         (at most `max_wait_seconds`)."""
-        deadline = time.monotonic() + min(wait, self._max_wait)
+        deadline = time.monotonic() + min(wait, self.max_wait_seconds)
         while True:
-            with self._watcher.watch(run_id) as changed:
+            with self.watcher.watch(run_id) as changed:
                 view = await self.get_run(principal, run_id)
                 remaining = deadline - time.monotonic()
                 if view.run.status.settled or remaining <= 0:
@@ -82,20 +73,20 @@ class RunService:
         try:
             return await self.wait_for_run(principal, run.id, wait)
         except Exception as exc:
-            if not self._store_unreachable(exc):
+            if not self.store_unreachable(exc):
                 raise
             return RunView(run, [])
 
     async def list_tool_calls(self, principal: Principal, run_id: uuid.UUID) -> list[ToolCallRecord]:
-        async with self._uow() as uow:
+        async with self.uow() as uow:
             await _visible_run(uow, principal, run_id)
             return await uow.tool_calls.for_run(run_id)
 
     async def cancel_run(self, principal: Principal, run_id: uuid.UUID) -> RunView:
         """Cancel a run: awaiting calls become `cancelled` (the model is told on the next turn)."""
-        now = self._clock()
+        now = self.clock()
         cancelled: list[PendingCall] = []
-        async with self._uow() as uow:
+        async with self.uow() as uow:
             run = await _visible_run(uow, principal, run_id)
             if run.status.finished:
                 raise Stale(f"the run is already {run.status.value}", extra={"run_status": run.status.value})
@@ -108,10 +99,10 @@ class RunService:
                 cancelled = ended
             await uow.commit()
         for call in cancelled:
-            self._metrics.pending_resolved(call, PendingStatus.CANCELLED, now)
+            self.metrics.pending_resolved(call, PendingStatus.CANCELLED, now)
         if run.status is not RunStatus.RUNNING:
-            self._metrics.run_status(RunStatus.CANCELLED)
-        await self._notifier.run_changed(run_id)
+            self.metrics.run_status(RunStatus.CANCELLED)
+        await self.notifier.run_changed(run_id)
         return await self.get_run(principal, run_id)
 
 

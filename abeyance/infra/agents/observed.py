@@ -83,6 +83,17 @@ class RunDeps:
     """When given, a tool's successful result is published as `tool.result` in the transaction that
     records the outcome, and its call id added here, so the segment does not publish it again."""
 
+    def audit_entry(self, action: str, actor: str, details: dict[str, Any]) -> AuditEntry:
+        """An audit row about this segment's run."""
+        return AuditEntry(
+            action=action,
+            actor=actor,
+            workspace=self.workspace,
+            conversation_id=self.conversation_id,
+            run_id=self.run_id,
+            details=details,
+        )
+
 
 @dataclass(frozen=True, slots=True)
 class _CallTiming:
@@ -245,22 +256,15 @@ class ObservedTools(AbstractCapability[RunDeps]):
         jsonable = to_jsonable_python(dict(args))
         now = deps.clock()
         async with deps.uow() as uow:
+            details = {
+                "tool_name": spec.name,
+                "tool_call_id": call.tool_call_id,
+                "authorization_id": authorization,
+                "args_summary": sanitize(jsonable),
+                "args_hash": args_hash(spec.name, jsonable),
+            }
             await uow.audit.append(
-                AuditEntry(
-                    action=AUTO_APPROVED,
-                    actor=f"authorization:{authorization}",
-                    workspace=deps.workspace,
-                    conversation_id=deps.conversation_id,
-                    run_id=deps.run_id,
-                    details={
-                        "tool_name": spec.name,
-                        "tool_call_id": call.tool_call_id,
-                        "authorization_id": authorization,
-                        "args_summary": sanitize(jsonable),
-                        "args_hash": args_hash(spec.name, jsonable),
-                    },
-                ),
-                now,
+                deps.audit_entry(AUTO_APPROVED, f"authorization:{authorization}", details), now
             )
             await uow.commit()
         log.info(
