@@ -78,9 +78,8 @@ def remove_sqlite_files(url: str) -> None:
         Path(f"{path}{suffix}").unlink(missing_ok=True)
 
 
-async def fresh_database(url: str, role: str = "admin") -> dict[str, str]:
-    """Empty and migrate the scratch database, seed the demo dead letters; a new key's header
-    (`role` in workspace `default`)."""
+async def fresh_database(url: str) -> dict[str, str]:
+    """Empty and migrate the scratch database, seed the demo dead letters; an admin key's header."""
     if is_sqlite(url):
         remove_sqlite_files(url)
     else:
@@ -88,7 +87,7 @@ async def fresh_database(url: str, role: str = "admin") -> dict[str, str]:
         await reset_pg_schema(url)
     async with Service.open(url, migrate=True, actor="bench-setup") as svc:
         await svc.seed_demo("default")
-        issued = await svc.create_api_key(role, workspace="default")
+        issued = await svc.create_api_key("admin", workspace="default")
     return {"Authorization": f"Bearer {issued.secret}"}
 
 

@@ -26,6 +26,8 @@ import httpx
 import sqlalchemy as sa
 from common import CLUSTER_SETTINGS, Processes, engine_for, fresh_database
 
+from abeyance import Service
+
 DEFAULT_URL = "postgresql+asyncpg://postgres@127.0.0.1:5432/bench"
 
 
@@ -61,6 +63,13 @@ def event(i: int, run: str) -> dict[str, Any]:
 
 def worthy(i: int) -> bool:
     return i % 4 != 3
+
+
+async def system_key(url: str, workspace: str = "default") -> dict[str, str]:
+    """The header of a new `system` key: what the rest of the platform posts its events with."""
+    async with Service.open(url, actor="bench-setup") as svc:
+        issued = await svc.create_api_key("system", workspace=workspace)
+    return {"Authorization": f"Bearer {issued.secret}"}
 
 
 async def post_burst(
@@ -142,7 +151,8 @@ async def wait_settled(url: str, seconds: float = 600) -> tuple[dict[str, int], 
 
 
 async def main(url: str, events: int, workers: int) -> dict[str, Any]:
-    headers = await fresh_database(url, role="system")
+    await fresh_database(url)
+    headers = await system_key(url)
     with tempfile.TemporaryDirectory() as logs:
         processes = Processes(url, Path(logs), settings=CLUSTER_SETTINGS)
         try:
