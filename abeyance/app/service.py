@@ -16,6 +16,8 @@ from pydantic_settings import BaseSettings, PydanticBaseSettingsSource
 from abeyance.app.container import Container, build_container
 from abeyance.app.settings import Settings
 from abeyance.domain.access import Role
+from abeyance.domain.clock import utcnow
+from abeyance.domain.keys import IssuedKey
 from abeyance.domain.pending_calls import PendingCursor, Resolution
 from abeyance.domain.records import Conversation, PendingCall, Principal, Run, StoredEvent
 from abeyance.domain.runs import RunView
@@ -23,7 +25,9 @@ from abeyance.domain.states import Decision, PendingStatus
 from abeyance.domain.tools import PendingKind
 from abeyance.infra.agents.declarations import AgentDefinition
 from abeyance.infra.db.migrations import upgrade_async
+from abeyance.infra.demo import seed_demo
 from abeyance.infra.telemetry import Telemetry
+from abeyance.infra.worlds.memory import MemoryScope
 
 EMBEDDED = "embedded"
 """The actor of embedded calls unless `Service.open(actor=...)` names another."""
@@ -222,6 +226,11 @@ class Service:
 
     # Work and events
 
+    async def run_once(self) -> bool:
+        """Claim one queued run and drive it, in the calling task, until it suspends, completes or
+        fails; False when nothing was queued. `run_until_idle` is this in a loop, then the sweep."""
+        return await self.container.worker.run_once()
+
     async def run_until_idle(self) -> int:
         """Run queued work in the calling task until none is left: every queued run is driven until
         it suspends, completes or fails, and overdue calls are expired. Returns the segments run."""
@@ -256,3 +265,33 @@ class Service:
                     return
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(changed.wait(), self.settings.events_poll_seconds)
+
+    # Administration: what `abeyance keys create`, `abeyance demo seed` and the agents' `recall` do
+
+    async def create_api_key(
+        self, role: Role | str, *, workspace: str | None, name: str | None = None
+    ) -> IssuedKey:
+        """A new API key for the HTTP API (`admin`, `operator`, `user` or `system`); `workspace=None`
+        only for an admin of every workspace. `.secret` is the bearer token, shown only here."""
+        return await self.container.keys.create(self.principal, role=role, workspace=workspace, name=name)
+
+    async def seed_demo(self, workspace: str = "default") -> int:
+        """The demo dead letters and clusters the `ops` agent works on, unless they exist (as
+        `abeyance demo seed`); returns how many dead letters were added."""
+        return await seed_demo(self.container.uow, workspace, utcnow())
+
+    async def recall_memory(
+        self,
+        agent: str,
+        query: str,
+        *,
+        workspace: str = "default",
+        world_id: uuid.UUID | str | None = None,
+        limit: int = 10,
+    ) -> list[dict[str, Any]]:
+        """What `agent`'s `recall` tool finds for `query` outside any conversation: its persistent
+        memories of `workspace` (of one world when `world_id` is given), best match first, each as
+        `{"id", "tier", "kind", "text", "score"}`."""
+        world = _id(world_id) if world_id is not None else None
+        scope = MemoryScope(workspace, agent, world, uuid.uuid4(), uuid.uuid4())
+        return await self.container.worlds.memory.recall(scope, query, limit)
