@@ -41,17 +41,8 @@ async def queue_message(
             extra={"run_id": str(active) if active else None, "pending": [brief(p) for p in pending]},
         )
     await uow.runs.add(run)
-    await uow.audit.append(
-        AuditEntry(
-            action="run.queued",
-            actor=actor,
-            workspace=conversation.workspace,
-            conversation_id=conversation.id,
-            run_id=run.id,
-            details={} if channel == "web" else {"channel": channel},
-        ),
-        now,
-    )
+    details = {} if channel == "web" else {"channel": channel}
+    await uow.audit.append(AuditEntry.of_run("run.queued", actor, run, details), now)
     await publish_run_status(uow, run, RunStatus.QUEUED.value, now)
     return run
 

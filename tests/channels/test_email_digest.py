@@ -13,10 +13,11 @@ from abeyance.app.container import Container, build_container
 from abeyance.domain.access import Role
 from abeyance.domain.channels.fanout import digest_item
 from abeyance.domain.channels.records import BindingKind, ChannelBinding, DigestItemKind
+from abeyance.domain.clock import utcnow
 from abeyance.domain.customer.events import PlatformEvent, PlatformEventType
 from abeyance.domain.errors import ValidationFailed
+from abeyance.domain.pending_calls import Resolution
 from abeyance.domain.records import Principal, StoredEvent
-from abeyance.domain.services import Resolution, utcnow
 from abeyance.domain.states import Decision, PendingStatus
 from abeyance.infra.channels.email_digest import DigestSender, window_end
 from tests.channels.smtp_fake import bodies, smtp_server
@@ -58,7 +59,7 @@ async def test_a_digest_lists_what_waited_in_one_email_per_window(seeded: str) -
         )
         container = build_container(settings)
         try:
-            service = container.service
+            service = container.conversations
             conversation = await service.create_conversation(ADMIN, "ops", "default")
             await container.channels.bind_email(ADMIN, "ops@example.com", None, "default")
             await container.channels.bind_email(ADMIN, "dev@example.com", conversation.id, None)
@@ -77,9 +78,11 @@ async def test_a_digest_lists_what_waited_in_one_email_per_window(seeded: str) -
             )
             assert intake.conversation_id is not None
 
-            [pending] = await service.list_pending(
-                ADMIN, status=PendingStatus.AWAITING, kind=None, tool_name=None, after=None, limit=10
-            )
+            [pending] = (
+                await container.pending_calls.list_pending(
+                    ADMIN, status=PendingStatus.AWAITING, kind=None, tool_name=None, after=None, limit=10
+                )
+            ).items
             clock = Clock()
             sender = digest_sender(settings, container.uow, clock)
             assert await sender.run_once() == 0, "the window has not ended: nothing is sent yet"
@@ -103,7 +106,9 @@ async def test_a_digest_lists_what_waited_in_one_email_per_window(seeded: str) -
             assert "Approval waiting" in dev_text and "Conversation started" not in dev_text
 
             # Something new in a later window: one more digest, listing only the new notice.
-            await service.resolve_pending(ADMIN, pending.correlation_id, Resolution(Decision.DENY))
+            await container.pending_calls.resolve_pending(
+                ADMIN, pending.correlation_id, Resolution(Decision.DENY)
+            )
             await drain(container)
             await service.post_message(ADMIN, conversation.id, GATED)
             await drain(container)
@@ -122,9 +127,9 @@ async def test_a_refused_send_is_retried_and_no_server_means_nothing_is_lost(see
         settings = make_settings(seeded, smtp_host="127.0.0.1", smtp_port=dead_port, smtp_starttls=False)
         container = build_container(settings)
         try:
-            conversation = await container.service.create_conversation(ADMIN, "ops", "default")
+            conversation = await container.conversations.create_conversation(ADMIN, "ops", "default")
             await container.channels.bind_email(ADMIN, "ops@example.com", conversation.id, None)
-            await container.service.post_message(ADMIN, conversation.id, GATED)
+            await container.conversations.post_message(ADMIN, conversation.id, GATED)
             assert await container.worker.run_once()
             clock = Clock()
             clock.now += timedelta(seconds=settings.digest_window_seconds)

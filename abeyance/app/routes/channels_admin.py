@@ -11,7 +11,7 @@ from litestar.params import FromPath, JSONBody, QueryParameter
 from litestar.status_codes import HTTP_200_OK, HTTP_201_CREATED, HTTP_204_NO_CONTENT
 
 from abeyance.app.auth import requires
-from abeyance.app.container import Container
+from abeyance.app.routes.provide import services
 from abeyance.app.schemas.channels import (
     BindingOut,
     CreateBinding,
@@ -21,20 +21,22 @@ from abeyance.app.schemas.channels import (
     binding_out,
 )
 from abeyance.domain.access import Permission
+from abeyance.domain.channels.admin import ChannelAdminService
 from abeyance.domain.records import Principal
 
 
 class SlackUserController(Controller):
     path = "/v1/channels/slack/users"
     tags = ["channels"]
+    dependencies = services("channels")
     guards = [requires(Permission.MANAGE_KEYS)]
 
     @get("/")
     async def list_users(
-        self, container: NamedDependency[Container], principal: NamedDependency[Principal]
+        self, channels: NamedDependency[ChannelAdminService], principal: NamedDependency[Principal]
     ) -> list[SlackUserOut]:
         """Every Slack user mapped to a key."""
-        users = await container.channels.list_slack_users(principal)
+        users = await channels.list_slack_users(principal)
         return [SlackUserOut.model_validate(u) for u in users]
 
     @put("/{team_id:str}/{user_id:str}", status_code=HTTP_200_OK)
@@ -43,12 +45,12 @@ class SlackUserController(Controller):
         team_id: FromPath[SlackId],
         user_id: FromPath[SlackId],
         data: JSONBody[MapSlackUser],
-        container: NamedDependency[Container],
+        channels: NamedDependency[ChannelAdminService],
         principal: NamedDependency[Principal],
     ) -> SlackUserOut:
         """Map a Slack user (team id, user id) to an API key: the user's messages and button presses
         act as that key's principal. Mapping again replaces the key."""
-        identity = await container.channels.map_slack_user(principal, team_id, user_id, data.key_id)
+        identity = await channels.map_slack_user(principal, team_id, user_id, data.key_id)
         return SlackUserOut.model_validate(identity)
 
     @delete("/{team_id:str}/{user_id:str}", status_code=HTTP_204_NO_CONTENT)
@@ -56,40 +58,40 @@ class SlackUserController(Controller):
         self,
         team_id: FromPath[SlackId],
         user_id: FromPath[SlackId],
-        container: NamedDependency[Container],
+        channels: NamedDependency[ChannelAdminService],
         principal: NamedDependency[Principal],
     ) -> None:
         """Remove a mapping: the user's messages are answered with a notice again."""
-        await container.channels.unmap_slack_user(principal, team_id, user_id)
+        await channels.unmap_slack_user(principal, team_id, user_id)
 
 
 class BindingController(Controller):
     path = "/v1/channels/bindings"
     tags = ["channels"]
+    dependencies = services("channels")
 
     @get("/")
     async def list_bindings(
         self,
-        container: NamedDependency[Container],
+        channels: NamedDependency[ChannelAdminService],
         principal: NamedDependency[Principal],
         conversation_id: Annotated[uuid.UUID | None, QueryParameter()] = None,
     ) -> list[BindingOut]:
         """The channel bindings of the caller's workspace (every workspace for an admin)."""
-        bindings = await container.channels.list_bindings(principal, conversation_id)
+        bindings = await channels.list_bindings(principal, conversation_id)
         return [binding_out(b) for b in bindings]
 
     @post("/", status_code=HTTP_201_CREATED, guards=[requires(Permission.MANAGE_WEBHOOKS)])
     async def create(
         self,
         data: JSONBody[CreateBinding],
-        container: NamedDependency[Container],
+        channels: NamedDependency[ChannelAdminService],
         principal: NamedDependency[Principal],
     ) -> BindingOut:
         """Bind an email address to a conversation (or every conversation of a workspace): it gets one
         digest per window of the approvals waiting, the runs that failed and the conversations the
         service started. Or bind a Slack channel to a workspace: each conversation the service
         starts opens a thread there."""
-        channels = container.channels
         if data.kind == "slack" and data.team_id and data.channel_id:
             binding = await channels.bind_slack_channel(
                 principal, data.team_id, data.channel_id, data.workspace
@@ -104,11 +106,11 @@ class BindingController(Controller):
     async def remove(
         self,
         binding_id: FromPath[uuid.UUID],
-        container: NamedDependency[Container],
+        channels: NamedDependency[ChannelAdminService],
         principal: NamedDependency[Principal],
     ) -> None:
         """Unbind: nothing more is delivered to it; items not yet in a digest are dropped."""
-        await container.channels.delete_binding(principal, binding_id)
+        await channels.delete_binding(principal, binding_id)
 
 
 def channel_route_handlers() -> list[Any]:

@@ -17,11 +17,12 @@ import structlog
 from litestar import Request, Response, Router, post
 from litestar.di import NamedDependency
 from litestar.status_codes import HTTP_200_OK
+from pydantic import SecretStr
 from slack_sdk.signature import SignatureVerifier
 
-from abeyance.app.container import Container
 from abeyance.app.openapi_contract import SLACK_SIGNATURE_SCHEME
-from abeyance.domain.channels.slack import SlackMessage, SlackPress
+from abeyance.app.routes.provide import service
+from abeyance.domain.channels.slack import SlackInbound, SlackMessage, SlackPress
 from abeyance.domain.errors import BadSignature, ValidationFailed
 from abeyance.domain.states import Decision
 from abeyance.infra.channels.slack_messages import DECISION_OF_ACTION, parse_correlation_id
@@ -33,9 +34,8 @@ joins) are ignored."""
 log = structlog.get_logger("abeyance.channels.slack")
 
 
-async def signed_body(request: Request[Any, Any, Any], container: Container) -> bytes:
+async def signed_body(request: Request[Any, Any, Any], secret: SecretStr | None) -> bytes:
     """The raw body, once its Slack signature is verified; `BadSignature` otherwise."""
-    secret = container.settings.slack_signing_secret
     if secret is None:
         raise BadSignature("Slack requests are not accepted: no signing secret is configured")
     body = await request.body()
@@ -95,12 +95,14 @@ def person_message(envelope: dict[str, Any]) -> SlackMessage | None:
     security=[{SLACK_SIGNATURE_SCHEME: []}],
 )
 async def slack_events(
-    request: Request[Any, Any, Any], container: NamedDependency[Container]
+    request: Request[Any, Any, Any],
+    slack: NamedDependency[SlackInbound],
+    slack_signing_secret: NamedDependency[SecretStr | None],
 ) -> Response[dict[str, Any]]:
     """Slack's Events API request URL: answers the `url_verification` challenge; a person's message
     in a channel or thread becomes a message of the thread's conversation (a new thread starts
     one). Retries and replays of an `event_id` change nothing; bots' messages are ignored."""
-    envelope = _json_object(await signed_body(request, container))
+    envelope = _json_object(await signed_body(request, slack_signing_secret))
     kind = envelope.get("type")
     if kind == "url_verification":
         return Response({"challenge": str(envelope.get("challenge", ""))}, status_code=HTTP_200_OK)
@@ -109,7 +111,7 @@ async def slack_events(
     message = person_message(envelope)
     if message is None:
         return Response({"ok": True, "outcome": "ignored"}, status_code=HTTP_200_OK)
-    received = await container.slack.receive(message)
+    received = await slack.receive(message)
     log.info(
         "slack.event",
         event_id=message.event_id,
@@ -148,13 +150,15 @@ def button_press(payload: dict[str, Any]) -> SlackPress | None:
     security=[{SLACK_SIGNATURE_SCHEME: []}],
 )
 async def slack_interactions(
-    request: Request[Any, Any, Any], container: NamedDependency[Container]
+    request: Request[Any, Any, Any],
+    slack: NamedDependency[SlackInbound],
+    slack_signing_secret: NamedDependency[SecretStr | None],
 ) -> Response[dict[str, Any]]:
     """Slack's interactivity request URL (form-encoded `payload`): an Approve or Deny press decides
     the pending call as the presser's mapped key, as `POST /v1/pending/{id}/resolve` would. A
     presser who may not decide it, or a press on a call already decided, gets an ephemeral notice
     and changes nothing."""
-    body = await signed_body(request, container)
+    body = await signed_body(request, slack_signing_secret)
     try:
         form = parse_qs(body.decode(), strict_parsing=False)
     except (UnicodeDecodeError, ValueError):
@@ -165,11 +169,18 @@ async def slack_interactions(
     press = button_press(_json_object(raw[0]))
     if press is None:
         return Response({"ok": True, "outcome": "ignored"}, status_code=HTTP_200_OK)
-    decided = await container.slack.press(press)
+    decided = await slack.press(press)
     log.info("slack.press", correlation_id=str(press.correlation_id), decided=decided)
     return Response({"ok": True, "outcome": "decided" if decided else "refused"}, status_code=HTTP_200_OK)
 
 
 def slack_router() -> Router:
     """Outside the API-key middleware: Slack signs its requests instead."""
-    return Router(path="/", route_handlers=[slack_events, slack_interactions])
+    return Router(
+        path="/",
+        route_handlers=[slack_events, slack_interactions],
+        dependencies={
+            "slack": service("slack"),
+            "slack_signing_secret": service("settings.slack_signing_secret"),
+        },
+    )

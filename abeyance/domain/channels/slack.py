@@ -23,10 +23,10 @@ from abeyance.domain.channels.records import (
     SlackAddress,
 )
 from abeyance.domain.errors import Forbidden, NotFound, RunActive, Stale, ValidationFailed
+from abeyance.domain.pending_calls import PendingCallService, Resolution
 from abeyance.domain.ports import RunNotifier, UnitOfWork, UnitOfWorkFactory
 from abeyance.domain.records import Conversation, Principal, Run
 from abeyance.domain.run_queue import check_content, queue_message
-from abeyance.domain.services import AgentService, Resolution
 from abeyance.domain.states import Decision
 
 UNMAPPED_NOTICE = (
@@ -121,7 +121,7 @@ class SlackInbound:
         self,
         uow: UnitOfWorkFactory,
         notifier: RunNotifier,
-        decisions: AgentService,
+        decisions: PendingCallService,
         *,
         agent: str,
         clock: Callable[[], datetime],
@@ -188,16 +188,7 @@ class SlackInbound:
         self, uow: UnitOfWork, principal: Principal, thread: SlackAddress, now: datetime
     ) -> Conversation:
         principal.require(Permission.CONVERSE)
-        conversation = Conversation(
-            id=uuid.uuid4(),
-            workspace=principal.workspace or "default",
-            agent=self._agent,
-            status="open",
-            active_run_id=None,
-            created_at=now,
-            updated_at=now,
-            created_by=principal.id,
-        )
+        conversation = Conversation.open(principal.workspace or "default", self._agent, principal.id, now)
         await uow.conversations.add(conversation)
         await uow.channels.add_binding(
             ChannelBinding(

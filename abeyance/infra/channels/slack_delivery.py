@@ -22,10 +22,10 @@ import structlog
 from slack_sdk.errors import SlackApiError, SlackClientError
 from slack_sdk.web.async_client import AsyncWebClient
 
+from abeyance.domain.audit import actor_names
 from abeyance.domain.channels.records import SLACK_TOPIC, ChannelBinding
 from abeyance.domain.ports import UnitOfWork, UnitOfWorkFactory
 from abeyance.domain.records import OutboxItem
-from abeyance.domain.services import actor_names
 from abeyance.infra.channels import slack_messages as msg
 from abeyance.infra.faults import crash_point
 from abeyance.infra.webhook_delivery import DeliveryPolicy
