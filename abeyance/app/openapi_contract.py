@@ -20,6 +20,7 @@ from litestar.routes import HTTPRoute
 from pydantic import BaseModel
 
 from abeyance.app.problems import CODE_BY_STATUS, PROBLEM, STATUS_BY_ERROR
+from abeyance.infra.agents.declarations import DeclaredToolCatalog
 
 PROBLEM_COMPONENT = "Problem"
 DESCRIPTIONS = {
@@ -121,10 +122,12 @@ def document_problems(document: OpenAPI) -> None:
             operation.responses = responses
 
 
-def install(app: Litestar) -> None:
-    """Document the problems once the document is built (on startup, before it is first served)."""
+def install(app: Litestar, catalog: DeclaredToolCatalog) -> None:
+    """Document the problems once the document is built (on startup, before it is first served),
+    and the agents and gated tools of this deployment's catalog."""
     document_problems(app.openapi_schema)
     document_request_models(app, app.openapi_schema)
+    document_catalog(app.openapi_schema, catalog)
 
 
 def request_models(app: Litestar) -> list[type[BaseModel]]:
@@ -151,3 +154,16 @@ def document_request_models(app: Litestar, document: OpenAPI) -> None:
             schemas[name] = definition
         schemas[model.__name__] = schema
     document.components.schemas = schemas
+
+
+def document_catalog(document: OpenAPI, catalog: DeclaredToolCatalog) -> None:
+    """`agent` and a pre-approval's `tool_name` as enums of what is configured: the service checks
+    both against the same catalog (`unknown agent`, `no agent declares a gated tool`)."""
+    schemas: dict[str, Any] = dict(document.components.schemas or {})
+    for model, field, names in (
+        ("CreateConversation", "agent", catalog.agent_names()),
+        ("CreateAuthorization", "tool_name", catalog.gated_tool_names()),
+    ):
+        schema = schemas.get(model)
+        if isinstance(schema, dict) and field in schema.get("properties", {}):
+            schema["properties"][field]["enum"] = names

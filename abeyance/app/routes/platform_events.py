@@ -18,6 +18,7 @@ from abeyance.app.schemas.platform_events import (
     listed_conversation_out,
     platform_event,
 )
+from abeyance.app.schemas.validation import MAX_WORKSPACE_CHARS, WORKSPACE_PATTERN
 from abeyance.domain.records import Principal
 
 
@@ -48,7 +49,10 @@ async def list_conversations(
     container: NamedDependency[Container],
     principal: NamedDependency[Principal],
     limit: Annotated[int, QueryParameter(ge=1, le=200)] = 50,
-    workspace: Annotated[str | None, QueryParameter(min_length=1, max_length=100)] = None,
+    workspace: Annotated[
+        str | None,
+        QueryParameter(min_length=1, max_length=MAX_WORKSPACE_CHARS, pattern=WORKSPACE_PATTERN),
+    ] = None,
 ) -> ConversationList:
     """The newest conversations of the caller's workspace (admins: every workspace, or `?workspace=`),
     newest first; those that platform events started have `initiator: system` and their `event`."""

@@ -8,7 +8,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, Field
 
-from abeyance.app.schemas.validation import FromRecord, JsonObject, Strict, UtcDatetime
+from abeyance.app.schemas.validation import FromRecord, JsonObject, Strict, UtcDatetime, WorkspaceName
 from abeyance.domain.access import Permission
 from abeyance.domain.keys import IssuedKey
 from abeyance.domain.records import (
@@ -21,9 +21,6 @@ from abeyance.domain.records import (
 def _object_or_none(value: Any) -> Any:
     """A stored rule that is not a JSON object is shown as null (it gates every call)."""
     return value if isinstance(value, dict) else None
-
-
-WorkspaceName = Annotated[str, Field(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9_.-]+$")]
 
 
 class CreateAuthorization(Strict):
