@@ -20,6 +20,7 @@ from litestar.routes import HTTPRoute
 from pydantic import BaseModel
 
 from abeyance.app.problems import CODE_BY_STATUS, PROBLEM, STATUS_BY_ERROR
+from abeyance.domain.errors import ServiceError
 from abeyance.infra.agents.declarations import DeclaredToolCatalog
 
 PROBLEM_COMPONENT = "Problem"
@@ -38,12 +39,29 @@ EXTRA_CODES = {503: ("database_unavailable",)}
 
 
 def codes_for(status: int) -> list[str]:
-    """Every `code` a problem with this status can carry."""
-    codes = {error.code for error, mapped in STATUS_BY_ERROR if mapped == status}
+    """Every `code` a problem with this status can carry: the mapped errors' and those of their
+    subclasses (declared anywhere, e.g. `world_exists`), each under the status it maps to."""
+    codes = {error.code for error in _error_types() if _status_of(error) == status}
     codes.update(EXTRA_CODES.get(status, ()))
     if status in CODE_BY_STATUS:
         codes.add(CODE_BY_STATUS[status])
     return sorted(codes)
+
+
+def _error_types() -> list[type[ServiceError]]:
+    found: list[type[ServiceError]] = []
+    level = [error for error, _ in STATUS_BY_ERROR]
+    while level:
+        error = level.pop()
+        if error not in found:
+            found.append(error)
+            level.extend(error.__subclasses__())
+    return found
+
+
+def _status_of(error: type[ServiceError]) -> int:
+    """The status `problems.status_for` gives an error of this type."""
+    return next(status for mapped, status in STATUS_BY_ERROR if issubclass(error, mapped))
 
 
 def problem_schema() -> Schema:

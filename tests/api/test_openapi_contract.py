@@ -50,7 +50,15 @@ async def test_every_operation_documents_its_problem_responses(client: AsyncTest
 
 
 def test_problem_codes_come_from_the_error_table() -> None:
-    assert codes_for(409) == ["args_changed", "conflict", "invalid_transition", "run_active", "stale"]
+    assert codes_for(409) == [
+        "args_changed",
+        "conflict",
+        "idempotency_conflict",
+        "invalid_transition",
+        "run_active",
+        "stale",
+        "world_exists",
+    ]
     assert codes_for(422) == ["invalid_decision", "validation_failed"]
     assert codes_for(503) == ["database_unavailable", "unavailable"]
     assert codes_for(415) == ["unsupported_media_type"]

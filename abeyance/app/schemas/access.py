@@ -6,7 +6,7 @@ import uuid
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
 from abeyance.app.schemas.validation import FromRecord, JsonObject, Strict, UtcDatetime, WorkspaceName
 from abeyance.domain.access import Permission
@@ -46,6 +46,16 @@ class AuthorizationOut(FromRecord):
 
 
 class CreateKey(Strict):
+    """A user or operator key belongs to a workspace (`KeyService.create` refuses one without)."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "if": {"properties": {"role": {"enum": ["user", "operator"]}}},
+            "then": {"required": ["workspace"], "properties": {"workspace": {"type": "string"}}},
+        },
+    )
+
     role: Literal["user", "operator", "admin"]
     workspace: WorkspaceName | None = None
     name: str | None = Field(default=None, min_length=1, max_length=200)
