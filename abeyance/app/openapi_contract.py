@@ -108,17 +108,29 @@ def statuses_of(method: str, operation: Operation) -> list[int]:
     return sorted(statuses)
 
 
-def problem_response(status: int) -> OpenAPIResponse:
-    codes = codes_for(status)
-    schema = Schema(
+def status_problem_schema(status: int) -> Schema:
+    """The problem of one status: `Problem` with the `code` values that status can carry."""
+    return Schema(
         all_of=[
             Reference(ref=f"#/components/schemas/{PROBLEM_COMPONENT}"),
-            Schema(type=OpenAPIType.OBJECT, properties={"code": Schema(type=OpenAPIType.STRING, enum=codes)}),
+            Schema(
+                type=OpenAPIType.OBJECT,
+                properties={"code": Schema(type=OpenAPIType.STRING, enum=codes_for(status))},
+            ),
         ]
     )
+
+
+def problem_response(status: int) -> OpenAPIResponse:
+    """A response referring to the status's own component (`Problem404`), so a generated client
+    has one type per status rather than one per operation and status."""
     return OpenAPIResponse(
-        description=f"{DESCRIPTIONS.get(status, 'Error')} (`code`: {', '.join(codes)})",
-        content={PROBLEM: OpenAPIMediaType(schema=schema)},
+        description=f"{DESCRIPTIONS.get(status, 'Error')} (`code`: {', '.join(codes_for(status))})",
+        content={
+            PROBLEM: OpenAPIMediaType(
+                schema=Reference(ref=f"#/components/schemas/{PROBLEM_COMPONENT}{status}")
+            )
+        },
     )
 
 
@@ -137,7 +149,9 @@ def document_problems(document: OpenAPI) -> None:
             responses.pop("400", None)
             for status in statuses_of(method, operation):
                 responses.setdefault(str(status), problem_response(status))
+                schemas.setdefault(f"{PROBLEM_COMPONENT}{status}", status_problem_schema(status))
             operation.responses = responses
+    components.schemas = schemas
 
 
 def install(app: Litestar, catalog: DeclaredToolCatalog) -> None:

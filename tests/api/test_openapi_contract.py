@@ -43,7 +43,8 @@ async def test_every_operation_documents_its_problem_responses(client: AsyncTest
                 if media is None:
                     missing.append(f"{label}: {status} is not problem+json")
                     continue
-                [_, codes] = media["schema"]["allOf"]
+                component = media["schema"]["$ref"].removeprefix("#/components/schemas/")
+                [_, codes] = document["components"]["schemas"][component]["allOf"]
                 if codes["properties"]["code"]["enum"] != codes_for(int(status)):
                     missing.append(f"{label}: {status} codes differ")
     assert missing == []

@@ -6,6 +6,7 @@ from typing import Annotated
 
 from litestar import Response, get, post
 from litestar.di import NamedDependency
+from litestar.openapi import ResponseSpec
 from litestar.params import JSONBody, QueryParameter
 from litestar.status_codes import HTTP_200_OK, HTTP_202_ACCEPTED
 
@@ -22,7 +23,12 @@ from abeyance.app.schemas.validation import MAX_WORKSPACE_CHARS, WORKSPACE_PATTE
 from abeyance.domain.records import Principal
 
 
-@post("/v1/events", tags=["events"], status_code=HTTP_202_ACCEPTED)
+@post(
+    "/v1/events",
+    tags=["events"],
+    status_code=HTTP_202_ACCEPTED,
+    responses={HTTP_200_OK: ResponseSpec(EventAccepted, description="Posted before: `duplicate` is true")},
+)
 async def post_event(
     data: JSONBody[EventIn],
     container: NamedDependency[Container],

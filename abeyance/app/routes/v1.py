@@ -14,6 +14,7 @@ from typing import Annotated, Any, Literal
 import structlog
 from litestar import Controller, Response, delete, get, post
 from litestar.di import NamedDependency
+from litestar.openapi import ResponseSpec
 from litestar.openapi.spec import Schema
 from litestar.openapi.spec.enums import OpenAPIType
 from litestar.params import FromPath, FromQuery, JSONBody, QueryParameter
@@ -146,7 +147,11 @@ class ConversationController(Controller):
             active_run=run_out(active, principal) if active else None,
         )
 
-    @post("/{conversation_id:uuid}/messages", status_code=HTTP_202_ACCEPTED)
+    @post(
+        "/{conversation_id:uuid}/messages",
+        status_code=HTTP_202_ACCEPTED,
+        responses={HTTP_200_OK: ResponseSpec(RunOut, description="The run settled within `wait` seconds")},
+    )
     async def post_message(
         self,
         conversation_id: FromPath[uuid.UUID],
