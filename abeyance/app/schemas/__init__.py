@@ -16,6 +16,7 @@ from abeyance.app.schemas.audit import (
     AuditEntryOut,
     AuditPage,
     audit_out,
+    audit_page,
     decode_audit_cursor,
     encode_audit_cursor,
 )
@@ -26,6 +27,7 @@ from abeyance.app.schemas.conversations import (
     MessageOut,
     PostMessage,
     ToolCallOut,
+    conversation_detail_out,
     conversation_out,
     message_out,
     tool_call_out,
@@ -37,6 +39,7 @@ from abeyance.app.schemas.pending import (
     decode_cursor,
     encode_cursor,
     pending_out,
+    pending_page,
 )
 from abeyance.app.schemas.runs import RunOut, UsageOut, run_out, usage_out
 from abeyance.app.schemas.validation import (
@@ -103,8 +106,10 @@ __all__ = [
     "api_key_out",
     "as_utc",
     "audit_out",
+    "audit_page",
     "authorization_out",
     "bounded_depth",
+    "conversation_detail_out",
     "conversation_out",
     "decode_audit_cursor",
     "decode_cursor",
@@ -114,6 +119,7 @@ __all__ = [
     "jsonable",
     "message_out",
     "pending_out",
+    "pending_page",
     "principal_out",
     "refuse_nul_characters",
     "run_out",
