@@ -22,7 +22,7 @@ import httpx
 import pytest
 
 from abeyance.app.main import create_app
-from abeyance.domain.services import utcnow
+from abeyance.domain.clock import utcnow
 from abeyance.infra.db.engine import create_engine
 from abeyance.infra.db.uow import SqlUnitOfWorkFactory
 from abeyance.infra.demo import demo_event_id, seed_demo
