@@ -61,8 +61,9 @@ async def before_request(request: Request[Any, Any, Any]) -> Response[None] | No
     return answer_options(request)
 
 
-def document_problems_on_startup(app: Litestar) -> None:
-    openapi_contract.install(app)
+def document_contract_on_startup(app: Litestar) -> None:
+    """Runs after the lifespan has built the container, whose catalog names the agents and tools."""
+    openapi_contract.install(app, app.state.container.catalog)
 
 
 @get("/healthz", tags=["health"])
@@ -123,7 +124,7 @@ def create_app(
     return Litestar(
         route_handlers=[healthz, readyz, metrics, v1, slack_router(), inbox_router()],
         lifespan=[lifespan],
-        on_startup=[document_problems_on_startup],
+        on_startup=[document_contract_on_startup],
         middleware=[http_telemetry(telemetry)],
         before_request=before_request,
         dependencies={

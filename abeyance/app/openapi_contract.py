@@ -20,6 +20,8 @@ from litestar.routes import HTTPRoute
 from pydantic import BaseModel
 
 from abeyance.app.problems import CODE_BY_STATUS, PROBLEM, STATUS_BY_ERROR
+from abeyance.domain.errors import ServiceError
+from abeyance.infra.agents.declarations import DeclaredToolCatalog
 
 PROBLEM_COMPONENT = "Problem"
 SLACK_SIGNATURE_SCHEME = "SlackSignature"
@@ -39,12 +41,29 @@ EXTRA_CODES = {503: ("database_unavailable",)}
 
 
 def codes_for(status: int) -> list[str]:
-    """Every `code` a problem with this status can carry."""
-    codes = {error.code for error, mapped in STATUS_BY_ERROR if mapped == status}
+    """Every `code` a problem with this status can carry: the mapped errors' and those of their
+    subclasses (declared anywhere, e.g. `world_exists`), each under the status it maps to."""
+    codes = {error.code for error in _error_types() if _status_of(error) == status}
     codes.update(EXTRA_CODES.get(status, ()))
     if status in CODE_BY_STATUS:
         codes.add(CODE_BY_STATUS[status])
     return sorted(codes)
+
+
+def _error_types() -> list[type[ServiceError]]:
+    found: list[type[ServiceError]] = []
+    level = [error for error, _ in STATUS_BY_ERROR]
+    while level:
+        error = level.pop()
+        if error not in found:
+            found.append(error)
+            level.extend(error.__subclasses__())
+    return found
+
+
+def _status_of(error: type[ServiceError]) -> int:
+    """The status `problems.status_for` gives an error of this type."""
+    return next(status for mapped, status in STATUS_BY_ERROR if issubclass(error, mapped))
 
 
 def problem_schema() -> Schema:
@@ -94,17 +113,29 @@ def statuses_of(method: str, operation: Operation) -> list[int]:
     return sorted(statuses)
 
 
-def problem_response(status: int) -> OpenAPIResponse:
-    codes = codes_for(status)
-    schema = Schema(
+def status_problem_schema(status: int) -> Schema:
+    """The problem of one status: `Problem` with the `code` values that status can carry."""
+    return Schema(
         all_of=[
             Reference(ref=f"#/components/schemas/{PROBLEM_COMPONENT}"),
-            Schema(type=OpenAPIType.OBJECT, properties={"code": Schema(type=OpenAPIType.STRING, enum=codes)}),
+            Schema(
+                type=OpenAPIType.OBJECT,
+                properties={"code": Schema(type=OpenAPIType.STRING, enum=codes_for(status))},
+            ),
         ]
     )
+
+
+def problem_response(status: int) -> OpenAPIResponse:
+    """A response referring to the status's own component (`Problem404`), so a generated client
+    has one type per status rather than one per operation and status."""
     return OpenAPIResponse(
-        description=f"{DESCRIPTIONS.get(status, 'Error')} (`code`: {', '.join(codes)})",
-        content={PROBLEM: OpenAPIMediaType(schema=schema)},
+        description=f"{DESCRIPTIONS.get(status, 'Error')} (`code`: {', '.join(codes_for(status))})",
+        content={
+            PROBLEM: OpenAPIMediaType(
+                schema=Reference(ref=f"#/components/schemas/{PROBLEM_COMPONENT}{status}")
+            )
+        },
     )
 
 
@@ -123,13 +154,17 @@ def document_problems(document: OpenAPI) -> None:
             responses.pop("400", None)
             for status in statuses_of(method, operation):
                 responses.setdefault(str(status), problem_response(status))
+                schemas.setdefault(f"{PROBLEM_COMPONENT}{status}", status_problem_schema(status))
             operation.responses = responses
+    components.schemas = schemas
 
 
-def install(app: Litestar) -> None:
-    """Document the problems once the document is built (on startup, before it is first served)."""
+def install(app: Litestar, catalog: DeclaredToolCatalog) -> None:
+    """Document the problems once the document is built (on startup, before it is first served),
+    and the agents and gated tools of this deployment's catalog."""
     document_problems(app.openapi_schema)
     document_request_models(app, app.openapi_schema)
+    document_catalog(app.openapi_schema, catalog)
 
 
 def request_models(app: Litestar) -> list[type[BaseModel]]:
@@ -156,3 +191,16 @@ def document_request_models(app: Litestar, document: OpenAPI) -> None:
             schemas[name] = definition
         schemas[model.__name__] = schema
     document.components.schemas = schemas
+
+
+def document_catalog(document: OpenAPI, catalog: DeclaredToolCatalog) -> None:
+    """`agent` and a pre-approval's `tool_name` as enums of what is configured: the service checks
+    both against the same catalog (`unknown agent`, `no agent declares a gated tool`)."""
+    schemas: dict[str, Any] = dict(document.components.schemas or {})
+    for model, field, names in (
+        ("CreateConversation", "agent", catalog.agent_names()),
+        ("CreateAuthorization", "tool_name", catalog.gated_tool_names()),
+    ):
+        schema = schemas.get(model)
+        if isinstance(schema, dict) and field in schema.get("properties", {}):
+            schema["properties"][field]["enum"] = names

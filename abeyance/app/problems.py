@@ -85,12 +85,11 @@ def service_error_handler(_: Request[Any, Any, Any], exc: e.ServiceError) -> Res
     return problem(status_for(exc), exc.code, exc.message, jsonable(exc.extra))
 
 
-def http_error_handler(_: Request[Any, Any, Any], exc: HTTPException) -> Response[dict[str, Any]]:
+def http_error_handler(request: Request[Any, Any, Any], exc: HTTPException) -> Response[dict[str, Any]]:
     status = exc.status_code
     if isinstance(exc, ValidationException):
-        return problem(
-            422, "validation_failed", "the request is not valid", {"errors": field_errors(exc.extra)}
-        )
+        errors = field_errors(exc.extra, _wire_names(request))
+        return problem(422, "validation_failed", "the request is not valid", {"errors": errors})
     if status == 400 and isinstance(exc.__cause__, SerializationException):
         detail = str(exc.__cause__)
         return problem(
@@ -111,12 +110,30 @@ def http_error_handler(_: Request[Any, Any, Any], exc: HTTPException) -> Respons
     return problem(status, CODE_BY_STATUS.get(status, "http_error"), str(exc.detail), extra, headers)
 
 
-def field_errors(extra: Any) -> list[dict[str, Any]]:
+def _wire_names(request: Request[Any, Any, Any]) -> dict[str, str]:
+    """The names parameters have on the wire where they differ from the handler's (`Last-Event-ID`
+    for `last_event_id`, `state` for `rule_state`)."""
+    try:
+        parameters = request.route_handler.parsed_fn_signature.parameters
+    except (AttributeError, KeyError):
+        return {}
+    names: dict[str, str] = {}
+    for name, parameter in parameters.items():
+        kwarg = parameter.kwarg_definition
+        wire = getattr(kwarg, "header", None) or getattr(kwarg, "query", None) or getattr(kwarg, "name", None)
+        if isinstance(wire, str) and wire != name:
+            names[name] = wire
+    return names
+
+
+def field_errors(extra: Any, wire_names: dict[str, str] | None = None) -> list[dict[str, Any]]:
     """Litestar's validation errors in the service's own shape: `{"loc": [...], "msg": ...}`.
 
     Body fields are located by their path (`["args", "event_id"]`), like the service's own
-    errors; query, path and header parameters by source and name (`["query", "limit"]`).
+    errors; query, path and header parameters by source and the name sent (`["query", "limit"]`,
+    `["header", "Last-Event-ID"]`).
     """
+    wire_names = wire_names or {}
     errors: list[dict[str, Any]] = []
     for item in extra if isinstance(extra, list) else []:
         if not isinstance(item, dict):
@@ -124,7 +141,7 @@ def field_errors(extra: Any) -> list[dict[str, Any]]:
         key, source = item.get("key"), item.get("source")
         message = str(item.get("message", "invalid"))
         if source in ("query", "path", "header", "cookie"):
-            loc = [source, str(key)]
+            loc = [source, wire_names.get(str(key), str(key))]
         elif key in (None, "data"):
             loc, message = ["body"], ("a JSON object is required" if key == "data" else message)
         else:

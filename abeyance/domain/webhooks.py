@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import ipaddress
+import re
 import secrets
 import uuid
 from collections.abc import Callable, Sequence
@@ -24,6 +25,11 @@ from abeyance.domain.errors import NotFound, ValidationFailed
 from abeyance.domain.events import WEBHOOK_EVENT_TYPES
 from abeyance.domain.ports import UnitOfWorkFactory
 from abeyance.domain.records import Principal, Webhook
+
+# The shape of every URL `check_url` admits: http(s), a host without credentials (no `@`), then an
+# optional path, query or fragment; no spaces or control characters. The OpenAPI document carries it.
+WEBHOOK_URL_PATTERN = r"^https?://[^\s/?#@\x00-\x1f\x7f]+(?:[/?#][^\s\x00-\x1f\x7f]*)?$"
+_URL_SHAPE = re.compile(WEBHOOK_URL_PATTERN)
 
 SIGNATURE_HEADER = "Abeyance-Signature"
 SIGNATURE_TOLERANCE_SECONDS = 300
@@ -94,6 +100,8 @@ def _url_problem(url: str, *, allow_private_hosts: bool) -> str | None:
         return "must not carry credentials"
     if not allow_private_hosts and is_private_host(hostname):
         return "must not point at a loopback or private address"
+    if not _URL_SHAPE.fullmatch(url):
+        return "must be an absolute http or https URL"
     return None
 
 

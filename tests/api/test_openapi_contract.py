@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
+import jsonschema_rs
 from litestar.testing import AsyncTestClient
 
 from abeyance.app.openapi_contract import codes_for
+from abeyance.app.schemas import WORKSPACE_PATTERN
 
 PROBLEM = "application/problem+json"
 
@@ -43,14 +45,23 @@ async def test_every_operation_documents_its_problem_responses(client: AsyncTest
                 if media is None:
                     missing.append(f"{label}: {status} is not problem+json")
                     continue
-                [_, codes] = media["schema"]["allOf"]
+                component = media["schema"]["$ref"].removeprefix("#/components/schemas/")
+                [_, codes] = document["components"]["schemas"][component]["allOf"]
                 if codes["properties"]["code"]["enum"] != codes_for(int(status)):
                     missing.append(f"{label}: {status} codes differ")
     assert missing == []
 
 
 def test_problem_codes_come_from_the_error_table() -> None:
-    assert codes_for(409) == ["args_changed", "conflict", "invalid_transition", "run_active", "stale"]
+    assert codes_for(409) == [
+        "args_changed",
+        "conflict",
+        "idempotency_conflict",
+        "invalid_transition",
+        "run_active",
+        "stale",
+        "world_exists",
+    ]
     assert codes_for(422) == ["invalid_decision", "validation_failed"]
     assert codes_for(503) == ["database_unavailable", "unavailable"]
     assert codes_for(415) == ["unsupported_media_type"]
@@ -71,3 +82,76 @@ async def test_request_bodies_are_documented_as_they_are_validated(client: Async
     assert workspace == {"maxLength": 100, "minLength": 1, "pattern": "^[A-Za-z0-9_.-]+$", "type": "string"}
     extra = await client.post("/v1/conversations", json={"agent": "ops", "surprise": 1})
     assert extra.status_code == 422
+
+
+def param(document: dict[str, Any], path: str, name: str) -> dict[str, Any]:
+    [found] = [p for p in document["paths"][path]["get"]["parameters"] if p["name"] == name]
+    schema: dict[str, Any] = found["schema"]
+    return schema
+
+
+async def test_constraints_the_service_enforces_are_in_the_document(client: AsyncTestClient[Any]) -> None:
+    """Each constraint in the document, and the server refusing (422) what it refuses and taking
+    what it admits: the document and the check agree on the same samples."""
+    document = (await client.get("/schema/openapi.json")).json()
+    schemas = document["components"]["schemas"]
+
+    agent = schemas["CreateConversation"]["properties"]["agent"]
+    assert agent["enum"] == ["assistant", "customer", "ops", "world"]
+    assert (await client.post("/v1/conversations", json={"agent": "nobody"})).status_code == 422
+    assert (await client.post("/v1/conversations", json={"agent": "assistant"})).status_code == 201
+
+    tool = schemas["CreateAuthorization"]["properties"]["tool_name"]
+    assert "replay_dlq_event" in tool["enum"] and "list_dlq_events" not in tool["enum"]
+    refused = await client.post("/v1/authorizations", json={"tool_name": "list_dlq_events", "reason": "r"})
+    assert refused.status_code == 422
+
+    url = schemas["CreateWebhook"]["properties"]["url"]
+    assert url["format"] == "uri" and url["maxLength"] == 2000
+    valid_url = jsonschema_rs.validator_for(url)
+    for sample, admitted in (
+        ("https://hooks.example.com/abeyance?x=1", True),
+        ("http://hooks.example.com:8080", True),
+        ("ftp://hooks.example.com/x", False),
+        ("/relative/path", False),
+        ("hooks.example.com/x", False),
+        ("https://user:secret@hooks.example.com/x", False),
+        ("https://hooks.example.com/a b", False),
+        ("https://hooks.example.com/\x01", False),
+    ):
+        assert valid_url.is_valid(sample) is admitted, sample
+        answer = await client.post("/v1/webhooks", json={"url": sample, "events": ["run.completed"]})
+        assert answer.status_code == (201 if admitted else 422), (sample, answer.text)
+    events = schemas["CreateWebhook"]["properties"]["events"]["items"]["enum"]
+    assert "run.completed" in events
+    unknown = await client.post("/v1/webhooks", json={"url": "https://h.example.com", "events": ["run.x"]})
+    assert unknown.status_code == 422
+
+    action = param(document, "/v1/audit", "action")
+    assert action["maxItems"] == 20 and action["items"] == {
+        "type": "string",
+        "minLength": 1,
+        "maxLength": 100,
+    }
+    for value, status in (("pending.approved", 200), ("", 422), ("a" * 101, 422)):
+        assert (await client.get("/v1/audit", params={"action": value})).status_code == status, value
+
+    for path in ("/v1/audit", "/v1/pending"):
+        cursor = param(document, path, "cursor")
+        valid_cursor = jsonschema_rs.validator_for(cursor)
+        assert cursor["maxLength"] == 200
+        for sample in ("not a cursor", "a/b", "=", "x" * 201):
+            assert not valid_cursor.is_valid(sample), sample
+            assert (await client.get(path, params={"cursor": sample})).status_code == 422, (path, sample)
+        assert valid_cursor.is_valid("YXVkaXR8MQ==")
+
+    workspace = param(document, "/v1/conversations", "workspace")
+    assert workspace["pattern"] == WORKSPACE_PATTERN and workspace["minLength"] == 1
+    assert (await client.get("/v1/conversations", params={"workspace": "a b"})).status_code == 422
+    assert (await client.get("/v1/conversations", params={"workspace": "team-a"})).status_code == 200
+    for model in ("CreateConversation", "CreateWebhook", "CreateWorld", "CreateKey", "EventIn"):
+        [shape, _] = schemas[model]["properties"]["workspace"]["anyOf"]
+        assert shape["pattern"] == WORKSPACE_PATTERN, model
+    assert (
+        await client.post("/v1/worlds", json={"domain": "d", "title": "t", "workspace": "a/b"})
+    ).status_code == 422

@@ -15,6 +15,7 @@ from abeyance.app.routes.provide import services
 from abeyance.app.schemas.channels import (
     BindingOut,
     CreateBinding,
+    CreateSlackBinding,
     MapSlackUser,
     SlackId,
     SlackUserOut,
@@ -92,14 +93,13 @@ class BindingController(Controller):
         digest per window of the approvals waiting, the runs that failed and the conversations the
         service started. Or bind a Slack channel to a workspace: each conversation the service
         starts opens a thread there."""
-        if data.kind == "slack" and data.team_id and data.channel_id:
+        body = data.root
+        if isinstance(body, CreateSlackBinding):
             binding = await channels.bind_slack_channel(
-                principal, data.team_id, data.channel_id, data.workspace
+                principal, body.team_id, body.channel_id, body.workspace
             )
         else:
-            binding = await channels.bind_email(
-                principal, data.email or "", data.conversation_id, data.workspace
-            )
+            binding = await channels.bind_email(principal, body.email, body.conversation_id, body.workspace)
         return binding_out(binding)
 
     @delete("/{binding_id:uuid}", status_code=HTTP_204_NO_CONTENT)

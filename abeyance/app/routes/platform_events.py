@@ -6,6 +6,7 @@ from typing import Annotated
 
 from litestar import Response, get, post
 from litestar.di import NamedDependency
+from litestar.openapi import ResponseSpec
 from litestar.params import JSONBody, QueryParameter
 from litestar.status_codes import HTTP_200_OK, HTTP_202_ACCEPTED
 
@@ -18,11 +19,18 @@ from abeyance.app.schemas.platform_events import (
     listed_conversation_out,
     platform_event,
 )
+from abeyance.app.schemas.validation import MAX_WORKSPACE_CHARS, WORKSPACE_PATTERN
 from abeyance.domain.customer.intake import EventIntakeService
 from abeyance.domain.records import Principal
 
 
-@post("/v1/events", tags=["events"], status_code=HTTP_202_ACCEPTED, dependencies=services("intake"))
+@post(
+    "/v1/events",
+    tags=["events"],
+    status_code=HTTP_202_ACCEPTED,
+    dependencies=services("intake"),
+    responses={HTTP_200_OK: ResponseSpec(EventAccepted, description="Posted before: `duplicate` is true")},
+)
 async def post_event(
     data: JSONBody[EventIn],
     intake: NamedDependency[EventIntakeService],
@@ -47,7 +55,10 @@ async def list_conversations(
     intake: NamedDependency[EventIntakeService],
     principal: NamedDependency[Principal],
     limit: Annotated[int, QueryParameter(ge=1, le=200)] = 50,
-    workspace: Annotated[str | None, QueryParameter(min_length=1, max_length=100)] = None,
+    workspace: Annotated[
+        str | None,
+        QueryParameter(min_length=1, max_length=MAX_WORKSPACE_CHARS, pattern=WORKSPACE_PATTERN),
+    ] = None,
 ) -> ConversationList:
     """The newest conversations of the caller's workspace (admins: every workspace, or `?workspace=`),
     newest first; those that platform events started have `initiator: system` and their `event`."""

@@ -13,6 +13,9 @@ from typing import Annotated, Any, Literal
 
 from litestar import Controller, Response, delete, get, post
 from litestar.di import NamedDependency
+from litestar.openapi import ResponseSpec
+from litestar.openapi.spec import Schema
+from litestar.openapi.spec.enums import OpenAPIType
 from litestar.params import FromPath, FromQuery, JSONBody, QueryParameter
 from litestar.status_codes import HTTP_200_OK, HTTP_201_CREATED, HTTP_202_ACCEPTED
 
@@ -23,6 +26,8 @@ from abeyance.app.routes.platform_events import list_conversations, post_event
 from abeyance.app.routes.provide import services
 from abeyance.app.routes.worlds import world_route_handlers
 from abeyance.app.schemas import (
+    CURSOR_PATTERN,
+    MAX_CURSOR_CHARS,
     ApiKeyOut,
     AuditPage,
     AuthorizationOut,
@@ -67,8 +72,19 @@ from abeyance.domain.states import Decision, PendingStatus
 from abeyance.domain.tools import PendingKind
 
 Wait = Annotated[float, QueryParameter(ge=0, le=3600, description="Long-poll up to this many seconds")]
+Cursor = Annotated[
+    str | None,
+    QueryParameter(
+        pattern=CURSOR_PATTERN,
+        max_length=MAX_CURSOR_CHARS,
+        description="`next_cursor` of the previous page",
+    ),
+]
 MAX_AUDIT_ACTIONS = 20
 MAX_ACTION_CHARS = 100
+# Each `action` is checked in the handler (Litestar checks only the list's length); the document
+# says the same from these constants.
+ACTION_SCHEMA = Schema(type=OpenAPIType.STRING, min_length=1, max_length=MAX_ACTION_CHARS)
 
 
 def query_error(name: str, message: str, msg: str) -> ValidationFailed:
@@ -127,7 +143,11 @@ class ConversationController(Controller):
         detail = await conversations.conversation_detail(principal, conversation_id)
         return conversation_detail_out(detail, principal)
 
-    @post("/{conversation_id:uuid}/messages", status_code=HTTP_202_ACCEPTED)
+    @post(
+        "/{conversation_id:uuid}/messages",
+        status_code=HTTP_202_ACCEPTED,
+        responses={HTTP_200_OK: ResponseSpec(RunOut, description="The run settled within `wait` seconds")},
+    )
     async def post_message(
         self,
         conversation_id: FromPath[uuid.UUID],
@@ -198,7 +218,7 @@ class PendingController(Controller):
         status: FromQuery[PendingStatus | None] = PendingStatus.AWAITING,
         kind: FromQuery[PendingKind | None] = None,
         tool_name: FromQuery[str | None] = None,
-        cursor: FromQuery[str | None] = None,
+        cursor: Cursor = None,
         limit: Annotated[int, QueryParameter(ge=1, le=200)] = 50,
     ) -> PendingPage:
         """Pending calls of the caller's workspace, newest first."""
@@ -258,7 +278,12 @@ class AuditController(Controller):
         conversation_id: FromQuery[uuid.UUID | None] = None,
         correlation_id: FromQuery[uuid.UUID | None] = None,
         action: Annotated[
-            list[str] | None, QueryParameter(max_items=MAX_AUDIT_ACTIONS, description="Repeat: any of")
+            list[str] | None,
+            QueryParameter(
+                max_items=MAX_AUDIT_ACTIONS,
+                description=f"Repeat: any of (each 1-{MAX_ACTION_CHARS} characters)",
+                schema_extra={"items": ACTION_SCHEMA},
+            ),
         ] = None,
         since: Annotated[
             str | None,
@@ -269,7 +294,7 @@ class AuditController(Controller):
             ),
         ] = None,
         order: Annotated[Literal["asc", "desc"], QueryParameter(description="`desc`: newest first")] = "asc",
-        cursor: FromQuery[str | None] = None,
+        cursor: Cursor = None,
         limit: Annotated[int, QueryParameter(ge=1, le=500)] = 100,
     ) -> AuditPage:
         """Audit rows in the order they were written, or newest first with `order=desc`

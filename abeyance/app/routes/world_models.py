@@ -9,7 +9,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from abeyance.app.schemas import ConversationOut, JsonObject, Strict
+from abeyance.app.schemas import ConversationOut, JsonObject, Strict, WorkspaceName
 from abeyance.domain.worlds.rules import (
     Decision,
     Flag,
@@ -27,7 +27,7 @@ ClientId = Annotated[str, Field(min_length=1, max_length=200, pattern=r"^[A-Za-z
 class CreateWorld(Strict):
     domain: str = Field(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9_.-]+$")
     title: str = Field(min_length=1, max_length=500)
-    workspace: str | None = Field(default=None, min_length=1, max_length=100, pattern=r"^[A-Za-z0-9_.-]+$")
+    workspace: WorkspaceName | None = None
 
 
 class WorldOut(BaseModel):

@@ -7,6 +7,7 @@ from typing import Annotated, Any
 
 from litestar import Controller, Response, get, post
 from litestar.di import NamedDependency
+from litestar.openapi import ResponseSpec
 from litestar.params import FromPath, JSONBody, QueryParameter
 from litestar.status_codes import HTTP_200_OK, HTTP_201_CREATED
 
@@ -63,7 +64,11 @@ class WorldController(Controller):
     ) -> WorldOut:
         return world_out(await worlds.get_world(principal, world_id))
 
-    @post("/{world_id:uuid}/decisions", status_code=HTTP_201_CREATED)
+    @post(
+        "/{world_id:uuid}/decisions",
+        status_code=HTTP_201_CREATED,
+        responses={HTTP_200_OK: ResponseSpec(DecisionOut, description="Recorded before with this body")},
+    )
     async def record_decision(
         self,
         world_id: FromPath[uuid.UUID],
@@ -79,7 +84,11 @@ class WorldController(Controller):
             DecisionOut.of(recorded.value), status_code=HTTP_201_CREATED if recorded.created else HTTP_200_OK
         )
 
-    @post("/{world_id:uuid}/decisions/{decision_id:str}/flags", status_code=HTTP_201_CREATED)
+    @post(
+        "/{world_id:uuid}/decisions/{decision_id:str}/flags",
+        status_code=HTTP_201_CREATED,
+        responses={HTTP_200_OK: ResponseSpec(FlagOut, description="Flagged before with this id")},
+    )
     async def flag_decision(
         self,
         world_id: FromPath[uuid.UUID],

@@ -7,7 +7,6 @@ from abeyance.app.schemas.access import (
     CreateKey,
     IssuedKeyOut,
     PrincipalOut,
-    WorkspaceName,
     api_key_out,
     authorization_out,
     issued_key_out,
@@ -44,14 +43,18 @@ from abeyance.app.schemas.pending import (
 )
 from abeyance.app.schemas.runs import RunOut, UsageOut, run_out, usage_out
 from abeyance.app.schemas.validation import (
+    CURSOR_PATTERN,
+    MAX_CURSOR_CHARS,
     MAX_JSON_DEPTH,
     MAX_NUL_ERRORS,
     MAX_ROW_ID,
     NUL,
+    WORKSPACE_PATTERN,
     JsonObject,
     JsonValue,
     Strict,
     UtcDatetime,
+    WorkspaceName,
     as_utc,
     bounded_depth,
     jsonable,
@@ -66,10 +69,13 @@ from abeyance.app.schemas.webhooks import (
 )
 
 __all__ = [
+    "CURSOR_PATTERN",
+    "MAX_CURSOR_CHARS",
     "MAX_JSON_DEPTH",
     "MAX_NUL_ERRORS",
     "MAX_ROW_ID",
     "NUL",
+    "WORKSPACE_PATTERN",
     "ApiKeyOut",
     "AuditEntryOut",
     "AuditPage",

@@ -6,9 +6,9 @@ import uuid
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
-from abeyance.app.schemas.validation import FromRecord, JsonObject, Strict, UtcDatetime
+from abeyance.app.schemas.validation import FromRecord, JsonObject, Strict, UtcDatetime, WorkspaceName
 from abeyance.domain.access import Permission
 from abeyance.domain.keys import IssuedKey
 from abeyance.domain.records import (
@@ -21,9 +21,6 @@ from abeyance.domain.records import (
 def _object_or_none(value: Any) -> Any:
     """A stored rule that is not a JSON object is shown as null (it gates every call)."""
     return value if isinstance(value, dict) else None
-
-
-WorkspaceName = Annotated[str, Field(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9_.-]+$")]
 
 
 class CreateAuthorization(Strict):
@@ -49,6 +46,16 @@ class AuthorizationOut(FromRecord):
 
 
 class CreateKey(Strict):
+    """A user or operator key belongs to a workspace (`KeyService.create` refuses one without)."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "if": {"properties": {"role": {"enum": ["user", "operator"]}}},
+            "then": {"required": ["workspace"], "properties": {"workspace": {"type": "string"}}},
+        },
+    )
+
     role: Literal["user", "operator", "admin"]
     workspace: WorkspaceName | None = None
     name: str | None = Field(default=None, min_length=1, max_length=200)

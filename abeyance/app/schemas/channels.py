@@ -6,10 +6,10 @@ import uuid
 from datetime import datetime
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, Field, model_validator
+from pydantic import BaseModel, Field, RootModel
 
-from abeyance.app.schemas.access import WorkspaceName
-from abeyance.app.schemas.validation import FromRecord, Strict
+from abeyance.app.schemas.validation import FromRecord, Strict, WorkspaceName
+from abeyance.domain.channels.admin import EMAIL_PATTERN
 from abeyance.domain.channels.records import ChannelBinding
 
 SlackId = Annotated[str, Field(min_length=1, max_length=50, pattern=r"^[A-Za-z0-9]+$")]
@@ -27,32 +27,41 @@ class SlackUserOut(FromRecord):
     created_at: datetime
 
 
-class CreateBinding(Strict):
-    """An email address (`kind: email`) for one conversation or every conversation of a workspace;
-    or a workspace's Slack channel (`kind: slack`) where each conversation the service starts opens
-    a thread. (Slack threads people start bind themselves.)"""
+EmailAddress = Annotated[
+    str, Field(min_length=3, max_length=320, pattern=EMAIL_PATTERN.pattern, examples=["ops@example.com"])
+]
 
-    kind: Literal["email", "slack"]
-    email: str | None = Field(default=None, min_length=3, max_length=320, description="`kind: email`")
+
+class CreateEmailBinding(Strict):
+    """An email address that gets one digest per window, for one conversation or (without
+    `conversation_id`) every conversation of a workspace."""
+
+    kind: Literal["email"]
+    email: EmailAddress
     conversation_id: uuid.UUID | None = Field(
-        default=None,
-        description="`kind: email`: one conversation; omitted: every conversation of the workspace",
+        default=None, description="One conversation; omitted: every conversation of the workspace"
     )
-    team_id: SlackId | None = Field(default=None, description="`kind: slack`")
-    channel_id: SlackId | None = Field(default=None, description="`kind: slack`")
     workspace: WorkspaceName | None = Field(
-        default=None, description="Without a conversation: admins only; defaults to the key's"
+        default=None,
+        description="Without a conversation: admins only; defaults to the key's. Ignored with one.",
     )
 
-    @model_validator(mode="after")
-    def fields_of_its_kind(self) -> CreateBinding:
-        if self.kind == "email" and (self.email is None or self.team_id or self.channel_id):
-            raise ValueError("kind email takes an email (and no team_id or channel_id)")
-        if self.kind == "slack" and (
-            not self.team_id or not self.channel_id or self.email is not None or self.conversation_id
-        ):
-            raise ValueError("kind slack takes a team_id and a channel_id (and no email or conversation_id)")
-        return self
+
+class CreateSlackBinding(Strict):
+    """A workspace's Slack channel, where each conversation the service starts opens a thread.
+    (Slack threads people start bind themselves.)"""
+
+    kind: Literal["slack"]
+    team_id: SlackId
+    channel_id: SlackId
+    workspace: WorkspaceName | None = Field(default=None, description="Admins only; defaults to the key's")
+
+
+AnyBinding = Annotated[CreateEmailBinding | CreateSlackBinding, Field(discriminator="kind")]
+
+
+class CreateBinding(RootModel[AnyBinding]):
+    """An email binding or a Slack channel binding, told apart by `kind`."""
 
 
 class SlackAddressOut(BaseModel):

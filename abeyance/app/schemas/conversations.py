@@ -11,7 +11,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from abeyance.app.schemas.runs import RunOut, run_out
-from abeyance.app.schemas.validation import FromRecord, Strict
+from abeyance.app.schemas.validation import FromRecord, Strict, WorkspaceName
 from abeyance.domain.access import Permission
 from abeyance.domain.conversations import ConversationDetail
 from abeyance.domain.records import (
@@ -25,7 +25,7 @@ from abeyance.domain.sanitize import sanitize
 
 class CreateConversation(Strict):
     agent: str = Field(min_length=1, max_length=100)
-    workspace: str | None = Field(default=None, min_length=1, max_length=100, pattern=r"^[A-Za-z0-9_.-]+$")
+    workspace: WorkspaceName | None = None
 
 
 class PostMessage(Strict):

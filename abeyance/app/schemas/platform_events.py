@@ -9,7 +9,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, Field, ValidationError
 
 from abeyance.app.schemas.conversations import ConversationOut, conversation_out
-from abeyance.app.schemas.validation import JsonObject, Strict, UtcDatetime
+from abeyance.app.schemas.validation import JsonObject, Strict, UtcDatetime, WorkspaceName
 from abeyance.domain.customer.events import Intake, ListedConversation, PlatformEvent, PlatformEventType
 from abeyance.domain.errors import ValidationFailed
 
@@ -61,7 +61,7 @@ class EventIn(Strict):
 
     id: EventId
     type: Literal["scan.completed", "anomaly.detected", "workspace.config_changed"]
-    workspace: Name | None = None
+    workspace: WorkspaceName | None = None
     occurred_at: UtcDatetime | None = None
     data: JsonObject
 

@@ -6,10 +6,11 @@ import dataclasses
 from datetime import UTC, datetime
 from typing import Annotated, Any
 
-from pydantic import AfterValidator, AwareDatetime, BaseModel, ConfigDict
+from pydantic import AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field
 from pydantic_core import to_jsonable_python
 
 from abeyance.domain.errors import ValidationFailed
+from abeyance.domain.webhooks import WEBHOOK_URL_PATTERN
 
 
 def jsonable(value: Any) -> Any:
@@ -80,6 +81,32 @@ def as_utc(value: datetime) -> datetime:
 JsonValue = Annotated[Any, AfterValidator(bounded_depth)]
 JsonObject = Annotated[dict[str, Any], AfterValidator(bounded_depth)]
 UtcDatetime = Annotated[AwareDatetime, AfterValidator(as_utc)]
+
+
+# Constraints the service enforces, named once: the pydantic models and the query parameters use
+# these, so the check and the OpenAPI document come from the same place.
+WORKSPACE_PATTERN = r"^[A-Za-z0-9_.-]+$"
+MAX_WORKSPACE_CHARS = 100
+WorkspaceName = Annotated[str, Field(min_length=1, max_length=MAX_WORKSPACE_CHARS, pattern=WORKSPACE_PATTERN)]
+
+# A page cursor is opaque: URL-safe base64 of what the service needs to continue. The shape is
+# checked by the pattern, the content when it is decoded (422 `validation_failed` either way).
+CURSOR_PATTERN = r"^[A-Za-z0-9_-]+={0,2}$"
+MAX_CURSOR_CHARS = 200
+
+# A webhook URL is checked by `check_url` (with a message per problem); the document carries its
+# shape, the same pattern `check_url` ends with.
+MAX_URL_CHARS = 2000
+WebhookUrl = Annotated[
+    str,
+    Field(
+        min_length=1,
+        max_length=MAX_URL_CHARS,
+        json_schema_extra={"format": "uri", "pattern": WEBHOOK_URL_PATTERN},
+        description="An absolute http or https URL without credentials; a public host unless "
+        "the deployment allows private ones",
+    ),
+]
 
 
 class Strict(BaseModel):

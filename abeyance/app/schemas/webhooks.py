@@ -4,19 +4,29 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime
+from typing import Annotated
 
 from pydantic import Field
 
-from abeyance.app.schemas.validation import FromRecord, Strict
+from abeyance.app.schemas.validation import FromRecord, Strict, WebhookUrl, WorkspaceName
+from abeyance.domain.events import WEBHOOK_EVENT_TYPES
 from abeyance.domain.records import (
     Webhook,
 )
 
+WebhookEventName = Annotated[
+    str,
+    Field(
+        json_schema_extra={"enum": sorted(t.value for t in WEBHOOK_EVENT_TYPES)},
+        description="An event type a webhook may subscribe to (checked by `check_events`)",
+    ),
+]
+
 
 class CreateWebhook(Strict):
-    url: str = Field(min_length=1, max_length=2000)
-    events: list[str] = Field(min_length=1, max_length=10)
-    workspace: str | None = Field(default=None, min_length=1, max_length=100, pattern=r"^[A-Za-z0-9_.-]+$")
+    url: WebhookUrl
+    events: list[WebhookEventName] = Field(min_length=1, max_length=10)
+    workspace: WorkspaceName | None = None
 
 
 class WebhookOut(FromRecord):

@@ -13,7 +13,17 @@ from abeyance.domain.errors import NotFound, ValidationFailed
 from abeyance.domain.ports import UnitOfWorkFactory
 from abeyance.domain.records import Principal
 
-EMAIL_PATTERN = re.compile(r"^[^@\s<>,;\"]+@[^@\s<>,;\"]+\.[^@\s<>,;\"]+$")
+# An ASCII address as HTML's `type=email` takes it, with a dot in the domain: the same in Python's
+# `re` and in the OpenAPI document's ECMAScript regex (no `\s`, whose meaning differs).
+EMAIL_PATTERN = re.compile(
+    r"^[A-Za-z0-9.!#$%&'*+/=?^_`{|}~-]+@[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
+    r"(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)+$"
+)
+
+
+def _not_visible(field: str, message: str) -> ValidationFailed:
+    """A body naming something the key cannot see: the request is wrong, not the path."""
+    return ValidationFailed(message, extra={"errors": [{"loc": [field], "msg": message}]})
 
 
 def check_email(address: str) -> str:
@@ -74,12 +84,12 @@ class ChannelAdminService:
             if conversation_id is not None:
                 conversation = await uow.conversations.get(conversation_id)
                 if conversation is None or not principal.can_see(conversation.workspace):
-                    raise NotFound("conversation not found")
+                    raise _not_visible("conversation_id", "no conversation with this id in your workspace")
                 ws = conversation.workspace
             else:
                 ws = workspace or principal.workspace or "default"
                 if not principal.can_see(ws):
-                    raise NotFound("workspace not found")
+                    raise _not_visible("workspace", "not a workspace your key can see")
             principal.require(Permission.MANAGE_WEBHOOKS)
             binding = ChannelBinding(
                 id=uuid.uuid4(),
@@ -101,7 +111,7 @@ class ChannelAdminService:
         platform event) opens a thread; replies in the thread continue that conversation."""
         ws = workspace or principal.workspace or "default"
         if not principal.can_see(ws):
-            raise NotFound("workspace not found")
+            raise _not_visible("workspace", "not a workspace your key can see")
         principal.require(Permission.MANAGE_WEBHOOKS)
         binding = ChannelBinding(
             id=uuid.uuid4(),

@@ -125,6 +125,10 @@ class DeclaredToolCatalog:
         """The agents a conversation may be created with."""
         return sorted(name for name, a in self._agents.items() if a.conversational)
 
+    def gated_tool_names(self) -> list[str]:
+        """The tools a pre-approval may name: gated tools of any agent."""
+        return sorted({d.spec.name for a in self._agents.values() for d in a.tools if d.spec.gated})
+
     def definition(self, agent: str) -> AgentDefinition:
         return self._agents[agent]
 
