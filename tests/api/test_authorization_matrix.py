@@ -209,10 +209,11 @@ ROUTES = [
     Route(
         "POST",
         "/v1/channels/bindings",
-        # The role is asked first; an operator of another workspace does not see the conversation.
+        # The role is asked first; an operator of another workspace does not see the conversation
+        # its body names: a wrong body (422 on `conversation_id`), as for a missing one.
         {
             "user": {"own": 403, "other": 403},
-            "operator": {"own": 201, "other": 404},
+            "operator": {"own": 201, "other": 422},
             "admin": {"own": 201, "other": 201},
         },
         body=lambda o: {
