@@ -64,18 +64,28 @@ async def publish(
     event_type: EventType,
     data: dict[str, Any],
     now: datetime,
-) -> StoredEvent:
-    """Store one event in the caller's transaction and queue its webhook deliveries with it."""
+) -> None:
+    """Store one event in the caller's transaction and queue its webhook deliveries with it.
+
+    Events nobody subscribed a webhook to are written with the transaction's other events when it
+    commits; one that is delivered carries its id, so it is written at once.
+    """
+    hooks = (
+        await uow.webhooks.subscribed(workspace, event_type.value)
+        if event_type in WEBHOOK_EVENT_TYPES
+        else []
+    )
+    if not hooks:
+        uow.events.add(conversation_id, workspace, event_type.value, data, now)
+        return
     event = await uow.events.append(conversation_id, workspace, event_type.value, data, now)
-    if event_type in WEBHOOK_EVENT_TYPES:
-        for hook in await uow.webhooks.subscribed(workspace, event_type.value):
-            await uow.outbox.enqueue(
-                workspace,
-                WEBHOOK_TOPIC_PREFIX + event_type.value,
-                {"webhook_id": str(hook.id), "event": event.envelope()},
-                now,
-            )
-    return event
+    for hook in hooks:
+        await uow.outbox.enqueue(
+            workspace,
+            WEBHOOK_TOPIC_PREFIX + event_type.value,
+            {"webhook_id": str(hook.id), "event": event.envelope()},
+            now,
+        )
 
 
 def pending_link(correlation_id: uuid.UUID) -> dict[str, str]:

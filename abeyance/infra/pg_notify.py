@@ -39,7 +39,9 @@ class PostgresRunNotifier(LocalRunNotifier):
 
     async def run_queued(self, run_id: uuid.UUID) -> None:
         crash_point("notify_queued")
-        await super().run_queued(run_id)
+        self._work.set()
+        await LocalRunNotifier.run_changed(self, run_id)
+        # One notification: listeners of the work channel also wake the run's waiters.
         await self._notify(WORK_CHANNEL, run_id)
 
     async def run_changed(self, run_id: uuid.UUID) -> None:

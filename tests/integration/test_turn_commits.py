@@ -16,14 +16,16 @@ from tests.conftest import call, script
 ADMIN = Principal(id="admin:test", role=Role.ADMIN, workspace=None)
 GATED = script([call("replay_dlq_event", event_id="evt_1001", reason="retry")], "replayed")
 
-SUSPEND_COMMITS = 4
-"""The message accepted (run queued), the claim, the prompt and the model's call stored, the suspension."""
-RESUME_COMMITS = 5
-"""The decision, the claim, the tool's own effect, the tool's outcome with its `tool.result`
-event, and the run's end with the final answer, its last text delta and the closing events."""
+SUSPEND_COMMITS = 3
+"""The message accepted (run queued), the claim, and the suspension with the prompt and the
+model's call (nothing acted on the call, so it is stored with the suspension)."""
+RESUME_COMMITS = 4
+"""The decision, the claim, the tool's own effect with its outcome and `tool.result` event, and
+the run's end with the tool's result message, the final answer, its last text delta and the
+closing events."""
 
 
-async def test_an_approval_turn_makes_four_commits_to_suspend_and_five_to_finish(
+async def test_an_approval_turn_makes_three_commits_to_suspend_and_four_to_finish(
     container: Container,
 ) -> None:
     commits: list[Any] = []

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
@@ -41,36 +42,47 @@ def _event_from_row(row: Any) -> StoredEvent:
 class SqlEventRepository:
     """The append-only event log.
 
-    On PostgreSQL a transaction-scoped advisory lock per conversation is taken before the
-    insert, so ids of one conversation become visible in increasing order: a reader polling
-    `id > last_seen` cannot skip an event whose transaction committed late. (SQLite serializes
-    every writer already.) `published` remembers the conversations touched and
-    `pending_workspaces` the workspaces whose pending calls were created or resolved, for
-    wake-ups after commit: in this process through the unit of work, in others through `NOTIFY`.
+    Events are held and written together when the transaction commits (`flush`, called by the
+    unit of work): one insert for all of them, the last writes of the transaction. On PostgreSQL
+    a transaction-scoped advisory lock per conversation is taken right before, so ids of one
+    conversation become visible in increasing order: a reader polling `id > last_seen` cannot
+    skip an event whose transaction committed late. (SQLite serializes every writer already.)
+    `published` remembers the conversations touched and `pending_workspaces` the workspaces whose
+    pending calls were created or resolved, for wake-ups after commit: in this process through
+    the unit of work, in others through `NOTIFY`.
     """
 
     def __init__(self, session: AsyncSession) -> None:
         self._session = session
         self.published: set[uuid.UUID] = set()
         self.pending_workspaces: set[str] = set()
+        self._held: list[dict[str, Any]] = []
+        self._locked: set[uuid.UUID] = set()
+        self._announced: set[str] = set()
+
+    def add(
+        self, conversation_id: uuid.UUID, workspace: str, event_type: str, data: dict[str, Any], now: datetime
+    ) -> None:
+        self._held.append(
+            {
+                "conversation_id": conversation_id,
+                "workspace": workspace,
+                "type": event_type,
+                "data": data,
+                "created_at": now,
+            }
+        )
+        self.published.add(conversation_id)
+        if event_type in PENDING_EVENT_TYPES:
+            self.pending_workspaces.add(workspace)
 
     async def append(
         self, conversation_id: uuid.UUID, workspace: str, event_type: str, data: dict[str, Any], now: datetime
     ) -> StoredEvent:
-        pending = event_type in PENDING_EVENT_TYPES
-        if self._session.get_bind().dialect.name == "postgresql":
-            # The lock and the notifications go in one round trip, and only the first event of a
-            # conversation in this transaction needs them: the lock is held until the commit, and
-            # notifications are delivered on commit, to the listeners of other processes.
-            first = conversation_id not in self.published
-            calls: list[Any] = []
-            if first:
-                calls.append(sa.func.pg_advisory_xact_lock(_advisory_key(conversation_id)))
-                calls.append(sa.func.pg_notify(NOTIFY_CHANNEL, str(conversation_id)))
-            if pending and workspace not in self.pending_workspaces:
-                calls.append(sa.func.pg_notify(PENDING_CHANNEL, workspace))
-            if calls:
-                await self._session.execute(sa.select(*calls))
+        await self.flush()
+        await self._lock_all(
+            [{"conversation_id": conversation_id, "workspace": workspace, "type": event_type}]
+        )
         event_id = await self._session.scalar(
             t.events.insert()
             .values(
@@ -84,7 +96,7 @@ class SqlEventRepository:
         )
         assert event_id is not None
         self.published.add(conversation_id)
-        if pending:
+        if event_type in PENDING_EVENT_TYPES:
             self.pending_workspaces.add(workspace)
         return StoredEvent(
             id=int(event_id),
@@ -95,7 +107,36 @@ class SqlEventRepository:
             created_at=now,
         )
 
+    async def flush(self) -> None:
+        """Write the held events, in the order they were added."""
+        if not self._held:
+            return
+        held, self._held = self._held, []
+        await self._lock_all(held)
+        await self._session.execute(t.events.insert(), held)
+
+    async def _lock_all(self, rows: Sequence[dict[str, Any]]) -> None:
+        """The conversations' locks and the notifications, in one round trip, once per transaction:
+        the lock is held until the commit, and notifications are delivered on commit, to the
+        listeners of other processes."""
+        if self._session.get_bind().dialect.name != "postgresql":
+            return
+        calls: list[Any] = []
+        for row in rows:
+            conversation_id = row["conversation_id"]
+            if conversation_id not in self._locked:
+                self._locked.add(conversation_id)
+                calls.append(sa.func.pg_advisory_xact_lock(_advisory_key(conversation_id)))
+                calls.append(sa.func.pg_notify(NOTIFY_CHANNEL, str(conversation_id)))
+            workspace = row["workspace"]
+            if row["type"] in PENDING_EVENT_TYPES and workspace not in self._announced:
+                self._announced.add(workspace)
+                calls.append(sa.func.pg_notify(PENDING_CHANNEL, workspace))
+        if calls:
+            await self._session.execute(sa.select(*calls))
+
     async def after(self, conversation_id: uuid.UUID, after_id: int, limit: int) -> list[StoredEvent]:
+        await self.flush()
         c = t.events.c
         rows = await self._session.execute(
             sa.select(t.events)
@@ -106,6 +147,7 @@ class SqlEventRepository:
         return [_event_from_row(row) for row in rows]
 
     async def pending_after(self, workspace: str | None, after_id: int, limit: int) -> list[StoredEvent]:
+        await self.flush()
         c = t.events.c
         query = sa.select(t.events).where(c.type.in_(PENDING_EVENT_TYPES), c.id > after_id)
         if workspace is not None:
@@ -114,6 +156,7 @@ class SqlEventRepository:
         return [_event_from_row(row) for row in rows]
 
     async def last_pending_id(self, workspace: str | None, created_before: datetime | None) -> int:
+        await self.flush()
         c = t.events.c
         query = sa.select(c.id).where(c.type.in_(PENDING_EVENT_TYPES))
         if workspace is not None:
@@ -140,8 +183,11 @@ def _webhook_from_row(row: Any) -> Webhook:
 class SqlWebhookRepository:
     def __init__(self, session: AsyncSession) -> None:
         self._session = session
+        self._subscriptions: dict[str, list[Webhook]] = {}
+        """A workspace's webhooks as this transaction read them (one look-up per transaction)."""
 
     async def add(self, webhook: Webhook) -> None:
+        self._subscriptions.clear()
         await self._session.execute(
             t.webhooks.insert().values(row_values(webhook, t.webhooks, events=list(webhook.events)))
         )
@@ -160,12 +206,16 @@ class SqlWebhookRepository:
         return [_webhook_from_row(row) for row in rows]
 
     async def delete(self, webhook_id: uuid.UUID) -> bool:
+        self._subscriptions.clear()
         result = await self._session.execute(t.webhooks.delete().where(t.webhooks.c.id == webhook_id))
         return int(result.rowcount) == 1  # type: ignore[attr-defined]
 
     async def subscribed(self, workspace: str, event_type: str) -> list[Webhook]:
         # Few webhooks per workspace: filtering the JSON list here stays portable across dialects.
-        return [w for w in await self.for_workspace(workspace) if event_type in w.events]
+        hooks = self._subscriptions.get(workspace)
+        if hooks is None:
+            hooks = self._subscriptions[workspace] = await self.for_workspace(workspace)
+        return [w for w in hooks if event_type in w.events]
 
 
 class SqlOutboxRepository:

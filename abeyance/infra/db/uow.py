@@ -68,7 +68,13 @@ class SqlUnitOfWork:
         finally:
             await self.session.close()
 
+    @property
+    def committed(self) -> bool:
+        return self._committed
+
     async def commit(self) -> None:
+        await self.audit.flush()
+        await self.events.flush()
         await self.session.commit()
         self._committed = True
         if self.events.published:

@@ -17,9 +17,15 @@ from abeyance.infra.db.repositories.base import SqlRepository
 
 class SqlMessageRepository(SqlRepository):
     async def append(
-        self, conversation_id: uuid.UUID, run_id: uuid.UUID | None, bodies: Sequence[str], now: datetime
+        self,
+        conversation_id: uuid.UUID,
+        run_id: uuid.UUID | None,
+        bodies: Sequence[str],
+        now: datetime,
+        *,
+        after_seq: int | None = None,
     ) -> int:
-        last = await self.last_seq(conversation_id)
+        last = after_seq if after_seq is not None else await self.last_seq(conversation_id)
         if not bodies:
             return last
         await self._session.execute(
