@@ -2,9 +2,10 @@
 # Abeyance as an image: the wheel and its dependencies built in one stage, installed as a non-root
 # user in the next. `docker compose up` (compose.yaml) runs it on PostgreSQL with several processes.
 
-ARG PYTHON_VERSION=3.12
+# Any image with `python` and `pip` on PATH will do: `--build-arg PYTHON_IMAGE=...` picks another.
+ARG PYTHON_IMAGE=python:3.12-slim
 
-FROM python:${PYTHON_VERSION}-slim AS build
+FROM ${PYTHON_IMAGE} AS build
 ENV PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_CACHE_DIR=1
 WORKDIR /src
 COPY pyproject.toml README.md ./
@@ -13,7 +14,7 @@ COPY abeyance ./abeyance
 RUN pip wheel --no-deps --wheel-dir /wheels . \
  && pip wheel --wheel-dir /wheels /wheels/abeyance-*.whl
 
-FROM python:${PYTHON_VERSION}-slim AS runtime
+FROM ${PYTHON_IMAGE} AS runtime
 ENV PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \

@@ -3,7 +3,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: help install run test soak lint migrate bench bench-peers bench-durability clean
+.PHONY: help install run test soak lint migrate bench bench-peers bench-durability image-smoke clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-17s %s\n", $$1, $$2}'
@@ -47,6 +47,9 @@ bench-peers: $(STAMP) ## the same approval turn through LangGraph + AsyncPostgre
 
 bench-durability: $(STAMP) ## runs/s with 1 and 4 worker processes, resolve-to-resume latency (PostgreSQL)
 	$(PY) bench/durability.py
+
+image-smoke: ## build the Docker image and run compose.yaml's layout against PostgreSQL (needs docker, jq)
+	bash deploy/image-smoke.sh
 
 clean: ## remove the venv and local databases
 	rm -rf $(VENV) abeyance.db abeyance.db-wal abeyance.db-shm
