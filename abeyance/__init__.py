@@ -9,8 +9,10 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from abeyance.app.logging import configure_logging
     from abeyance.app.service import Service
     from abeyance.app.settings import Settings
+    from abeyance.domain.access import Role
     from abeyance.domain.errors import (
         ArgsChanged,
         Forbidden,
@@ -24,9 +26,10 @@ if TYPE_CHECKING:
         ToolUserError,
         ValidationFailed,
     )
+    from abeyance.domain.keys import IssuedKey
     from abeyance.domain.records import Conversation, PendingCall, Run
     from abeyance.domain.records import StoredEvent as Event
-    from abeyance.domain.services import RunView
+    from abeyance.domain.runs import RunView
     from abeyance.domain.states import Decision, PendingStatus, RunStatus
     from abeyance.domain.tools import Approval, Category, Executor, PendingKind, ToolSpec
     from abeyance.infra.agents.declarations import AgentDefinition, DeclaredTool
@@ -34,6 +37,9 @@ if TYPE_CHECKING:
 _EXPORTS: dict[str, tuple[str, str]] = {
     "Service": ("abeyance.app.service", "Service"),
     "Settings": ("abeyance.app.settings", "Settings"),
+    "configure_logging": ("abeyance.app.logging", "configure_logging"),
+    "Role": ("abeyance.domain.access", "Role"),
+    "IssuedKey": ("abeyance.domain.keys", "IssuedKey"),
     "AgentDefinition": ("abeyance.infra.agents.declarations", "AgentDefinition"),
     "DeclaredTool": ("abeyance.infra.agents.declarations", "DeclaredTool"),
     "ToolSpec": ("abeyance.domain.tools", "ToolSpec"),
@@ -45,7 +51,7 @@ _EXPORTS: dict[str, tuple[str, str]] = {
     "Run": ("abeyance.domain.records", "Run"),
     "PendingCall": ("abeyance.domain.records", "PendingCall"),
     "Event": ("abeyance.domain.records", "StoredEvent"),
-    "RunView": ("abeyance.domain.services", "RunView"),
+    "RunView": ("abeyance.domain.runs", "RunView"),
     "Decision": ("abeyance.domain.states", "Decision"),
     "PendingStatus": ("abeyance.domain.states", "PendingStatus"),
     "RunStatus": ("abeyance.domain.states", "RunStatus"),
@@ -78,10 +84,12 @@ __all__ = [
     "Event",
     "Executor",
     "Forbidden",
+    "IssuedKey",
     "NotFound",
     "PendingCall",
     "PendingKind",
     "PendingStatus",
+    "Role",
     "Run",
     "RunActive",
     "RunStatus",
@@ -96,6 +104,7 @@ __all__ = [
     "ToolTransientError",
     "ToolUserError",
     "ValidationFailed",
+    "configure_logging",
 ]
 
 assert set(__all__) == set(_EXPORTS)

@@ -8,15 +8,19 @@ answers.
 - per turn, end to end over HTTP: POST message -> `suspended`; resolve; resolve -> `completed`;
   on one conversation, sampled in a window of turns starting at turn 1, 50, 100, 200 and 500
   (real `abeyance serve` / `abeyance worker` processes);
-- the same turns through the service and the runner directly (no HTTP, no processes), with the
-  number of commits of the suspend and the resume path, and the storage the turns leave;
-- the floor: one single-row INSERT + COMMIT on the same database and engine;
+- the same turns through `abeyance.Service` in this process (no HTTP, no other processes; queued
+  work run with `run_once`, as a worker runs it), with the commits and SQL statements of each
+  phase (suspend: message -> suspended; resume: resolve -> completed) counted by SQLAlchemy event
+  listeners on `Engine`, and the storage the turns leave;
+- the floor: one single-row INSERT + COMMIT on the same database, set up as the service sets it up;
 - throughput: approval turns per second with 1, 10 and 100 concurrent conversations, embedded
   SQLite and PostgreSQL with 1 and 2 worker processes; peak RSS of the processes afterwards.
 
     .venv/bin/python bench/bench.py [--quick] [--databases sqlite pg] [--skip-throughput]
 
-It prints a table per part and, last, one JSON line with every figure (ratios end in `_ratio`).
+It prints a table per part and, last, one JSON line with every figure (ratios end in `_ratio`;
+`<db>_suspend_commits`, `<db>_resume_commits`, `<db>_suspend_statements`, `<db>_resume_statements`
+are the medians per approval turn). It uses only the public API: `abeyance` and HTTP.
 PostgreSQL figures use a scratch database (BENCH_PG_URL, default .../bench), emptied first.
 """
 
@@ -25,7 +29,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import logging
 import os
 import statistics
 import tempfile
@@ -33,33 +36,29 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import httpx
 import sqlalchemy as sa
 from common import (
-    BENCH_ADMIN,
     GATED_TURN,
     UNAVAILABLE,
     Processes,
     call,
+    engine_for,
     fresh_database,
+    is_sqlite,
     peak_rss_mib,
     percentile,
     script,
     send,
     settle,
 )
-
-from abeyance.app.container import Container, build_container
-from abeyance.app.logging import configure_logging
-from abeyance.app.settings import Settings
-from abeyance.domain.services import Resolution, utcnow
-from abeyance.domain.states import Decision, PendingStatus, RunStatus
-from abeyance.infra.db.engine import create_engine, is_sqlite
-from abeyance.infra.db.tables import metadata
-from abeyance.infra.db.uow import SqlUnitOfWorkFactory
+from sqlalchemy.dialects import postgresql
+from sqlalchemy.ext.asyncio import AsyncEngine
+from turn_ours import OursSide, log_to_file
 
 DEFAULT_PG_URL = "postgresql+asyncpg://postgres@127.0.0.1:5432/bench"
 CHECKPOINTS = (1, 50, 100, 200, 500)
@@ -80,30 +79,36 @@ def p95(values: Sequence[float]) -> float:
 
 @dataclass
 class TurnSamples:
-    """Latencies (ms) of the turns sampled in one window, and the commits each path made."""
+    """Latencies (ms) of the turns sampled in one window, and the commits and statements each
+    phase made (suspend: message -> suspended; resume: resolve -> completed)."""
 
     suspend: list[float] = field(default_factory=list)
     resolve: list[float] = field(default_factory=list)
     resume: list[float] = field(default_factory=list)
     suspend_commits: list[int] = field(default_factory=list)
     resume_commits: list[int] = field(default_factory=list)
+    suspend_statements: list[int] = field(default_factory=list)
+    resume_statements: list[int] = field(default_factory=list)
 
     @property
     def turn(self) -> list[float]:
         return [s + r for s, r in zip(self.suspend, self.resume, strict=True)]
 
     def add(self, measured: Sequence[float]) -> None:
-        """One turn's (suspend, resolve, resume[, suspend commits, resume commits])."""
+        """One turn's (suspend, resolve, resume[, suspend commits, resume commits, suspend
+        statements, resume statements])."""
         self.suspend.append(measured[0])
         self.resolve.append(measured[1])
         self.resume.append(measured[2])
         if len(measured) > 3:
             self.suspend_commits.append(int(measured[3]))
             self.resume_commits.append(int(measured[4]))
+            self.suspend_statements.append(int(measured[5]))
+            self.resume_statements.append(int(measured[6]))
 
 
 TurnFn = Callable[[Any], Awaitable[Sequence[float]]]
-"""Runs one turn on a conversation; returns (suspend, resolve, resume[, commits...])."""
+"""Runs one turn on a conversation; returns (suspend, resolve, resume[, commits, statements])."""
 
 
 async def sample_turns(
@@ -203,14 +208,8 @@ async def per_turn_http(
 # --- through the service and runner, no HTTP -------------------------------------------------
 
 
-@dataclass(eq=False)
-class CommitCounter:
-    """Counts the engine's commits (an SQLAlchemy `commit` event listener)."""
-
-    count: int = 0
-
-    def __call__(self, *_: Any) -> None:
-        self.count += 1
+NOT_SERVICE = {"alembic_version", "bench_floor"}
+"""Tables in the database that are not the service's rows."""
 
 
 @dataclass
@@ -223,10 +222,10 @@ class StorageMark:
 
 async def storage(url: str) -> tuple[int, int, int]:
     """(row payload bytes, rows, database bytes) over every table of the service."""
-    engine = create_engine(url)
-    names = [t.name for t in metadata.sorted_tables]
+    engine = engine_for(url)
     try:
         async with engine.connect() as conn:
+            names = sorted(set(await conn.run_sync(lambda c: sa.inspect(c).get_table_names())) - NOT_SERVICE)
             rows = 0
             for name in names:
                 rows += int((await conn.execute(sa.text(f"SELECT count(*) FROM {name}"))).scalar_one())
@@ -253,57 +252,30 @@ async def storage(url: str) -> tuple[int, int, int]:
     return int(row_bytes), rows, int(database_bytes)
 
 
-def runner_settings(url: str, history_turns: int | None = None) -> Settings:
-    settings = Settings(
-        database_url=url,
-        model="scripted",
-        migrate_on_start=False,
-        run_worker=False,
-        rate_limit_per_minute=0,
-        _env_file=None,  # type: ignore[call-arg]
-    )
-    if history_turns is not None:
-        settings = settings.model_copy(update={"history_turns": history_turns})
-    return settings
+def floor_engine(url: str) -> AsyncEngine:
+    """An engine set up as the service sets up its own: on SQLite WAL, `synchronous=NORMAL` and
+    transactions that start with `BEGIN IMMEDIATE`."""
+    engine = engine_for(url)
+    if is_sqlite(url):
 
+        @sa.event.listens_for(engine.sync_engine, "connect")
+        def _on_connect(dbapi_connection: Any, _record: Any) -> None:
+            dbapi_connection.isolation_level = None
+            cursor = dbapi_connection.cursor()
+            for pragma in ("journal_mode=WAL", "synchronous=NORMAL", "foreign_keys=ON", "busy_timeout=30000"):
+                cursor.execute(f"PRAGMA {pragma}")
+            cursor.close()
 
-async def runner_turn(
-    container: Container, conversation_id: uuid.UUID, commits: CommitCounter
-) -> tuple[float, float, float, int, int]:
-    """One approval turn through `AgentService` and the worker's claim + runner, no HTTP."""
-    service, worker = container.service, container.worker
-    before = commits.count
-    started = time.perf_counter()
-    run = await service.post_message(BENCH_ADMIN, conversation_id, GATED_TURN)
-    if not await worker.run_once():
-        raise RuntimeError("the queued run was not claimed")
-    suspended = time.perf_counter()
-    suspend_commits = commits.count - before
-    async with container.uow() as uow:
-        [pending] = await uow.pending.for_run(run.id, PendingStatus.AWAITING)
-        before = commits.count
-    resume_started = time.perf_counter()
-    await service.resolve_pending(BENCH_ADMIN, pending.correlation_id, Resolution(Decision.APPROVE))
-    answered = time.perf_counter()
-    if not await worker.run_once():
-        raise RuntimeError("the resolved run was not claimed")
-    completed = time.perf_counter()
-    resume_commits = commits.count - before
-    view = await service.get_run(BENCH_ADMIN, run.id)
-    if view.run.status is not RunStatus.COMPLETED:
-        raise RuntimeError(f"run {run.id} ended {view.run.status}: {view.run.error}")
-    return (
-        ms(suspended - started),
-        ms(answered - resume_started),
-        ms(completed - resume_started),
-        suspend_commits,
-        resume_commits,
-    )
+        @sa.event.listens_for(engine.sync_engine, "begin")
+        def _on_begin(conn: Any) -> None:
+            conn.exec_driver_sql("BEGIN IMMEDIATE")
+
+    return engine
 
 
 async def commit_floor(url: str, repeat: int) -> list[float]:
     """Latencies (ms) of one single-row INSERT + COMMIT, on the service's own engine settings."""
-    engine = create_engine(url)
+    engine = floor_engine(url)
     key = "INTEGER PRIMARY KEY" if is_sqlite(url) else "BIGSERIAL PRIMARY KEY"
     latencies = []
     try:
@@ -332,22 +304,25 @@ async def per_turn_runner(
     history_turns: int | None = None,
 ) -> tuple[dict[int, TurnSamples], list[StorageMark]]:
     await fresh_database(url)
-    container = build_container(runner_settings(url, history_turns))
-    commits = CommitCounter()
-    sa.event.listen(container.uow.engine.sync_engine, "commit", commits)
+    side = OursSide(url, history_turns=history_turns)
     marks: list[StorageMark] = []
-    await container.start(run_worker=False)
+    await side.open()
     try:
-        warm = await container.service.create_conversation(BENCH_ADMIN, "ops", "default")
+        warm = await side.new_conversation()
         for _ in range(5):
-            await runner_turn(container, warm.id, commits)
+            await side.turn(warm)
         base_bytes, base_rows, base_db = await storage(url)
 
-        async def new_conversation() -> uuid.UUID:
-            return (await container.service.create_conversation(BENCH_ADMIN, "ops", "default")).id
-
         async def do_turn(conversation_id: uuid.UUID) -> Sequence[float]:
-            return await runner_turn(container, conversation_id, commits)
+            measured = await side.turn(conversation_id)
+            n = side.last
+            return (
+                *measured,
+                n.suspend_commits,
+                n.resume_commits,
+                n.suspend_statements,
+                n.resume_statements,
+            )
 
         async def measure_storage(turn: int) -> None:
             if turn in storage_marks:
@@ -356,40 +331,50 @@ async def per_turn_runner(
                     StorageMark(turn, row_bytes - base_bytes, rows - base_rows, database_bytes - base_db)
                 )
 
-        samples = await sample_turns(do_turn, new_conversation, checkpoints, window, measure_storage)
+        samples = await sample_turns(do_turn, side.new_conversation, checkpoints, window, measure_storage)
     finally:
-        await container.close()
+        await side.close()
     return samples, marks
 
 
 # --- throughput ------------------------------------------------------------------------------
 
 
+JSON = sa.JSON().with_variant(postgresql.JSONB(), "postgresql")
+DEAD_LETTERS = sa.table(
+    "dead_letters",
+    *(
+        sa.column(name)
+        for name in ("id", "workspace", "topic", "error", "attempts", "status", "replay_count")
+    ),
+    sa.column("payload", JSON),
+    sa.column("failed_at", sa.DateTime(timezone=True)),
+)
+
+
 async def seed_letters(url: str, count: int) -> None:
     """One dead letter per concurrent conversation, so replays do not queue on one row."""
-    engine = create_engine(url)
-    now = utcnow()
+    now = datetime.now(UTC)
+    if is_sqlite(url):
+        now = now.replace(tzinfo=None)  # the service keeps UTC as naive text on SQLite
+    rows = [
+        {
+            "id": f"evt_bench_{i}",
+            "workspace": "default",
+            "topic": "invoice.paid",
+            "payload": {"invoice_id": f"inv_{i}", "amount_cents": 100 + i, "currency": "EUR"},
+            "error": "ReadTimeout: the partner did not answer in 10 s",
+            "attempts": 5,
+            "status": "dead",
+            "replay_count": 0,
+            "failed_at": now,
+        }
+        for i in range(count)
+    ]
+    engine = engine_for(url)
     try:
-        uow = SqlUnitOfWorkFactory(engine)
-        async with uow() as u:
-            for i in range(count):
-                await u.ops.add_dead_letter(
-                    {
-                        "id": f"evt_bench_{i}",
-                        "workspace": "default",
-                        "outbox_id": None,
-                        "topic": "invoice.paid",
-                        "payload": {"invoice_id": f"inv_{i}", "amount_cents": 100 + i, "currency": "EUR"},
-                        "error": "ReadTimeout: the partner did not answer in 10 s",
-                        "attempts": 5,
-                        "cluster_id": None,
-                        "status": "dead",
-                        "replay_count": 0,
-                        "failed_at": now,
-                        "replayed_at": None,
-                    }
-                )
-            await u.commit()
+        async with engine.begin() as conn:
+            await conn.execute(DEAD_LETTERS.insert(), rows)
     finally:
         await engine.dispose()
 
@@ -486,7 +471,7 @@ def print_turns(title: str, samples: dict[int, TurnSamples], with_commits: bool)
         f"{'resume p50':>11} {'p95':>8} {'turn p50':>9} {'p95':>8}"
     )
     if with_commits:
-        header += f" {'commits s/r':>12}"
+        header += f" {'commits s/r':>12} {'statements s/r':>15}"
     print(header)
     for checkpoint, s in samples.items():
         line = (
@@ -496,6 +481,9 @@ def print_turns(title: str, samples: dict[int, TurnSamples], with_commits: bool)
         )
         if with_commits:
             line += f" {statistics.median(s.suspend_commits):>6}/{statistics.median(s.resume_commits):<5}"
+            line += (
+                f" {statistics.median(s.suspend_statements):>8}/{statistics.median(s.resume_statements):<6}"
+            )
         print(line)
 
 
@@ -541,7 +529,12 @@ async def bench_database(
 
     marks_at = storage_marks_for(last)
     direct, marks = await per_turn_runner(url, checkpoints, window, marks_at)
-    print_turns(f"{name}: per turn through the runner, no HTTP (ms; commits of suspend/resume)", direct, True)
+    print_turns(
+        f"{name}: per turn through the service in this process, no HTTP (ms; commits and statements of "
+        "suspend = message -> suspended, and resume = resolve -> completed)",
+        direct,
+        True,
+    )
     summary[f"{name}_runner_turn{first}_p50_ms"] = p50(direct[first].turn)
     summary[f"{name}_runner_turn{last}_p50_ms"] = p50(direct[last].turn)
     summary[f"{name}_runner_turn{last}_vs_turn{first}_ratio"] = round(
@@ -550,8 +543,12 @@ async def bench_database(
     suspend_commits = statistics.median(c for s in direct.values() for c in s.suspend_commits)
     resume_commits = statistics.median(c for s in direct.values() for c in s.resume_commits)
     path_ms = p50(direct[first].suspend) + p50(direct[first].resume) - p50(direct[first].resolve)
+    suspend_statements = statistics.median(c for s in direct.values() for c in s.suspend_statements)
+    resume_statements = statistics.median(c for s in direct.values() for c in s.resume_statements)
     summary[f"{name}_suspend_commits"] = suspend_commits
     summary[f"{name}_resume_commits"] = resume_commits
+    summary[f"{name}_suspend_statements"] = suspend_statements
+    summary[f"{name}_resume_statements"] = resume_statements
     summary[f"{name}_suspend_resume_ms"] = round(path_ms, 2)
     summary[f"{name}_suspend_resume_vs_floor_ratio"] = round(path_ms / floor_p50, 2)
     summary[f"{name}_per_commit_vs_floor_ratio"] = round(
@@ -561,12 +558,13 @@ async def bench_database(
         f"\n{name}: suspend + resume without HTTP and without the resolve request: {round(path_ms, 2)} ms "
         f"= {summary[f'{name}_suspend_resume_vs_floor_ratio']}x the commit floor "
         f"({suspend_commits} + {resume_commits - 1} commits, "
+        f"{suspend_statements} + {resume_statements} statements per turn, "
         f"{summary[f'{name}_per_commit_vs_floor_ratio']}x the floor per commit)"
     )
 
     full, _ = await per_turn_runner(url, checkpoints, window, [], history_turns=0)
     print_turns(
-        f"{name}: per turn through the runner with the whole history shown to the model "
+        f"{name}: per turn through the service in this process with the whole history shown to the model "
         "(ABEYANCE_HISTORY_TURNS=0)",
         full,
         True,
@@ -622,10 +620,9 @@ async def main() -> None:
     parser.add_argument("--skip-per-turn", action="store_true", help="only the throughput part")
     args = parser.parse_args()
 
-    configure_logging("INFO", json_logs=True)
     log_dir = Path(tempfile.mkdtemp(prefix="abeyance-bench-"))
-    # The runner part logs in this process, as a worker would; keep it off the report.
-    logging.getLogger().handlers[0].setStream((log_dir / "runner.log").open("w"))  # type: ignore[attr-defined]
+    # The in-process part logs as a worker would; keep it off the report.
+    log_to_file(log_dir / "runner.log")
     urls = {
         "sqlite": f"sqlite+aiosqlite:///{log_dir / 'bench.db'}",
         "pg": os.environ.get("BENCH_PG_URL", DEFAULT_PG_URL),

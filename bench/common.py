@@ -5,30 +5,23 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import shutil
 import signal
+import socket
 import subprocess
 import sys
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import httpx
 import sqlalchemy as sa
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+
+from abeyance import Service
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from abeyance.domain.access import Role  # noqa: E402
-from abeyance.domain.keys import KeyService  # noqa: E402
-from abeyance.domain.records import Principal  # noqa: E402
-from abeyance.domain.services import utcnow  # noqa: E402
-from abeyance.infra.db.engine import create_engine, is_sqlite  # noqa: E402
-from abeyance.infra.db.migrations import upgrade  # noqa: E402
-from abeyance.infra.db.uow import SqlUnitOfWorkFactory  # noqa: E402
-from abeyance.infra.demo import seed_demo  # noqa: E402
-from tests.faults.processes import free_port, wait_ready  # noqa: E402
-
-BENCH_ADMIN = Principal(id="bench-setup", role=Role.ADMIN, workspace=None)
 
 
 def script(*steps: Any, text: str = "please help") -> str:
@@ -52,9 +45,18 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
+def is_sqlite(url: str) -> bool:
+    return url.startswith("sqlite")
+
+
+def engine_for(url: str) -> AsyncEngine:
+    """A plain engine for the bench's own SQL (scratch databases, fills, counts), not the service's."""
+    return create_async_engine(url)
+
+
 async def ensure_pg_database(url: str) -> None:
     name = url.rsplit("/", 1)[1]
-    admin = create_engine(url.rsplit("/", 1)[0] + "/postgres").execution_options(isolation_level="AUTOCOMMIT")
+    admin = engine_for(url.rsplit("/", 1)[0] + "/postgres").execution_options(isolation_level="AUTOCOMMIT")
     async with admin.connect() as conn:
         query = sa.text("SELECT 1 FROM pg_database WHERE datname = :n")
         if (await conn.execute(query, {"n": name})).first() is None:
@@ -63,7 +65,7 @@ async def ensure_pg_database(url: str) -> None:
 
 
 async def reset_pg_schema(url: str) -> None:
-    engine = create_engine(url)
+    engine = engine_for(url)
     async with engine.begin() as conn:
         await conn.execute(sa.text("DROP SCHEMA public CASCADE"))
         await conn.execute(sa.text("CREATE SCHEMA public"))
@@ -83,15 +85,43 @@ async def fresh_database(url: str) -> dict[str, str]:
     else:
         await ensure_pg_database(url)
         await reset_pg_schema(url)
-    await asyncio.to_thread(upgrade, url)
-    engine = create_engine(url)
-    try:
-        uow = SqlUnitOfWorkFactory(engine)
-        await seed_demo(uow, "default", utcnow())
-        issued = await KeyService(uow).create(BENCH_ADMIN, role=Role.ADMIN, workspace="default")
-    finally:
-        await engine.dispose()
+    async with Service.open(url, migrate=True, actor="bench-setup") as svc:
+        await svc.seed_demo("default")
+        issued = await svc.create_api_key("admin", workspace="default")
     return {"Authorization": f"Bearer {issued.secret}"}
+
+
+@dataclass(eq=False)
+class DatabaseCounter:
+    """Commits and statements SQLAlchemy sends from this process, on every engine (class-level
+    `commit` and `before_cursor_execute` listeners on `Engine`, the sync engine under an async
+    one). A statement is one cursor execution: an `executemany` counts once, and on SQLite the
+    `BEGIN IMMEDIATE` the service starts each transaction with counts too."""
+
+    commits: int = 0
+    statements: int = 0
+
+    def install(self) -> DatabaseCounter:
+        sa.event.listen(sa.engine.Engine, "commit", self._commit)
+        sa.event.listen(sa.engine.Engine, "before_cursor_execute", self._statement)
+        return self
+
+    def remove(self) -> None:
+        sa.event.remove(sa.engine.Engine, "commit", self._commit)
+        sa.event.remove(sa.engine.Engine, "before_cursor_execute", self._statement)
+
+    def _commit(self, *_: Any) -> None:
+        self.commits += 1
+
+    def _statement(self, *_: Any) -> None:
+        self.statements += 1
+
+    def mark(self) -> tuple[int, int]:
+        return self.commits, self.statements
+
+    def since(self, mark: tuple[int, int]) -> tuple[int, int]:
+        """(commits, statements) since `mark`."""
+        return self.commits - mark[0], self.statements - mark[1]
 
 
 def peak_rss_mib(pid: int) -> float:
@@ -102,12 +132,56 @@ def peak_rss_mib(pid: int) -> float:
     return float("nan")
 
 
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+async def wait_ready(process: subprocess.Popen[bytes], base: str, seconds: float = 30) -> None:
+    """Until `/readyz` answers 200; an error if the process exits or the time runs out first."""
+    deadline = time.monotonic() + seconds
+    async with httpx.AsyncClient() as client:
+        while time.monotonic() < deadline:
+            try:
+                if (await client.get(f"{base}/readyz")).status_code == 200:
+                    return
+            except httpx.TransportError:
+                pass
+            if process.poll() is not None:
+                raise RuntimeError(f"{process.args} exited with {process.returncode}")
+            await asyncio.sleep(0.05)
+    raise RuntimeError(f"{process.args} did not become ready")
+
+
+def abeyance_command() -> str:
+    """The installed `abeyance` command, next to this interpreter (a venv) or on the PATH."""
+    beside = Path(sys.executable).with_name("abeyance")
+    found = str(beside) if beside.exists() else shutil.which("abeyance")
+    if found is None:
+        raise RuntimeError("the `abeyance` command is not installed (pip install -e .)")
+    return found
+
+
+CLUSTER_SETTINGS = {
+    "ABEYANCE_LEASE_SECONDS": "2",
+    "ABEYANCE_SWEEP_SECONDS": "0.5",
+    "ABEYANCE_WORKER_POLL_SECONDS": "0.5",
+    "ABEYANCE_LOG_LEVEL": "WARNING",
+    "ABEYANCE_SHUTDOWN_GRACE_SECONDS": "5",
+}
+"""Short leases and polls, warnings only: the settings of the multi-process (durability) runs."""
+
+
 @dataclass
 class Processes:
-    """Real `abeyance serve` / `abeyance worker` processes with the service's defaults, logs to files."""
+    """Real `abeyance serve` / `abeyance worker` processes with the service's defaults (plus
+    `settings`), logs to files."""
 
     database_url: str
     log_dir: Path
+    settings: dict[str, str] = field(default_factory=dict)
+    """`ABEYANCE_*` variables every process gets on top of the defaults."""
     processes: list[subprocess.Popen[bytes]] = field(default_factory=list)
 
     def env(self) -> dict[str, str]:
@@ -118,6 +192,7 @@ class Processes:
                 "ABEYANCE_MIGRATE_ON_START": "false",
                 "ABEYANCE_RATE_LIMIT_PER_MINUTE": "0",
                 "ABEYANCE_LOG_JSON": "true",
+                **self.settings,
             }
         )
         return env
@@ -125,7 +200,7 @@ class Processes:
     def _spawn(self, args: list[str], name: str) -> subprocess.Popen[bytes]:
         with (self.log_dir / f"{name}-{len(self.processes)}.log").open("wb") as log:
             process = subprocess.Popen(
-                [sys.executable, "-m", "abeyance.app.cli", *args],
+                [abeyance_command(), *args],
                 cwd=ROOT,
                 env=self.env(),
                 stdout=log,

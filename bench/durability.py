@@ -22,10 +22,16 @@ from typing import Any
 
 import httpx
 import sqlalchemy as sa
-from common import GATED_TURN, PLAIN_TURN, fresh_database, percentile, settle
-
-from abeyance.infra.db.engine import create_engine
-from tests.faults.processes import Cluster, check_invariants
+from common import (
+    CLUSTER_SETTINGS,
+    GATED_TURN,
+    PLAIN_TURN,
+    Processes,
+    engine_for,
+    fresh_database,
+    percentile,
+    settle,
+)
 
 DEFAULT_URL = "postgresql+asyncpg://postgres@127.0.0.1:5432/bench_durability"
 
@@ -47,8 +53,53 @@ async def conversation(client: httpx.AsyncClient, base: str, turns: int, gated: 
         await settle(client, base, run["id"], "completed")
 
 
+async def check_invariants(url: str) -> dict[str, int]:
+    """What must hold after the runs, read straight from the database; the rows' counts."""
+    engine = engine_for(url)
+    try:
+        async with engine.connect() as conn:
+
+            async def none_of(what: str, sql: str) -> None:
+                found = (await conn.execute(sa.text(sql))).all()
+                assert found == [], f"{what}: {found}"
+
+            await none_of(
+                "message log with gaps",
+                "SELECT conversation_id FROM messages GROUP BY conversation_id "
+                "HAVING MAX(seq) <> COUNT(*) OR MIN(seq) <> 1",
+            )
+            await none_of(
+                "replays without exactly one tool call record",
+                "SELECT source_event_id, COUNT(*) FROM outbox GROUP BY source_event_id "
+                "HAVING COUNT(*) <> (SELECT COUNT(*) FROM tool_calls t "
+                "WHERE t.tool_name = 'replay_dlq_event' AND t.ok "
+                "AND t.result->'result'->>'event_id' = outbox.source_event_id)",
+            )
+            await none_of(
+                "dead letters replayed a different number of times",
+                "SELECT d.id FROM dead_letters d WHERE d.replay_count <> "
+                "(SELECT COUNT(*) FROM outbox o WHERE o.source_event_id = d.id)",
+            )
+            await none_of(
+                "awaiting calls of runs that are not suspended",
+                "SELECT p.correlation_id FROM pending_calls p JOIN runs r ON r.id = p.run_id "
+                "WHERE p.status = 'awaiting' AND r.status <> 'suspended'",
+            )
+            counts = (
+                await conn.execute(
+                    sa.text(
+                        "SELECT (SELECT COUNT(*) FROM runs), (SELECT COUNT(*) FROM pending_calls), "
+                        "(SELECT COUNT(*) FROM outbox), (SELECT COUNT(*) FROM tool_calls)"
+                    )
+                )
+            ).one()
+            return {"runs": counts[0], "pending": counts[1], "replays": counts[2], "tool_calls": counts[3]}
+    finally:
+        await engine.dispose()
+
+
 async def resume_latencies(url: str) -> list[float]:
-    engine = create_engine(url)
+    engine = engine_for(url)
     async with engine.connect() as conn:
         rows = (
             await conn.execute(
@@ -66,11 +117,11 @@ async def resume_latencies(url: str) -> list[float]:
 async def scenario(url: str, workers: int, conversations: int, turns: int, gated: bool) -> dict[str, Any]:
     headers = await fresh_database(url)
     with tempfile.TemporaryDirectory() as logs:
-        cluster = Cluster(url, Path(logs), headers=headers)
+        processes = Processes(url, Path(logs), settings=CLUSTER_SETTINGS)
         try:
-            _, base = await cluster.api()
+            _, base = await processes.serve(worker=False)
             for _ in range(workers):
-                cluster.worker(concurrency=4)
+                processes.worker(concurrency=4)
             limits = httpx.Limits(max_connections=conversations + 5)
             async with httpx.AsyncClient(timeout=60, headers=headers, limits=limits) as client:
                 await conversation(client, base, 1, gated)  # warm-up: every process has connected
@@ -80,7 +131,7 @@ async def scenario(url: str, workers: int, conversations: int, turns: int, gated
                 )
                 elapsed = time.perf_counter() - started
         finally:
-            cluster.stop_all()
+            processes.stop_all()
     counts = await check_invariants(url)
     latencies = await resume_latencies(url) if gated else []
     runs = conversations * turns

@@ -24,17 +24,11 @@ from typing import Any
 
 import httpx
 import sqlalchemy as sa
-from common import fresh_database
+from common import CLUSTER_SETTINGS, Processes, engine_for, fresh_database
 
-from abeyance.domain.access import Role
-from abeyance.domain.keys import KeyService
-from abeyance.domain.records import Principal
-from abeyance.infra.db.engine import create_engine
-from abeyance.infra.db.uow import SqlUnitOfWorkFactory
-from tests.faults.processes import Cluster
+from abeyance import Service
 
 DEFAULT_URL = "postgresql+asyncpg://postgres@127.0.0.1:5432/bench"
-SETUP = Principal(id="bench-setup", role=Role.ADMIN, workspace=None)
 
 
 def event(i: int, run: str) -> dict[str, Any]:
@@ -72,13 +66,9 @@ def worthy(i: int) -> bool:
 
 
 async def system_key(url: str, workspace: str = "default") -> dict[str, str]:
-    engine = create_engine(url)
-    try:
-        issued = await KeyService(SqlUnitOfWorkFactory(engine)).create(
-            SETUP, role=Role.SYSTEM, workspace=workspace
-        )
-    finally:
-        await engine.dispose()
+    """The header of a new `system` key: what the rest of the platform posts its events with."""
+    async with Service.open(url, actor="bench-setup") as svc:
+        issued = await svc.create_api_key("system", workspace=workspace)
     return {"Authorization": f"Bearer {issued.secret}"}
 
 
@@ -123,7 +113,7 @@ async def post_burst(
 
 async def burst_counts(url: str) -> dict[str, int]:
     """What the burst left in the database."""
-    engine = create_engine(url)
+    engine = engine_for(url)
     try:
         async with engine.connect() as conn:
 
@@ -164,15 +154,15 @@ async def main(url: str, events: int, workers: int) -> dict[str, Any]:
     await fresh_database(url)
     headers = await system_key(url)
     with tempfile.TemporaryDirectory() as logs:
-        cluster = Cluster(url, Path(logs))
+        processes = Processes(url, Path(logs), settings=CLUSTER_SETTINGS)
         try:
-            _, base = await cluster.api()
+            _, base = await processes.serve(worker=False)
             for _ in range(workers):
-                cluster.worker(concurrency=4)
+                processes.worker(concurrency=4)
             posted = await post_burst(base, headers, events)
             counts, drained = await wait_settled(url)
         finally:
-            cluster.stop_all()
+            processes.stop_all()
     return {"workers": workers, **posted, "drain_seconds": round(drained, 1), "counts": counts}
 
 

@@ -1,28 +1,23 @@
-"""One approval turn through Abeyance in this process, for the side-by-side benchmark."""
+"""One approval turn through Abeyance in this process (`abeyance.Service`, no HTTP), with the
+commits and statements of each phase: for the per-turn bench, the side-by-side bench and the profile."""
 
 from __future__ import annotations
 
-import logging
 import time
 import uuid
+from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
-import sqlalchemy as sa
-from common import BENCH_ADMIN, GATED_TURN, ensure_pg_database, fresh_database
+from common import GATED_TURN, DatabaseCounter, ensure_pg_database, fresh_database
 
-from abeyance.app.container import Container, build_container
-from abeyance.app.logging import configure_logging
-from abeyance.app.settings import Settings
-from abeyance.domain.services import Resolution
-from abeyance.domain.states import Decision, PendingStatus, RunStatus
+import abeyance
+from abeyance import RunStatus, Service
 
 
 def log_to_file(path: Path) -> None:
     """Log at INFO as JSON, as a worker does, into `path`: the work is measured, the report stays clean."""
-    configure_logging("INFO", json_logs=True)
-    logging.getLogger().handlers[0].setStream(path.open("w"))  # type: ignore[attr-defined]
+    abeyance.configure_logging("INFO", json_logs=True, stream=path.open("w"))
 
 
 async def ensure_database(url: str) -> None:
@@ -33,97 +28,93 @@ def ms(seconds: float) -> float:
     return seconds * 1000
 
 
-@dataclass(eq=False)
-class Counter:
-    count: int = 0
+@dataclass
+class PhaseCounts:
+    """Commits and statements of one turn's phases: message -> suspended, resolve -> completed."""
 
-    def __call__(self, *_: Any) -> None:
-        self.count += 1
+    suspend_commits: int = 0
+    suspend_statements: int = 0
+    resume_commits: int = 0
+    resume_statements: int = 0
 
 
 @dataclass
 class OursSide:
-    """The service and its worker's claim + runner in this process, on `url`."""
+    """`abeyance.Service` over `url` with the offline `scripted` model; queued work runs in this task
+    (`run_once`), as a worker would run it. The database counter sees every engine in the process:
+    the bench's own reads (finding the pending call, checking the run) are left out of the figures."""
 
     url: str
-    container: Container | None = None
-    commits: Counter = field(default_factory=Counter)
-    statements_seen: Counter = field(default_factory=Counter)
-    last_commits: tuple[int, int] = (0, 0)
     verify: bool = True
     """Read the run back after each turn (off while counting the server's transactions)."""
-    bench_reads: int = 0
+    history_turns: int | None = None
+    service: Service | None = None
+    counter: DatabaseCounter = field(default_factory=DatabaseCounter)
+    last: PhaseCounts = field(default_factory=PhaseCounts)
+    bench_statements: int = 0
+    _stack: AsyncExitStack | None = None
 
     @staticmethod
     async def prepare(url: str) -> None:
         await fresh_database(url)
 
     async def open(self) -> None:
-        settings = Settings(
-            database_url=self.url,
-            model="scripted",
-            migrate_on_start=False,
-            run_worker=False,
-            rate_limit_per_minute=0,
-            _env_file=None,  # type: ignore[call-arg]
+        overrides = {} if self.history_turns is None else {"history_turns": self.history_turns}
+        self._stack = AsyncExitStack()
+        self.service = await self._stack.enter_async_context(
+            Service.open(self.url, model="scripted", actor="bench", rate_limit_per_minute=0, **overrides)
         )
-        self.container = build_container(settings)
-        engine = self.container.uow.engine.sync_engine
-        sa.event.listen(engine, "commit", self.commits)
-        sa.event.listen(engine, "before_cursor_execute", self.statements_seen)
-        await self.container.start(run_worker=False)
+        self.counter.install()
 
     async def close(self) -> None:
-        if self.container is not None:
-            await self.container.close()
-            self.container = None
+        if self._stack is not None:
+            self.counter.remove()
+            await self._stack.aclose()
+            self._stack = self.service = None
 
     def statements(self) -> int:
-        """Statements sent, less the bench's own reads (finding the pending call, checking the run)."""
-        return self.statements_seen.count - self.bench_reads
+        """Statements sent, less the bench's own reads."""
+        return self.counter.statements - self.bench_statements
 
     def commit_counts(self) -> tuple[int, int]:
         """Commits of the last turn: (message -> suspended, resolve -> completed)."""
-        return self.last_commits
+        return self.last.suspend_commits, self.last.resume_commits
 
     async def new_conversation(self) -> uuid.UUID:
-        assert self.container is not None
-        return (await self.container.service.create_conversation(BENCH_ADMIN, "ops", "default")).id
+        assert self.service is not None
+        return (await self.service.start_conversation("ops", workspace="default")).id
 
     async def suspend_only(self, conversation_id: uuid.UUID) -> uuid.UUID:
-        assert self.container is not None
-        run = await self.container.service.post_message(BENCH_ADMIN, conversation_id, GATED_TURN)
-        if not await self.container.worker.run_once():
+        assert self.service is not None
+        run = await self.service.send(conversation_id, GATED_TURN)
+        if not await self.service.run_once():
             raise RuntimeError("the queued run was not claimed")
         return run.id
 
     async def turn(self, conversation_id: uuid.UUID) -> tuple[float, float, float]:
         """(message -> suspended, the resolve call, resolve -> completed) in ms."""
-        container = self.container
-        assert container is not None
-        before = self.commits.count
+        service = self.service
+        assert service is not None
+        mark = self.counter.mark()
         started = time.perf_counter()
         run_id = await self.suspend_only(conversation_id)
         suspended = time.perf_counter()
-        suspend_commits = self.commits.count - before
-        seen = self.statements_seen.count
-        async with container.uow() as uow:
-            [pending] = await uow.pending.for_run(run_id, PendingStatus.AWAITING)
-        self.bench_reads += self.statements_seen.count - seen
-        before = self.commits.count
+        suspend_commits, suspend_statements = self.counter.since(mark)
+        before = self.counter.statements
+        [pending] = (await service.get_run(run_id)).pending
+        self.bench_statements += self.counter.statements - before
+        mark = self.counter.mark()
         resume_started = time.perf_counter()
-        await container.service.resolve_pending(
-            BENCH_ADMIN, pending.correlation_id, Resolution(Decision.APPROVE)
-        )
+        await service.resolve(pending.correlation_id, "approve")
         answered = time.perf_counter()
-        if not await container.worker.run_once():
+        if not await service.run_once():
             raise RuntimeError("the resolved run was not claimed")
         completed = time.perf_counter()
-        self.last_commits = (suspend_commits, self.commits.count - before)
+        self.last = PhaseCounts(suspend_commits, suspend_statements, *self.counter.since(mark))
         if self.verify:
-            seen = self.statements_seen.count
-            view = await container.service.get_run(BENCH_ADMIN, run_id)
-            self.bench_reads += self.statements_seen.count - seen
+            before = self.counter.statements
+            view = await service.get_run(run_id)
+            self.bench_statements += self.counter.statements - before
             if view.run.status is not RunStatus.COMPLETED:
                 raise RuntimeError(f"run {run_id} ended {view.run.status}: {view.run.error}")
         return ms(suspended - started), ms(answered - resume_started), ms(completed - resume_started)

@@ -2,7 +2,8 @@
 
 Fills a scratch database (BENCH_PG_URL, default .../bench, emptied first) with one world, a few
 enshrined rules (so the rule-content trigger runs on every insert) and N memory rows of varied
-text, then times the gateway's own recall (`MemoryGateway.recall`, the pg_trgm GIN query).
+text, then times the service's own recall (`Service.recall_memory`: what the agent's `recall` tool
+runs, the pg_trgm GIN query).
 Target: p50 under 20 ms at 100k rows. Prints a table and a JSON line.
 """
 
@@ -16,14 +17,12 @@ import random
 import string
 import time
 import uuid
+from datetime import UTC, datetime
 
 import sqlalchemy as sa
-from common import fresh_database, percentile
+from common import engine_for, fresh_database, percentile
 
-from abeyance.domain.services import utcnow
-from abeyance.infra.db.engine import create_engine
-from abeyance.infra.db.uow import SqlUnitOfWorkFactory
-from abeyance.infra.worlds.memory import MemoryGateway, MemoryScope
+from abeyance import Service
 
 DEFAULT_PG_URL = "postgresql+asyncpg://postgres@127.0.0.1:5432/bench"
 TARGET_P50_MS = 20.0
@@ -75,8 +74,8 @@ def recall_query(rng: random.Random, words: list[str]) -> str:
 
 
 async def fill(url: str, rows: int, rng: random.Random, words: list[str]) -> uuid.UUID:
-    engine = create_engine(url)
-    world_id, now = uuid.uuid4(), utcnow()
+    engine = engine_for(url)
+    world_id, now = uuid.uuid4(), datetime.now(UTC)
     async with engine.begin() as conn:
         await conn.execute(
             sa.text(
@@ -115,20 +114,17 @@ async def fill(url: str, rows: int, rng: random.Random, words: list[str]) -> uui
 async def measure(
     url: str, world_id: uuid.UUID, queries: int, rng: random.Random, words: list[str]
 ) -> list[float]:
-    engine = create_engine(url)
-    gateway = MemoryGateway(SqlUnitOfWorkFactory(engine), utcnow)
-    scope = MemoryScope("default", "world", world_id, uuid.uuid4(), uuid.uuid4())
     timings: list[float] = []
     hits = 0
-    for i in range(queries + 20):
-        query = recall_query(rng, words)
-        t0 = time.perf_counter()
-        found = await gateway.recall(scope, query, limit=10)
-        elapsed = (time.perf_counter() - t0) * 1000
-        if i >= 20:  # the first calls warm the pool and the caches
-            timings.append(elapsed)
-            hits += bool(found)
-    await engine.dispose()
+    async with Service.open(url, actor="bench") as svc:
+        for i in range(queries + 20):
+            query = recall_query(rng, words)
+            t0 = time.perf_counter()
+            found = await svc.recall_memory("world", query, workspace="default", world_id=world_id, limit=10)
+            elapsed = (time.perf_counter() - t0) * 1000
+            if i >= 20:  # the first calls warm the pool and the caches
+                timings.append(elapsed)
+                hits += bool(found)
     print(f"  queries with at least one hit: {hits}/{queries}", flush=True)
     return timings
 

@@ -21,9 +21,9 @@ from abeyance.app.container import Container, build_container
 from abeyance.app.main import create_app
 from abeyance.app.settings import Settings
 from abeyance.domain.access import Role
+from abeyance.domain.clock import utcnow
 from abeyance.domain.keys import IssuedKey, KeyService
 from abeyance.domain.records import Principal
-from abeyance.domain.services import utcnow
 from abeyance.infra.db.engine import create_engine
 from abeyance.infra.db.migrations import upgrade
 from abeyance.infra.db.tables import metadata

@@ -133,7 +133,7 @@ def _migrate(settings: Settings, _: argparse.Namespace) -> int:
 
 
 def _demo_seed(settings: Settings, args: argparse.Namespace) -> int:
-    from abeyance.domain.services import utcnow
+    from abeyance.domain.clock import utcnow
     from abeyance.infra.db.engine import create_engine
     from abeyance.infra.db.migrations import upgrade
     from abeyance.infra.db.uow import SqlUnitOfWorkFactory

@@ -2,24 +2,24 @@
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import time
-import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 
+import structlog
 from pydantic_ai.models import Model
 
 from abeyance.app.bridges import ask_world_bridge
 from abeyance.app.settings import Settings
+from abeyance.domain.audit import AuditService
 from abeyance.domain.authorizations import PreApprovalService
+from abeyance.domain.clock import utcnow
+from abeyance.domain.conversations import ConversationService
 from abeyance.domain.customer.intake import EventIntakeService
 from abeyance.domain.events import ClientPresence, EventService
 from abeyance.domain.keys import KeyService
-from abeyance.domain.records import Principal
-from abeyance.domain.services import AgentService, RunView, utcnow
+from abeyance.domain.pending_calls import PendingCallService
+from abeyance.domain.runs import RunService
 from abeyance.domain.webhooks import WebhookService
 from abeyance.infra.agents.assistant import assistant_agent
 from abeyance.infra.agents.declarations import AgentDefinition, DeclaredToolCatalog
@@ -29,6 +29,7 @@ from abeyance.infra.agents.ops import ops_agent
 from abeyance.infra.agents.policy import StoredPreApprovalPolicy
 from abeyance.infra.customer.supervisor import customer_agents
 from abeyance.infra.db.engine import create_engine, is_sqlite
+from abeyance.infra.db.errors import database_unreachable
 from abeyance.infra.db.listener import PgEventListener
 from abeyance.infra.db.uow import SqlUnitOfWorkFactory
 from abeyance.infra.notifier import LocalRunNotifier
@@ -39,6 +40,8 @@ from abeyance.infra.webhook_delivery import DeliveryPolicy, WebhookDeliverer
 from abeyance.infra.worker import Worker
 from abeyance.infra.worlds.context import WorldsContext, build_worlds
 
+log = structlog.get_logger("abeyance.http")
+
 
 @dataclass
 class Container:
@@ -46,7 +49,10 @@ class Container:
     uow: SqlUnitOfWorkFactory
     notifier: LocalRunNotifier
     catalog: DeclaredToolCatalog
-    service: AgentService
+    conversations: ConversationService
+    runs: RunService
+    pending_calls: PendingCallService
+    audit: AuditService
     keys: KeyService
     authorizations: PreApprovalService
     runner: AgentRunner
@@ -58,18 +64,6 @@ class Container:
     worlds: WorldsContext
     listener: PgEventListener | None = None
     owns_telemetry: bool = field(default=False)
-
-    async def wait_for_run(self, principal: Principal, run_id: uuid.UUID, wait: float) -> RunView:
-        """Long-poll: the run once it is settled, or as it is when `wait` seconds have passed."""
-        deadline = time.monotonic() + min(wait, self.settings.max_wait_seconds)
-        while True:
-            with self.notifier.watch(run_id) as changed:
-                view = await self.service.get_run(principal, run_id)
-                remaining = deadline - time.monotonic()
-                if view.run.status.settled or remaining <= 0:
-                    return view
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(changed.wait(), min(remaining, 1.0))
 
     async def start(self, *, run_worker: bool) -> None:
         self.notifier.start()
@@ -96,6 +90,15 @@ class Container:
         await self.uow.engine.dispose()
         if self.owns_telemetry:
             self.telemetry.shutdown()
+
+
+def unreachable_while_waiting(exc: BaseException) -> bool:
+    """Whether a long-poll after a committed message stopped because the database is out of reach
+    (logged here: the caller answers with the queued run instead of an error)."""
+    if not database_unreachable(exc):
+        return False
+    log.warning("run.wait_interrupted", error=str(exc)[:200])
+    return True
 
 
 def agent_definitions(
@@ -206,13 +209,6 @@ def build_container(
         telemetry=telemetry,
         deliverer=deliverer,
     )
-    service = AgentService(
-        uow,
-        catalog,
-        notifier,
-        max_content_chars=settings.max_content_chars,
-        metrics=telemetry.metrics,
-    )
     events = EventService(
         uow,
         ClientPresence(
@@ -228,7 +224,25 @@ def build_container(
         uow=uow,
         notifier=notifier,
         catalog=catalog,
-        service=service,
+        conversations=ConversationService(
+            uow,
+            catalog,
+            notifier,
+            clock=utcnow,
+            max_content_chars=settings.max_content_chars,
+            metrics=telemetry.metrics,
+        ),
+        runs=RunService(
+            uow,
+            notifier,
+            notifier,
+            clock=utcnow,
+            max_wait_seconds=settings.max_wait_seconds,
+            metrics=telemetry.metrics,
+            store_unreachable=unreachable_while_waiting,
+        ),
+        pending_calls=PendingCallService(uow, catalog, notifier, clock=utcnow, metrics=telemetry.metrics),
+        audit=AuditService(uow),
         keys=KeyService(uow),
         authorizations=PreApprovalService(uow, catalog),
         runner=runner,

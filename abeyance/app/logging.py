@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import sys
+from typing import TextIO
 
 import structlog
 from opentelemetry import trace
@@ -54,8 +55,13 @@ def redact_secrets(_: WrappedLogger, __: str, event: EventDict) -> EventDict:
     return event
 
 
-def configure_logging(level: str = "INFO", json_logs: bool | None = None) -> None:
+def configure_logging(
+    level: str = "INFO", json_logs: bool | None = None, stream: TextIO | None = None
+) -> None:
     """JSON lines when not on a TTY, a readable console on a TTY; library logs in the same format.
+
+    The lines go to `stream` (standard error by default). `abeyance serve` and `abeyance worker`
+    call this at start; a program that embeds `Service` may call it to log the same way.
 
     Ids bound with `structlog.contextvars` (request, conversation, run, correlation, tool call)
     are merged into every line, including those of uvicorn and SQLAlchemy.
@@ -91,7 +97,7 @@ def configure_logging(level: str = "INFO", json_logs: bool | None = None) -> Non
     if json_logs:
         # Tracebacks of library records become a string field rather than breaking the JSON line.
         final.append(structlog.processors.format_exc_info)
-    handler = logging.StreamHandler()
+    handler = logging.StreamHandler(stream)
     handler.setFormatter(
         structlog.stdlib.ProcessorFormatter(
             foreign_pre_chain=shared, processors=[*final, redact_secrets, renderer]

@@ -8,7 +8,6 @@ from typing import Any
 
 import sqlalchemy as sa
 from litestar import Litestar, Request, Response, Router, get
-from litestar.datastructures import State
 from litestar.di import NamedDependency, Provide
 from litestar.exceptions import HTTPException, SerializationException
 from litestar.openapi import OpenAPIConfig
@@ -23,6 +22,7 @@ from abeyance.app.container import Container, telemetry_config
 from abeyance.app.http_methods import answer_options
 from abeyance.app.observability import bind_path_ids, http_telemetry, metrics
 from abeyance.app.routes.inbox import inbox_router
+from abeyance.app.routes.provide import services
 from abeyance.app.routes.v1 import route_handlers
 from abeyance.app.schemas import refuse_nul_characters
 from abeyance.app.service import Service
@@ -30,6 +30,7 @@ from abeyance.app.settings import Settings
 from abeyance.domain.errors import ServiceError
 from abeyance.infra.db.engine import is_sqlite
 from abeyance.infra.db.migrations import upgrade_async
+from abeyance.infra.db.uow import SqlUnitOfWorkFactory
 from abeyance.infra.telemetry import Telemetry, build_telemetry
 
 
@@ -62,22 +63,17 @@ def document_problems_on_startup(app: Litestar) -> None:
     openapi_contract.install(app)
 
 
-def provide_container(state: State) -> Container:
-    container: Container = state.container
-    return container
-
-
 @get("/healthz", tags=["health"])
 async def healthz() -> dict[str, str]:
     """The process is up."""
     return {"status": "ok"}
 
 
-@get("/readyz", tags=["health"])
-async def readyz(container: NamedDependency[Container]) -> dict[str, str]:
+@get("/readyz", tags=["health"], dependencies=services("uow"))
+async def readyz(uow: NamedDependency[SqlUnitOfWorkFactory]) -> dict[str, str]:
     """The database answers."""
-    async with container.uow() as uow:
-        await uow.session.execute(sa.text("SELECT 1"))
+    async with uow() as work:
+        await work.session.execute(sa.text("SELECT 1"))
     return {"status": "ready"}
 
 
@@ -129,7 +125,6 @@ def create_app(
         middleware=[http_telemetry(telemetry)],
         before_request=before_request,
         dependencies={
-            "container": Provide(provide_container, sync_to_thread=False),
             "principal": Provide(provide_principal, sync_to_thread=False),
         },
         exception_handlers={

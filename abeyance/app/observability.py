@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 import time
 import uuid
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import structlog
@@ -19,7 +20,7 @@ from litestar.types import ASGIApp, Message, Receive, Scope, Send
 from opentelemetry import trace
 from opentelemetry.semconv.attributes.http_attributes import HTTP_ROUTE
 
-from abeyance.app.container import Container
+from abeyance.app.routes.provide import service
 from abeyance.infra.telemetry import Telemetry
 
 log = structlog.get_logger("abeyance.http")
@@ -121,10 +122,19 @@ async def bind_path_ids(request: Request[Any, Any, Any]) -> None:
         span.set_attributes({f"abeyance.{k}": v for k, v in ids.items()})
 
 
-@get("/metrics", tags=["health"], include_in_schema=False)
-async def metrics(request: Request[Any, Any, Any], container: NamedDependency[Container]) -> Response[bytes]:
+@get(
+    "/metrics",
+    tags=["health"],
+    include_in_schema=False,
+    dependencies={"refresh_backlog": service("refresh_backlog"), "telemetry": service("telemetry")},
+)
+async def metrics(
+    request: Request[Any, Any, Any],
+    refresh_backlog: NamedDependency[Callable[[], Awaitable[None]]],
+    telemetry: NamedDependency[Telemetry],
+) -> Response[bytes]:
     """The service's metrics in the Prometheus text format (OpenMetrics when the scraper asks)."""
-    await container.refresh_backlog()
-    body, content_type = container.telemetry.prometheus_exposition(request.headers.get("accept"))
+    await refresh_backlog()
+    body, content_type = telemetry.prometheus_exposition(request.headers.get("accept"))
     # Litestar appends the charset itself.
     return Response(body, media_type=content_type.replace("; charset=utf-8", ""))

@@ -16,13 +16,18 @@ from pydantic_settings import BaseSettings, PydanticBaseSettingsSource
 from abeyance.app.container import Container, build_container
 from abeyance.app.settings import Settings
 from abeyance.domain.access import Role
+from abeyance.domain.clock import utcnow
+from abeyance.domain.keys import IssuedKey
+from abeyance.domain.pending_calls import PendingCursor, Resolution
 from abeyance.domain.records import Conversation, PendingCall, Principal, Run, StoredEvent
-from abeyance.domain.services import Resolution, RunView
+from abeyance.domain.runs import RunView
 from abeyance.domain.states import Decision, PendingStatus
 from abeyance.domain.tools import PendingKind
 from abeyance.infra.agents.declarations import AgentDefinition
 from abeyance.infra.db.migrations import upgrade_async
+from abeyance.infra.demo import seed_demo
 from abeyance.infra.telemetry import Telemetry
+from abeyance.infra.worlds.memory import MemoryScope
 
 EMBEDDED = "embedded"
 """The actor of embedded calls unless `Service.open(actor=...)` names another."""
@@ -154,23 +159,23 @@ class Service:
     # Conversations and runs
 
     async def start_conversation(self, agent: str, *, workspace: str = "default") -> Conversation:
-        return await self.container.service.create_conversation(self.principal, agent, workspace)
+        return await self.container.conversations.create_conversation(self.principal, agent, workspace)
 
     async def send(self, conversation_id: uuid.UUID | str, content: str) -> Run:
         """Post a user message; the run it starts is queued (see `run_until_idle`)."""
-        return await self.container.service.post_message(self.principal, _id(conversation_id), content)
+        return await self.container.conversations.post_message(self.principal, _id(conversation_id), content)
 
     async def get_run(self, run_id: uuid.UUID | str) -> RunView:
         """The run and its awaiting pending calls."""
-        return await self.container.service.get_run(self.principal, _id(run_id))
+        return await self.container.runs.get_run(self.principal, _id(run_id))
 
     async def wait_for_run(self, run_id: uuid.UUID | str, *, within: float = 30.0) -> RunView:
         """The run once it is settled (a background worker runs it), or as it is after `within`
         seconds (at most `max_wait_seconds`)."""
-        return await self.container.wait_for_run(self.principal, _id(run_id), within)
+        return await self.container.runs.wait_for_run(self.principal, _id(run_id), within)
 
     async def cancel(self, run_id: uuid.UUID | str) -> RunView:
-        return await self.container.service.cancel_run(self.principal, _id(run_id))
+        return await self.container.runs.cancel_run(self.principal, _id(run_id))
 
     # Pending calls
 
@@ -185,9 +190,9 @@ class Service:
         """Pending calls, oldest first: by default every awaiting one; `status=None` for all."""
         wanted = _id(conversation_id) if conversation_id is not None else None
         found: list[PendingCall] = []
-        after = None
+        after: PendingCursor | None = None
         while True:
-            page = await self.container.service.list_pending(
+            page = await self.container.pending_calls.list_pending(
                 self.principal,
                 status=PendingStatus(status) if status is not None else None,
                 kind=PendingKind(kind) if kind is not None else None,
@@ -195,10 +200,10 @@ class Service:
                 after=after,
                 limit=_PAGE,
             )
-            found.extend(c for c in page if wanted is None or c.conversation_id == wanted)
-            if len(page) < _PAGE:
+            found.extend(c for c in page.items if wanted is None or c.conversation_id == wanted)
+            if page.next_cursor is None:
                 return found
-            after = (page[-1].created_at, page[-1].correlation_id)
+            after = page.next_cursor
 
     async def resolve(
         self,
@@ -215,9 +220,16 @@ class Service:
         resolution = Resolution(
             Decision(decision), reason=reason, args=args, result=result, args_hash=args_hash
         )
-        return await self.container.service.resolve_pending(self.principal, _id(correlation_id), resolution)
+        return await self.container.pending_calls.resolve_pending(
+            self.principal, _id(correlation_id), resolution
+        )
 
     # Work and events
+
+    async def run_once(self) -> bool:
+        """Claim one queued run and drive it, in the calling task, until it suspends, completes or
+        fails; False when nothing was queued. `run_until_idle` is this in a loop, then the sweep."""
+        return await self.container.worker.run_once()
 
     async def run_until_idle(self) -> int:
         """Run queued work in the calling task until none is left: every queued run is driven until
@@ -237,7 +249,7 @@ class Service:
         (`event.envelope()` is the SSE `data`). With `follow=False` it ends after the stored ones;
         otherwise it waits for new ones until the caller stops iterating."""
         conversation = _id(conversation_id)
-        await self.container.service.get_conversation(self.principal, conversation)
+        await self.container.conversations.get_conversation(self.principal, conversation)
         if follow:
             self.container.listen_for_events()
         cursor = after
@@ -253,3 +265,33 @@ class Service:
                     return
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(changed.wait(), self.settings.events_poll_seconds)
+
+    # Administration: what `abeyance keys create`, `abeyance demo seed` and the agents' `recall` do
+
+    async def create_api_key(
+        self, role: Role | str, *, workspace: str | None, name: str | None = None
+    ) -> IssuedKey:
+        """A new API key for the HTTP API (`admin`, `operator`, `user` or `system`); `workspace=None`
+        only for an admin of every workspace. `.secret` is the bearer token, shown only here."""
+        return await self.container.keys.create(self.principal, role=role, workspace=workspace, name=name)
+
+    async def seed_demo(self, workspace: str = "default") -> int:
+        """The demo dead letters and clusters the `ops` agent works on, unless they exist (as
+        `abeyance demo seed`); returns how many dead letters were added."""
+        return await seed_demo(self.container.uow, workspace, utcnow())
+
+    async def recall_memory(
+        self,
+        agent: str,
+        query: str,
+        *,
+        workspace: str = "default",
+        world_id: uuid.UUID | str | None = None,
+        limit: int = 10,
+    ) -> list[dict[str, Any]]:
+        """What `agent`'s `recall` tool finds for `query` outside any conversation: its persistent
+        memories of `workspace` (of one world when `world_id` is given), best match first, each as
+        `{"id", "tier", "kind", "text", "score"}`."""
+        world = _id(world_id) if world_id is not None else None
+        scope = MemoryScope(workspace, agent, world, uuid.uuid4(), uuid.uuid4())
+        return await self.container.worlds.memory.recall(scope, query, limit)

@@ -8,11 +8,11 @@ from datetime import datetime
 from typing import Any
 
 from abeyance.domain.access import Permission
+from abeyance.domain.clock import Clock, utcnow
 from abeyance.domain.errors import NotFound, ValidationFailed
 from abeyance.domain.ports import ToolCatalog, UnitOfWorkFactory
 from abeyance.domain.records import AuditEntry, Authorization, Principal
 from abeyance.domain.sanitize import canonical_json, sanitize
-from abeyance.domain.services import Clock, utcnow
 
 
 class BrokenAuthorization(Exception):

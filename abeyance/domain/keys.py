@@ -9,10 +9,10 @@ import uuid
 from dataclasses import dataclass
 
 from abeyance.domain.access import Permission, Role
+from abeyance.domain.clock import Clock, utcnow
 from abeyance.domain.errors import NotFound, Unauthenticated, ValidationFailed
 from abeyance.domain.ports import UnitOfWorkFactory
 from abeyance.domain.records import ApiKey, AuditEntry, Principal
-from abeyance.domain.services import Clock, utcnow
 
 KEY_PREFIX = "abk_"
 """Every key starts with this, so a leaked key is recognisable (secret scanners, logs)."""

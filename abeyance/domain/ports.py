@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import Sequence
+from contextlib import AbstractContextManager
 from datetime import datetime
 from types import TracebackType
 from typing import Any, Protocol, Self
@@ -367,11 +369,30 @@ class ServiceMetrics(Protocol):
         ...
 
 
+class NoMetrics:
+    """`ServiceMetrics` that records nothing."""
+
+    def run_status(self, status: RunStatus) -> None:
+        return None
+
+    def pending_resolved(self, call: PendingCall, status: PendingStatus, at: datetime) -> None:
+        return None
+
+    def tool_call(self, metadata: ToolCallMetadata) -> None:
+        return None
+
+
 class RunNotifier(Protocol):
     """Wakes workers and long-pollers. Best effort: everything also works by polling."""
 
     async def run_queued(self, run_id: uuid.UUID) -> None: ...
     async def run_changed(self, run_id: uuid.UUID) -> None: ...
+
+
+class RunWatcher(Protocol):
+    """What a long-poll waits on: an event set when the run may have changed (best effort)."""
+
+    def watch(self, run_id: uuid.UUID) -> AbstractContextManager[asyncio.Event]: ...
 
 
 class OpsRepository(Protocol):

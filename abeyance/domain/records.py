@@ -41,6 +41,20 @@ class Conversation:
     """The principal (API key id) that created it; `None` for conversations created before owners
     were recorded, which are nobody's own."""
 
+    @classmethod
+    def open(cls, workspace: str, agent: str, created_by: str, now: datetime) -> Conversation:
+        """A new conversation with `agent`, with no run yet."""
+        return cls(
+            id=uuid.uuid4(),
+            workspace=workspace,
+            agent=agent,
+            status="open",
+            active_run_id=None,
+            created_at=now,
+            updated_at=now,
+            created_by=created_by,
+        )
+
 
 @dataclass(slots=True)
 class RunError:

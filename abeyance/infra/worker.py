@@ -11,10 +11,11 @@ from datetime import timedelta
 
 import structlog
 
+from abeyance.domain.clock import Clock
 from abeyance.domain.events import publish_pending_resolved, publish_run_status
+from abeyance.domain.pending_calls import EXPIRY_ACTOR, expire_overdue_call
 from abeyance.domain.ports import UnitOfWorkFactory
 from abeyance.domain.records import AuditEntry, PendingCall, Run
-from abeyance.domain.services import EXPIRY_ACTOR, Clock, expire_overdue_call
 from abeyance.domain.states import PendingStatus, RunStatus
 from abeyance.infra.notifier import LocalRunNotifier
 from abeyance.infra.runner import ACTOR, AgentRunner

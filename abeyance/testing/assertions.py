@@ -7,7 +7,7 @@ from typing import Any
 
 from abeyance.app.service import Service
 from abeyance.domain.records import PendingCall
-from abeyance.domain.services import RunView
+from abeyance.domain.runs import RunView
 from abeyance.domain.states import Decision
 
 

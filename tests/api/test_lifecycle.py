@@ -13,8 +13,8 @@ from sqlalchemy.exc import TimeoutError as PoolTimeout
 
 from abeyance.app.container import build_container
 from abeyance.app.main import create_app
+from abeyance.domain.clock import utcnow
 from abeyance.domain.keys import IssuedKey
-from abeyance.domain.services import utcnow
 from abeyance.infra.db.tables import pending_calls
 from tests.api.http_calls import conversation, create_conversation, get_run, post_message, resolve, tool_calls
 from tests.conftest import admin_headers, call, make_settings, script
@@ -222,7 +222,7 @@ async def test_a_committed_message_is_accepted_even_if_the_wait_cannot_read_the_
     async def pool_exhausted(*_: Any) -> Any:
         raise PoolTimeout("QueuePool limit of size 10 overflow 10 reached, connection timed out")
 
-    container.wait_for_run = pool_exhausted  # type: ignore[method-assign]
+    container.runs.wait_for_run = pool_exhausted  # type: ignore[method-assign]
     async with AsyncTestClient(app=create_app(settings, container=container)) as client:
         client.headers.update(await admin_headers(seeded))
         cid = await create_conversation(client)

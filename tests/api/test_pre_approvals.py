@@ -11,8 +11,8 @@ from structlog.testing import capture_logs
 
 from abeyance.app.container import build_container
 from abeyance.app.main import create_app
+from abeyance.domain.clock import utcnow
 from abeyance.domain.records import Authorization
-from abeyance.domain.services import utcnow
 from abeyance.infra.agents.policy import StoredPreApprovalPolicy
 from abeyance.infra.db.engine import create_engine
 from abeyance.infra.db.uow import SqlUnitOfWorkFactory

@@ -9,7 +9,7 @@ import pytest
 from litestar.testing import AsyncTestClient
 
 from abeyance.app.main import create_app
-from abeyance.domain.services import utcnow
+from abeyance.domain.clock import utcnow
 from abeyance.infra.db.engine import create_engine
 from abeyance.infra.db.uow import SqlUnitOfWorkFactory
 from abeyance.infra.demo import demo_event_id, demo_event_ids, seed_demo

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 from litestar.testing import AsyncTestClient
 
+from abeyance.domain.clock import utcnow
 from abeyance.domain.records import Webhook
-from abeyance.domain.services import utcnow
 from abeyance.domain.webhooks import verify
 from abeyance.infra.db.engine import create_engine
 from abeyance.infra.db.uow import SqlUnitOfWorkFactory

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from abeyance.domain.services import utcnow
+from abeyance.domain.clock import utcnow
 from abeyance.infra.db.engine import create_engine
 from abeyance.infra.db.uow import SqlUnitOfWorkFactory
 from abeyance.infra.demo import seed_demo

@@ -28,7 +28,7 @@ from typing import Any
 import httpx
 import sqlalchemy as sa
 
-from abeyance.domain.services import utcnow
+from abeyance.domain.clock import utcnow
 from abeyance.infra.db.engine import create_engine
 from abeyance.infra.db.migrations import upgrade
 from abeyance.infra.db.uow import SqlUnitOfWorkFactory

@@ -18,10 +18,13 @@ from pydantic_ai import RunContext
 from sqlalchemy.exc import DBAPIError
 
 from abeyance.app.container import Container, agent_definitions, build_container
+from abeyance.domain.audit import AuditQuery
+from abeyance.domain.clock import utcnow
 from abeyance.domain.errors import Forbidden
 from abeyance.domain.keys import IssuedKey
+from abeyance.domain.pending_calls import Resolution
 from abeyance.domain.records import AuditEntry, Principal
-from abeyance.domain.services import AuditQuery, Resolution, RunView, utcnow
+from abeyance.domain.runs import RunView
 from abeyance.domain.states import Decision, RunStatus
 from abeyance.domain.tools import Category, ToolSpec
 from abeyance.infra.agents.declarations import AgentDefinition, DeclaredTool
@@ -46,16 +49,18 @@ ASK = script([call("ask_operator", question="Which partner is down?")])
 
 
 async def suspend(container: Container, content: str) -> RunView:
-    conversation = await container.service.create_conversation(USER, "ops", None)
-    run = await container.service.post_message(USER, conversation.id, content)
+    conversation = await container.conversations.create_conversation(USER, "ops", None)
+    run = await container.conversations.post_message(USER, conversation.id, content)
     assert await container.worker.run_once()
-    view = await container.service.get_run(OPERATOR, run.id)
+    view = await container.runs.get_run(OPERATOR, run.id)
     assert view.run.status is RunStatus.SUSPENDED
     return view
 
 
 async def audit_of(container: Container, run: RunView) -> list[AuditEntry]:
-    rows = await container.service.list_audit(ADMIN, AuditQuery(conversation_id=run.run.conversation_id))
+    rows = (
+        await container.audit.list_audit(ADMIN, AuditQuery(conversation_id=run.run.conversation_id))
+    ).items
     assert [r.id for r in rows] == sorted(r.id for r in rows if r.id is not None)
     return rows
 
@@ -86,9 +91,9 @@ async def test_each_decision_is_audited_in_order_under_the_operator(
 ) -> None:
     view = await suspend(container, content)
     [pending] = view.pending
-    await container.service.resolve_pending(OPERATOR, pending.correlation_id, resolution)
+    await container.pending_calls.resolve_pending(OPERATOR, pending.correlation_id, resolution)
     assert await container.worker.run_once()
-    assert (await container.service.get_run(USER, view.run.id)).run.status is RunStatus.COMPLETED
+    assert (await container.runs.get_run(USER, view.run.id)).run.status is RunStatus.COMPLETED
 
     rows = await audit_of(container, view)
     assert trail(rows) == [
@@ -120,7 +125,7 @@ async def test_each_decision_is_audited_in_order_under_the_operator(
 
 async def test_cancelling_a_suspended_run_is_audited(container: Container) -> None:
     view = await suspend(container, REPLAY)
-    await container.service.cancel_run(OPERATOR, view.run.id)
+    await container.runs.cancel_run(OPERATOR, view.run.id)
 
     rows = await audit_of(container, view)
     assert trail(rows) == [
@@ -188,12 +193,12 @@ async def test_a_pre_approved_call_is_audited_as_auto_approved(container: Contai
         lease=timedelta(seconds=settings.lease_seconds),
         sweep_seconds=1,
     )
-    conversation = await container.service.create_conversation(USER, "ops", None)
-    run = await container.service.post_message(USER, conversation.id, REPLAY)
+    conversation = await container.conversations.create_conversation(USER, "ops", None)
+    run = await container.conversations.post_message(USER, conversation.id, REPLAY)
     assert await worker.run_once()
-    assert (await container.service.get_run(USER, run.id)).run.status is RunStatus.COMPLETED
+    assert (await container.runs.get_run(USER, run.id)).run.status is RunStatus.COMPLETED
 
-    rows = await container.service.list_audit(ADMIN, AuditQuery(conversation_id=conversation.id))
+    rows = (await container.audit.list_audit(ADMIN, AuditQuery(conversation_id=conversation.id))).items
     assert trail(rows) == [
         ("run.queued", USER.id),
         ("run.started", WORKER),
@@ -202,7 +207,7 @@ async def test_a_pre_approved_call_is_audited_as_auto_approved(container: Contai
     ]
     assert rows[2].details["authorization_id"] == "auth-replays"
     assert rows[2].details["tool_name"] == "replay_dlq_event"
-    assert [t.metadata.tool_name for t in await container.service.list_tool_calls(USER, run.id)] == [
+    assert [t.metadata.tool_name for t in await container.runs.list_tool_calls(USER, run.id)] == [
         "replay_dlq_event"
     ]
 
@@ -255,8 +260,8 @@ async def test_a_pre_approved_call_dispatched_again_after_a_crash_is_audited_onc
         authorization = await container.authorizations.create(
             OPERATOR, tool_name="press_button", reason="drill"
         )
-        conversation = await container.service.create_conversation(USER, "buttons", None)
-        run = await container.service.post_message(
+        conversation = await container.conversations.create_conversation(USER, "buttons", None)
+        run = await container.conversations.post_message(
             USER, conversation.id, script([call("press_button", label="red")], "pressed")
         )
 
@@ -271,9 +276,9 @@ async def test_a_pre_approved_call_dispatched_again_after_a_crash_is_audited_onc
         assert await eventually(container.worker.sweep)
         assert await container.worker.run_once()
 
-        view = await container.service.get_run(USER, run.id)
-        rows = await container.service.list_audit(ADMIN, AuditQuery(conversation_id=conversation.id))
-        records = await container.service.list_tool_calls(USER, run.id)
+        view = await container.runs.get_run(USER, run.id)
+        rows = (await container.audit.list_audit(ADMIN, AuditQuery(conversation_id=conversation.id))).items
+        records = await container.runs.list_tool_calls(USER, run.id)
     finally:
         await container.close()
 
@@ -292,12 +297,12 @@ async def test_a_pre_approved_call_dispatched_again_after_a_crash_is_audited_onc
 
 async def test_the_audit_log_is_scoped_to_the_readers_workspace(container: Container) -> None:
     view = await suspend(container, REPLAY)
-    mine = await container.service.list_audit(OPERATOR, AuditQuery())
+    mine = (await container.audit.list_audit(OPERATOR, AuditQuery())).items
     assert {r.run_id for r in mine} == {view.run.id}
-    assert await container.service.list_audit(OUTSIDER, AuditQuery()) == []
-    assert len(await container.service.list_audit(ADMIN, AuditQuery())) == len(mine)
+    assert (await container.audit.list_audit(OUTSIDER, AuditQuery())).items == []
+    assert len((await container.audit.list_audit(ADMIN, AuditQuery())).items) == len(mine)
     with pytest.raises(Forbidden):
-        await container.service.list_audit(USER, AuditQuery())
+        await container.audit.list_audit(USER, AuditQuery())
 
 
 async def test_audit_rows_cannot_be_updated_or_deleted(database_url: str) -> None:

@@ -23,9 +23,10 @@ from structlog.testing import capture_logs
 
 from abeyance.app.container import Container, build_container
 from abeyance.domain.access import Role
+from abeyance.domain.clock import utcnow
 from abeyance.domain.errors import Stale
+from abeyance.domain.pending_calls import Resolution
 from abeyance.domain.records import PendingCall, Principal, Run
-from abeyance.domain.services import Resolution, utcnow
 from abeyance.domain.states import Decision, PendingStatus, RunStatus
 from abeyance.infra.agents.observed import PreApprovalPolicy
 from abeyance.infra.db.engine import create_engine, is_sqlite
@@ -87,10 +88,10 @@ async def expire_now(container: Container, run_id: uuid.UUID) -> None:
 
 async def overdue_approval(container: Container) -> tuple[uuid.UUID, uuid.UUID, PendingCall]:
     """A run suspended on one approval whose `expires_at` has passed, with no sweeper run yet."""
-    conversation = await container.service.create_conversation(ADMIN, "ops", None)
-    run = await container.service.post_message(ADMIN, conversation.id, GATED)
+    conversation = await container.conversations.create_conversation(ADMIN, "ops", None)
+    run = await container.conversations.post_message(ADMIN, conversation.id, GATED)
     assert await container.worker.run_once()
-    [pending] = (await container.service.get_run(ADMIN, run.id)).pending
+    [pending] = (await container.runs.get_run(ADMIN, run.id)).pending
     await expire_now(container, run.id)
     return conversation.id, run.id, pending
 
@@ -102,16 +103,17 @@ async def test_an_overdue_approval_is_stale_and_expires_with_the_sweepers_semant
     seeded: str,
 ) -> None:
     async with built(seeded) as container:
-        service = container.service
         conversation_id, run_id, pending = await overdue_approval(container)
 
         with pytest.raises(Stale) as late:
-            await service.resolve_pending(ADMIN, pending.correlation_id, Resolution(Decision.APPROVE))
+            await container.pending_calls.resolve_pending(
+                ADMIN, pending.correlation_id, Resolution(Decision.APPROVE)
+            )
         assert "expired" in late.value.message
         assert late.value.extra["pending_status"] == "expired"
         assert late.value.extra["resolved_by"] == "system:sweeper"
 
-        expired = await service.get_pending(ADMIN, pending.correlation_id)
+        expired = await container.pending_calls.get_pending(ADMIN, pending.correlation_id)
         assert expired.status is PendingStatus.EXPIRED
         assert expired.resolved_by == "system:sweeper"
         queued = await run_of(container, run_id)
@@ -216,9 +218,8 @@ async def test_a_database_error_in_a_segment_abandons_it_and_the_heartbeat_survi
     held = HeldModel()
     async with built(seeded, model=held.model(), lease_seconds=1.5) as container:
         impatient(container.uow.engine, seeded)
-        service = container.service
-        conversation = await service.create_conversation(ADMIN, "ops", None)
-        run = await service.post_message(ADMIN, conversation.id, "list them")
+        conversation = await container.conversations.create_conversation(ADMIN, "ops", None)
+        run = await container.conversations.post_message(ADMIN, conversation.id, "list them")
         segment = asyncio.create_task(container.worker.run_once())
         await asyncio.wait_for(held.entered.wait(), 10)
 
@@ -295,11 +296,10 @@ class FailingModel:
 
 async def test_a_failed_run_stores_a_summary_not_the_exception_text(seeded: str) -> None:
     async with built(seeded, model=FailingModel().model()) as container:
-        service = container.service
         failures = []
         for content in ("ask the provider", "anything else"):
-            conversation = await service.create_conversation(ADMIN, "ops", None)
-            run = await service.post_message(ADMIN, conversation.id, content)
+            conversation = await container.conversations.create_conversation(ADMIN, "ops", None)
+            run = await container.conversations.post_message(ADMIN, conversation.id, content)
             with capture_logs() as logs:
                 assert await container.worker.run_once()
             [logged] = [e for e in logs if e["event"] == "run.segment_error"]
@@ -307,7 +307,9 @@ async def test_a_failed_run_stores_a_summary_not_the_exception_text(seeded: str)
             failed = await run_of(container, run.id)
             assert failed.status is RunStatus.FAILED and failed.error is not None
             failures.append(failed.error)
-            assert (await service.get_conversation(ADMIN, conversation.id)).active_run_id is None
+            assert (
+                await container.conversations.get_conversation(ADMIN, conversation.id)
+            ).active_run_id is None
 
     provider, internal = failures
     assert provider.code == "model_error"
@@ -358,9 +360,8 @@ async def completion_refused(database_url: str, marker: str) -> AsyncIterator[No
 
 async def test_a_run_whose_segments_keep_failing_is_failed_after_the_attempts(seeded: str) -> None:
     async with built(seeded, max_segment_attempts=2, lease_seconds=0.6) as container:
-        service = container.service
-        conversation = await service.create_conversation(ADMIN, "ops", None)
-        run = await service.post_message(ADMIN, conversation.id, "please refuse completion")
+        conversation = await container.conversations.create_conversation(ADMIN, "ops", None)
+        run = await container.conversations.post_message(ADMIN, conversation.id, "please refuse completion")
         async with completion_refused(seeded, "refuse completion"):
             # Two attempts, each failing to write the completion. A final answer is stored with the
             # run's end, so an attempt that fails there stored nothing: it counts, the first too.
@@ -380,21 +381,22 @@ async def test_a_run_whose_segments_keep_failing_is_failed_after_the_attempts(se
         assert trail[-1] == ("run.failed", {"error": "segment_attempts_exhausted"})
         assert [action for action, _ in trail].count("run.resumed") == 1
 
-        assert (await service.get_conversation(ADMIN, conversation.id)).active_run_id is None
-        follow_up = await service.post_message(ADMIN, conversation.id, "still there?")
+        assert (await container.conversations.get_conversation(ADMIN, conversation.id)).active_run_id is None
+        follow_up = await container.conversations.post_message(ADMIN, conversation.id, "still there?")
         assert await container.worker.run_once()
         assert (await run_of(container, follow_up.id)).status is RunStatus.COMPLETED
 
 
 async def test_progress_resets_the_attempts(seeded: str) -> None:
     async with built(seeded, max_segment_attempts=1) as container:
-        service = container.service
-        conversation = await service.create_conversation(ADMIN, "ops", None)
-        run = await service.post_message(ADMIN, conversation.id, GATED)
+        conversation = await container.conversations.create_conversation(ADMIN, "ops", None)
+        run = await container.conversations.post_message(ADMIN, conversation.id, GATED)
         assert await container.worker.run_once()
         assert (await run_of(container, run.id)).claims == 0
-        [pending] = (await service.get_run(ADMIN, run.id)).pending
-        await service.resolve_pending(ADMIN, pending.correlation_id, Resolution(Decision.APPROVE))
+        [pending] = (await container.runs.get_run(ADMIN, run.id)).pending
+        await container.pending_calls.resolve_pending(
+            ADMIN, pending.correlation_id, Resolution(Decision.APPROVE)
+        )
         assert await container.worker.run_once()
         done = await run_of(container, run.id)
         assert done.status is RunStatus.COMPLETED, "every segment made progress: no attempt was spent"
@@ -421,12 +423,11 @@ class CancelWhileGating(PreApprovalPolicy):
 async def test_a_cancel_after_the_last_persist_wins_over_suspending(seeded: str) -> None:
     policy = CancelWhileGating()
     async with built(seeded, policy=policy) as container:
-        service = container.service
-        conversation = await service.create_conversation(ADMIN, "ops", None)
-        run = await service.post_message(ADMIN, conversation.id, GATED)
+        conversation = await container.conversations.create_conversation(ADMIN, "ops", None)
+        run = await container.conversations.post_message(ADMIN, conversation.id, GATED)
 
         async def cancel() -> None:
-            view = await service.cancel_run(ADMIN, run.id)
+            view = await container.runs.cancel_run(ADMIN, run.id)
             assert view.run.status is RunStatus.RUNNING and view.run.cancel_requested
 
         policy.cancel = cancel
@@ -442,7 +443,7 @@ async def test_a_cancel_after_the_last_persist_wins_over_suspending(seeded: str)
         trail = await audit_trail(container, conversation.id)
         assert trail[-2:] == [("run.cancel_requested", {}), ("run.cancelled", {"calls_not_requested": 1})]
 
-        follow_up = await service.post_message(ADMIN, conversation.id, "what happened?")
+        follow_up = await container.conversations.post_message(ADMIN, conversation.id, "what happened?")
         assert await container.worker.run_once()
         answered = await run_of(container, follow_up.id)
         assert answered.status is RunStatus.COMPLETED
@@ -452,14 +453,13 @@ async def test_a_cancel_after_the_last_persist_wins_over_suspending(seeded: str)
 
 async def test_a_cancel_after_the_last_persist_wins_over_completing(seeded: str) -> None:
     async with built(seeded, lease_seconds=0.6) as container:
-        service = container.service
-        conversation = await service.create_conversation(ADMIN, "ops", None)
-        run = await service.post_message(ADMIN, conversation.id, "please refuse completion")
+        conversation = await container.conversations.create_conversation(ADMIN, "ops", None)
+        run = await container.conversations.post_message(ADMIN, conversation.id, "please refuse completion")
         async with completion_refused(seeded, "refuse completion"):
             # The answer is stored; writing the completion fails and the segment is retried later.
             with pytest.raises(sa_exc.DBAPIError):
                 await container.worker.run_once()
-        view = await service.cancel_run(ADMIN, run.id)
+        view = await container.runs.cancel_run(ADMIN, run.id)
         assert view.run.status is RunStatus.RUNNING and view.run.cancel_requested
         await until_lease_expired(container, run.id)
         assert await container.worker.sweep() == 1
@@ -468,7 +468,7 @@ async def test_a_cancel_after_the_last_persist_wins_over_completing(seeded: str)
         cancelled = await run_of(container, run.id)
         assert cancelled.status is RunStatus.CANCELLED
         assert cancelled.output is None
-        assert (await service.get_conversation(ADMIN, conversation.id)).active_run_id is None
+        assert (await container.conversations.get_conversation(ADMIN, conversation.id)).active_run_id is None
         async with container.uow() as uow:
             stored = await uow.messages.read(conversation.id)
         assert len(stored) == 2, "the answer stays in the log"

@@ -13,8 +13,8 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 from abeyance.app.container import Container, build_container
 from abeyance.app.settings import Settings
 from abeyance.domain.access import Role
+from abeyance.domain.pending_calls import Resolution
 from abeyance.domain.records import Principal
-from abeyance.domain.services import Resolution
 from abeyance.domain.states import Decision, PendingStatus, RunStatus
 from abeyance.infra.db.tables import outbox, tool_calls
 from tests.conftest import call, script
@@ -48,12 +48,12 @@ async def built(seeded: str, settings_factory: Callable[..., Settings]) -> Async
 
 
 async def converse(container: Container, contents: list[str]) -> list[str]:
-    conversation = await container.service.create_conversation(ADMIN, "ops", None)
+    conversation = await container.conversations.create_conversation(ADMIN, "ops", None)
     outputs = []
     for content in contents:
-        run = await container.service.post_message(ADMIN, conversation.id, content)
+        run = await container.conversations.post_message(ADMIN, conversation.id, content)
         assert await container.worker.run_once()
-        view = await container.service.get_run(ADMIN, run.id)
+        view = await container.runs.get_run(ADMIN, run.id)
         assert view.run.status is RunStatus.COMPLETED
         outputs.append(view.run.output or "")
     return outputs
@@ -82,41 +82,43 @@ async def test_the_window_of_a_resumed_segment_still_holds_its_own_turn(
     answers from the script only if that prompt is still in what it is shown."""
     container = built(history_turns=1)
     gated = script([call("replay_dlq_event", event_id="evt_1001", reason="retry")], "replayed")
-    conversation = await container.service.create_conversation(ADMIN, "ops", None)
+    conversation = await container.conversations.create_conversation(ADMIN, "ops", None)
     await converse_on(container, conversation.id, ["one", "two"])
-    run = await container.service.post_message(ADMIN, conversation.id, gated)
+    run = await container.conversations.post_message(ADMIN, conversation.id, gated)
     assert await container.worker.run_once()
-    view = await container.service.get_run(ADMIN, run.id)
+    view = await container.runs.get_run(ADMIN, run.id)
     assert view.run.status is RunStatus.SUSPENDED
     [pending] = view.pending
-    await container.service.resolve_pending(ADMIN, pending.correlation_id, Resolution(Decision.APPROVE))
+    await container.pending_calls.resolve_pending(ADMIN, pending.correlation_id, Resolution(Decision.APPROVE))
     assert await container.worker.run_once()
-    view = await container.service.get_run(ADMIN, run.id)
+    view = await container.runs.get_run(ADMIN, run.id)
     assert view.run.status is RunStatus.COMPLETED
     assert view.run.output == "replayed"
 
 
 async def converse_on(container: Container, conversation_id: Any, contents: list[str]) -> None:
     for content in contents:
-        run = await container.service.post_message(ADMIN, conversation_id, content)
+        run = await container.conversations.post_message(ADMIN, conversation_id, content)
         assert await container.worker.run_once()
-        assert (await container.service.get_run(ADMIN, run.id)).run.status is RunStatus.COMPLETED
+        assert (await container.runs.get_run(ADMIN, run.id)).run.status is RunStatus.COMPLETED
 
 
 async def test_tool_calls_beyond_the_window_are_each_executed_once(built: Callable[..., Container]) -> None:
     """Tool call ids stay unique in the conversation although the model sees only one turn back:
     every approved replay runs (none is mistaken for an earlier call with the same id)."""
     container = built(history_turns=1)
-    conversation = await container.service.create_conversation(ADMIN, "ops", None)
+    conversation = await container.conversations.create_conversation(ADMIN, "ops", None)
     gated = script([call("replay_dlq_event", event_id="evt_1002", reason="retry")], "replayed")
     for _ in range(5):
-        run = await container.service.post_message(ADMIN, conversation.id, gated)
+        run = await container.conversations.post_message(ADMIN, conversation.id, gated)
         assert await container.worker.run_once()
         async with container.uow() as uow:
             [pending] = await uow.pending.for_run(run.id, PendingStatus.AWAITING)
-        await container.service.resolve_pending(ADMIN, pending.correlation_id, Resolution(Decision.APPROVE))
+        await container.pending_calls.resolve_pending(
+            ADMIN, pending.correlation_id, Resolution(Decision.APPROVE)
+        )
         assert await container.worker.run_once()
-        assert (await container.service.get_run(ADMIN, run.id)).run.status is RunStatus.COMPLETED
+        assert (await container.runs.get_run(ADMIN, run.id)).run.status is RunStatus.COMPLETED
     async with container.uow() as uow:
         ids = (
             await uow.session.execute(

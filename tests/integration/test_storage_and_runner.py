@@ -8,8 +8,9 @@ from datetime import timedelta
 
 from abeyance.app.container import Container
 from abeyance.domain.access import Role
+from abeyance.domain.clock import utcnow
+from abeyance.domain.pending_calls import Resolution
 from abeyance.domain.records import Conversation, PendingCall, Principal, ToolCallMetadata, ToolCallRecord
-from abeyance.domain.services import Resolution, utcnow
 from abeyance.domain.states import Decision, PendingStatus, RunStatus
 from abeyance.domain.tools import Executor, PendingKind
 from abeyance.infra.db.tables import pending_calls
@@ -30,11 +31,10 @@ GATED_TWICE = script(
 async def _suspended_run(
     container: Container, content: str = GATED_TWICE
 ) -> tuple[uuid.UUID, list[PendingCall]]:
-    service = container.service
-    conversation = await service.create_conversation(ADMIN, "ops", None)
-    run = await service.post_message(ADMIN, conversation.id, content)
+    conversation = await container.conversations.create_conversation(ADMIN, "ops", None)
+    run = await container.conversations.post_message(ADMIN, conversation.id, content)
     assert await container.worker.run_once()
-    view = await service.get_run(ADMIN, run.id)
+    view = await container.runs.get_run(ADMIN, run.id)
     assert view.run.status is RunStatus.SUSPENDED
     return run.id, view.pending
 
@@ -42,19 +42,21 @@ async def _suspended_run(
 async def test_runner_suspends_resumes_once_and_only_appends_to_the_log(container: Container) -> None:
     run_id, pending = await _suspended_run(container)
     assert len(pending) == 2
-    run = (await container.service.get_run(ADMIN, run_id)).run
+    run = (await container.runs.get_run(ADMIN, run_id)).run
     async with container.uow() as uow:
         before = [m.body for m in await uow.messages.read(run.conversation_id)]
 
-    await container.service.resolve_pending(ADMIN, pending[0].correlation_id, Resolution(Decision.APPROVE))
+    await container.pending_calls.resolve_pending(
+        ADMIN, pending[0].correlation_id, Resolution(Decision.APPROVE)
+    )
     assert not await container.worker.run_once(), "the run must not resume before its last call is decided"
-    await container.service.resolve_pending(
+    await container.pending_calls.resolve_pending(
         ADMIN, pending[1].correlation_id, Resolution(Decision.DENY, reason="no")
     )
     assert await container.worker.run_once()
     assert not await container.worker.run_once()
 
-    view = await container.service.get_run(ADMIN, run_id)
+    view = await container.runs.get_run(ADMIN, run_id)
     assert view.run.status is RunStatus.COMPLETED
     assert view.run.output == "finished"
     assert view.run.segment == 2
@@ -114,10 +116,9 @@ async def test_tool_call_records_are_idempotent_per_conversation(container: Cont
 
 
 async def test_claims_never_hand_one_run_to_two_workers(container: Container) -> None:
-    service = container.service
     for _ in range(3):
-        conversation = await service.create_conversation(ADMIN, "ops", None)
-        await service.post_message(ADMIN, conversation.id, "hello")
+        conversation = await container.conversations.create_conversation(ADMIN, "ops", None)
+        await container.conversations.post_message(ADMIN, conversation.id, "hello")
 
     async def claim(owner: str) -> uuid.UUID | None:
         now = utcnow()
@@ -142,10 +143,10 @@ async def test_sweeper_expires_overdue_calls_and_the_model_is_told(container: Co
         )
         await uow.commit()
     assert await container.worker.sweep() >= 1
-    call_row = await container.service.get_pending(ADMIN, pending[0].correlation_id)
+    call_row = await container.pending_calls.get_pending(ADMIN, pending[0].correlation_id)
     assert call_row.status is PendingStatus.EXPIRED
     assert call_row.executor is Executor.HUMAN and call_row.kind is PendingKind.ELICITATION
     assert await container.worker.run_once()
-    view = await container.service.get_run(ADMIN, run_id)
+    view = await container.runs.get_run(ADMIN, run_id)
     assert view.run.status is RunStatus.COMPLETED
     assert "APPROVAL_EXPIRED" in (view.run.output or "")

@@ -8,8 +8,8 @@ import sqlalchemy as sa
 
 from abeyance.app.container import Container
 from abeyance.domain.access import Role
+from abeyance.domain.pending_calls import Resolution
 from abeyance.domain.records import Principal
-from abeyance.domain.services import Resolution
 from abeyance.domain.states import Decision, PendingStatus, RunStatus
 from tests.conftest import call, script
 
@@ -52,12 +52,12 @@ async def test_an_approval_turn_makes_three_commits_to_suspend_and_four_to_finis
         "before_cursor_execute",
         lambda *a: None if a[2].startswith("BEGIN") else statements.append(a[2]),  # SQLite's BEGIN IMMEDIATE
     )
-    service, worker = container.service, container.worker
-    conversation = await service.create_conversation(ADMIN, "ops", "default")
+    worker = container.worker
+    conversation = await container.conversations.create_conversation(ADMIN, "ops", "default")
 
     for turn in range(3):  # the counts hold on every turn, not only on a fresh conversation
         commits.clear(), begins.clear(), statements.clear()
-        run = await service.post_message(ADMIN, conversation.id, GATED)
+        run = await container.conversations.post_message(ADMIN, conversation.id, GATED)
         assert await worker.run_once()
         assert len(commits) == SUSPEND_COMMITS, f"turn {turn}: suspend path"
         assert len(statements) == SUSPEND_STATEMENTS, (turn, statements)
@@ -66,26 +66,28 @@ async def test_an_approval_turn_makes_three_commits_to_suspend_and_four_to_finis
         async with container.uow() as uow:
             [pending] = await uow.pending.for_run(run.id, PendingStatus.AWAITING)
         commits.clear(), begins.clear(), statements.clear()
-        await service.resolve_pending(ADMIN, pending.correlation_id, Resolution(Decision.APPROVE))
+        await container.pending_calls.resolve_pending(
+            ADMIN, pending.correlation_id, Resolution(Decision.APPROVE)
+        )
         assert await worker.run_once()
         assert len(commits) == RESUME_COMMITS, f"turn {turn}: resume path"
         assert len(statements) == RESUME_STATEMENTS, (turn, statements)
         assert len(begins) == RESUME_TRANSACTIONS, f"turn {turn}: resume path"
 
-        view = await service.get_run(ADMIN, run.id)
+        view = await container.runs.get_run(ADMIN, run.id)
         assert view.run.status is RunStatus.COMPLETED
         assert view.run.output == "replayed"
 
 
 async def test_the_events_of_a_turn_are_all_written(container: Container) -> None:
     """Fewer transactions, same stream: every event a client saw before is still there, in order."""
-    service, worker = container.service, container.worker
-    conversation = await service.create_conversation(ADMIN, "ops", "default")
-    run = await service.post_message(ADMIN, conversation.id, GATED)
+    worker = container.worker
+    conversation = await container.conversations.create_conversation(ADMIN, "ops", "default")
+    run = await container.conversations.post_message(ADMIN, conversation.id, GATED)
     assert await worker.run_once()
     async with container.uow() as uow:
         [pending] = await uow.pending.for_run(run.id, PendingStatus.AWAITING)
-    await service.resolve_pending(ADMIN, pending.correlation_id, Resolution(Decision.APPROVE))
+    await container.pending_calls.resolve_pending(ADMIN, pending.correlation_id, Resolution(Decision.APPROVE))
     assert await worker.run_once()
 
     async with container.uow() as uow:

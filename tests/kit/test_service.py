@@ -12,7 +12,7 @@ from litestar.testing import AsyncTestClient
 import abeyance
 from abeyance import AgentDefinition, Category, DeclaredTool, Executor, Service, ToolSpec
 from abeyance.app.main import create_app
-from abeyance.domain.services import AuditQuery
+from abeyance.domain.audit import AuditQuery
 from abeyance.testing import ScriptedModel, expect_pending, resolve_and_settle, settle
 from tests.conftest import admin_headers, make_settings
 
@@ -65,9 +65,11 @@ async def test_a_gated_call_suspends_and_resumes_once_approved(database_url: str
             p for m in model.requests[-1] for p in getattr(m, "parts", ()) if p.part_kind == "tool-return"
         ]
         assert {p.tool_name for p in returned} == {"read", "write"}
-        audit = await svc.container.service.list_audit(
-            svc.principal, AuditQuery(correlation_id=call.correlation_id)
-        )
+        audit = (
+            await svc.container.audit.list_audit(
+                svc.principal, AuditQuery(correlation_id=call.correlation_id)
+            )
+        ).items
         assert [(e.action, e.actor) for e in audit if e.action.startswith("pending.")] == [
             ("pending.requested", "system:worker"),
             ("pending.approved", "embedded"),
@@ -85,9 +87,11 @@ async def test_embedded_calls_are_audited_under_the_actor_given(database_url: st
         assert decided[0].resolved_by == "nightly-job"
         view = await settle(svc, call.run_id)
         assert view.run.status == "completed"
-        audit = await svc.container.service.list_audit(
-            svc.principal, AuditQuery(correlation_id=call.correlation_id)
-        )
+        audit = (
+            await svc.container.audit.list_audit(
+                svc.principal, AuditQuery(correlation_id=call.correlation_id)
+            )
+        ).items
         assert ("pending.denied", "nightly-job") in [(e.action, e.actor) for e in audit]
 
 

@@ -9,7 +9,7 @@ import pytest
 import sqlalchemy as sa
 from sqlalchemy import exc as sa_exc
 
-from abeyance.domain.services import utcnow
+from abeyance.domain.clock import utcnow
 from abeyance.domain.worlds.memory import MemoryKind, MemoryRefused, MemoryTier, similarity
 from abeyance.domain.worlds.rules import Rule, RuleState, World
 from abeyance.infra.db.engine import create_engine

@@ -7,11 +7,13 @@ import asyncio
 import contextlib
 import json
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
 from typing import Annotated, Any
 
 from litestar import Controller, delete, get, post
-from litestar.di import NamedDependency
+from litestar.datastructures import State
+from litestar.di import NamedDependency, Provide
 from litestar.params import FromPath, HeaderParameter, JSONBody, QueryParameter
 from litestar.response import ServerSentEvent
 from litestar.response.sse import ServerSentEventMessage
@@ -19,6 +21,7 @@ from litestar.status_codes import HTTP_201_CREATED, HTTP_204_NO_CONTENT
 
 from abeyance.app.auth import requires
 from abeyance.app.container import Container
+from abeyance.app.routes.provide import services
 from abeyance.app.schemas import (
     MAX_ROW_ID,
     CreateWebhook,
@@ -27,9 +30,14 @@ from abeyance.app.schemas import (
     webhook_created_out,
     webhook_out,
 )
+from abeyance.app.settings import Settings
 from abeyance.domain.access import Permission
+from abeyance.domain.conversations import ConversationService
 from abeyance.domain.errors import ValidationFailed
+from abeyance.domain.events import EventService
 from abeyance.domain.records import Principal
+from abeyance.domain.webhooks import WebhookService
+from abeyance.infra.notifier import LocalRunNotifier
 
 BATCH = 500
 RECONNECT_MS = 2000
@@ -63,8 +71,27 @@ def _resume_from(last_event_id: str | None, after: int | None) -> int:
     return value
 
 
+@dataclass(frozen=True, slots=True)
+class EventFeeds:
+    """What the live streams read: the stored events, the wake-ups on new ones, and the timing."""
+
+    events: EventService
+    notifier: LocalRunNotifier
+    settings: Settings
+    listen: Callable[[], None]
+    """Start listening for commits made in other processes (PostgreSQL `LISTEN`), once."""
+
+
+def provide_feeds(state: State) -> EventFeeds:
+    container: Container = state.container
+    return EventFeeds(container.events, container.notifier, container.settings, container.listen_for_events)
+
+
+FEEDS = {"feeds": Provide(provide_feeds, sync_to_thread=False)}
+
+
 async def stream_events(
-    container: Container, principal: Principal, conversation_id: uuid.UUID, after: int
+    feeds: EventFeeds, principal: Principal, conversation_id: uuid.UUID, after: int
 ) -> AsyncIterator[ServerSentEventMessage]:
     """Stored events after `after`, then new ones as they are committed, with heartbeats.
 
@@ -73,17 +100,17 @@ async def stream_events(
     `events_poll_seconds`. While the stream is open, the conversation's awaiting client calls
     are kept from expiring.
     """
-    settings = container.settings
+    settings = feeds.settings
     loop = asyncio.get_running_loop()
     keep_alive_every = max(0.05, settings.client_exec_timeout_seconds / 3)
-    container.listen_for_events()
+    feeds.listen()
     cursor = after
     last_sent = loop.time()
     next_keep_alive = loop.time()
     yield ServerSentEventMessage(data=None, comment="connected", retry=RECONNECT_MS)
     while True:
-        with container.notifier.watch_conversation(conversation_id) as changed:
-            events = await container.events.events_after(principal, conversation_id, cursor, BATCH)
+        with feeds.notifier.watch_conversation(conversation_id) as changed:
+            events = await feeds.events.events_after(principal, conversation_id, cursor, BATCH)
             for event in events:
                 yield ServerSentEventMessage(
                     id=event.id, event=event.type, data=json.dumps(event.envelope(), default=str)
@@ -95,7 +122,7 @@ async def stream_events(
                 if len(events) == BATCH:
                     continue
             if now >= next_keep_alive:
-                await container.events.keep_client_calls_alive(conversation_id)
+                await feeds.events.keep_client_calls_alive(conversation_id)
                 next_keep_alive = now + keep_alive_every
             if now - last_sent >= settings.events_heartbeat_seconds:
                 yield ServerSentEventMessage(data=None, comment="keep-alive")
@@ -109,10 +136,15 @@ async def stream_events(
                 await asyncio.wait_for(changed.wait(), max(0.0, timeout))
 
 
-@get("/v1/conversations/{conversation_id:uuid}/events", tags=["events"])
+@get(
+    "/v1/conversations/{conversation_id:uuid}/events",
+    tags=["events"],
+    dependencies={**FEEDS, **services("conversations")},
+)
 async def conversation_events(
     conversation_id: FromPath[uuid.UUID],
-    container: NamedDependency[Container],
+    feeds: NamedDependency[EventFeeds],
+    conversations: NamedDependency[ConversationService],
     principal: NamedDependency[Principal],
     last_event_id: LastEventId = None,
     after: After = None,
@@ -120,12 +152,12 @@ async def conversation_events(
     """The conversation's events as server-sent events, in order; reconnecting with `Last-Event-ID`
     (or `?after=`) delivers exactly what was missed. Each event's `id` is its stored id."""
     resume = _resume_from(last_event_id, after)
-    await container.service.get_conversation(principal, conversation_id)
-    return ServerSentEvent(stream_events(container, principal, conversation_id, resume))
+    await conversations.get_conversation(principal, conversation_id)
+    return ServerSentEvent(stream_events(feeds, principal, conversation_id, resume))
 
 
 async def stream_pending_events(
-    container: Container, principal: Principal, resume_after: int | None
+    feeds: EventFeeds, principal: Principal, resume_after: int | None
 ) -> AsyncIterator[ServerSentEventMessage]:
     """Pending calls created and resolved in the caller's workspace (every workspace for an admin),
     as they are committed, with heartbeats.
@@ -135,18 +167,16 @@ async def stream_pending_events(
     once the stream knows where it starts: a client that lists the awaiting calls after it misses
     nothing.
     """
-    settings = container.settings
+    settings = feeds.settings
     loop = asyncio.get_running_loop()
-    scope = container.events.pending_scope(principal)
-    container.listen_for_events()
-    cursor = await container.events.open_pending_feed(principal, resume_after, loop.time(), batch=BATCH)
+    scope = feeds.events.pending_scope(principal)
+    feeds.listen()
+    cursor = await feeds.events.open_pending_feed(principal, resume_after, loop.time(), batch=BATCH)
     yield ServerSentEventMessage(data=None, comment="connected", retry=RECONNECT_MS)
     last_sent = loop.time()
     while True:
-        with container.notifier.watch_pending(scope) as changed:
-            events, more = await container.events.read_pending_feed(
-                principal, cursor, loop.time(), batch=BATCH
-            )
+        with feeds.notifier.watch_pending(scope) as changed:
+            events, more = await feeds.events.read_pending_feed(principal, cursor, loop.time(), batch=BATCH)
             for event in events:
                 yield ServerSentEventMessage(
                     id=event.id, event=event.type, data=json.dumps(event.envelope(), default=str)
@@ -164,9 +194,9 @@ async def stream_pending_events(
                 await asyncio.wait_for(changed.wait(), max(0.0, timeout))
 
 
-@get("/v1/pending/events", tags=["events"])
+@get("/v1/pending/events", tags=["events"], dependencies=FEEDS)
 async def pending_events(
-    container: NamedDependency[Container],
+    feeds: NamedDependency[EventFeeds],
     principal: NamedDependency[Principal],
     last_event_id: LastEventId = None,
     after: After = None,
@@ -179,41 +209,42 @@ async def pending_events(
     `events_settle_seconds` before it (ids are ordered per conversation only): dedupe by `id`.
     """
     resume = _resume_from(last_event_id, after) if last_event_id or after is not None else None
-    container.events.pending_scope(principal)
-    return ServerSentEvent(stream_pending_events(container, principal, resume))
+    feeds.events.pending_scope(principal)
+    return ServerSentEvent(stream_pending_events(feeds, principal, resume))
 
 
 class WebhookController(Controller):
     path = "/v1/webhooks"
     tags = ["webhooks"]
+    dependencies = services("webhooks")
 
     @post("/", status_code=HTTP_201_CREATED, guards=[requires(Permission.MANAGE_WEBHOOKS)])
     async def create(
         self,
         data: JSONBody[CreateWebhook],
-        container: NamedDependency[Container],
+        webhooks: NamedDependency[WebhookService],
         principal: NamedDependency[Principal],
     ) -> WebhookCreatedOut:
         """Subscribe a URL to some of the workspace's events; the response shows the signing secret once."""
-        webhook = await container.webhooks.create(principal, data.url, data.events, data.workspace)
+        webhook = await webhooks.create(principal, data.url, data.events, data.workspace)
         return webhook_created_out(webhook)
 
     @get("/")
     async def list_webhooks(
-        self, container: NamedDependency[Container], principal: NamedDependency[Principal]
+        self, webhooks: NamedDependency[WebhookService], principal: NamedDependency[Principal]
     ) -> list[WebhookOut]:
         """The webhooks of the caller's workspace (all of them for an admin), without secrets."""
-        return [webhook_out(w) for w in await container.webhooks.list_webhooks(principal)]
+        return [webhook_out(w) for w in await webhooks.list_webhooks(principal)]
 
     @delete("/{webhook_id:uuid}", status_code=HTTP_204_NO_CONTENT)
     async def remove(
         self,
         webhook_id: FromPath[uuid.UUID],
-        container: NamedDependency[Container],
+        webhooks: NamedDependency[WebhookService],
         principal: NamedDependency[Principal],
     ) -> None:
         """Delete a webhook; deliveries still queued for it are dropped."""
-        await container.webhooks.delete(principal, webhook_id)
+        await webhooks.delete(principal, webhook_id)
 
 
 def event_route_handlers() -> list[Any]:

@@ -9,7 +9,7 @@ from litestar.di import NamedDependency
 from litestar.params import JSONBody, QueryParameter
 from litestar.status_codes import HTTP_200_OK, HTTP_202_ACCEPTED
 
-from abeyance.app.container import Container
+from abeyance.app.routes.provide import services
 from abeyance.app.schemas.platform_events import (
     ConversationList,
     EventAccepted,
@@ -18,13 +18,14 @@ from abeyance.app.schemas.platform_events import (
     listed_conversation_out,
     platform_event,
 )
+from abeyance.domain.customer.intake import EventIntakeService
 from abeyance.domain.records import Principal
 
 
-@post("/v1/events", tags=["events"], status_code=HTTP_202_ACCEPTED)
+@post("/v1/events", tags=["events"], status_code=HTTP_202_ACCEPTED, dependencies=services("intake"))
 async def post_event(
     data: JSONBody[EventIn],
-    container: NamedDependency[Container],
+    intake: NamedDependency[EventIntakeService],
     principal: NamedDependency[Principal],
 ) -> Response[EventAccepted]:
     """Take one domain event: `scan.completed`, `anomaly.detected` or `workspace.config_changed`.
@@ -33,24 +34,22 @@ async def post_event(
     agent with its first run queued are stored in one transaction. Posting an id again changes
     nothing and answers 200 with `duplicate: true`; a new event answers 202.
     """
-    intake_service = container.intake
-    workspace = intake_service.workspace_for(principal, data.workspace)
-    event = platform_event(data, workspace)
-    intake = await intake_service.receive(principal, event)
-    await intake_service.notify(intake)
+    workspace = intake.workspace_for(principal, data.workspace)
+    received = await intake.receive(principal, platform_event(data, workspace))
+    await intake.notify(received)
     return Response(
-        event_accepted(intake), status_code=HTTP_200_OK if intake.duplicate else HTTP_202_ACCEPTED
+        event_accepted(received), status_code=HTTP_200_OK if received.duplicate else HTTP_202_ACCEPTED
     )
 
 
-@get("/v1/conversations", tags=["conversations"])
+@get("/v1/conversations", tags=["conversations"], dependencies=services("intake"))
 async def list_conversations(
-    container: NamedDependency[Container],
+    intake: NamedDependency[EventIntakeService],
     principal: NamedDependency[Principal],
     limit: Annotated[int, QueryParameter(ge=1, le=200)] = 50,
     workspace: Annotated[str | None, QueryParameter(min_length=1, max_length=100)] = None,
 ) -> ConversationList:
     """The newest conversations of the caller's workspace (admins: every workspace, or `?workspace=`),
     newest first; those that platform events started have `initiator: system` and their `event`."""
-    listed = await container.intake.recent_conversations(principal, workspace, limit)
+    listed = await intake.recent_conversations(principal, workspace, limit)
     return ConversationList(items=[listed_conversation_out(item) for item in listed])

@@ -11,16 +11,15 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-import structlog
 from litestar import Controller, Response, delete, get, post
 from litestar.di import NamedDependency
 from litestar.params import FromPath, FromQuery, JSONBody, QueryParameter
 from litestar.status_codes import HTTP_200_OK, HTTP_201_CREATED, HTTP_202_ACCEPTED
 
 from abeyance.app.auth import requires
-from abeyance.app.container import Container
 from abeyance.app.routes.events import event_route_handlers
 from abeyance.app.routes.platform_events import list_conversations, post_event
+from abeyance.app.routes.provide import services
 from abeyance.app.routes.worlds import world_route_handlers
 from abeyance.app.schemas import (
     ApiKeyOut,
@@ -41,33 +40,34 @@ from abeyance.app.schemas import (
     ToolCallOut,
     api_key_out,
     as_utc,
-    audit_out,
+    audit_page,
     authorization_out,
+    conversation_detail_out,
     conversation_out,
     decode_audit_cursor,
     decode_cursor,
-    encode_audit_cursor,
-    encode_cursor,
     issued_key_out,
-    message_out,
     pending_out,
+    pending_page,
     principal_out,
     run_out,
     tool_call_out,
 )
 from abeyance.domain.access import Permission
+from abeyance.domain.audit import AuditQuery, AuditService
+from abeyance.domain.authorizations import PreApprovalService
+from abeyance.domain.conversations import ConversationService
 from abeyance.domain.errors import ValidationFailed
+from abeyance.domain.keys import KeyService
+from abeyance.domain.pending_calls import PendingCallService, Resolution
 from abeyance.domain.records import Principal
-from abeyance.domain.services import AuditQuery, Resolution, RunView
+from abeyance.domain.runs import RunService
 from abeyance.domain.states import Decision, PendingStatus
 from abeyance.domain.tools import PendingKind
-from abeyance.infra.db.errors import database_unreachable
 
 Wait = Annotated[float, QueryParameter(ge=0, le=3600, description="Long-poll up to this many seconds")]
 MAX_AUDIT_ACTIONS = 20
 MAX_ACTION_CHARS = 100
-
-log = structlog.get_logger("abeyance.http")
 
 
 def query_error(name: str, message: str, msg: str) -> ValidationFailed:
@@ -102,41 +102,37 @@ async def me(principal: NamedDependency[Principal]) -> PrincipalOut:
 class ConversationController(Controller):
     path = "/v1/conversations"
     tags = ["conversations"]
+    dependencies = services("conversations", "runs")
 
     @post("/", status_code=HTTP_201_CREATED)
     async def create(
         self,
         data: JSONBody[CreateConversation],
-        container: NamedDependency[Container],
+        conversations: NamedDependency[ConversationService],
         principal: NamedDependency[Principal],
     ) -> ConversationOut:
         """Start a conversation with an agent."""
-        conversation = await container.service.create_conversation(principal, data.agent, data.workspace)
+        conversation = await conversations.create_conversation(principal, data.agent, data.workspace)
         return conversation_out(conversation)
 
     @get("/{conversation_id:uuid}")
     async def detail(
         self,
         conversation_id: FromPath[uuid.UUID],
-        container: NamedDependency[Container],
+        conversations: NamedDependency[ConversationService],
         principal: NamedDependency[Principal],
     ) -> ConversationDetailOut:
         """The conversation, its message log and its active run."""
-        conversation, messages, active = await container.service.conversation_detail(
-            principal, conversation_id
-        )
-        return ConversationDetailOut(
-            **conversation_out(conversation).model_dump(),
-            messages=[message_out(m, principal) for m in messages],
-            active_run=run_out(active, principal) if active else None,
-        )
+        detail = await conversations.conversation_detail(principal, conversation_id)
+        return conversation_detail_out(detail, principal)
 
     @post("/{conversation_id:uuid}/messages", status_code=HTTP_202_ACCEPTED)
     async def post_message(
         self,
         conversation_id: FromPath[uuid.UUID],
         data: JSONBody[PostMessage],
-        container: NamedDependency[Container],
+        conversations: NamedDependency[ConversationService],
+        runs: NamedDependency[RunService],
         principal: NamedDependency[Principal],
         wait: Wait = 0,
     ) -> Response[RunOut]:
@@ -145,14 +141,8 @@ class ConversationController(Controller):
         Once the message is committed the answer is never an error: if the database cannot be
         read while waiting (busy pool, outage), the queued run comes back with 202.
         """
-        run = await container.service.post_message(principal, conversation_id, data.content)
-        try:
-            view = await container.wait_for_run(principal, run.id, wait)
-        except Exception as exc:
-            if not database_unreachable(exc):
-                raise
-            log.warning("run.wait_interrupted", run_id=str(run.id), error=str(exc)[:200])
-            view = RunView(run, [])
+        run = await conversations.post_message(principal, conversation_id, data.content)
+        view = await runs.wait_after_queueing(principal, run, wait)
         status = HTTP_200_OK if view.run.status.settled else HTTP_202_ACCEPTED
         return Response(run_out(view, principal), status_code=status)
 
@@ -160,47 +150,49 @@ class ConversationController(Controller):
 class RunController(Controller):
     path = "/v1/runs"
     tags = ["runs"]
+    dependencies = services("runs")
 
     @get("/{run_id:uuid}")
     async def detail(
         self,
         run_id: FromPath[uuid.UUID],
-        container: NamedDependency[Container],
+        runs: NamedDependency[RunService],
         principal: NamedDependency[Principal],
         wait: Wait = 0,
     ) -> RunOut:
         """A run with its awaiting pending calls. `?wait=` long-polls until it settles."""
-        return run_out(await container.wait_for_run(principal, run_id, wait), principal)
+        return run_out(await runs.wait_for_run(principal, run_id, wait), principal)
 
     @get("/{run_id:uuid}/tool-calls")
     async def tool_calls(
         self,
         run_id: FromPath[uuid.UUID],
-        container: NamedDependency[Container],
+        runs: NamedDependency[RunService],
         principal: NamedDependency[Principal],
     ) -> list[ToolCallOut]:
         """The executed tool calls of a run, with their metadata, in order."""
-        return [tool_call_out(r) for r in await container.service.list_tool_calls(principal, run_id)]
+        return [tool_call_out(r) for r in await runs.list_tool_calls(principal, run_id)]
 
     @post("/{run_id:uuid}/cancel", status_code=HTTP_200_OK)
     async def cancel(
         self,
         run_id: FromPath[uuid.UUID],
-        container: NamedDependency[Container],
+        runs: NamedDependency[RunService],
         principal: NamedDependency[Principal],
     ) -> RunOut:
         """Cancel a run; its awaiting calls become `cancelled` and the conversation is free again."""
-        return run_out(await container.service.cancel_run(principal, run_id), principal)
+        return run_out(await runs.cancel_run(principal, run_id), principal)
 
 
 class PendingController(Controller):
     path = "/v1/pending"
     tags = ["pending"]
+    dependencies = services("pending_calls")
 
     @get("/")
     async def list_pending(
         self,
-        container: NamedDependency[Container],
+        pending_calls: NamedDependency[PendingCallService],
         principal: NamedDependency[Principal],
         status: FromQuery[PendingStatus | None] = PendingStatus.AWAITING,
         kind: FromQuery[PendingKind | None] = None,
@@ -210,39 +202,35 @@ class PendingController(Controller):
     ) -> PendingPage:
         """Pending calls of the caller's workspace, newest first."""
         refuse_nul("tool_name", [tool_name])
-        items = await container.service.list_pending(
+        page = await pending_calls.list_pending(
             principal,
             status=status,
             kind=kind,
             tool_name=tool_name,
             after=decode_cursor(cursor) if cursor else None,
-            limit=limit + 1,
+            limit=limit,
         )
-        page = items[:limit]
-        return PendingPage(
-            items=[pending_out(p, principal) for p in page],
-            next_cursor=encode_cursor(page[-1]) if len(items) > limit else None,
-        )
+        return pending_page(page, principal)
 
     @get("/{correlation_id:uuid}")
     async def detail(
         self,
         correlation_id: FromPath[uuid.UUID],
-        container: NamedDependency[Container],
+        pending_calls: NamedDependency[PendingCallService],
         principal: NamedDependency[Principal],
     ) -> PendingCallOut:
-        return pending_out(await container.service.get_pending(principal, correlation_id), principal)
+        return pending_out(await pending_calls.get_pending(principal, correlation_id), principal)
 
     @post("/{correlation_id:uuid}/resolve", status_code=HTTP_200_OK)
     async def resolve(
         self,
         correlation_id: FromPath[uuid.UUID],
         data: JSONBody[ResolveBody],
-        container: NamedDependency[Container],
+        pending_calls: NamedDependency[PendingCallService],
         principal: NamedDependency[Principal],
     ) -> PendingCallOut:
         """Decide a pending call. Answered once the decision is committed; the run resumes in a worker."""
-        call = await container.service.resolve_pending(
+        call = await pending_calls.resolve_pending(
             principal,
             correlation_id,
             Resolution(
@@ -259,11 +247,12 @@ class PendingController(Controller):
 class AuditController(Controller):
     path = "/v1/audit"
     tags = ["audit"]
+    dependencies = services("audit")
 
     @get("/")
     async def list_audit(
         self,
-        container: NamedDependency[Container],
+        audit: NamedDependency[AuditService],
         principal: NamedDependency[Principal],
         conversation_id: FromQuery[uuid.UUID | None] = None,
         correlation_id: FromQuery[uuid.UUID | None] = None,
@@ -293,7 +282,7 @@ class AuditController(Controller):
         if any(not 1 <= len(a) <= MAX_ACTION_CHARS for a in actions):
             raise query_error("action", f"an action is 1-{MAX_ACTION_CHARS} characters", "invalid action")
         refuse_nul("action", actions)
-        rows = await container.service.list_audit(
+        page = await audit.list_audit(
             principal,
             AuditQuery(
                 conversation_id=conversation_id,
@@ -301,43 +290,38 @@ class AuditController(Controller):
                 actions=actions,
                 since=since_at,
                 after_id=decode_audit_cursor(cursor) if cursor else None,
-                limit=limit + 1,
+                limit=limit,
                 newest_first=order == "desc",
             ),
         )
-        page = rows[:limit]
-        return AuditPage(
-            items=[audit_out(r) for r in page],
-            next_cursor=encode_audit_cursor(page[-1]) if len(rows) > limit else None,
-        )
+        return audit_page(page)
 
 
 class AuthorizationController(Controller):
     path = "/v1/authorizations"
     tags = ["authorizations"]
+    dependencies = services("authorizations")
 
     @get("/")
     async def list_authorizations(
         self,
-        container: NamedDependency[Container],
+        authorizations: NamedDependency[PreApprovalService],
         principal: NamedDependency[Principal],
         include_inactive: FromQuery[bool] = False,
     ) -> list[AuthorizationOut]:
         """Pre-approvals of the caller's workspace; expired and revoked ones with `include_inactive`."""
-        found = await container.authorizations.list_authorizations(
-            principal, include_inactive=include_inactive
-        )
+        found = await authorizations.list_authorizations(principal, include_inactive=include_inactive)
         return [authorization_out(a) for a in found]
 
     @post("/", status_code=HTTP_201_CREATED, guards=[requires(Permission.MANAGE_AUTHORIZATIONS)])
     async def create(
         self,
         data: JSONBody[CreateAuthorization],
-        container: NamedDependency[Container],
+        authorizations: NamedDependency[PreApprovalService],
         principal: NamedDependency[Principal],
     ) -> AuthorizationOut:
         """Pre-approve a gated tool in a workspace, optionally only for matching argument values."""
-        authorization = await container.authorizations.create(
+        authorization = await authorizations.create(
             principal,
             tool_name=data.tool_name,
             reason=data.reason,
@@ -351,51 +335,48 @@ class AuthorizationController(Controller):
     async def revoke(
         self,
         authorization_id: FromPath[uuid.UUID],
-        container: NamedDependency[Container],
+        authorizations: NamedDependency[PreApprovalService],
         principal: NamedDependency[Principal],
     ) -> AuthorizationOut:
         """Revoke a pre-approval: calls are gated again from now on."""
-        return authorization_out(await container.authorizations.revoke(principal, authorization_id))
+        return authorization_out(await authorizations.revoke(principal, authorization_id))
 
 
 class KeyController(Controller):
     path = "/v1/keys"
     tags = ["keys"]
+    dependencies = services("keys")
 
     @get("/")
     async def list_keys(
         self,
-        container: NamedDependency[Container],
+        keys: NamedDependency[KeyService],
         principal: NamedDependency[Principal],
         include_revoked: FromQuery[bool] = False,
     ) -> list[ApiKeyOut]:
         """API keys (admins); never the keys themselves, only their prefixes."""
-        return [
-            api_key_out(k) for k in await container.keys.list_keys(principal, include_revoked=include_revoked)
-        ]
+        return [api_key_out(k) for k in await keys.list_keys(principal, include_revoked=include_revoked)]
 
     @post("/", status_code=HTTP_201_CREATED, guards=[requires(Permission.MANAGE_KEYS)])
     async def create(
         self,
         data: JSONBody[CreateKey],
-        container: NamedDependency[Container],
+        keys: NamedDependency[KeyService],
         principal: NamedDependency[Principal],
     ) -> IssuedKeyOut:
         """Make a key (admins). The response is the only place the key is ever shown."""
-        issued = await container.keys.create(
-            principal, role=data.role, workspace=data.workspace, name=data.name
-        )
+        issued = await keys.create(principal, role=data.role, workspace=data.workspace, name=data.name)
         return issued_key_out(issued)
 
     @delete("/{key_id:uuid}", status_code=HTTP_200_OK)
     async def revoke(
         self,
         key_id: FromPath[uuid.UUID],
-        container: NamedDependency[Container],
+        keys: NamedDependency[KeyService],
         principal: NamedDependency[Principal],
     ) -> ApiKeyOut:
         """Revoke a key (admins); it is refused from the next request on."""
-        return api_key_out(await container.keys.revoke(principal, key_id))
+        return api_key_out(await keys.revoke(principal, key_id))
 
 
 def route_handlers() -> list[Any]:

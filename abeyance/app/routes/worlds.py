@@ -10,7 +10,7 @@ from litestar.di import NamedDependency
 from litestar.params import FromPath, JSONBody, QueryParameter
 from litestar.status_codes import HTTP_200_OK, HTTP_201_CREATED
 
-from abeyance.app.container import Container
+from abeyance.app.routes.provide import service
 from abeyance.app.routes.world_models import (
     CreateWorld,
     DecisionOut,
@@ -28,51 +28,51 @@ from abeyance.app.routes.world_models import (
 from abeyance.app.schemas import conversation_out
 from abeyance.domain.records import Principal
 from abeyance.domain.worlds.rules import RuleState
+from abeyance.infra.worlds.service import WorldService
 
 
 class WorldController(Controller):
     path = "/v1/worlds"
     tags = ["worlds"]
+    dependencies = {"worlds": service("worlds.service")}
 
     @post("/", status_code=HTTP_201_CREATED)
     async def create(
         self,
         data: JSONBody[CreateWorld],
-        container: NamedDependency[Container],
+        worlds: NamedDependency[WorldService],
         principal: NamedDependency[Principal],
     ) -> WorldOut:
         """Create the world of a (workspace, domain); admins only, one per pair (409 `world_exists`)."""
-        world = await container.worlds.service.create_world(
-            principal, data.domain, data.title, data.workspace
-        )
+        world = await worlds.create_world(principal, data.domain, data.title, data.workspace)
         return world_out(world)
 
     @get("/")
     async def list_worlds(
-        self, container: NamedDependency[Container], principal: NamedDependency[Principal]
+        self, worlds: NamedDependency[WorldService], principal: NamedDependency[Principal]
     ) -> WorldPage:
         """The worlds the key can see."""
-        return WorldPage(items=[world_out(w) for w in await container.worlds.service.list_worlds(principal)])
+        return WorldPage(items=[world_out(w) for w in await worlds.list_worlds(principal)])
 
     @get("/{world_id:uuid}")
     async def detail(
         self,
         world_id: FromPath[uuid.UUID],
-        container: NamedDependency[Container],
+        worlds: NamedDependency[WorldService],
         principal: NamedDependency[Principal],
     ) -> WorldOut:
-        return world_out(await container.worlds.service.get_world(principal, world_id))
+        return world_out(await worlds.get_world(principal, world_id))
 
     @post("/{world_id:uuid}/decisions", status_code=HTTP_201_CREATED)
     async def record_decision(
         self,
         world_id: FromPath[uuid.UUID],
         data: JSONBody[RecordDecision],
-        container: NamedDependency[Container],
+        worlds: NamedDependency[WorldService],
         principal: NamedDependency[Principal],
     ) -> Response[DecisionOut]:
         """Record a decision (201); the same id and body again answers 200, another body 409."""
-        recorded = await container.worlds.service.record_decision(
+        recorded = await worlds.record_decision(
             principal, world_id, data.id, data.rule_ids, data.context, data.outcome
         )
         return Response(
@@ -85,11 +85,11 @@ class WorldController(Controller):
         world_id: FromPath[uuid.UUID],
         decision_id: FromPath[str],
         data: JSONBody[FlagDecision],
-        container: NamedDependency[Container],
+        worlds: NamedDependency[WorldService],
         principal: NamedDependency[Principal],
     ) -> Response[FlagOut]:
         """Flag a decision (review request or noteworthy), idempotent on the flag's id."""
-        recorded = await container.worlds.service.flag_decision(
+        recorded = await worlds.flag_decision(
             principal, world_id, decision_id, data.id, data.kind, data.reason
         )
         return Response(
@@ -100,12 +100,12 @@ class WorldController(Controller):
     async def rules(
         self,
         world_id: FromPath[uuid.UUID],
-        container: NamedDependency[Container],
+        worlds: NamedDependency[WorldService],
         principal: NamedDependency[Principal],
         rule_state: Annotated[RuleState | None, QueryParameter(name="state")] = None,
     ) -> RulePage:
         """The rule corpus, every version, optionally of one state (`?state=`)."""
-        rules = await container.worlds.service.list_rules(principal, world_id, rule_state)
+        rules = await worlds.list_rules(principal, world_id, rule_state)
         return RulePage(items=[RuleOut.of(r) for r in rules])
 
     @get("/{world_id:uuid}/rules/{rule_id:uuid}")
@@ -113,23 +113,23 @@ class WorldController(Controller):
         self,
         world_id: FromPath[uuid.UUID],
         rule_id: FromPath[uuid.UUID],
-        container: NamedDependency[Container],
+        worlds: NamedDependency[WorldService],
         principal: NamedDependency[Principal],
     ) -> RuleHistoryOut:
         """One rule with all its versions: the conformity view (predicate, tests, gate, citations)."""
-        versions = await container.worlds.service.get_rule(principal, world_id, rule_id)
+        versions = await worlds.get_rule(principal, world_id, rule_id)
         return RuleHistoryOut(rule_id=rule_id, versions=[RuleOut.of(v) for v in versions])
 
     @post("/{world_id:uuid}/conversations", status_code=HTTP_201_CREATED)
     async def open_session(
         self,
         world_id: FromPath[uuid.UUID],
-        container: NamedDependency[Container],
+        worlds: NamedDependency[WorldService],
         principal: NamedDependency[Principal],
     ) -> WorldSessionOut:
         """A conversation with the world's World Agent: operator mode for operator and admin keys,
         customer mode (read-only tools) for `user` keys. Post messages to it as to any conversation."""
-        conversation, mode = await container.worlds.service.open_session(principal, world_id)
+        conversation, mode = await worlds.open_session(principal, world_id)
         return WorldSessionOut(conversation=conversation_out(conversation), world_id=world_id, mode=mode)
 
 

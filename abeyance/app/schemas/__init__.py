@@ -17,6 +17,7 @@ from abeyance.app.schemas.audit import (
     AuditEntryOut,
     AuditPage,
     audit_out,
+    audit_page,
     decode_audit_cursor,
     encode_audit_cursor,
 )
@@ -27,6 +28,7 @@ from abeyance.app.schemas.conversations import (
     MessageOut,
     PostMessage,
     ToolCallOut,
+    conversation_detail_out,
     conversation_out,
     message_out,
     tool_call_out,
@@ -38,6 +40,7 @@ from abeyance.app.schemas.pending import (
     decode_cursor,
     encode_cursor,
     pending_out,
+    pending_page,
 )
 from abeyance.app.schemas.runs import RunOut, UsageOut, run_out, usage_out
 from abeyance.app.schemas.validation import (
@@ -97,8 +100,10 @@ __all__ = [
     "api_key_out",
     "as_utc",
     "audit_out",
+    "audit_page",
     "authorization_out",
     "bounded_depth",
+    "conversation_detail_out",
     "conversation_out",
     "decode_audit_cursor",
     "decode_cursor",
@@ -108,6 +113,7 @@ __all__ = [
     "jsonable",
     "message_out",
     "pending_out",
+    "pending_page",
     "principal_out",
     "refuse_nul_characters",
     "run_out",

@@ -11,9 +11,8 @@ from pydantic import BaseModel, BeforeValidator, Field
 
 from abeyance.app.schemas.validation import MAX_ROW_ID, FromRecord, jsonable
 from abeyance.domain.errors import ValidationFailed
-from abeyance.domain.records import (
-    AuditEntry,
-)
+from abeyance.domain.paging import Page
+from abeyance.domain.records import AuditEntry
 
 
 class AuditEntryOut(FromRecord):
@@ -39,8 +38,15 @@ def audit_out(entry: AuditEntry) -> AuditEntryOut:
     return AuditEntryOut.model_validate(entry)
 
 
-def encode_audit_cursor(entry: AuditEntry) -> str:
-    return base64.urlsafe_b64encode(f"audit|{entry.id}".encode()).decode()
+def audit_page(page: Page[AuditEntry, int]) -> AuditPage:
+    return AuditPage(
+        items=[audit_out(entry) for entry in page.items],
+        next_cursor=encode_audit_cursor(page.next_cursor) if page.next_cursor is not None else None,
+    )
+
+
+def encode_audit_cursor(after_id: int) -> str:
+    return base64.urlsafe_b64encode(f"audit|{after_id}".encode()).decode()
 
 
 def decode_audit_cursor(cursor: str) -> int:

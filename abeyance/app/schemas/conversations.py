@@ -10,9 +10,10 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from abeyance.app.schemas.runs import RunOut
+from abeyance.app.schemas.runs import RunOut, run_out
 from abeyance.app.schemas.validation import FromRecord, Strict
 from abeyance.domain.access import Permission
+from abeyance.domain.conversations import ConversationDetail
 from abeyance.domain.records import (
     Conversation,
     Principal,
@@ -74,6 +75,14 @@ class ToolCallOut(BaseModel):
 
 def conversation_out(c: Conversation) -> ConversationOut:
     return ConversationOut.model_validate(c)
+
+
+def conversation_detail_out(detail: ConversationDetail, principal: Principal) -> ConversationDetailOut:
+    return ConversationDetailOut(
+        **conversation_out(detail.conversation).model_dump(),
+        messages=[message_out(m, principal) for m in detail.messages],
+        active_run=run_out(detail.active_run, principal) if detail.active_run else None,
+    )
 
 
 def tool_call_out(r: ToolCallRecord) -> ToolCallOut:

@@ -12,10 +12,9 @@ from pydantic import BaseModel, Field
 from abeyance.app.schemas.validation import FromRecord, JsonObject, JsonValue, Strict, as_utc
 from abeyance.domain.access import Permission
 from abeyance.domain.errors import ValidationFailed
-from abeyance.domain.records import (
-    PendingCall,
-    Principal,
-)
+from abeyance.domain.paging import Page
+from abeyance.domain.pending_calls import PendingCursor
+from abeyance.domain.records import PendingCall, Principal
 
 
 class ResolveBody(Strict):
@@ -69,11 +68,19 @@ def pending_out(p: PendingCall, principal: Principal) -> PendingCallOut:
     )
 
 
-def encode_cursor(p: PendingCall) -> str:
-    return base64.urlsafe_b64encode(f"{p.created_at.isoformat()}|{p.correlation_id}".encode()).decode()
+def pending_page(page: Page[PendingCall, PendingCursor], principal: Principal) -> PendingPage:
+    return PendingPage(
+        items=[pending_out(p, principal) for p in page.items],
+        next_cursor=encode_cursor(page.next_cursor) if page.next_cursor is not None else None,
+    )
 
 
-def decode_cursor(cursor: str) -> tuple[datetime, uuid.UUID]:
+def encode_cursor(cursor: PendingCursor) -> str:
+    created_at, correlation_id = cursor
+    return base64.urlsafe_b64encode(f"{created_at.isoformat()}|{correlation_id}".encode()).decode()
+
+
+def decode_cursor(cursor: str) -> PendingCursor:
     try:
         created, cid = base64.urlsafe_b64decode(cursor.encode()).decode().split("|")
         at = datetime.fromisoformat(created)

@@ -13,7 +13,7 @@ from abeyance.domain.records import (
     Run,
     Usage,
 )
-from abeyance.domain.services import RunView
+from abeyance.domain.runs import RunView
 
 
 class UsageOut(BaseModel):

@@ -8,6 +8,7 @@ from datetime import datetime
 from typing import Any
 
 from abeyance.domain.access import Permission
+from abeyance.domain.clock import Clock, utcnow
 from abeyance.domain.customer.events import (
     Intake,
     ListedConversation,
@@ -19,7 +20,6 @@ from abeyance.domain.errors import NotFound
 from abeyance.domain.events import EventType, publish, publish_run_status
 from abeyance.domain.ports import RunNotifier, UnitOfWork, UnitOfWorkFactory
 from abeyance.domain.records import AuditEntry, Conversation, Principal, Run
-from abeyance.domain.services import Clock, utcnow
 from abeyance.domain.states import RunStatus
 
 CUSTOMER_AGENT = "customer"
@@ -109,39 +109,24 @@ class EventIntakeService:
     async def _start_conversation(
         uow: UnitOfWork, principal: Principal, event: PlatformEvent, prompt: str, now: datetime
     ) -> Run:
-        conversation_id = uuid.uuid4()
-        run = Run.queued(conversation_id, event.workspace, CUSTOMER_AGENT, prompt, now)
-        await uow.conversations.add(
-            Conversation(
-                id=conversation_id,
-                workspace=event.workspace,
-                agent=CUSTOMER_AGENT,
-                status="open",
-                active_run_id=run.id,
-                created_at=now,
-                updated_at=now,
-                created_by=principal.id,
-            )
-        )
+        conversation = Conversation.open(event.workspace, CUSTOMER_AGENT, principal.id, now)
+        run = Run.queued(conversation.id, event.workspace, CUSTOMER_AGENT, prompt, now)
+        conversation.active_run_id = run.id  # taken by its first run from the start
+        await uow.conversations.add(conversation)
         await uow.runs.add(run)
         await uow.audit.append(
-            AuditEntry(
-                action="run.queued",
-                actor=principal.id,
-                workspace=event.workspace,
-                conversation_id=conversation_id,
-                run_id=run.id,
-                details={"initiator": SYSTEM_INITIATOR, "event_id": event.id},
+            AuditEntry.of_run(
+                "run.queued", principal.id, run, {"initiator": SYSTEM_INITIATOR, "event_id": event.id}
             ),
             now,
         )
         await publish(
             uow,
-            conversation_id,
+            conversation.id,
             event.workspace,
             EventType.CONVERSATION_STARTED,
             {
-                "conversation_id": str(conversation_id),
+                "conversation_id": str(conversation.id),
                 "run_id": str(run.id),
                 "agent": CUSTOMER_AGENT,
                 "initiator": SYSTEM_INITIATOR,

@@ -26,12 +26,12 @@ from pydantic_ai.messages import ToolCallPart
 from pydantic_ai.tools import ToolDefinition
 from pydantic_core import to_jsonable_python
 
+from abeyance.domain.clock import Clock
 from abeyance.domain.errors import ToolError, ok_result, unexpected_error_result
 from abeyance.domain.events import EventType, publish
-from abeyance.domain.ports import ServiceMetrics, UnitOfWork, UnitOfWorkFactory
+from abeyance.domain.ports import NoMetrics, ServiceMetrics, UnitOfWork, UnitOfWorkFactory
 from abeyance.domain.records import AuditEntry, ToolCallMetadata, ToolCallRecord
 from abeyance.domain.sanitize import args_hash, sanitize
-from abeyance.domain.services import Clock, NoMetrics
 from abeyance.domain.tools import Executor, PendingKind, ToolSpec
 from abeyance.infra.faults import crash_point
 from abeyance.infra.telemetry import current_trace_id
@@ -91,6 +91,17 @@ class RunDeps:
     outcomes: dict[str, ToolCallRecord | None] | None = None
     """Stored outcomes the segment read with the log, by tool call id (None: known to have none),
     for the calls its log left unanswered; each is used once instead of a look-up of its own."""
+
+    def audit_entry(self, action: str, actor: str, details: dict[str, Any]) -> AuditEntry:
+        """An audit row about this segment's run."""
+        return AuditEntry(
+            action=action,
+            actor=actor,
+            workspace=self.workspace,
+            conversation_id=self.conversation_id,
+            run_id=self.run_id,
+            details=details,
+        )
 
 
 @dataclass(slots=True)
@@ -283,22 +294,15 @@ class ObservedTools(AbstractCapability[RunDeps]):
             await deps.before_effect()
         now = deps.clock()
         async with deps.uow() as uow:
+            details = {
+                "tool_name": spec.name,
+                "tool_call_id": call.tool_call_id,
+                "authorization_id": authorization,
+                "args_summary": sanitize(jsonable),
+                "args_hash": args_hash(spec.name, jsonable),
+            }
             await uow.audit.append(
-                AuditEntry(
-                    action=AUTO_APPROVED,
-                    actor=f"authorization:{authorization}",
-                    workspace=deps.workspace,
-                    conversation_id=deps.conversation_id,
-                    run_id=deps.run_id,
-                    details={
-                        "tool_name": spec.name,
-                        "tool_call_id": call.tool_call_id,
-                        "authorization_id": authorization,
-                        "args_summary": sanitize(jsonable),
-                        "args_hash": args_hash(spec.name, jsonable),
-                    },
-                ),
-                now,
+                deps.audit_entry(AUTO_APPROVED, f"authorization:{authorization}", details), now
             )
             await uow.commit()
         log.info(

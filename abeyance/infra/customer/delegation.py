@@ -23,7 +23,6 @@ from pydantic_ai.messages import ModelMessage, ModelResponse, ToolCallPart, User
 from pydantic_ai.tools import DeferredToolRequests, DeferredToolResults
 
 from abeyance.domain.errors import ToolPolicyError, ToolTerminalError
-from abeyance.domain.records import AuditEntry
 from abeyance.infra.agents.nested import DeferredTarget, defer_nested, requested_targets
 from abeyance.infra.agents.observed import RunDeps
 from abeyance.infra.db.delegation_repository import Delegation
@@ -173,18 +172,9 @@ class Delegations:
 async def _audit(
     uow: SqlUnitOfWork, deps: RunDeps, record: Delegation, action: str, details: dict[str, Any]
 ) -> None:
-    await uow.audit.append(
-        AuditEntry(
-            action=action,
-            actor=f"agent:{deps.agent_name}",
-            workspace=deps.workspace,
-            conversation_id=deps.conversation_id,
-            run_id=deps.run_id,
-            details={
-                "specialist": record.specialist,
-                "tool_call_id": record.tool_call_id,
-                **json.loads(json.dumps(details, default=str)),
-            },
-        ),
-        deps.clock(),
-    )
+    recorded = {
+        "specialist": record.specialist,
+        "tool_call_id": record.tool_call_id,
+        **json.loads(json.dumps(details, default=str)),
+    }
+    await uow.audit.append(deps.audit_entry(action, f"agent:{deps.agent_name}", recorded), deps.clock())

@@ -9,8 +9,8 @@ from datetime import timedelta
 import structlog
 from pydantic_ai.models import Model
 
+from abeyance.domain.clock import Clock
 from abeyance.domain.ports import UnitOfWorkFactory
-from abeyance.domain.services import Clock
 from abeyance.domain.tools import PendingKind
 from abeyance.infra.agents.declarations import AgentDefinition
 from abeyance.infra.agents.observed import (

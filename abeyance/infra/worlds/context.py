@@ -7,7 +7,7 @@ from datetime import timedelta
 
 from pydantic_ai import RunContext
 
-from abeyance.domain.services import Clock
+from abeyance.domain.clock import Clock
 from abeyance.infra.agents.declarations import AgentDefinition, DeclaredTool
 from abeyance.infra.agents.observed import RunDeps
 from abeyance.infra.db.uow import SqlUnitOfWorkFactory

@@ -16,8 +16,8 @@ from typing import Any, Generic, TypeVar
 import sqlalchemy as sa
 
 from abeyance.domain.access import Role
+from abeyance.domain.clock import Clock
 from abeyance.domain.errors import ToolPolicyError, ToolUserError
-from abeyance.domain.services import Clock
 from abeyance.domain.worlds.rules import (
     GateResult,
     Rule,

@@ -15,7 +15,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy import exc as sa_exc
 
-from abeyance.domain.services import Clock
+from abeyance.domain.clock import Clock
 from abeyance.domain.worlds.memory import MemoryKind, MemoryRefused, MemoryTier, check_memory, word_similarity
 from abeyance.infra.db.uow import SqlUnitOfWorkFactory
 from abeyance.infra.worlds.repository import SqlWorldRepository

@@ -13,8 +13,8 @@ from datetime import datetime, timedelta
 
 import sqlalchemy as sa
 
+from abeyance.domain.clock import Clock
 from abeyance.domain.records import AuditEntry, Conversation, Run, Usage
-from abeyance.domain.services import Clock
 from abeyance.domain.states import PendingStatus, RunStatus
 from abeyance.domain.worlds.ports import Caller
 from abeyance.domain.worlds.rules import WorldMode

@@ -12,9 +12,9 @@ from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from abeyance.domain.access import Permission, Role
+from abeyance.domain.clock import Clock
 from abeyance.domain.errors import Conflict, Forbidden, NotFound
 from abeyance.domain.records import AuditEntry, Conversation, Principal
-from abeyance.domain.services import Clock
 from abeyance.domain.states import PendingStatus
 from abeyance.domain.worlds.rules import Decision, Flag, FlagKind, Rule, RuleState, World, WorldMode
 from abeyance.infra.db.uow import SqlUnitOfWork, SqlUnitOfWorkFactory
@@ -210,16 +210,7 @@ class WorldService:
         async with self._uow() as uow:
             repo = SqlWorldRepository(uow.session)
             world = await self._visible(repo, principal, world_id)
-            conversation = Conversation(
-                id=uuid.uuid4(),
-                workspace=world.workspace,
-                agent=WORLD_AGENT,
-                status="open",
-                active_run_id=None,
-                created_at=now,
-                updated_at=now,
-                created_by=principal.id,
-            )
+            conversation = Conversation.open(world.workspace, WORLD_AGENT, principal.id, now)
             await uow.conversations.add(conversation)
             await repo.add_session(conversation.id, world.id, mode, principal.id, now)
             await uow.audit.append(
