@@ -10,9 +10,12 @@ import structlog
 from pydantic_ai.models import Model
 
 from abeyance.app.bridges import ask_world_bridge
+from abeyance.app.channel_wiring import channel_loops
 from abeyance.app.settings import Settings
 from abeyance.domain.audit import AuditService
 from abeyance.domain.authorizations import PreApprovalService
+from abeyance.domain.channels.admin import ChannelAdminService
+from abeyance.domain.channels.slack import SlackInbound
 from abeyance.domain.clock import utcnow
 from abeyance.domain.conversations import ConversationService
 from abeyance.domain.customer.intake import EventIntakeService
@@ -62,6 +65,8 @@ class Container:
     webhooks: WebhookService
     intake: EventIntakeService
     worlds: WorldsContext
+    channels: ChannelAdminService
+    slack: SlackInbound
     listener: PgEventListener | None = None
     owns_telemetry: bool = field(default=False)
 
@@ -208,6 +213,17 @@ def build_container(
         max_segment_attempts=settings.max_segment_attempts,
         telemetry=telemetry,
         deliverer=deliverer,
+        loops=channel_loops(settings, uow, utcnow),
+    )
+    pending_calls = PendingCallService(uow, catalog, notifier, clock=utcnow, metrics=telemetry.metrics)
+    slack = SlackInbound(
+        uow,
+        notifier,
+        pending_calls,
+        agent=settings.slack_agent,
+        clock=utcnow,
+        max_content_chars=settings.max_content_chars,
+        notice_workspace=settings.slack_workspace,
     )
     events = EventService(
         uow,
@@ -241,7 +257,7 @@ def build_container(
             metrics=telemetry.metrics,
             store_unreachable=unreachable_while_waiting,
         ),
-        pending_calls=PendingCallService(uow, catalog, notifier, clock=utcnow, metrics=telemetry.metrics),
+        pending_calls=pending_calls,
         audit=AuditService(uow),
         keys=KeyService(uow),
         authorizations=PreApprovalService(uow, catalog),
@@ -253,6 +269,8 @@ def build_container(
         webhooks=webhooks,
         intake=EventIntakeService(uow, notifier, clock=utcnow),
         worlds=worlds,
+        channels=ChannelAdminService(uow, clock=utcnow),
+        slack=slack,
         listener=None
         if is_sqlite(settings.database_url)
         else PgEventListener(

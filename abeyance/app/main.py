@@ -21,6 +21,8 @@ from abeyance.app.auth import SECURITY_SCHEME, provide_principal, v1_middleware
 from abeyance.app.container import Container, telemetry_config
 from abeyance.app.http_methods import answer_options
 from abeyance.app.observability import bind_path_ids, http_telemetry, metrics
+from abeyance.app.openapi_contract import SLACK_SIGNATURE_SCHEME
+from abeyance.app.routes.channels_slack import slack_router
 from abeyance.app.routes.inbox import inbox_router
 from abeyance.app.routes.provide import services
 from abeyance.app.routes.v1 import route_handlers
@@ -119,7 +121,7 @@ def create_app(
         security=[{SECURITY_SCHEME: []}],
     )
     return Litestar(
-        route_handlers=[healthz, readyz, metrics, v1, inbox_router()],
+        route_handlers=[healthz, readyz, metrics, v1, slack_router(), inbox_router()],
         lifespan=[lifespan],
         on_startup=[document_problems_on_startup],
         middleware=[http_telemetry(telemetry)],
@@ -147,7 +149,14 @@ def create_app(
                         type="http",
                         scheme="bearer",
                         description="An API key made by `abeyance keys create`",
-                    )
+                    ),
+                    SLACK_SIGNATURE_SCHEME: SecurityScheme(
+                        type="apiKey",
+                        name="X-Slack-Signature",
+                        security_scheme_in="header",
+                        description="Slack's request signature (with `X-Slack-Request-Timestamp`); "
+                        "see docs/channels.md",
+                    ),
                 }
             ),
         ),

@@ -22,8 +22,10 @@ from pydantic import BaseModel
 from abeyance.app.problems import CODE_BY_STATUS, PROBLEM, STATUS_BY_ERROR
 
 PROBLEM_COMPONENT = "Problem"
+SLACK_SIGNATURE_SCHEME = "SlackSignature"
+"""The security scheme of the routes Slack calls: its request signature, not an API key."""
 DESCRIPTIONS = {
-    401: "No key, or a key that is unknown or revoked",
+    401: "No key, or a key that is unknown or revoked (Slack's routes: a bad or stale signature)",
     403: "The key's role may not do this",
     404: "No such object in the key's workspace",
     409: "The change conflicts with the stored state",
@@ -76,7 +78,10 @@ def statuses_of(method: str, operation: Operation) -> list[int]:
     """The error statuses an operation of this shape can answer."""
     locations = {getattr(p, "param_in", None) for p in operation.parameters or []}
     statuses: set[int] = set()
-    if operation.security:
+    if operation.security and all(SLACK_SIGNATURE_SCHEME in s for s in operation.security):
+        # Signed by Slack: a bad signature (401), a body that is not what Slack sends (422).
+        statuses.update((401, 413, 422, 503))
+    elif operation.security:
         statuses.update((401, 403, 429, 503))
         if method in ("post", "put", "patch", "delete"):
             statuses.add(409)

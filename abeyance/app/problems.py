@@ -27,6 +27,7 @@ STATUS_BY_ERROR: list[tuple[type[e.ServiceError], int]] = [
     (e.InvalidDecision, 422),
     (e.ValidationFailed, 422),
     (e.Forbidden, 403),
+    (e.BadSignature, 401),
     (e.Unauthenticated, 401),
 ]
 

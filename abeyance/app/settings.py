@@ -75,3 +75,27 @@ class Settings(BaseSettings):
     webhook_poll_seconds: float = Field(default=1.0, gt=0)
     webhook_allow_private_hosts: bool = False
     public_url: str | None = None
+    # Channels: Slack (docs/channels.md)
+    slack_signing_secret: SecretStr | None = None
+    """The Slack app's signing secret; without it the Slack routes refuse every request (401)."""
+    slack_bot_token: SecretStr | None = None
+    """The bot token (`xoxb-…`) replies, approvals and notices are posted with."""
+    slack_api_url: str = "https://slack.com/api/"
+    """The Slack Web API base URL (tests point it at a local server)."""
+    slack_agent: str = "assistant"
+    """The agent of conversations started from a new Slack thread."""
+    slack_workspace: str = "default"
+    """The workspace of notices to Slack users who are not mapped to a key."""
+    channel_poll_seconds: float = Field(default=1.0, gt=0)
+    """How often the Slack deliverer and the digest sender look for work."""
+    # Channels: email digests
+    digest_window_seconds: float = Field(default=3600.0, gt=0)
+    """One digest per email binding per window at most; windows start at multiples of this."""
+    smtp_host: str | None = None
+    """Without a host no digest is sent (they wait, gathered, until one is set)."""
+    smtp_port: int = Field(default=587, ge=1, le=65535)
+    smtp_starttls: bool = True
+    smtp_username: str | None = None
+    smtp_password: SecretStr | None = None
+    smtp_from: str = "abeyance@localhost"
+    smtp_timeout_seconds: float = Field(default=30.0, gt=0)

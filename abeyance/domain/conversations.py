@@ -4,12 +4,10 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import KW_ONLY, dataclass, field
-from typing import Any
 
 from abeyance.domain.access import Permission
 from abeyance.domain.clock import Clock, utcnow
-from abeyance.domain.errors import NotFound, RunActive, ValidationFailed
-from abeyance.domain.events import publish_run_status
+from abeyance.domain.errors import NotFound, ValidationFailed
 from abeyance.domain.ports import (
     NoMetrics,
     RunNotifier,
@@ -18,7 +16,8 @@ from abeyance.domain.ports import (
     UnitOfWork,
     UnitOfWorkFactory,
 )
-from abeyance.domain.records import AuditEntry, Conversation, PendingCall, Principal, Run, StoredMessage
+from abeyance.domain.records import Conversation, Principal, Run, StoredMessage
+from abeyance.domain.run_queue import check_content, queue_message
 from abeyance.domain.runs import RunView
 from abeyance.domain.states import PendingStatus, RunStatus
 
@@ -79,26 +78,15 @@ class ConversationService:
                     active = RunView(run=run, pending=pending)
             return ConversationDetail(conversation, messages, active)
 
-    async def post_message(self, principal: Principal, conversation_id: uuid.UUID, content: str) -> Run:
+    async def post_message(
+        self, principal: Principal, conversation_id: uuid.UUID, content: str, channel: str = "web"
+    ) -> Run:
         """Write the user message's run as `queued`; the worker turns it into messages."""
-        if not content.strip():
-            raise ValidationFailed(
-                "content is empty", extra={"errors": [{"loc": ["content"], "msg": "empty"}]}
-            )
-        if len(content) > self.max_content_chars:
-            raise ValidationFailed(
-                f"content is longer than {self.max_content_chars} characters",
-                extra={"errors": [{"loc": ["content"], "msg": "too long"}]},
-            )
+        check_content(content, self.max_content_chars)
         now = self.clock()
         async with self.uow() as uow:
             conversation = await visible_conversation(uow, principal, conversation_id)
-            run = Run.queued(conversation.id, conversation.workspace, conversation.agent, content, now)
-            if not await uow.conversations.claim_active_run(conversation.id, run.id, now):
-                raise await _run_active(uow, conversation.id)
-            await uow.runs.add(run)
-            await uow.audit.append(AuditEntry.of_run("run.queued", principal.id, run), now)
-            await publish_run_status(uow, run, RunStatus.QUEUED.value, now)
+            run = await queue_message(uow, principal.id, conversation, content, now, channel)
             await uow.commit()
         self.metrics.run_status(RunStatus.QUEUED)
         await self.notifier.run_queued(run.id)
@@ -114,27 +102,3 @@ async def visible_conversation(
         raise NotFound("conversation not found")
     principal.require(Permission.CONVERSE)
     return conversation
-
-
-async def _run_active(uow: UnitOfWork, conversation_id: uuid.UUID) -> RunActive:
-    """The refusal of a second message while a run is unfinished: which run, and what it waits for."""
-    fresh = await uow.conversations.get(conversation_id)
-    active = fresh.active_run_id if fresh else None
-    pending = await uow.pending.for_run(active, PendingStatus.AWAITING) if active else []
-    return RunActive(
-        "the conversation has a run that has not finished; resolve or cancel it first",
-        extra={"run_id": str(active) if active else None, "pending": [_brief(p) for p in pending]},
-    )
-
-
-def _brief(call: PendingCall) -> dict[str, Any]:
-    """A pending call as an error body may carry it: the summary, never the full arguments."""
-    return {
-        "correlation_id": str(call.correlation_id),
-        "kind": call.kind.value,
-        "tool_name": call.tool_name,
-        "args_summary": call.args_summary,
-        "effect_description": call.effect_description,
-        "status": call.status.value,
-        "expires_at": call.expires_at.isoformat(),
-    }

@@ -133,5 +133,11 @@ class Unauthenticated(ServiceError):
     code = "unauthenticated"
 
 
+class BadSignature(Unauthenticated):
+    """A signed request (Slack's) whose signature is missing, wrong or too old."""
+
+    code = "bad_signature"
+
+
 class ToolDeclarationError(ValueError):
     """A tool was declared with an illegal combination; raised at start-up, not at call time."""

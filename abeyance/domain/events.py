@@ -16,6 +16,7 @@ from enum import StrEnum
 from typing import Any
 
 from abeyance.domain.access import Permission
+from abeyance.domain.channels.fanout import CHANNEL_EVENT_TYPES, fan_out
 from abeyance.domain.errors import Forbidden, NotFound
 from abeyance.domain.ports import UnitOfWork, UnitOfWorkFactory
 from abeyance.domain.records import PendingCall, Principal, Run, StoredEvent
@@ -65,20 +66,23 @@ async def publish(
     data: dict[str, Any],
     now: datetime,
 ) -> None:
-    """Store one event in the caller's transaction and queue its webhook deliveries with it.
+    """Store one event in the caller's transaction and queue its webhook deliveries and channel
+    notices with it.
 
-    Events nobody subscribed a webhook to are written with the transaction's other events when it
-    commits; one that is delivered carries its id, so it is written at once.
+    Events that nothing is delivered from are written with the transaction's other events when it
+    commits; one that is delivered (a webhook, a channel) carries its id, so it is written at once.
     """
     hooks = (
         await uow.webhooks.subscribed(workspace, event_type.value)
         if event_type in WEBHOOK_EVENT_TYPES
         else []
     )
-    if not hooks:
+    if not hooks and event_type.value not in CHANNEL_EVENT_TYPES:
         uow.events.add(conversation_id, workspace, event_type.value, data, now)
         return
     event = await uow.events.append(conversation_id, workspace, event_type.value, data, now)
+    if event_type.value in CHANNEL_EVENT_TYPES:
+        await fan_out(uow, event)
     for hook in hooks:
         await uow.outbox.enqueue(
             workspace,

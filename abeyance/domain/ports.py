@@ -10,6 +10,7 @@ from datetime import datetime
 from types import TracebackType
 from typing import Any, Protocol, Self
 
+from abeyance.domain.channels.ports import ChannelRepository
 from abeyance.domain.customer.ports import WorkspaceRepository
 from abeyance.domain.records import (
     ApiKey,
@@ -50,11 +51,13 @@ class MessageRepository(Protocol):
         run_id: uuid.UUID | None,
         bodies: Sequence[str],
         now: datetime,
+        channel: str | None = None,
         *,
         after_seq: int | None = None,
     ) -> int:
         """Append bodies after the last seq (`after_seq` when the caller knows it, as the holder of
-        the run's lease does: a wrong one fails on the log's key); returns the new last seq."""
+        the run's lease does: a wrong one fails on the log's key), written through `channel`;
+        returns the new last seq."""
         ...
 
     async def read(self, conversation_id: uuid.UUID, after_seq: int = 0) -> list[StoredMessage]: ...
@@ -320,6 +323,8 @@ class UnitOfWork(Protocol):
     def api_keys(self) -> ApiKeyRepository: ...
     @property
     def authorizations(self) -> AuthorizationRepository: ...
+    @property
+    def channels(self) -> ChannelRepository: ...
 
     async def __aenter__(self) -> Self: ...
     async def __aexit__(

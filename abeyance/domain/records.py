@@ -132,10 +132,18 @@ class Run:
     """W3C trace context (`traceparent`, `tracestate`) the next segment continues."""
     claims: int = 0
     """Segments started since the run last reached a persistence point (counted by the claim)."""
+    channel: str = "web"
+    """Where its input came from (`web`, `slack`, `email`, `system`); its messages carry it too."""
 
     @classmethod
     def queued(
-        cls, conversation_id: uuid.UUID, workspace: str, agent: str, content: str, now: datetime
+        cls,
+        conversation_id: uuid.UUID,
+        workspace: str,
+        agent: str,
+        content: str,
+        now: datetime,
+        channel: str = "web",
     ) -> Run:
         """A new run of one user message, waiting in the queue for a worker."""
         return cls(
@@ -156,6 +164,7 @@ class Run:
             created_at=now,
             updated_at=now,
             finished_at=None,
+            channel=channel,
         )
 
 
@@ -196,6 +205,9 @@ class StoredMessage:
     run_id: uuid.UUID | None
     body: str
     created_at: datetime
+    channel: str | None = None
+    """The channel of the run that wrote it (`web`, `slack`, `email`, `system`); None: before
+    channels were recorded."""
 
 
 @dataclass(slots=True)

@@ -7,7 +7,9 @@ import contextlib
 import os
 import socket
 import uuid
+from collections.abc import Sequence
 from datetime import timedelta
+from typing import Protocol
 
 import structlog
 
@@ -23,6 +25,12 @@ from abeyance.infra.telemetry import Telemetry, trace_id_of
 from abeyance.infra.webhook_delivery import WebhookDeliverer
 
 log = structlog.get_logger("abeyance.worker")
+
+
+class Loop(Protocol):
+    """A background loop the worker runs beside its runs (channel deliveries, digests)."""
+
+    async def run(self, stopping: asyncio.Event) -> None: ...
 
 
 def worker_id() -> str:
@@ -44,10 +52,12 @@ class Worker:
         max_segment_attempts: int = 5,
         telemetry: Telemetry | None = None,
         deliverer: WebhookDeliverer | None = None,
+        loops: Sequence[Loop] = (),
     ) -> None:
         self._uow = uow
         self._telemetry = telemetry or Telemetry.disabled()
         self._deliverer = deliverer
+        self._loops = tuple(loops)
         self._runner = runner
         self._notifier = notifier
         self._clock = clock
@@ -68,6 +78,8 @@ class Worker:
         self._tasks.append(asyncio.create_task(self._sweeper(), name="sweeper"))
         if self._deliverer is not None:
             self._tasks.append(asyncio.create_task(self._deliverer.run(self._stopping), name="webhooks"))
+        for i, loop in enumerate(self._loops):
+            self._tasks.append(asyncio.create_task(loop.run(self._stopping), name=f"loop-{i}"))
 
     async def stop(self, grace: float = 10.0) -> None:
         """Stop claiming; let running segments reach their next persistence point; release leases."""

@@ -197,6 +197,31 @@ ROUTES = [
     Route("GET", "/v1/worlds/{world_id}/rules", seen(200)),
     Route("GET", "/v1/worlds/{world_id}/rules/{rule_id}", seen(200)),
     Route("POST", "/v1/worlds/{world_id}/conversations", seen(201)),
+    Route("GET", "/v1/channels/slack/users", admins(200)),
+    Route(
+        "PUT",
+        "/v1/channels/slack/users/{team_id}/{user_id}",
+        admins(200),
+        body=lambda o: {"key_id": o.ids["slack_key_id"]},
+    ),
+    Route("DELETE", "/v1/channels/slack/users/{team_id}/{mapped_user_id}", admins(204)),
+    Route("GET", "/v1/channels/bindings", operator_listing(200)),
+    Route(
+        "POST",
+        "/v1/channels/bindings",
+        # The role is asked first; an operator of another workspace does not see the conversation.
+        {
+            "user": {"own": 403, "other": 403},
+            "operator": {"own": 201, "other": 404},
+            "admin": {"own": 201, "other": 201},
+        },
+        body=lambda o: {
+            "kind": "email",
+            "email": "ops@example.com",
+            "conversation_id": o.ids["conversation_id"],
+        },
+    ),
+    Route("DELETE", "/v1/channels/bindings/{binding_id}", operators(204)),
     Route(
         "POST",
         "/v1/events",
@@ -222,6 +247,10 @@ TEMPLATE_OF = {
     "{world_id}": "{world_id}",
     "{decision_id}": "{decision_id}",
     "{rule_id}": "{rule_id}",
+    "{team_id}": "{team_id}",
+    "{user_id}": "{user_id}",
+    "{mapped_user_id}": "{user_id}",
+    "{binding_id}": "{binding_id}",
 }
 
 
@@ -243,6 +272,13 @@ def v1_routes() -> frozenset[tuple[str, str]]:
     )
 
 
+SIGNED_ROUTES = [
+    Route("POST", "/v1/channels/slack/events", everyone(401)),
+    Route("POST", "/v1/channels/slack/interactions", everyone(401)),
+]
+"""Slack calls these with its request signature, never with a key: every key gets 401
+`bad_signature` (`test_signed_routes_refuse_every_key`); the signature is tested in tests/channels."""
+
 EVENT_STREAM = Route("GET", "/v1/conversations/{conversation_id}/events", seen(200))
 PENDING_STREAM = Route("GET", "/v1/pending/events", everyone(200))
 """Both stream forever, so they are checked on a real socket in
@@ -250,7 +286,8 @@ PENDING_STREAM = Route("GET", "/v1/pending/events", everyone(200))
 
 
 def test_the_table_covers_every_v1_route() -> None:
-    assert {(r.method, app_template(r.path)) for r in [*ROUTES, EVENT_STREAM, PENDING_STREAM]} == v1_routes()
+    covered = [*ROUTES, *SIGNED_ROUTES, EVENT_STREAM, PENDING_STREAM]
+    assert {(r.method, app_template(r.path)) for r in covered} == v1_routes()
 
 
 async def make_objects(client: AsyncTestClient[Any], keys: KeyMaker) -> Objects:
@@ -283,6 +320,16 @@ async def make_objects(client: AsyncTestClient[Any], keys: KeyMaker) -> Objects:
     )
     assert webhook.status_code == 201, webhook.text
     world_id, rule_id = await make_world(client)
+    slack_key: IssuedKey = await keys.issue("operator", "default", name="slack")
+    mapped = await client.put(
+        "/v1/channels/slack/users/T0MATRIX/U0MAPPED", json={"key_id": str(slack_key.key.id)}
+    )
+    assert mapped.status_code == 200, mapped.text
+    binding = await client.post(
+        "/v1/channels/bindings",
+        json={"kind": "email", "email": "setup@example.com", "conversation_id": conversation_id},
+    )
+    assert binding.status_code == 201, binding.text
     return Objects(
         ids={
             "conversation_id": conversation_id,
@@ -297,6 +344,11 @@ async def make_objects(client: AsyncTestClient[Any], keys: KeyMaker) -> Objects:
             "world_id": world_id,
             "decision_id": "dec-1",
             "rule_id": rule_id,
+            "team_id": "T0MATRIX",
+            "user_id": "U0MATRIX",
+            "mapped_user_id": "U0MAPPED",
+            "slack_key_id": str(slack_key.key.id),
+            "binding_id": binding.json()["id"],
         }
     )
 
@@ -403,9 +455,19 @@ WRONG_CREDENTIALS = [
 ]
 
 
+async def test_signed_routes_refuse_every_key(client: AsyncTestClient[Any], keys: KeyMaker) -> None:
+    for role in ROLES:
+        caller = bearer(await keys.make(role, "default"))
+        for route in SIGNED_ROUTES:
+            response = await client.request(route.method, route.path, json={}, headers=caller)
+            assert response.status_code == 401, (role, route.path)
+            assert response.json()["code"] == "bad_signature"
+
+
 async def test_every_v1_route_refuses_a_missing_or_wrong_key(client: AsyncTestClient[Any]) -> None:
+    signed = {(r.method, r.path) for r in SIGNED_ROUTES}
     for header in WRONG_CREDENTIALS:
-        for method, path_format in sorted(v1_routes()):
+        for method, path_format in sorted(v1_routes() - signed):
             response = await client.request(
                 method,
                 placeholder_path(path_format),

@@ -1,8 +1,8 @@
 """Property test of the whole OpenAPI surface with schemathesis against the real app.
 
 Every operation gets valid and invalid generated requests, with random ids and with ids of real
-objects (a suspended run, its approval and elicitation, a pre-approval, a spare key), sent with
-an admin key. Whatever is generated, the answer is never a 5xx, its status is one the document
+objects (a suspended run, its approval and elicitation, a pre-approval, a spare key, a channel
+binding, a Slack user mapping), sent with an admin key (Slack's signed routes refuse it: 401). Whatever is generated, the answer is never a 5xx, its status is one the document
 lists for the operation, and every error is a problem response. The number of examples is
 bounded (`EXAMPLES` per operation).
 """
@@ -60,7 +60,16 @@ async def real_objects(seeded: str, keys: KeyMaker) -> dict[str, str]:
         )
         assert proposed["status"] == "completed", proposed
         rules = (await client.get(f"/v1/worlds/{world['id']}/rules")).json()["items"]
-    spare = await keys.issue("user", "default", name="spare")
+        binding = await client.post(
+            "/v1/channels/bindings",
+            json={"kind": "email", "email": "fuzz@example.com", "conversation_id": conversation_id},
+        )
+        assert binding.status_code == 201
+        spare = await keys.issue("user", "default", name="spare")
+        mapped = await client.put(
+            "/v1/channels/slack/users/T0FUZZ/U0FUZZ", json={"key_id": str(spare.key.id)}
+        )
+        assert mapped.status_code == 200
     return {
         "conversation_id": conversation_id,
         "run_id": run["id"],
@@ -71,6 +80,9 @@ async def real_objects(seeded: str, keys: KeyMaker) -> dict[str, str]:
         "world_id": world["id"],
         "decision_id": "d-fuzz",
         "rule_id": rules[0]["rule_id"],
+        "binding_id": binding.json()["id"],
+        "team_id": "T0FUZZ",
+        "user_id": "U0FUZZ",
     }
 
 

@@ -55,6 +55,7 @@ async def test_sign_in_see_a_call_arrive_live_approve_it_and_watch_the_run_compl
     await expect(page.locator("#detail-args")).to_contain_text('"reason": "partner endpoint is back"')
     conversation = page.locator("#conversation")
     await expect(conversation.locator(".turn-user")).to_contain_text("please help")
+    await expect(conversation.locator(".turn-user .channel")).to_contain_text("web")
     await expect(conversation).to_contain_text("Result of list_dlq_events")
     await expect(conversation).to_contain_text("evt_1004")
     await expect(conversation.locator(".turn.current")).to_contain_text("Tool call: replay_dlq_event")

@@ -181,7 +181,8 @@ async def check_invariants(database_url: str) -> dict[str, int]:
             duplicate_effects = (
                 await conn.execute(
                     sa.text(
-                        "SELECT source_event_id, COUNT(*) FROM outbox GROUP BY source_event_id "
+                        "SELECT source_event_id, COUNT(*) FROM outbox WHERE source_event_id IS NOT NULL "
+                        "GROUP BY source_event_id "
                         "HAVING COUNT(*) <> (SELECT COUNT(*) FROM tool_calls t WHERE t.tool_name = 'replay_dlq_event' "
                         "AND t.ok AND t.result->'result'->>'event_id' = outbox.source_event_id)"
                     )
@@ -212,7 +213,8 @@ async def check_invariants(database_url: str) -> dict[str, int]:
                 await conn.execute(
                     sa.text(
                         "SELECT (SELECT COUNT(*) FROM runs), (SELECT COUNT(*) FROM pending_calls), "
-                        "(SELECT COUNT(*) FROM outbox), (SELECT COUNT(*) FROM tool_calls)"
+                        "(SELECT COUNT(*) FROM outbox WHERE source_event_id IS NOT NULL), "
+                        "(SELECT COUNT(*) FROM tool_calls)"
                     )
                 )
             ).one()

@@ -19,6 +19,7 @@ from datetime import datetime
 from types import TracebackType
 from typing import Any, Self
 
+from abeyance.domain.channels.records import ChannelBinding, DigestItem
 from abeyance.domain.customer.ports import WorkspaceRepository
 from abeyance.domain.ports import (
     AuthorizationRepository,
@@ -56,6 +57,8 @@ class Tables:
     webhooks: dict[uuid.UUID, Webhook] = field(default_factory=dict)
     outbox: dict[int, tuple[OutboxItem, str]] = field(default_factory=dict)
     api_keys: dict[uuid.UUID, ApiKey] = field(default_factory=dict)
+    bindings: dict[uuid.UUID, ChannelBinding] = field(default_factory=dict)
+    digest_items: list[DigestItem] = field(default_factory=list)
 
 
 class FakeStore:
@@ -84,6 +87,7 @@ class FakeUnitOfWork:
         self.webhooks = FakeWebhooks(self)
         self.outbox = FakeOutbox(self)
         self.api_keys = FakeApiKeys(self)
+        self.channels = FakeChannels(self)
 
     @property
     def ops(self) -> OpsRepository:
@@ -161,6 +165,7 @@ class FakeMessages(_Repository):
         run_id: uuid.UUID | None,
         bodies: Sequence[str],
         now: datetime,
+        channel: str | None = None,
         *,
         after_seq: int | None = None,
     ) -> int:
@@ -169,7 +174,7 @@ class FakeMessages(_Repository):
         assert after_seq is None or after_seq == seq, "the log's last seq is not what the caller knew"
         for body in bodies:
             seq += 1
-            rows.append(StoredMessage(conversation_id, seq, run_id, body, now))
+            rows.append(StoredMessage(conversation_id, seq, run_id, body, now, channel))
         return seq
 
     async def read(self, conversation_id: uuid.UUID, after_seq: int = 0) -> list[StoredMessage]:
@@ -544,6 +549,25 @@ class FakeWebhooks(_Repository):
 
     async def subscribed(self, workspace: str, event_type: str) -> list[Webhook]:
         return [w for w in await self.for_workspace(workspace) if event_type in w.events]
+
+
+class FakeChannels(_Repository):
+    """The bindings a conversation's events fan out to, and the digest items they leave; the Slack
+    and digest bookkeeping lives in SQL only (tests/channels runs it on both databases)."""
+
+    async def bindings_for(self, conversation_id: uuid.UUID, workspace: str) -> list[ChannelBinding]:
+        rows = (await self._uow.read()).bindings.values()
+        return [b for b in rows if b.workspace == workspace and b.conversation_id in (conversation_id, None)]
+
+    async def add_binding(self, binding: ChannelBinding) -> None:
+        (await self._uow.write()).bindings[binding.id] = binding
+
+    async def add_digest_items(self, items: Sequence[DigestItem]) -> None:
+        if items:
+            (await self._uow.write()).digest_items.extend(items)
+
+    def __getattr__(self, name: str) -> Any:
+        raise NotImplementedError(f"channels.{name} is not kept in memory")
 
 
 class FakeOutbox(_Repository):

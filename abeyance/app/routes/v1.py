@@ -17,6 +17,7 @@ from litestar.params import FromPath, FromQuery, JSONBody, QueryParameter
 from litestar.status_codes import HTTP_200_OK, HTTP_201_CREATED, HTTP_202_ACCEPTED
 
 from abeyance.app.auth import requires
+from abeyance.app.routes.channels_admin import channel_route_handlers
 from abeyance.app.routes.events import event_route_handlers
 from abeyance.app.routes.platform_events import list_conversations, post_event
 from abeyance.app.routes.provide import services
@@ -390,6 +391,7 @@ def route_handlers() -> list[Any]:
         AuthorizationController,
         KeyController,
         *world_route_handlers(),
+        *channel_route_handlers(),
         post_event,
         list_conversations,
     ]

@@ -51,6 +51,10 @@ class MessageOut(BaseModel):
     seq: int
     run_id: uuid.UUID | None
     created_at: datetime
+    channel: str | None = Field(
+        description="Where the run that wrote it came from: `web`, `slack`, `email` or `system` "
+        "(a platform event); null for messages written before channels were recorded."
+    )
     message: dict[str, Any]
 
 
@@ -103,7 +107,7 @@ def message_out(m: StoredMessage, principal: Principal) -> MessageOut:
         for part in message.get("parts", []):
             if part.get("part_kind") == "tool-call":
                 part["args"] = sanitize(_as_object(part.get("args")))
-    return MessageOut(seq=m.seq, run_id=m.run_id, created_at=m.created_at, message=message)
+    return MessageOut(seq=m.seq, run_id=m.run_id, created_at=m.created_at, channel=m.channel, message=message)
 
 
 def _as_object(args: Any) -> Any:

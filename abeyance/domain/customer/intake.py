@@ -110,7 +110,7 @@ class EventIntakeService:
         uow: UnitOfWork, principal: Principal, event: PlatformEvent, prompt: str, now: datetime
     ) -> Run:
         conversation = Conversation.open(event.workspace, CUSTOMER_AGENT, principal.id, now)
-        run = Run.queued(conversation.id, event.workspace, CUSTOMER_AGENT, prompt, now)
+        run = Run.queued(conversation.id, event.workspace, CUSTOMER_AGENT, prompt, now, channel="system")
         conversation.active_run_id = run.id  # taken by its first run from the start
         await uow.conversations.add(conversation)
         await uow.runs.add(run)

@@ -56,6 +56,7 @@ messages = sa.Table(
     sa.Column("run_id", sa.Uuid, nullable=True),
     sa.Column("body", sa.Text, nullable=False),
     sa.Column("created_at", UtcDateTime, nullable=False),
+    sa.Column("channel", sa.String(20), nullable=True),
 )
 
 runs = sa.Table(
@@ -80,6 +81,7 @@ runs = sa.Table(
     sa.Column("created_at", UtcDateTime, nullable=False),
     sa.Column("updated_at", UtcDateTime, nullable=False),
     sa.Column("finished_at", UtcDateTime, nullable=True),
+    sa.Column("channel", sa.String(20), nullable=False, server_default="web"),
     sa.Index("ix_runs_status_created_at", "status", "created_at"),
 )
 

@@ -10,6 +10,7 @@ from typing import Self
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from abeyance.infra.db.access_repositories import SqlApiKeyRepository, SqlAuthorizationRepository
+from abeyance.infra.db.channel_repository import SqlChannelRepository
 from abeyance.infra.db.customer_repository import SqlWorkspaceRepository
 from abeyance.infra.db.delegation_repository import SqlDelegationRepository
 from abeyance.infra.db.event_repositories import SqlEventRepository, SqlOutboxRepository, SqlWebhookRepository
@@ -61,6 +62,7 @@ class SqlUnitOfWork:
         self.authorizations = SqlAuthorizationRepository(self.session)
         self.customer = SqlWorkspaceRepository(self.session)
         self.delegations = SqlDelegationRepository(self.session)
+        self.channels = SqlChannelRepository(self.session)
         return self
 
     async def __aexit__(

@@ -152,7 +152,9 @@ class EventPublishing(RunnerBase):
             return None
         after = announced.last_seq if isinstance(announced, Announced) else None
         bodies = [encode(m) for m in messages]
-        return await uow.messages.append(run.conversation_id, run.id, bodies, now, after_seq=after)
+        return await uow.messages.append(
+            run.conversation_id, run.id, bodies, now, run.channel, after_seq=after
+        )
 
     @staticmethod
     def _appended(announced: set[str] | None, last_seq: int | None) -> None:

@@ -792,7 +792,7 @@
     const items = [];
     for (const message of conversation.messages) {
       for (const part of message.message.parts || []) {
-        const item = renderPart(part, call);
+        const item = renderPart(part, call, message.channel);
         if (item) items.push(item);
       }
     }
@@ -805,13 +805,15 @@
     return pretty(content);
   }
 
-  function renderPart(part, call) {
+  function renderPart(part, call, channel) {
     const current = part.tool_call_id && part.tool_call_id === call.tool_call_id;
+    // Where the turn came from (web, slack, email, system), as the API records it.
+    const via = channel ? h("span", { className: "channel" }, ` · ${channel}`) : "";
     const item = (kind, label, body) =>
       h(
         "li",
-        { className: `turn turn-${kind}${current ? " current" : ""}` },
-        h("p", { className: "who" }, label),
+        { className: `turn turn-${kind}${current ? " current" : ""}`, dataset: { channel: channel || "" } },
+        h("p", { className: "who" }, label, via),
         body,
       );
     switch (part.part_kind) {

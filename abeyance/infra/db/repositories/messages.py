@@ -22,6 +22,7 @@ class SqlMessageRepository(SqlRepository):
         run_id: uuid.UUID | None,
         bodies: Sequence[str],
         now: datetime,
+        channel: str | None = None,
         *,
         after_seq: int | None = None,
     ) -> int:
@@ -37,6 +38,7 @@ class SqlMessageRepository(SqlRepository):
                     "run_id": run_id,
                     "body": body,
                     "created_at": now,
+                    "channel": channel,
                 }
                 for i, body in enumerate(bodies, start=1)
             ],
