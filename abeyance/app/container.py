@@ -154,7 +154,10 @@ def build_container(
         else PostgresRunNotifier(engine, settings.database_url)
     )
     uow = SqlUnitOfWorkFactory(
-        engine, on_events=notifier.conversations_changed, on_pending=notifier.pending_changed
+        engine,
+        on_events=notifier.conversations_changed,
+        on_pending=notifier.pending_changed,
+        on_runs=notifier.runs_notified,
     )
     worlds = build_worlds(uow, utcnow, lease=timedelta(seconds=settings.lease_seconds))
     built = agents(uow) if agents is not None else agent_definitions(uow, worlds)

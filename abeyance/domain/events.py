@@ -65,21 +65,31 @@ async def publish(
     event_type: EventType,
     data: dict[str, Any],
     now: datetime,
-) -> StoredEvent:
+) -> None:
     """Store one event in the caller's transaction and queue its webhook deliveries and channel
-    notices with it."""
+    notices with it.
+
+    Events that nothing is delivered from are written with the transaction's other events when it
+    commits; one that is delivered (a webhook, a channel) carries its id, so it is written at once.
+    """
+    hooks = (
+        await uow.webhooks.subscribed(workspace, event_type.value)
+        if event_type in WEBHOOK_EVENT_TYPES
+        else []
+    )
+    if not hooks and event_type.value not in CHANNEL_EVENT_TYPES:
+        uow.events.add(conversation_id, workspace, event_type.value, data, now)
+        return
     event = await uow.events.append(conversation_id, workspace, event_type.value, data, now)
     if event_type.value in CHANNEL_EVENT_TYPES:
         await fan_out(uow, event)
-    if event_type in WEBHOOK_EVENT_TYPES:
-        for hook in await uow.webhooks.subscribed(workspace, event_type.value):
-            await uow.outbox.enqueue(
-                workspace,
-                WEBHOOK_TOPIC_PREFIX + event_type.value,
-                {"webhook_id": str(hook.id), "event": event.envelope()},
-                now,
-            )
-    return event
+    for hook in hooks:
+        await uow.outbox.enqueue(
+            workspace,
+            WEBHOOK_TOPIC_PREFIX + event_type.value,
+            {"webhook_id": str(hook.id), "event": event.envelope()},
+            now,
+        )
 
 
 def pending_link(correlation_id: uuid.UUID) -> dict[str, str]:

@@ -52,8 +52,12 @@ class MessageRepository(Protocol):
         bodies: Sequence[str],
         now: datetime,
         channel: str | None = None,
+        *,
+        after_seq: int | None = None,
     ) -> int:
-        """Append bodies after the last seq (written through `channel`); returns the new last seq."""
+        """Append bodies after the last seq (`after_seq` when the caller knows it, as the holder of
+        the run's lease does: a wrong one fails on the log's key), written through `channel`;
+        returns the new last seq."""
         ...
 
     async def read(self, conversation_id: uuid.UUID, after_seq: int = 0) -> list[StoredMessage]: ...
@@ -101,9 +105,11 @@ class RunRepository(Protocol):
         error: RunError | None = None,
         awaiting_count: int = 0,
         trace_context: dict[str, str] | None = None,
+        unless_cancel_requested: bool = False,
     ) -> bool:
         """End the owner's segment (and reset `claims`); `trace_context`, when given, is what the next
-        segment continues."""
+        segment continues. With `unless_cancel_requested`, a run asked to cancel is left as it is
+        (False), so the caller can end it as cancelled instead in the same transaction."""
         ...
 
     async def cancel_requested(self, run_id: uuid.UUID) -> bool:
@@ -168,6 +174,12 @@ class ToolCallRepository(Protocol):
         ...
 
     async def get(self, conversation_id: uuid.UUID, tool_call_id: str) -> ToolCallRecord | None: ...
+    async def for_ids(
+        self, conversation_id: uuid.UUID, tool_call_ids: Sequence[str]
+    ) -> dict[str, ToolCallRecord]:
+        """The stored outcomes among `tool_call_ids`, by id."""
+        ...
+
     async def for_run(self, run_id: uuid.UUID) -> list[ToolCallRecord]: ...
 
 
@@ -193,10 +205,16 @@ class AuditRepository(Protocol):
 
 
 class EventRepository(Protocol):
+    def add(
+        self, conversation_id: uuid.UUID, workspace: str, event_type: str, data: dict[str, Any], now: datetime
+    ) -> None:
+        """Hold one event, written with the transaction's other events when it commits."""
+        ...
+
     async def append(
         self, conversation_id: uuid.UUID, workspace: str, event_type: str, data: dict[str, Any], now: datetime
     ) -> StoredEvent:
-        """Insert one event; ids of one conversation increase in commit order."""
+        """Insert one event now (after the held ones); ids of one conversation increase in commit order."""
         ...
 
     async def after(self, conversation_id: uuid.UUID, after_id: int, limit: int) -> list[StoredEvent]: ...

@@ -43,10 +43,12 @@ async def suspend(
     actor: str,
     tool_events: ToolEvents = (),
     trace_context: dict[str, str] | None = None,
+    unless_cancel_requested: bool = False,
 ) -> bool:
     """The run waits on `calls`: stored, audited and announced; the conversation stays taken.
 
-    `trace_context` is what the segment that resumes the run continues.
+    `trace_context` is what the segment that resumes the run continues. With
+    `unless_cancel_requested`, a run asked to cancel is not suspended either (False).
     """
     if not await uow.runs.finish(
         run.id,
@@ -56,6 +58,7 @@ async def suspend(
         usage=usage,
         awaiting_count=len(calls),
         trace_context=trace_context,
+        unless_cancel_requested=unless_cancel_requested,
     ):
         return False
     for call in calls:
@@ -86,10 +89,21 @@ async def complete(
     *,
     actor: str,
     tool_events: ToolEvents = (),
+    unless_cancel_requested: bool = False,
 ) -> bool:
-    """The agent answered: the run is completed with its output."""
+    """The agent answered: the run is completed with its output (with `unless_cancel_requested`,
+    unless a cancel was requested: False, nothing written)."""
     return await _end(
-        uow, run, owner, RunStatus.COMPLETED, usage, now, actor=actor, output=output, tool_events=tool_events
+        uow,
+        run,
+        owner,
+        RunStatus.COMPLETED,
+        usage,
+        now,
+        actor=actor,
+        output=output,
+        tool_events=tool_events,
+        unless_cancel_requested=unless_cancel_requested,
     )
 
 
@@ -148,10 +162,20 @@ async def _end(
     error: RunError | None = None,
     details: dict[str, Any] | None = None,
     tool_events: ToolEvents = (),
+    unless_cancel_requested: bool = False,
 ) -> bool:
     """What every end of a worker's run writes: the final status, the audit row, the
     conversation freed, the tool events and the closing event."""
-    if not await uow.runs.finish(run.id, owner, status, now, usage=usage, output=output, error=error):
+    if not await uow.runs.finish(
+        run.id,
+        owner,
+        status,
+        now,
+        usage=usage,
+        output=output,
+        error=error,
+        unless_cancel_requested=unless_cancel_requested,
+    ):
         return False
     audited = {"error": error.code} if error else (details or {})
     await uow.audit.append(AuditEntry.of_run(f"run.{status.value}", actor, run, audited), now)

@@ -5,11 +5,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import uuid
-from collections import defaultdict
+from collections import OrderedDict, defaultdict
 from collections.abc import Iterator, Set
 from typing import TypeVar
 
 K = TypeVar("K")
+_NOTIFIED_KEPT = 1_000
 
 
 class LocalRunNotifier:
@@ -20,6 +21,7 @@ class LocalRunNotifier:
         self._runs: dict[uuid.UUID, set[asyncio.Event]] = defaultdict(set)
         self._conversations: dict[uuid.UUID, set[asyncio.Event]] = defaultdict(set)
         self._pending: dict[str | None, set[asyncio.Event]] = defaultdict(set)
+        self._notified: OrderedDict[uuid.UUID, None] = OrderedDict()
 
     async def run_queued(self, run_id: uuid.UUID) -> None:
         self._work.set()
@@ -28,6 +30,22 @@ class LocalRunNotifier:
     async def run_changed(self, run_id: uuid.UUID) -> None:
         for event in self._runs.get(run_id, ()):
             event.set()
+
+    def runs_notified(self, run_ids: Set[uuid.UUID]) -> None:
+        """These runs' changes were announced to other processes by the transaction that made them
+        (called after the commit): the next `run_queued`/`run_changed` of each needs no notification
+        of its own. Only the most recent few are remembered."""
+        for run_id in run_ids:
+            self._notified[run_id] = None
+            self._notified.move_to_end(run_id)
+        while len(self._notified) > _NOTIFIED_KEPT:
+            self._notified.popitem(last=False)
+
+    def _already_notified(self, run_id: uuid.UUID) -> bool:
+        if run_id in self._notified:
+            del self._notified[run_id]
+            return True
+        return False
 
     def wake_all(self) -> None:
         self._work.set()

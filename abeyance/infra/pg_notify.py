@@ -13,12 +13,11 @@ from sqlalchemy import text
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from abeyance.infra.db.event_repositories import RUN_CHANNEL, WORK_CHANNEL
 from abeyance.infra.faults import crash_point
 from abeyance.infra.notifier import LocalRunNotifier
 
 log = structlog.get_logger("abeyance.notify")
-WORK_CHANNEL = "abeyance_work"
-RUN_CHANNEL = "abeyance_run"
 
 
 def asyncpg_dsn(sqlalchemy_url: str) -> str:
@@ -28,7 +27,9 @@ def asyncpg_dsn(sqlalchemy_url: str) -> str:
 class PostgresRunNotifier(LocalRunNotifier):
     """Local wake-ups plus `pg_notify`, and one listening connection per process.
 
-    Notifications are an optimisation: a lost one only delays a worker until its next poll.
+    Notifications are an optimisation: a lost one only delays a worker until its next poll. A run
+    whose change was notified in the transaction that made it (see `runs_notified`) is not
+    notified again.
     """
 
     def __init__(self, engine: AsyncEngine, url: str) -> None:
@@ -39,12 +40,16 @@ class PostgresRunNotifier(LocalRunNotifier):
 
     async def run_queued(self, run_id: uuid.UUID) -> None:
         crash_point("notify_queued")
-        await super().run_queued(run_id)
-        await self._notify(WORK_CHANNEL, run_id)
+        self._work.set()
+        await LocalRunNotifier.run_changed(self, run_id)
+        # One notification: listeners of the work channel also wake the run's waiters.
+        if not self._already_notified(run_id):
+            await self._notify(WORK_CHANNEL, run_id)
 
     async def run_changed(self, run_id: uuid.UUID) -> None:
         await super().run_changed(run_id)
-        await self._notify(RUN_CHANNEL, run_id)
+        if not self._already_notified(run_id):
+            await self._notify(RUN_CHANNEL, run_id)
 
     async def _notify(self, channel: str, run_id: uuid.UUID) -> None:
         try:

@@ -327,7 +327,7 @@ async def test_audit_rows_cannot_be_updated_or_deleted(database_url: str) -> Non
 
 def test_the_audit_repository_has_no_update_or_delete_path() -> None:
     public = {name for name in vars(SqlAuditRepository) if not name.startswith("_")}
-    assert public == {"append", "search"}
+    assert public == {"append", "flush", "search"}  # flush writes the appended rows: inserts only
 
 
 async def test_get_audit_pages_and_filters(client: AsyncTestClient[Any], admin_key: IssuedKey) -> None:

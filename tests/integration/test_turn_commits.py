@@ -16,35 +16,64 @@ from tests.conftest import call, script
 ADMIN = Principal(id="admin:test", role=Role.ADMIN, workspace=None)
 GATED = script([call("replay_dlq_event", event_id="evt_1001", reason="retry")], "replayed")
 
-SUSPEND_COMMITS = 4
-"""The message accepted (run queued), the claim, the prompt and the model's call stored, the suspension."""
-RESUME_COMMITS = 5
-"""The decision, the claim, the tool's own effect, the tool's outcome with its `tool.result`
-event, and the run's end with the final answer, its last text delta and the closing events."""
+SUSPEND_COMMITS = 3
+"""The message accepted (run queued), the claim, and the suspension with the prompt and the
+model's call (nothing acted on the call, so it is stored with the suspension)."""
+RESUME_COMMITS = 4
+"""The decision, the claim, the tool's own effect with its outcome and `tool.result` event, and
+the run's end with the tool's result message, the final answer, its last text delta and the
+closing events."""
 
 
-async def test_an_approval_turn_makes_four_commits_to_suspend_and_five_to_finish(
+SUSPEND_STATEMENTS = 19
+"""With the channel notices merged from main, three more (the workspace's channel look-ups for
+the run's events); before them: Message (5: the conversation read and taken, the run, its audit row, its event), claim (3:
+the run, audit, event), the log and the pre-approval policy read (2), suspension (6: the run,
+the pending call, the webhook look-up, messages, audit rows, events; on PostgreSQL each event's
+insert also takes the conversation's lock and sends the notifications)."""
+RESUME_STATEMENTS = 27
+"""With the channel notices merged from main, four more (channel look-ups); before them: Resolve (6: the call read and decided, the run, the webhook look-up, audit, events), claim
+(3), the log, pending calls and stored outcomes read (3), the tool's effect (5: its own 3, the
+outcome, the event), the end (6: run, conversation, webhook look-up, messages, audit, events)."""
+SUSPEND_TRANSACTIONS = 5
+RESUME_TRANSACTIONS = 5
+
+
+async def test_an_approval_turn_makes_three_commits_to_suspend_and_four_to_finish(
     container: Container,
 ) -> None:
+    engine = container.uow.engine.sync_engine
     commits: list[Any] = []
-    sa.event.listen(container.uow.engine.sync_engine, "commit", commits.append)
+    begins: list[Any] = []
+    statements: list[str] = []
+    sa.event.listen(engine, "commit", commits.append)
+    sa.event.listen(engine, "begin", begins.append)
+    sa.event.listen(
+        engine,
+        "before_cursor_execute",
+        lambda *a: None if a[2].startswith("BEGIN") else statements.append(a[2]),  # SQLite's BEGIN IMMEDIATE
+    )
     worker = container.worker
     conversation = await container.conversations.create_conversation(ADMIN, "ops", "default")
 
     for turn in range(3):  # the counts hold on every turn, not only on a fresh conversation
-        commits.clear()
+        commits.clear(), begins.clear(), statements.clear()
         run = await container.conversations.post_message(ADMIN, conversation.id, GATED)
         assert await worker.run_once()
         assert len(commits) == SUSPEND_COMMITS, f"turn {turn}: suspend path"
+        assert len(statements) == SUSPEND_STATEMENTS, (turn, statements)
+        assert len(begins) == SUSPEND_TRANSACTIONS, f"turn {turn}: suspend path"
 
         async with container.uow() as uow:
             [pending] = await uow.pending.for_run(run.id, PendingStatus.AWAITING)
-        commits.clear()
+        commits.clear(), begins.clear(), statements.clear()
         await container.pending_calls.resolve_pending(
             ADMIN, pending.correlation_id, Resolution(Decision.APPROVE)
         )
         assert await worker.run_once()
         assert len(commits) == RESUME_COMMITS, f"turn {turn}: resume path"
+        assert len(statements) == RESUME_STATEMENTS, (turn, statements)
+        assert len(begins) == RESUME_TRANSACTIONS, f"turn {turn}: resume path"
 
         view = await container.runs.get_run(ADMIN, run.id)
         assert view.run.status is RunStatus.COMPLETED

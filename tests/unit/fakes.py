@@ -124,6 +124,7 @@ class FakeUnitOfWork:
             self._store.write_lock.release()
 
     async def commit(self) -> None:
+        await self.events.flush()
         if self._own is not None:
             self._store.tables = self._own
             self._own = copy.deepcopy(self._own)
@@ -165,9 +166,12 @@ class FakeMessages(_Repository):
         bodies: Sequence[str],
         now: datetime,
         channel: str | None = None,
+        *,
+        after_seq: int | None = None,
     ) -> int:
         rows = (await self._uow.write()).messages
         seq = max((m.seq for m in rows if m.conversation_id == conversation_id), default=0)
+        assert after_seq is None or after_seq == seq, "the log's last seq is not what the caller knew"
         for body in bodies:
             seq += 1
             rows.append(StoredMessage(conversation_id, seq, run_id, body, now, channel))
@@ -280,7 +284,12 @@ class FakeRuns(_Repository):
         error: RunError | None = None,
         awaiting_count: int = 0,
         trace_context: dict[str, str] | None = None,
+        unless_cancel_requested: bool = False,
     ) -> bool:
+        if unless_cancel_requested:
+            current = (await self._uow.read()).runs.get(run_id)
+            if current is not None and current.cancel_requested:
+                return False
         extra: dict[str, Any] = {"usage": usage} if usage is not None else {}
         if trace_context is not None:
             extra["trace_context"] = trace_context
@@ -427,6 +436,12 @@ class FakeToolCalls(_Repository):
     async def get(self, conversation_id: uuid.UUID, tool_call_id: str) -> ToolCallRecord | None:
         return (await self._uow.read()).tool_calls.get((conversation_id, tool_call_id))
 
+    async def for_ids(
+        self, conversation_id: uuid.UUID, tool_call_ids: Sequence[str]
+    ) -> dict[str, ToolCallRecord]:
+        rows = (await self._uow.read()).tool_calls
+        return {i: rows[(conversation_id, i)] for i in tool_call_ids if (conversation_id, i) in rows}
+
     async def for_run(self, run_id: uuid.UUID) -> list[ToolCallRecord]:
         return [r for r in (await self._uow.read()).tool_calls.values() if r.run_id == run_id]
 
@@ -466,7 +481,27 @@ class FakeAudit(_Repository):
 class FakeEvents(_Repository):
     PENDING = ("pending.created", "pending.resolved")
 
+    def __init__(self, uow: FakeUnitOfWork) -> None:
+        super().__init__(uow)
+        self._held: list[tuple[uuid.UUID, str, str, dict[str, Any], datetime]] = []
+
+    def add(
+        self, conversation_id: uuid.UUID, workspace: str, event_type: str, data: dict[str, Any], now: datetime
+    ) -> None:
+        self._held.append((conversation_id, workspace, event_type, data, now))
+
+    async def flush(self) -> None:
+        held, self._held = self._held, []
+        for row in held:
+            await self._write(*row)
+
     async def append(
+        self, conversation_id: uuid.UUID, workspace: str, event_type: str, data: dict[str, Any], now: datetime
+    ) -> StoredEvent:
+        await self.flush()
+        return await self._write(conversation_id, workspace, event_type, data, now)
+
+    async def _write(
         self, conversation_id: uuid.UUID, workspace: str, event_type: str, data: dict[str, Any], now: datetime
     ) -> StoredEvent:
         rows = (await self._uow.write()).events
@@ -475,14 +510,17 @@ class FakeEvents(_Repository):
         return event
 
     async def after(self, conversation_id: uuid.UUID, after_id: int, limit: int) -> list[StoredEvent]:
+        await self.flush()
         rows = (await self._uow.read()).events
         return [e for e in rows if e.conversation_id == conversation_id and e.id > after_id][:limit]
 
     async def pending_after(self, workspace: str | None, after_id: int, limit: int) -> list[StoredEvent]:
+        await self.flush()
         rows = (await self._uow.read()).events
         return [e for e in rows if self._pending_of(e, workspace) and e.id > after_id][:limit]
 
     async def last_pending_id(self, workspace: str | None, created_before: datetime | None) -> int:
+        await self.flush()
         rows = (await self._uow.read()).events
         ids = [
             e.id

@@ -61,6 +61,8 @@ class PreApprovalPolicy:
 
 ProgressSink = Callable[[str, str, Any], Awaitable[None]]
 """`(tool_name, tool_call_id, progress)`: where a streaming tool's progress reports go."""
+BeforeEffect = Callable[[], Awaitable[None]]
+"""Stores what the segment has not stored yet, before a tool acts (see `RunDeps.before_effect`)."""
 
 
 @dataclass(slots=True)
@@ -82,6 +84,13 @@ class RunDeps:
     announced: set[str] | None = None
     """When given, a tool's successful result is published as `tool.result` in the transaction that
     records the outcome, and its call id added here, so the segment does not publish it again."""
+    before_effect: BeforeEffect | None = None
+    """Called before a tool runs or a pre-approval is recorded: the segment stores the model
+    responses it holds back (a tool's effect must find its call in the log), so a segment whose
+    calls all wait for a person stores its response once, with the suspension."""
+    outcomes: dict[str, ToolCallRecord | None] | None = None
+    """Stored outcomes the segment read with the log, by tool call id (None: known to have none),
+    for the calls its log left unanswered; each is used once instead of a look-up of its own."""
 
     def audit_entry(self, action: str, actor: str, details: dict[str, Any]) -> AuditEntry:
         """An audit row about this segment's run."""
@@ -95,10 +104,14 @@ class RunDeps:
         )
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class _CallTiming:
     started_at: datetime
     t0: float
+    executor: Executor | None = None
+    recorded_in: UnitOfWork | None = None
+    """The tool's transaction that recorded the outcome with the effect (`record_effect`), and
+    published its `tool.result` event when the segment asked for that."""
 
 
 _timing: ContextVar[_CallTiming | None] = ContextVar("abeyance_tool_call_timing", default=None)
@@ -144,8 +157,31 @@ async def record_effect(uow: UnitOfWork, ctx: RunContext[RunDeps], tool_name: st
     if not inserted:
         previous = await uow.tool_calls.get(deps.conversation_id, ctx.tool_call_id or "")
         raise AlreadyApplied(previous.result if previous else payload)
+    if _timing.get() is timing and timing.executor is not None and deps.announced is not None:
+        # The outcome is written with the effect; its event goes with them, so the call's
+        # wrapper has nothing left to write once the tool's transaction has committed.
+        data = _result_event(deps, ctx.tool_call_id or "", tool_name, timing.executor, payload)
+        await publish(uow, deps.conversation_id, deps.workspace, EventType.TOOL_RESULT, data, md.ended_at)
+        timing.recorded_in = uow
     # The effect and its record are written, not committed: a crash here must undo both.
     crash_point(f"tool_effect_uncommitted:{tool_name}")
+
+
+def _result_event(
+    deps: RunDeps, tool_call_id: str, tool_name: str, executor: Executor, payload: Mapping[str, Any]
+) -> dict[str, Any]:
+    return {
+        "run_id": str(deps.run_id),
+        "tool_call_id": tool_call_id,
+        "tool_name": tool_name,
+        "executor": executor.value,
+        "ok": True,
+        "result": to_jsonable_python(payload.get("result"), fallback=str),
+    }
+
+
+def _committed(uow: UnitOfWork | None) -> bool:
+    return uow is not None and bool(getattr(uow, "committed", False))
 
 
 def failure_message(payload: Mapping[str, Any]) -> str:
@@ -254,6 +290,8 @@ class ObservedTools(AbstractCapability[RunDeps]):
         deps: RunDeps, spec: ToolSpec, call: ToolCallPart, args: Mapping[str, Any], authorization: str
     ) -> None:
         jsonable = to_jsonable_python(dict(args))
+        if deps.before_effect is not None:
+            await deps.before_effect()
         now = deps.clock()
         async with deps.uow() as uow:
             details = {
@@ -285,15 +323,21 @@ class ObservedTools(AbstractCapability[RunDeps]):
         metadata: Mapping[str, Any],
     ) -> Any:
         deps = ctx.deps
-        async with deps.uow() as uow:
-            previous = await uow.tool_calls.get(deps.conversation_id, call.tool_call_id)
+        if deps.outcomes is not None and call.tool_call_id in deps.outcomes:
+            previous = deps.outcomes.pop(call.tool_call_id)
+        else:
+            async with deps.uow() as uow:
+                previous = await uow.tool_calls.get(deps.conversation_id, call.tool_call_id)
         if previous is not None:
             # Dispatched before (a crashed segment): the stored outcome is the outcome.
             return _replay(previous.result)
+        if deps.before_effect is not None:
+            await deps.before_effect()
         started_at = deps.clock()
         t0 = time.perf_counter()
         error_code: str | None = None
-        token = _timing.set(_CallTiming(started_at, t0))
+        timing = _CallTiming(started_at, t0, spec.executor)
+        token = _timing.set(timing)
         crash_point("tool_started")
         crash_point(f"tool_started:{spec.name}")
         try:
@@ -329,30 +373,10 @@ class ObservedTools(AbstractCapability[RunDeps]):
             ended_at=ended_at,
         )
         announce = ok and deps.announced is not None
-        async with deps.uow() as uow:
-            await uow.tool_calls.record(
-                ToolCallRecord(
-                    conversation_id=deps.conversation_id,
-                    run_id=deps.run_id,
-                    tool_call_id=call.tool_call_id,
-                    metadata=md,
-                    result=payload,
-                    error_code=error_code,
-                )
-            )
-            if announce:
-                data = {
-                    "run_id": str(deps.run_id),
-                    "tool_call_id": call.tool_call_id,
-                    "tool_name": spec.name,
-                    "executor": spec.executor.value,
-                    "ok": True,
-                    "result": to_jsonable_python(payload.get("result"), fallback=str),
-                }
-                result_event = EventType.TOOL_RESULT
-                await publish(uow, deps.conversation_id, deps.workspace, result_event, data, ended_at)
-            await uow.commit()
-        if announce and deps.announced is not None:
+        recorded = _committed(timing.recorded_in)  # the outcome and its event went with the effect
+        if not recorded:
+            await self._record_outcome(deps, call.tool_call_id, spec, md, payload, error_code, announce)
+        if (announce or recorded) and deps.announced is not None:
             deps.announced.add(call.tool_call_id)
         self._metrics.tool_call(md)
         span.set_attributes(
@@ -381,6 +405,34 @@ class ObservedTools(AbstractCapability[RunDeps]):
             conversation_id=str(deps.conversation_id),
         )
         return _replay(payload)
+
+    @staticmethod
+    async def _record_outcome(
+        deps: RunDeps,
+        tool_call_id: str,
+        spec: ToolSpec,
+        md: ToolCallMetadata,
+        payload: dict[str, Any],
+        error_code: str | None,
+        announce: bool,
+    ) -> None:
+        async with deps.uow() as uow:
+            await uow.tool_calls.record(
+                ToolCallRecord(
+                    conversation_id=deps.conversation_id,
+                    run_id=deps.run_id,
+                    tool_call_id=tool_call_id,
+                    metadata=md,
+                    result=payload,
+                    error_code=error_code,
+                )
+            )
+            if announce:
+                data = _result_event(deps, tool_call_id, spec.name, spec.executor, payload)
+                await publish(
+                    uow, deps.conversation_id, deps.workspace, EventType.TOOL_RESULT, data, md.ended_at
+                )
+            await uow.commit()
 
 
 def _replay(payload: Any) -> Any:

@@ -9,8 +9,9 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from abeyance.domain.events import PENDING_EVENT_TYPES
+from abeyance.domain.events import PENDING_EVENT_TYPES, EventType
 from abeyance.domain.records import OutboxItem, StoredEvent, Webhook
+from abeyance.domain.states import RunStatus
 from abeyance.infra.db import tables as t
 from abeyance.infra.db.rows import row_values
 
@@ -20,6 +21,28 @@ DEAD = "dead"
 DISCARDED = "discarded"
 NOTIFY_CHANNEL = "abeyance_events"
 PENDING_CHANNEL = "abeyance_pending"
+WORK_CHANNEL = "abeyance_work"
+"""A run was queued: workers wake and claim (and the run's waiters re-read it)."""
+RUN_CHANNEL = "abeyance_run"
+"""A run settled (suspended, completed, failed, cancelled): its waiters re-read it."""
+_SETTLING = {EventType.RUN_COMPLETED.value, EventType.RUN_FAILED.value}
+_SETTLED = {s.value for s in RunStatus if s.settled}
+
+
+def run_notification(event_type: str, data: dict[str, Any]) -> tuple[str, str] | None:
+    """The channel and payload that tell other processes of the run change an event describes."""
+    run_id = data.get("run_id")
+    if not isinstance(run_id, str):
+        return None
+    if event_type in _SETTLING:
+        return RUN_CHANNEL, run_id
+    if event_type == EventType.RUN_STATUS.value:
+        status = data.get("status")
+        if status == RunStatus.QUEUED.value:
+            return WORK_CHANNEL, run_id
+        if status in _SETTLED:
+            return RUN_CHANNEL, run_id
+    return None
 
 
 def _advisory_key(conversation_id: uuid.UUID) -> int:
@@ -38,54 +61,84 @@ def _event_from_row(row: Any) -> StoredEvent:
     )
 
 
+def _locked_insert() -> Any:
+    """One event row, inserted after its conversation's lock is taken and its notifications are
+    queued, in one statement: the sub-select's functions are volatile, so PostgreSQL evaluates
+    them (never pulls them up or drops them) before the row, and its id, is produced."""
+    text = sa.String()
+    side_effects = sa.select(
+        sa.func.pg_advisory_xact_lock(sa.bindparam("lock_key", type_=sa.BigInteger())).label("locked"),
+        sa.func.pg_notify(NOTIFY_CHANNEL, sa.bindparam("conversation", type_=text)).label("event"),
+        sa.case(
+            (
+                sa.bindparam("pending_workspace", type_=text).is_not(None),
+                sa.func.pg_notify(PENDING_CHANNEL, sa.bindparam("pending_workspace", type_=text)),
+            )
+        ).label("pending"),
+        sa.case(
+            (
+                sa.bindparam("run_channel", type_=text).is_not(None),
+                sa.func.pg_notify(
+                    sa.bindparam("run_channel", type_=text), sa.bindparam("run_id", type_=text)
+                ),
+            )
+        ).label("run"),
+    ).subquery("side_effects")
+    c = t.events.c
+    columns = [c.conversation_id, c.workspace, c.type, c.data, c.created_at]
+    row = sa.select(*(sa.bindparam(column.name, type_=column.type) for column in columns))
+    return t.events.insert().from_select(columns, row.select_from(side_effects))
+
+
+_LOCKED_INSERT = _locked_insert()
+
+
 class SqlEventRepository:
     """The append-only event log.
 
-    On PostgreSQL a transaction-scoped advisory lock per conversation is taken before the
-    insert, so ids of one conversation become visible in increasing order: a reader polling
-    `id > last_seen` cannot skip an event whose transaction committed late. (SQLite serializes
-    every writer already.) `published` remembers the conversations touched and
-    `pending_workspaces` the workspaces whose pending calls were created or resolved, for
-    wake-ups after commit: in this process through the unit of work, in others through `NOTIFY`.
+    Events are held and written together when the transaction commits (`flush`, called by the
+    unit of work), as its last writes. On PostgreSQL each row's insert first takes a
+    transaction-scoped advisory lock on its conversation, so ids of one conversation become
+    visible in increasing order: a reader polling `id > last_seen` cannot skip an event whose
+    transaction committed late (SQLite serializes every writer already); the same statement
+    queues the notifications, delivered on commit to the listeners of other processes.
+    `published` remembers the conversations touched and `pending_workspaces` the workspaces whose
+    pending calls were created or resolved, for wake-ups after commit in this process, through
+    the unit of work. A run's status event also notifies the run's channel (`notified_runs`), so
+    the notifier need not send it again after the commit.
     """
 
     def __init__(self, session: AsyncSession) -> None:
         self._session = session
         self.published: set[uuid.UUID] = set()
         self.pending_workspaces: set[str] = set()
+        self.notified_runs: set[uuid.UUID] = set()
+        self._held: list[dict[str, Any]] = []
+
+    def add(
+        self, conversation_id: uuid.UUID, workspace: str, event_type: str, data: dict[str, Any], now: datetime
+    ) -> None:
+        self._held.append(
+            {
+                "conversation_id": conversation_id,
+                "workspace": workspace,
+                "type": event_type,
+                "data": data,
+                "created_at": now,
+            }
+        )
+        self.published.add(conversation_id)
+        if event_type in PENDING_EVENT_TYPES:
+            self.pending_workspaces.add(workspace)
 
     async def append(
         self, conversation_id: uuid.UUID, workspace: str, event_type: str, data: dict[str, Any], now: datetime
     ) -> StoredEvent:
-        pending = event_type in PENDING_EVENT_TYPES
-        if self._session.get_bind().dialect.name == "postgresql":
-            # The lock and the notifications go in one round trip, and only the first event of a
-            # conversation in this transaction needs them: the lock is held until the commit, and
-            # notifications are delivered on commit, to the listeners of other processes.
-            first = conversation_id not in self.published
-            calls: list[Any] = []
-            if first:
-                calls.append(sa.func.pg_advisory_xact_lock(_advisory_key(conversation_id)))
-                calls.append(sa.func.pg_notify(NOTIFY_CHANNEL, str(conversation_id)))
-            if pending and workspace not in self.pending_workspaces:
-                calls.append(sa.func.pg_notify(PENDING_CHANNEL, workspace))
-            if calls:
-                await self._session.execute(sa.select(*calls))
-        event_id = await self._session.scalar(
-            t.events.insert()
-            .values(
-                conversation_id=conversation_id,
-                workspace=workspace,
-                type=event_type,
-                data=data,
-                created_at=now,
-            )
-            .returning(t.events.c.id)
-        )
+        await self.flush()
+        self.add(conversation_id, workspace, event_type, data, now)
+        [row] = self._take_held()
+        event_id = await self._session.scalar(self._insert().returning(t.events.c.id), row)
         assert event_id is not None
-        self.published.add(conversation_id)
-        if pending:
-            self.pending_workspaces.add(workspace)
         return StoredEvent(
             id=int(event_id),
             conversation_id=conversation_id,
@@ -95,7 +148,38 @@ class SqlEventRepository:
             created_at=now,
         )
 
+    async def flush(self) -> None:
+        """Write the held events, in the order they were added: one statement, one round trip."""
+        if self._held:
+            await self._session.execute(self._insert(), self._take_held())
+
+    def _insert(self) -> Any:
+        return _LOCKED_INSERT if self._postgres else t.events.insert()
+
+    @property
+    def _postgres(self) -> bool:
+        return self._session.get_bind().dialect.name == "postgresql"
+
+    def _take_held(self) -> list[dict[str, Any]]:
+        held, self._held = self._held, []
+        if not self._postgres:
+            return held
+        for row in held:
+            notification = run_notification(row["type"], row["data"])
+            if notification is not None:
+                self.notified_runs.add(uuid.UUID(notification[1]))
+            pending = row["type"] in PENDING_EVENT_TYPES
+            row.update(
+                lock_key=_advisory_key(row["conversation_id"]),
+                conversation=str(row["conversation_id"]),
+                pending_workspace=row["workspace"] if pending else None,
+                run_channel=notification[0] if notification else None,
+                run_id=notification[1] if notification else None,
+            )
+        return held
+
     async def after(self, conversation_id: uuid.UUID, after_id: int, limit: int) -> list[StoredEvent]:
+        await self.flush()
         c = t.events.c
         rows = await self._session.execute(
             sa.select(t.events)
@@ -106,6 +190,7 @@ class SqlEventRepository:
         return [_event_from_row(row) for row in rows]
 
     async def pending_after(self, workspace: str | None, after_id: int, limit: int) -> list[StoredEvent]:
+        await self.flush()
         c = t.events.c
         query = sa.select(t.events).where(c.type.in_(PENDING_EVENT_TYPES), c.id > after_id)
         if workspace is not None:
@@ -114,6 +199,7 @@ class SqlEventRepository:
         return [_event_from_row(row) for row in rows]
 
     async def last_pending_id(self, workspace: str | None, created_before: datetime | None) -> int:
+        await self.flush()
         c = t.events.c
         query = sa.select(c.id).where(c.type.in_(PENDING_EVENT_TYPES))
         if workspace is not None:
@@ -140,8 +226,11 @@ def _webhook_from_row(row: Any) -> Webhook:
 class SqlWebhookRepository:
     def __init__(self, session: AsyncSession) -> None:
         self._session = session
+        self._subscriptions: dict[str, list[Webhook]] = {}
+        """A workspace's webhooks as this transaction read them (one look-up per transaction)."""
 
     async def add(self, webhook: Webhook) -> None:
+        self._subscriptions.clear()
         await self._session.execute(
             t.webhooks.insert().values(row_values(webhook, t.webhooks, events=list(webhook.events)))
         )
@@ -160,12 +249,16 @@ class SqlWebhookRepository:
         return [_webhook_from_row(row) for row in rows]
 
     async def delete(self, webhook_id: uuid.UUID) -> bool:
+        self._subscriptions.clear()
         result = await self._session.execute(t.webhooks.delete().where(t.webhooks.c.id == webhook_id))
         return int(result.rowcount) == 1  # type: ignore[attr-defined]
 
     async def subscribed(self, workspace: str, event_type: str) -> list[Webhook]:
         # Few webhooks per workspace: filtering the JSON list here stays portable across dialects.
-        return [w for w in await self.for_workspace(workspace) if event_type in w.events]
+        hooks = self._subscriptions.get(workspace)
+        if hooks is None:
+            hooks = self._subscriptions[workspace] = await self.for_workspace(workspace)
+        return [w for w in hooks if event_type in w.events]
 
 
 class SqlOutboxRepository:

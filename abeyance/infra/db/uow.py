@@ -28,6 +28,8 @@ EventsListener = Callable[[Set[uuid.UUID]], None]
 """Told, after a commit, which conversations got new events (in-process wake-ups)."""
 PendingListener = Callable[[Set[str]], None]
 """Told, after a commit, which workspaces had pending calls created or resolved."""
+RunsListener = Callable[[Set[uuid.UUID]], None]
+"""Told, after a commit, which runs' changes the transaction notified other processes of."""
 
 
 class SqlUnitOfWork:
@@ -36,10 +38,12 @@ class SqlUnitOfWork:
         sessions: async_sessionmaker[AsyncSession],
         on_events: EventsListener | None = None,
         on_pending: PendingListener | None = None,
+        on_runs: RunsListener | None = None,
     ) -> None:
         self._sessions = sessions
         self._on_events = on_events
         self._on_pending = on_pending
+        self._on_runs = on_runs
         self._committed = False
 
     async def __aenter__(self) -> Self:
@@ -70,7 +74,13 @@ class SqlUnitOfWork:
         finally:
             await self.session.close()
 
+    @property
+    def committed(self) -> bool:
+        return self._committed
+
     async def commit(self) -> None:
+        await self.audit.flush()
+        await self.events.flush()
         await self.session.commit()
         self._committed = True
         if self.events.published:
@@ -81,6 +91,10 @@ class SqlUnitOfWork:
             if self._on_pending is not None:
                 self._on_pending(frozenset(self.events.pending_workspaces))
             self.events.pending_workspaces.clear()
+        if self.events.notified_runs:
+            if self._on_runs is not None:
+                self._on_runs(frozenset(self.events.notified_runs))
+            self.events.notified_runs.clear()
 
 
 class SqlUnitOfWorkFactory:
@@ -90,11 +104,13 @@ class SqlUnitOfWorkFactory:
         *,
         on_events: EventsListener | None = None,
         on_pending: PendingListener | None = None,
+        on_runs: RunsListener | None = None,
     ) -> None:
         self.engine = engine
         self.on_events = on_events
         self.on_pending = on_pending
+        self.on_runs = on_runs
         self._sessions = async_sessionmaker(engine, expire_on_commit=False)
 
     def __call__(self) -> SqlUnitOfWork:
-        return SqlUnitOfWork(self._sessions, self.on_events, self.on_pending)
+        return SqlUnitOfWork(self._sessions, self.on_events, self.on_pending, self.on_runs)

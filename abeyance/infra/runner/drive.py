@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import structlog
 from opentelemetry.trace import Span, Status, StatusCode
-from pydantic_ai import Agent
+from pydantic_ai import Agent, AgentRun
 from pydantic_ai.exceptions import (
     UsageLimitExceeded,
 )
@@ -28,7 +29,7 @@ from abeyance.infra.faults import crash_point
 from abeyance.infra.runner.base import log
 from abeyance.infra.runner.events import Announced
 from abeyance.infra.runner.failures import is_transient_database_error, run_failure
-from abeyance.infra.runner.leases import Interrupted, LeaseLost, Leases
+from abeyance.infra.runner.leases import CancelRequested, Interrupted, LeaseLost, Leases
 from abeyance.infra.runner.resume import (
     NotReady,
     deferred_results,
@@ -44,9 +45,9 @@ def is_final_answer(message: ModelMessage) -> bool:
     """A response that calls no tool: nothing runs after it, so the end of the run stores it.
 
     Messages are persisted before anything acts on them (a tool's effect must find its call in
-    the log); a final answer is acted on by nobody, so writing it in its own transaction right
-    before the run's end would only add a commit. A crash in between loses the answer, and the
-    run is claimed again and asks the model again, as after a crash during the request.
+    the log: `RunDeps.before_effect` stores them as a tool is about to run), and otherwise with
+    the suspension or the end of the run, in its transaction. A crash before then loses them, and
+    the run is claimed again and asks the model again, as after a crash during the request.
     """
     return isinstance(message, ModelResponse) and not any(isinstance(p, ToolCallPart) for p in message.parts)
 
@@ -115,17 +116,21 @@ class AgentRunner(Suspending, Leases, Streaming):
         return status
 
     async def _run_segment(self, run: Run, owner: str, span: Span, stopping: asyncio.Event) -> RunStatus:
+        announced = Announced()
         async with self._uow() as uow:
             stored = await self._logs.read(uow.messages, run.conversation_id)
             # The current turn and up to `history_turns` earlier ones; the current turn's prompt is
             # already in the log once the run has started.
             started = run.id in stored.run_ids
+            announced.last_seq = stored.last_seq
             shown = stored.window(
                 self._history_turns + 1 if started and self._history_turns else self._history_turns
             )
             history = shown.history()
             last_response, tail = unanswered_tool_calls(history)
-            rows = await uow.pending.by_tool_call_ids(run.conversation_id, [p.tool_call_id for p in tail])
+            tail_ids = [p.tool_call_id for p in tail]
+            rows = await uow.pending.by_tool_call_ids(run.conversation_id, tail_ids)
+            recorded = await uow.tool_calls.for_ids(run.conversation_id, tail_ids) if tail_ids else {}
             producer_id = shown.run_ids[last_response] if tail and last_response is not None else None
             producer = await uow.runs.get(producer_id) if producer_id and producer_id != run.id else None
         if started and history and isinstance(history[-1], ModelResponse) and not tail:
@@ -142,7 +147,24 @@ class AgentRunner(Suspending, Leases, Streaming):
             return await self._step_limit_reached(run, owner, [], run.usage)
 
         agent = self._agents[run.agent]
-        announced = Announced()
+        persisted = 0
+        usage = run.usage
+        agent_run: AgentRun[RunDeps, Any] | None = None
+
+        async def before_effect() -> None:
+            """Store the messages held back, before anything acts on them; a cancel stops here."""
+            nonlocal persisted, usage
+            if agent_run is None:
+                return
+            new = agent_run.new_messages()
+            if len(new) <= persisted:
+                return
+            usage = run.usage.add(usage_record(agent_run.usage))
+            cancel = await self._persist(run, owner, new[persisted:], usage, announced, stopping)
+            persisted = len(new)
+            if cancel:
+                raise CancelRequested()
+
         deps = RunDeps(
             conversation_id=run.conversation_id,
             run_id=run.id,
@@ -155,10 +177,9 @@ class AgentRunner(Suspending, Leases, Streaming):
             agents=self._agents,
             tracer=self._telemetry.tracer,
             announced=announced,
+            before_effect=before_effect,
+            outcomes={i: recorded.get(i) for i in tail_ids},
         )
-        persisted = 0
-        usage = run.usage
-        agent_run = None
         span.set_attribute("abeyance.segment.resumed", bool(results))
         log.info("run.segment_started", resumed=bool(results))
         try:
@@ -172,12 +193,11 @@ class AgentRunner(Suspending, Leases, Streaming):
                 async for node in agent_run:
                     if Agent.is_end_node(node):
                         break
-                    new = agent_run.new_messages()
-                    if len(new) > persisted and not is_final_answer(new[-1]):
-                        usage = run.usage.add(usage_record(agent_run.usage))
-                        if await self._persist(run, owner, new[persisted:], usage, announced, stopping):
-                            return await self._finish(run, owner, [], RunStatus.CANCELLED, usage)
-                        persisted = len(new)
+                    if stopping.is_set():
+                        # Shutting down: store what is held back and give the run back here.
+                        new = agent_run.new_messages()
+                        if len(new) > persisted and not is_final_answer(new[-1]):
+                            await before_effect()
                     if Agent.is_model_request_node(node):
                         # Tool results reach the log with the next response; announce them now.
                         await self._publish_request(run, node.request, announced)
@@ -186,6 +206,8 @@ class AgentRunner(Suspending, Leases, Streaming):
                 result = agent_run.result
                 usage = run.usage.add(usage_record(agent_run.usage))
                 new = agent_run.new_messages()[persisted:]
+        except CancelRequested:
+            return await self._finish(run, owner, [], RunStatus.CANCELLED, usage)
         except UsageLimitExceeded:
             unsaved = agent_run.new_messages()[persisted:] if agent_run else []
             return await self._step_limit_reached(run, owner, unsaved, usage, announced)

@@ -27,6 +27,7 @@ from abeyance.domain.records import Run
 from abeyance.domain.sanitize import sanitize
 from abeyance.domain.tools import Executor
 from abeyance.infra.agents.declarations import AgentDefinition
+from abeyance.infra.history import encode
 from abeyance.infra.runner.base import RunnerBase
 
 
@@ -121,6 +122,9 @@ class Announced(set[str]):
     def __init__(self) -> None:
         super().__init__()
         self.held: list[tuple[EventType, dict[str, Any]]] = []
+        self.last_seq: int | None = None
+        """The log's last seq as of the segment's last commit: only the holder of the run's lease
+        appends to the conversation's log, so the segment numbers its messages without a read."""
 
     def take_held(self) -> list[tuple[EventType, dict[str, Any]]]:
         held, self.held = self.held, []
@@ -133,6 +137,29 @@ def dumps(value: Any) -> str:
 
 class EventPublishing(RunnerBase):
     """Publishing a segment's events, in the caller's transaction or in one of their own."""
+
+    @staticmethod
+    async def _append(
+        uow: UnitOfWork,
+        run: Run,
+        messages: Sequence[ModelMessage],
+        now: datetime,
+        announced: set[str] | None,
+    ) -> int | None:
+        """Store messages in the caller's transaction; the new last seq (None: nothing stored).
+        Call `_appended` with it once the transaction has committed."""
+        if not messages:
+            return None
+        after = announced.last_seq if isinstance(announced, Announced) else None
+        bodies = [encode(m) for m in messages]
+        return await uow.messages.append(
+            run.conversation_id, run.id, bodies, now, run.channel, after_seq=after
+        )
+
+    @staticmethod
+    def _appended(announced: set[str] | None, last_seq: int | None) -> None:
+        if last_seq is not None and isinstance(announced, Announced):
+            announced.last_seq = last_seq
 
     async def _publish_messages(
         self,

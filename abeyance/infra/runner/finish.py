@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 import structlog
 from pydantic_ai.messages import (
@@ -14,8 +14,8 @@ from pydantic_ai.messages import (
 from abeyance.domain import run_lifecycle
 from abeyance.domain.ports import UnitOfWork
 from abeyance.domain.records import Run, RunError, Usage
+from abeyance.domain.run_lifecycle import ToolEvents
 from abeyance.domain.states import RunStatus
-from abeyance.infra.history import encode
 from abeyance.infra.runner.base import ACTOR, log
 from abeyance.infra.runner.events import EventPublishing
 from abeyance.infra.runner.leases import LeaseLost
@@ -59,15 +59,42 @@ class Ending(EventPublishing):
         announced: set[str] | None = None,
     ) -> RunStatus:
         now = self._clock()
+        tool_events = self._tool_events(run, messages, announced)
         async with self._uow() as uow:
-            if status is RunStatus.COMPLETED and await uow.runs.cancel_requested(run.id):
+            completing = status is RunStatus.COMPLETED
+            last_seq = await self._end(
+                uow,
+                run,
+                owner,
+                messages,
+                status,
+                usage,
+                now,
+                output=output,
+                error=error,
+                announced=announced,
+                tool_events=tool_events,
+                unless_cancel_requested=completing,
+            )
+            if last_seq is False and completing and await uow.runs.cancel_requested(run.id):
                 # A cancel that came after the last persistence point still wins; the answer stays
                 # in the log.
                 status, output = RunStatus.CANCELLED, None
-            await self._end(
-                uow, run, owner, messages, status, usage, now, output=output, error=error, announced=announced
-            )
+                last_seq = await self._end(
+                    uow,
+                    run,
+                    owner,
+                    messages,
+                    status,
+                    usage,
+                    now,
+                    announced=announced,
+                    tool_events=tool_events,
+                )
+            if last_seq is False:
+                raise LeaseLost()
             await uow.commit()
+        self._appended(announced, last_seq)
         self._metrics.run_status(status)
         log.info(f"run.{status.value}", error=error.code if error else None, usage=usage.to_json())
         return status
@@ -86,17 +113,30 @@ class Ending(EventPublishing):
         error: RunError | None = None,
         announced: set[str] | None = None,
         details: dict[str, Any] | None = None,
-    ) -> None:
-        """Write the run's end in the caller's transaction: its last messages, the final status,
-        the audit row, the conversation freed and the closing events."""
-        await uow.messages.append(
-            run.conversation_id, run.id, [encode(m) for m in messages], now, run.channel
-        )
-        tool_events = self._tool_events(run, messages, announced)
+        tool_events: ToolEvents | None = None,
+        unless_cancel_requested: bool = False,
+    ) -> int | Literal[False] | None:
+        """Write the run's end in the caller's transaction: the final status, the audit row, the
+        conversation freed, its last messages and the closing events.
+
+        Returns the log's new last seq (None: no message stored; see `_appended`), or False, having
+        written nothing, when the lease is no longer `owner`'s (or, with `unless_cancel_requested`,
+        a cancel was requested).
+        """
+        if tool_events is None:
+            tool_events = self._tool_events(run, messages, announced)
         match status:
             case RunStatus.COMPLETED:
                 ended = await run_lifecycle.complete(
-                    uow, run, owner, usage, output, now, actor=ACTOR, tool_events=tool_events
+                    uow,
+                    run,
+                    owner,
+                    usage,
+                    output,
+                    now,
+                    actor=ACTOR,
+                    tool_events=tool_events,
+                    unless_cancel_requested=unless_cancel_requested,
                 )
             case RunStatus.FAILED if error is not None:
                 ended = await run_lifecycle.fail(
@@ -109,7 +149,8 @@ class Ending(EventPublishing):
             case _:
                 raise ValueError(f"a segment does not end a run as {status.value} (error: {error})")
         if not ended:
-            raise LeaseLost()
+            return False
+        return await self._append(uow, run, messages, now, announced)
 
     async def give_up(self, run: Run, owner: str, attempts: int) -> RunStatus:
         """Fail a run the worker just claimed whose last `attempts` segments all ended without

@@ -12,12 +12,15 @@ from pydantic_ai.messages import (
 
 from abeyance.domain.records import Run, Usage
 from abeyance.infra.faults import crash_point
-from abeyance.infra.history import encode
 from abeyance.infra.runner.events import EventPublishing
 
 
 class LeaseLost(Exception):
     """Another worker owns the run now; stop without writing."""
+
+
+class CancelRequested(Exception):
+    """A cancel was requested: the segment stored what it held and ends the run as cancelled."""
 
 
 class Interrupted(Exception):
@@ -39,14 +42,13 @@ class Leases(EventPublishing):
         """Append new messages and renew the lease in one transaction; True if a cancel was requested."""
         now = self._clock()
         async with self._uow() as uow:
-            await uow.messages.append(
-                run.conversation_id, run.id, [encode(m) for m in messages], now, run.channel
-            )
             if not await uow.runs.record_progress(run.id, owner, usage, now, now + self._lease):
                 raise LeaseLost()
             cancel = await uow.runs.cancel_requested(run.id)
+            last_seq = await self._append(uow, run, messages, now, announced)
             await self._publish_messages(uow, run, messages, now, announced)
             await uow.commit()
+        self._appended(announced, last_seq)
         if any(isinstance(m, ModelResponse) for m in messages):
             crash_point("model_response_persisted")
         if stopping.is_set() and not cancel:

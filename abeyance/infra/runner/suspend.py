@@ -15,7 +15,6 @@ from abeyance.domain.sanitize import args_hash
 from abeyance.domain.states import PendingStatus, RunStatus
 from abeyance.domain.tools import Executor, ToolApprovalRequest
 from abeyance.infra.agents.nested import deferred_targets
-from abeyance.infra.history import encode
 from abeyance.infra.runner.base import ACTOR, log
 from abeyance.infra.runner.finish import Ending
 from abeyance.infra.runner.leases import LeaseLost
@@ -65,12 +64,25 @@ class Suspending(Ending):
                     agent_path=target.agent_path,
                 )
             )
+        tool_events = self._tool_events(run, messages, announced)
         async with self._uow() as uow:
-            if await uow.runs.cancel_requested(run.id):
+            suspended = await run_lifecycle.suspend(
+                uow,
+                run,
+                owner,
+                calls,
+                usage,
+                now,
+                actor=ACTOR,
+                tool_events=tool_events,
+                trace_context=current_trace_context(),
+                unless_cancel_requested=True,
+            )
+            if not suspended and await uow.runs.cancel_requested(run.id):
                 # Cancelled after the last persistence point: nobody is asked. The calls stay
                 # unanswered in the log and the next message tells the model they were not performed.
                 details = {"calls_not_requested": len(calls)}
-                await self._end(
+                last_seq = await self._end(
                     uow,
                     run,
                     owner,
@@ -80,27 +92,20 @@ class Suspending(Ending):
                     now,
                     announced=announced,
                     details=details,
+                    tool_events=tool_events,
                 )
+                if last_seq is False:
+                    raise LeaseLost()
                 await uow.commit()
+                self._appended(announced, last_seq)
                 self._metrics.run_status(RunStatus.CANCELLED)
                 log.info("run.cancelled", usage=usage.to_json(), **details)
                 return RunStatus.CANCELLED
-            await uow.messages.append(
-                run.conversation_id, run.id, [encode(m) for m in messages], now, run.channel
-            )
-            if not await run_lifecycle.suspend(
-                uow,
-                run,
-                owner,
-                calls,
-                usage,
-                now,
-                actor=ACTOR,
-                tool_events=self._tool_events(run, messages, announced),
-                trace_context=current_trace_context(),
-            ):
+            if not suspended:
                 raise LeaseLost()
+            last_seq = await self._append(uow, run, messages, now, announced)
             await uow.commit()
+        self._appended(announced, last_seq)
         self._metrics.run_status(RunStatus.SUSPENDED)
         for call in calls:
             log.info(

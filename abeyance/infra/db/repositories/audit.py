@@ -5,8 +5,10 @@ from __future__ import annotations
 import uuid
 from collections.abc import Sequence
 from datetime import datetime
+from typing import Any
 
 import sqlalchemy as sa
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from abeyance.domain.records import (
     AuditEntry,
@@ -21,16 +23,17 @@ class SqlAuditRepository(SqlRepository):
     """Append-only: there is deliberately no update or delete here (a trigger refuses them too).
 
     Each row carries the trace it was written in, and is also added as an event to the current
-    span, so a trace shows every transition it caused.
+    span, so a trace shows every transition it caused. Rows are held and written together, in
+    the order they were appended, when the transaction commits (`flush`).
     """
+
+    def __init__(self, session: AsyncSession) -> None:
+        super().__init__(session)
+        self._held: list[dict[str, Any]] = []
 
     async def append(self, entry: AuditEntry, now: datetime) -> None:
         trace_id = entry.trace_id or current_trace_id()
-        await self._session.execute(
-            t.audit_log.insert().values(
-                row_values(entry, t.audit_log, omit=("id",), at=now, trace_id=trace_id)
-            )
-        )
+        self._held.append(row_values(entry, t.audit_log, omit=("id",), at=now, trace_id=trace_id))
         span_event(
             entry.action,
             {
@@ -41,6 +44,11 @@ class SqlAuditRepository(SqlRepository):
                 "abeyance.tool_call_id": entry.details.get("tool_call_id"),
             },
         )
+
+    async def flush(self) -> None:
+        if self._held:
+            held, self._held = self._held, []
+            await self._session.execute(t.audit_log.insert(), held)
 
     async def search(
         self,
@@ -54,6 +62,7 @@ class SqlAuditRepository(SqlRepository):
         limit: int,
         newest_first: bool = False,
     ) -> list[AuditEntry]:
+        await self.flush()
         c = t.audit_log.c
         query = sa.select(t.audit_log)
         for column, value in (

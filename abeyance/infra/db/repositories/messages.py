@@ -23,8 +23,10 @@ class SqlMessageRepository(SqlRepository):
         bodies: Sequence[str],
         now: datetime,
         channel: str | None = None,
+        *,
+        after_seq: int | None = None,
     ) -> int:
-        last = await self.last_seq(conversation_id)
+        last = after_seq if after_seq is not None else await self.last_seq(conversation_id)
         if not bodies:
             return last
         await self._session.execute(

@@ -199,17 +199,21 @@ class SqlRunRepository(SqlRepository):
         error: RunError | None = None,
         awaiting_count: int = 0,
         trace_context: dict[str, str] | None = None,
+        unless_cancel_requested: bool = False,
     ) -> bool:
         extra: dict[str, Any] = {"usage": usage.to_json()} if usage is not None else {}
         if trace_context is not None:
             extra["trace_context"] = trace_context
+        held = [
+            t.runs.c.id == run_id,
+            t.runs.c.lease_owner == owner,
+            t.runs.c.status == RunStatus.RUNNING.value,
+        ]
+        if unless_cancel_requested:
+            held.append(t.runs.c.cancel_requested.is_(False))
         result = await self._session.execute(
             t.runs.update()
-            .where(
-                t.runs.c.id == run_id,
-                t.runs.c.lease_owner == owner,
-                t.runs.c.status == RunStatus.RUNNING.value,
-            )
+            .where(*held)
             .values(
                 status=status.value,
                 output=output,

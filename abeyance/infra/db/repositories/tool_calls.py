@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 from typing import Any
 
 import sqlalchemy as sa
@@ -39,6 +40,17 @@ class SqlToolCallRepository(SqlRepository):
             )
         ).first()
         return _tool_call_from_row(row) if row else None
+
+    async def for_ids(
+        self, conversation_id: uuid.UUID, tool_call_ids: Sequence[str]
+    ) -> dict[str, ToolCallRecord]:
+        c = t.tool_calls.c
+        rows = await self._session.execute(
+            sa.select(t.tool_calls).where(
+                c.conversation_id == conversation_id, c.tool_call_id.in_(list(tool_call_ids))
+            )
+        )
+        return {record.tool_call_id: record for record in map(_tool_call_from_row, rows)}
 
     async def for_run(self, run_id: uuid.UUID) -> list[ToolCallRecord]:
         c = t.tool_calls.c
