@@ -45,6 +45,14 @@ from abeyance.domain.states import PendingStatus, RunStatus
 from abeyance.domain.tools import Executor, PendingKind
 
 
+class NotInMemory(AssertionError):
+    """A use-case test reached a repository these fakes do not keep: the SQL repositories behind
+    it are tested on the real databases, so a test that needs it belongs there."""
+
+    def __init__(self, what: str) -> None:
+        super().__init__(f"{what} is not kept in memory; test it on the real databases")
+
+
 @dataclass
 class Tables:
     conversations: dict[uuid.UUID, Conversation] = field(default_factory=dict)
@@ -91,15 +99,15 @@ class FakeUnitOfWork:
 
     @property
     def ops(self) -> OpsRepository:
-        raise NotImplementedError("the ops repository is not kept in memory")
+        raise NotInMemory("the ops repository")
 
     @property
     def customer(self) -> WorkspaceRepository:
-        raise NotImplementedError("the customer workspace repository is not kept in memory")
+        raise NotInMemory("the customer workspace repository")
 
     @property
     def authorizations(self) -> AuthorizationRepository:
-        raise NotImplementedError("pre-approvals are not kept in memory")
+        raise NotInMemory("pre-approvals")
 
     async def read(self) -> Tables:
         await asyncio.sleep(0)
@@ -567,7 +575,7 @@ class FakeChannels(_Repository):
             (await self._uow.write()).digest_items.extend(items)
 
     def __getattr__(self, name: str) -> Any:
-        raise NotImplementedError(f"channels.{name} is not kept in memory")
+        raise NotInMemory(f"channels.{name}")
 
 
 class FakeOutbox(_Repository):
