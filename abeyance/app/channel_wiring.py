@@ -1,19 +1,23 @@
 """The channel loops the worker runs, built from the settings: the Slack deliverer (with a bot
-token) and the email digest sender (with an SMTP host)."""
+token) and the email digest sender (with an SMTP host).
+
+The Slack Web API client (with aiohttp, ~10 MiB) and the SMTP client are imported only when their
+channel is configured: a process without channels does not carry them.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import datetime, timedelta
-
-from slack_sdk.web.async_client import AsyncWebClient
+from typing import TYPE_CHECKING
 
 from abeyance.app.settings import Settings
 from abeyance.domain.ports import UnitOfWorkFactory
-from abeyance.infra.channels.email_digest import DigestSender, SmtpConfig
-from abeyance.infra.channels.slack_delivery import SlackDeliverer
 from abeyance.infra.webhook_delivery import DeliveryPolicy
 from abeyance.infra.worker import Loop
+
+if TYPE_CHECKING:
+    from slack_sdk.web.async_client import AsyncWebClient
 
 
 def inbox_url(settings: Settings) -> str:
@@ -24,6 +28,8 @@ def inbox_url(settings: Settings) -> str:
 def slack_client(settings: Settings) -> AsyncWebClient | None:
     if settings.slack_bot_token is None:
         return None
+    from slack_sdk.web.async_client import AsyncWebClient
+
     return AsyncWebClient(
         token=settings.slack_bot_token.get_secret_value(),
         base_url=settings.slack_api_url,
@@ -36,6 +42,8 @@ def channel_loops(settings: Settings, uow: UnitOfWorkFactory, clock: Callable[[]
     loops: list[Loop] = []
     client = slack_client(settings)
     if client is not None:
+        from abeyance.infra.channels.slack_delivery import SlackDeliverer
+
         policy = DeliveryPolicy(
             max_attempts=settings.webhook_max_attempts,
             backoff_base=settings.webhook_backoff_seconds,
@@ -54,6 +62,8 @@ def channel_loops(settings: Settings, uow: UnitOfWorkFactory, clock: Callable[[]
             )
         )
     if settings.smtp_host is not None:
+        from abeyance.infra.channels.email_digest import DigestSender, SmtpConfig
+
         smtp = SmtpConfig(
             host=settings.smtp_host,
             port=settings.smtp_port,
