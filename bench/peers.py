@@ -6,6 +6,9 @@ approves, the tool runs, the model answers.
 
 - Abeyance: the service and its runner in this process (message -> suspended; resolve; the resumed
   run to `completed`), on PostgreSQL (BENCH_PG_URL).
+- pydantic-ai alone (`agent_only`): the same turn through a bare pydantic-ai agent of the same
+  shape, nothing stored (`turn_agent.py`): the floor under Abeyance's turn, since the service runs
+  its turns on pydantic-ai. Measured at turn 1 only (it keeps the whole history in a list).
 - LangGraph: a tool-calling graph (model node + `ToolNode`) whose tool calls `interrupt()`,
   resumed with `Command(resume=...)`, checkpointed by `AsyncPostgresSaver` on the same PostgreSQL
   server, in its own database (PEERS_PG_URL).
@@ -41,6 +44,7 @@ from langgraph.graph import END, START, MessagesState, StateGraph
 from langgraph.prebuilt import ToolNode, tools_condition
 from langgraph.types import Command, interrupt
 from psycopg.rows import dict_row
+from turn_agent import AgentOnlySide
 from turn_ours import OursSide, ensure_database, log_to_file
 
 DEFAULT_BENCH_URL = "postgresql+asyncpg://postgres@127.0.0.1:5432/bench"
@@ -312,10 +316,11 @@ async def main() -> None:
         print(f"  {name:<10} suspend {suspend}, resolve + resume {round(turn - suspend, 1)}, turn {turn}")
 
     sides: dict[str, Side] = {"abeyance": make_ours(), "langgraph": make_peer()}
-    for side in sides.values():
+    turn1_sides: dict[str, Side] = {**sides, "agent_only": AgentOnlySide()}
+    for side in turn1_sides.values():
         await side.open()
     try:
-        for side in sides.values():  # warm both up
+        for side in turn1_sides.values():  # warm them up
             conversation = await side.new_conversation()
             for _ in range(3):
                 await side.turn(conversation)
@@ -326,10 +331,10 @@ async def main() -> None:
 
         print(f"\nturn 1: {args.rounds} rounds of {args.window} turns per side, interleaved (p50, ms)")
         ratios: list[float] = []
-        all_samples: dict[str, Samples] = {n: Samples() for n in sides}
+        all_samples: dict[str, Samples] = {n: Samples() for n in turn1_sides}
         for r in range(args.rounds):
             first = "abeyance" if r % 2 == 0 else "langgraph"
-            samples = await interleaved(sides, None, args.window, first)
+            samples = await interleaved(turn1_sides, None, args.window, first)
             ratio = p50(samples["abeyance"].turn) / p50(samples["langgraph"].turn)
             ratios.append(ratio)
             print(f" round {r + 1}: abeyance / langgraph = {ratio:.2f}\n{HEADER}", flush=True)
@@ -344,12 +349,19 @@ async def main() -> None:
             summary[f"{name}_suspend_p50_ms"] = p50(s.suspend)
             summary[f"{name}_resume_p50_ms"] = p50(s.resume)
             summary[f"{name}_statements_per_turn"] = statistics.median(s.statements)
+        floor = p50(all_samples["agent_only"].turn)
+        summary["agent_only_vs_langgraph_ratio"] = round(floor / p50(all_samples["langgraph"].turn), 3)
+        summary["abeyance_beyond_agent_loop_ms"] = round(p50(all_samples["abeyance"].turn) - floor, 2)
         summary["turn1_ratio"] = round(statistics.median(ratios), 3)
         summary["turn1_ratio_min"] = round(min(ratios), 3)
         summary["turn1_ratio_max"] = round(max(ratios), 3)
         print(
             f" turn 1: abeyance / langgraph = {summary['turn1_ratio']} "
             f"(rounds {summary['turn1_ratio_min']}-{summary['turn1_ratio_max']}; target <= 0.5)"
+        )
+        print(
+            f" pydantic-ai alone / langgraph = {summary['agent_only_vs_langgraph_ratio']}: the agent loop's "
+            f"floor; abeyance beyond it: {summary['abeyance_beyond_agent_loop_ms']} ms per turn"
         )
 
         if args.long:
@@ -384,7 +396,7 @@ async def main() -> None:
                 " target <= 0.2)"
             )
     finally:
-        for side in sides.values():
+        for side in turn1_sides.values():
             await side.close()
     summary["load_average"] = os.getloadavg()[0]
     summary["seconds"] = round(time.perf_counter() - started, 1)
