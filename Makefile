@@ -36,12 +36,13 @@ lint: $(STAMP) ## ruff, mypy --strict, import-linter
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports
 
-bench: $(STAMP) ## measure per-turn cost and throughput; prints a table and a JSON line
+bench: $(STAMP) ## per-turn cost, resolve p50/p99, throughput, memory over 10,000 turns; tables and JSON lines
 	$(PY) bench/bench.py
 	$(PY) bench/events_burst.py
 	$(PY) bench/world_memory.py
+	$(PY) bench/memory.py
 
-bench-peers: $(STAMP) ## the same approval turn through LangGraph + AsyncPostgresSaver, side by side (PostgreSQL)
+bench-peers: $(STAMP) ## the approval turn and turns/s at concurrency 10 against LangGraph + AsyncPostgresSaver (PostgreSQL)
 	$(PY) -m pip install --quiet -e ".[dev,peers]"
 	$(PY) bench/peers.py
 

@@ -13,10 +13,15 @@ answers.
   phase (suspend: message -> suspended; resume: resolve -> completed) counted by SQLAlchemy event
   listeners on `Engine`, and the storage the turns leave;
 - the floor: one single-row INSERT + COMMIT on the same database, set up as the service sets it up;
+- resolve: `POST /v1/pending/{correlation_id}/resolve` over HTTP, one at a time, `--resolve-samples`
+  of them (default 200) on a quiet layout (SQLite: one `serve` with its worker; PostgreSQL: one
+  `serve --no-worker` + one `worker`): p50, p95 and p99;
 - throughput: approval turns per second with 1, 10 and 100 concurrent conversations, embedded
-  SQLite and PostgreSQL with 1 and 2 worker processes; peak RSS of the processes afterwards.
+  SQLite and PostgreSQL with 1 and 2 worker processes, with the CPU per turn of the service's
+  processes and of PostgreSQL's backends, and the load average; peak RSS of the processes afterwards.
 
-    .venv/bin/python bench/bench.py [--quick] [--databases sqlite pg] [--skip-throughput]
+    .venv/bin/python bench/bench.py [--quick] [--databases sqlite pg] [--skip-per-turn]
+        [--skip-resolve] [--resolve-samples 200] [--skip-throughput]
 
 It prints a table per part and, last, one JSON line with every figure (ratios end in `_ratio`;
 `<db>_suspend_commits`, `<db>_resume_commits`, `<db>_suspend_statements`, `<db>_resume_statements`
@@ -36,45 +41,29 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import httpx
 import sqlalchemy as sa
-from common import (
-    GATED_TURN,
-    UNAVAILABLE,
-    Processes,
-    call,
-    engine_for,
-    fresh_database,
-    is_sqlite,
-    peak_rss_mib,
-    percentile,
-    script,
-    send,
-    settle,
+from common import Processes, engine_for, fresh_database, is_sqlite
+from http_load import (
+    THROUGHPUT_HEADER,
+    http_turn,
+    ms,
+    new_conversation,
+    p50,
+    p95,
+    p99,
+    start_service,
+    throughput,
 )
-from sqlalchemy.dialects import postgresql
 from sqlalchemy.ext.asyncio import AsyncEngine
 from turn_ours import OursSide, log_to_file
 
 DEFAULT_PG_URL = "postgresql+asyncpg://postgres@127.0.0.1:5432/bench"
 CHECKPOINTS = (1, 50, 100, 200, 500)
 QUICK_CHECKPOINTS = (1, 20, 50)
-
-
-def ms(seconds: float) -> float:
-    return seconds * 1000
-
-
-def p50(values: Sequence[float]) -> float:
-    return round(percentile(list(values), 0.5), 2)
-
-
-def p95(values: Sequence[float]) -> float:
-    return round(percentile(list(values), 0.95), 2)
 
 
 @dataclass
@@ -144,54 +133,13 @@ async def sample_turns(
 # --- end to end over HTTP -------------------------------------------------------------------
 
 
-async def http_turn(
-    client: httpx.AsyncClient, base: str, conversation_id: str, content: str = GATED_TURN
-) -> tuple[float, float, float]:
-    """One approval turn over HTTP: (message -> suspended, resolve, resolve -> completed) in ms."""
-    started = time.perf_counter()
-    posted = await send(
-        client,
-        "POST",
-        f"{base}/v1/conversations/{conversation_id}/messages",
-        params={"wait": 30},
-        json={"content": content},
-    )
-    run = posted.json()
-    if run["status"] != "suspended":
-        run = await settle(client, base, run["id"], "suspended")
-    suspended = time.perf_counter()
-    [pending] = run["pending"]
-    await send(
-        client, "POST", f"{base}/v1/pending/{pending['correlation_id']}/resolve", json={"decision": "approve"}
-    )
-    answered = time.perf_counter()
-    await settle(client, base, run["id"], "completed")
-    completed = time.perf_counter()
-    return ms(suspended - started), ms(answered - suspended), ms(completed - suspended)
-
-
-async def new_conversation(client: httpx.AsyncClient, base: str) -> str:
-    response = await send(client, "POST", f"{base}/v1/conversations", json={"agent": "ops"})
-    conversation_id: str = response.json()["id"]
-    return conversation_id
-
-
-async def start_service(processes: Processes, url: str, workers: int) -> tuple[int, str, list[int]]:
-    """Embedded SQLite: one `serve` with its worker. PostgreSQL: `serve --no-worker` + workers."""
-    if is_sqlite(url):
-        server, base = await processes.serve(worker=True)
-        return server.pid, base, []
-    server, base = await processes.serve(worker=False)
-    return server.pid, base, [processes.worker().pid for _ in range(workers)]
-
-
 async def per_turn_http(
     url: str, checkpoints: Sequence[int], window: int, log_dir: Path
 ) -> dict[int, TurnSamples]:
     headers = await fresh_database(url)
     processes = Processes(url, log_dir)
     try:
-        _, base, _ = await start_service(processes, url, workers=1)
+        base = (await start_service(processes, url, workers=1)).bases[0]
         async with httpx.AsyncClient(headers=headers, timeout=60) as client:
             warm = await new_conversation(client, base)
             for _ in range(5):
@@ -203,6 +151,29 @@ async def per_turn_http(
             return await sample_turns(do_turn, lambda: new_conversation(client, base), checkpoints, window)
     finally:
         processes.stop_all()
+
+
+async def resolve_latency(url: str, samples: int, log_dir: Path) -> tuple[list[float], str]:
+    """Latencies (ms) of `samples` resolve requests over HTTP, one at a time, each the approval of
+    a turn (a new conversation every 50 turns), on a quiet layout: one API process and one worker
+    (SQLite: `serve` with its worker). Returns them and the layout."""
+    headers = await fresh_database(url)
+    processes = Processes(url, log_dir)
+    try:
+        layout = await start_service(processes, url, workers=1)
+        base = layout.bases[0]
+        async with httpx.AsyncClient(headers=headers, timeout=60) as client:
+            conversation = await new_conversation(client, base)
+            for _ in range(5):
+                await http_turn(client, base, conversation)
+            resolves: list[float] = []
+            for i in range(samples):
+                if i % 50 == 0:
+                    conversation = await new_conversation(client, base)
+                resolves.append((await http_turn(client, base, conversation))[1])
+    finally:
+        processes.stop_all()
+    return resolves, layout.describe()
 
 
 # --- through the service and runner, no HTTP -------------------------------------------------
@@ -337,131 +308,7 @@ async def per_turn_runner(
     return samples, marks
 
 
-# --- throughput ------------------------------------------------------------------------------
-
-
-JSON = sa.JSON().with_variant(postgresql.JSONB(), "postgresql")
-DEAD_LETTERS = sa.table(
-    "dead_letters",
-    *(
-        sa.column(name)
-        for name in ("id", "workspace", "topic", "error", "attempts", "status", "replay_count")
-    ),
-    sa.column("payload", JSON),
-    sa.column("failed_at", sa.DateTime(timezone=True)),
-)
-
-
-async def seed_letters(url: str, count: int) -> None:
-    """One dead letter per concurrent conversation, so replays do not queue on one row."""
-    now = datetime.now(UTC)
-    if is_sqlite(url):
-        now = now.replace(tzinfo=None)  # the service keeps UTC as naive text on SQLite
-    rows = [
-        {
-            "id": f"evt_bench_{i}",
-            "workspace": "default",
-            "topic": "invoice.paid",
-            "payload": {"invoice_id": f"inv_{i}", "amount_cents": 100 + i, "currency": "EUR"},
-            "error": "ReadTimeout: the partner did not answer in 10 s",
-            "attempts": 5,
-            "status": "dead",
-            "replay_count": 0,
-            "failed_at": now,
-        }
-        for i in range(count)
-    ]
-    engine = engine_for(url)
-    try:
-        async with engine.begin() as conn:
-            await conn.execute(DEAD_LETTERS.insert(), rows)
-    finally:
-        await engine.dispose()
-
-
-async def drive(
-    client: httpx.AsyncClient, base: str, conversation_id: str, content: str, turns: int, into: list[float]
-) -> None:
-    """`turns` approval turns, one after the other, on one conversation; whole-turn latencies `into`."""
-    for _ in range(turns):
-        suspend, _, resume = await http_turn(client, base, conversation_id, content)
-        into.append(suspend + resume)
-
-
-@dataclass
-class ThroughputRow:
-    mode: str
-    concurrency: int
-    turns: int
-    seconds: float
-    turns_per_s: float
-    turn_p50_ms: float
-    turn_p95_ms: float
-    retried_503: int
-
-
-async def throughput(
-    url: str, mode: str, workers: int, plan: Sequence[tuple[int, int]], log_dir: Path
-) -> tuple[list[ThroughputRow], dict[str, float]]:
-    """`plan`: (concurrent conversations, turns each). Returns the rows and the processes' peak RSS."""
-    headers = await fresh_database(url)
-    most = max(c for c, _ in plan)
-    await seed_letters(url, most)
-    processes = Processes(url, log_dir)
-    rows: list[ThroughputRow] = []
-    try:
-        server, base, worker_pids = await start_service(processes, url, workers)
-        limits = httpx.Limits(max_connections=most + 10, max_keepalive_connections=most + 10)
-        async with httpx.AsyncClient(headers=headers, timeout=120, limits=limits) as client:
-            warm = await new_conversation(client, base)
-            for _ in range(3):
-                await http_turn(client, base, warm)
-            for concurrency, turns in plan:
-                conversations = [await new_conversation(client, base) for _ in range(concurrency)]
-                contents = [
-                    script([call("replay_dlq_event", event_id=f"evt_bench_{i}", reason="bench")], "replayed")
-                    for i in range(concurrency)
-                ]
-                latencies: list[float] = []
-                unavailable = UNAVAILABLE[0]
-                started = time.perf_counter()
-                await asyncio.gather(
-                    *(
-                        drive(client, base, conversation_id, content, turns, latencies)
-                        for conversation_id, content in zip(conversations, contents, strict=True)
-                    )
-                )
-                elapsed = time.perf_counter() - started
-                done = concurrency * turns
-                rows.append(
-                    ThroughputRow(
-                        mode,
-                        concurrency,
-                        done,
-                        round(elapsed, 2),
-                        round(done / elapsed, 1),
-                        p50(latencies),
-                        p95(latencies),
-                        UNAVAILABLE[0] - unavailable,
-                    )
-                )
-                print(format_throughput(rows[-1]), flush=True)
-        rss = {"server": round(peak_rss_mib(server), 1)}
-        for i, pid in enumerate(worker_pids):
-            rss[f"worker{i + 1}"] = round(peak_rss_mib(pid), 1)
-    finally:
-        processes.stop_all()
-    return rows, rss
-
-
 # --- report ----------------------------------------------------------------------------------
-
-
-def format_throughput(row: ThroughputRow) -> str:
-    return (
-        f"  {row.mode:<14} {row.concurrency:>5} {row.turns:>6} {row.seconds:>8} {row.turns_per_s:>8} "
-        f"{row.turn_p50_ms:>10} {row.turn_p95_ms:>10} {row.retried_503:>8}"
-    )
 
 
 def print_turns(title: str, samples: dict[int, TurnSamples], with_commits: bool) -> None:
@@ -524,8 +371,8 @@ async def bench_database(
         p50(http[last].turn) / p50(http[first].turn), 3
     )
     resolves = [v for s in http.values() for v in s.resolve]
-    summary[f"{name}_resolve_p50_ms"] = p50(resolves)
-    summary[f"{name}_resolve_p95_ms"] = p95(resolves)
+    summary[f"{name}_per_turn_resolve_p50_ms"] = p50(resolves)
+    summary[f"{name}_per_turn_resolve_p95_ms"] = p95(resolves)
 
     marks_at = storage_marks_for(last)
     direct, marks = await per_turn_runner(url, checkpoints, window, marks_at)
@@ -592,6 +439,30 @@ async def bench_database(
     summary[f"{name}_storage_turn{last}_vs_turn10_ratio"] = round(late_bytes / early_bytes, 3)
 
 
+async def bench_resolve(
+    name: str, url: str, args: argparse.Namespace, log_dir: Path, summary: dict[str, Any]
+) -> None:
+    samples = 20 if args.quick else args.resolve_samples
+    resolves, layout = await resolve_latency(url, samples, log_dir)
+    load = round(os.getloadavg()[0], 2)
+    targets = " (targets: p50 < 10, p99 < 30)" if not is_sqlite(url) else ""
+    if len(resolves) < 100:
+        targets += " (fewer than 100 samples: the p99 is only indicative)"
+    print(
+        f"\n{name}: resolve request over HTTP (POST /v1/pending/{{correlation_id}}/resolve), one at a time, "
+        f"{len(resolves)} samples, {layout}:\n"
+        f"  p50 {p50(resolves)} ms, p95 {p95(resolves)} ms, p99 {p99(resolves)} ms{targets}; "
+        f"load average {load}",
+        flush=True,
+    )
+    summary[f"{name}_resolve_samples"] = len(resolves)
+    summary[f"{name}_resolve_layout"] = layout
+    summary[f"{name}_resolve_p50_ms"] = p50(resolves)
+    summary[f"{name}_resolve_p95_ms"] = p95(resolves)
+    summary[f"{name}_resolve_p99_ms"] = p99(resolves)
+    summary[f"{name}_resolve_load_average"] = load
+
+
 async def bench_throughput(
     name: str, url: str, args: argparse.Namespace, log_dir: Path, summary: dict[str, Any]
 ) -> None:
@@ -600,8 +471,12 @@ async def bench_throughput(
     for mode, workers in modes:
         rows, rss = await throughput(url, mode, workers, plan, log_dir)
         for row in rows:
-            summary[f"{mode.replace('-', '_')}_c{row.concurrency}_turns_per_s"] = row.turns_per_s
-            summary[f"{mode.replace('-', '_')}_c{row.concurrency}_retried_503"] = row.retried_503
+            key = f"{mode.replace('-', '_')}_c{row.concurrency}"
+            summary[f"{key}_turns_per_s"] = row.turns_per_s
+            summary[f"{key}_retried_503"] = row.retried_503
+            summary[f"{key}_service_cpu_ms_per_turn"] = row.service_cpu_ms_per_turn
+            summary[f"{key}_postgres_cpu_ms_per_turn"] = row.postgres_cpu_ms_per_turn
+            summary[f"{key}_load_average"] = row.load_average
         for process, mib in rss.items():
             summary[f"{mode.replace('-', '_')}_{process}_peak_rss_mib"] = mib
         print(
@@ -617,7 +492,11 @@ async def main() -> None:
     parser.add_argument("--databases", nargs="+", choices=["sqlite", "pg"], default=["sqlite", "pg"])
     parser.add_argument("--window", type=int, default=15, help="turns sampled from each checkpoint")
     parser.add_argument("--skip-throughput", action="store_true")
-    parser.add_argument("--skip-per-turn", action="store_true", help="only the throughput part")
+    parser.add_argument(
+        "--skip-per-turn", action="store_true", help="skip the per-turn parts (HTTP, runner, floor, storage)"
+    )
+    parser.add_argument("--skip-resolve", action="store_true", help="skip the resolve latency part")
+    parser.add_argument("--resolve-samples", type=int, default=200, help="resolve requests timed (quick: 20)")
     args = parser.parse_args()
 
     log_dir = Path(tempfile.mkdtemp(prefix="abeyance-bench-"))
@@ -629,15 +508,18 @@ async def main() -> None:
     }
     summary: dict[str, Any] = {"quick": args.quick}
     started = time.perf_counter()
-    for name in args.databases if not args.skip_per_turn else []:
-        await bench_database(name, urls[name], args, log_dir, summary)
+    for name in args.databases:
+        if not args.skip_per_turn:
+            await bench_database(name, urls[name], args, log_dir, summary)
+        if not args.skip_resolve:
+            await bench_resolve(name, urls[name], args, log_dir, summary)
     if not args.skip_throughput:
-        print("\nthroughput: approval turns per second (message -> suspended -> approve -> completed)")
         print(
-            f"  {'mode':<14} {'conv':>5} {'turns':>6} {'seconds':>8} {'turns/s':>8} "
-            f"{'turn p50':>10} {'p95':>10} {'503s':>8}",
-            flush=True,
+            "\nthroughput: approval turns per second (message -> suspended -> approve -> completed); CPU ms "
+            "per turn of the service's processes, of PostgreSQL's backends and of this process (the load); "
+            "1-minute load average at the end"
         )
+        print(THROUGHPUT_HEADER, flush=True)
         for name in args.databases:
             await bench_throughput(name, urls[name], args, log_dir, summary)
     summary["seconds"] = round(time.perf_counter() - started, 1)

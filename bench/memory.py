@@ -2,10 +2,12 @@
 
 One `abeyance serve` with its in-process worker; `--concurrency` conversations at once each run
 approval turns (message -> suspended -> approve -> completed), a new conversation every 50 turns.
-The process's resident set size (VmRSS) is read every `--every` turns; the report gives it at the
-half-way mark and at the end, and the growth between the two.
+The process's resident set size (VmRSS) is read every `--every` turns (default 500); the report
+gives it at the half-way mark (turn 5 000 by default) and at the end (turn 10 000), and the growth
+between the two (targets: at most 120 MiB, no growth). This process does no more per turn than the
+requests of the turn (three or four, over kept-alive connections); it reads RSS only at the marks.
 
-    .venv/bin/python bench/memory.py [--turns 10000] [--concurrency 4]
+    .venv/bin/python bench/memory.py [--turns 10000] [--concurrency 4] [--every 500] [--quick]
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from common import GATED_TURN, Processes, fresh_database, send, settle
 
 DEFAULT_PG_URL = "postgresql+asyncpg://postgres@127.0.0.1:5432/bench"
 TURNS_PER_CONVERSATION = 50
+TARGET_MIB = 120
 
 
 def rss_mib(pid: int) -> float:
@@ -54,7 +57,7 @@ async def soak(url: str, turns: int, concurrency: int, every: int) -> dict[str, 
     headers = await fresh_database(url)
     processes = Processes(url, Path(tempfile.mkdtemp(prefix="abeyance-memory-")))
     samples: list[tuple[int, float]] = []
-    done = 0
+    started_turns = done = 0
     try:
         server, base = await processes.serve(worker=True)
         async with httpx.AsyncClient(headers=headers, timeout=60) as client:
@@ -62,10 +65,11 @@ async def soak(url: str, turns: int, concurrency: int, every: int) -> dict[str, 
             started = time.perf_counter()
 
             async def conversation_loop() -> None:
-                nonlocal done
+                nonlocal done, started_turns
                 conversation = ""
                 count = 0
-                while done < turns:
+                while started_turns < turns:
+                    started_turns += 1
                     if count % TURNS_PER_CONVERSATION == 0:
                         created = await send(
                             client, "POST", f"{base}/v1/conversations", json={"agent": "ops"}
@@ -80,18 +84,24 @@ async def soak(url: str, turns: int, concurrency: int, every: int) -> dict[str, 
 
             await asyncio.gather(*(conversation_loop() for _ in range(concurrency)))
             elapsed = time.perf_counter() - started
+            if samples[-1][0] != done:
+                samples.append((done, rss_mib(server.pid)))
     finally:
         processes.stop_all()
     half = min(samples, key=lambda s: abs(s[0] - turns // 2))
     end = samples[-1]
     return {
         "memory_turns": end[0],
+        "memory_concurrency": concurrency,
         "memory_seconds": round(elapsed, 1),
         "memory_rss_start_mib": round(samples[0][1], 1),
+        "memory_half_turn": half[0],
         "memory_rss_half_mib": round(half[1], 1),
         "memory_rss_end_mib": round(end[1], 1),
         "memory_growth_half_to_end_mib": round(end[1] - half[1], 1),
-        "memory_rss_end_vs_target_ratio": round(end[1] / 120, 3),
+        "memory_rss_end_vs_half_ratio": round(end[1] / half[1], 3),
+        "memory_rss_end_vs_target_ratio": round(end[1] / TARGET_MIB, 3),
+        "memory_load_average": round(os.getloadavg()[0], 2),
     }
 
 
@@ -100,13 +110,22 @@ async def main() -> None:
     parser.add_argument("--turns", type=int, default=10_000)
     parser.add_argument("--concurrency", type=int, default=4)
     parser.add_argument("--every", type=int, default=500, help="read RSS every this many turns")
+    parser.add_argument("--quick", action="store_true", help="a smoke run: 100 turns, RSS every 25")
     args = parser.parse_args()
+    if args.quick:
+        args.turns, args.every = 100, 25
     url = os.environ.get("BENCH_PG_URL", DEFAULT_PG_URL)
-    print(f"memory: one serve process with its worker, {args.turns} approval turns over HTTP", flush=True)
+    print(
+        f"memory: one `abeyance serve` with its worker, PostgreSQL, {args.turns} approval turns over HTTP, "
+        f"{args.concurrency} conversations at once; RSS (VmRSS) every {args.every} turns",
+        flush=True,
+    )
     summary = await soak(url, args.turns, args.concurrency, args.every)
     print(
-        f"  RSS after {summary['memory_turns']} turns: {summary['memory_rss_end_mib']} MiB (target <= 120), "
-        f"{summary['memory_growth_half_to_end_mib']:+} MiB since turn {args.turns // 2} (target: no growth)"
+        f"  RSS at turn {summary['memory_half_turn']}: {summary['memory_rss_half_mib']} MiB; "
+        f"at turn {summary['memory_turns']}: {summary['memory_rss_end_mib']} MiB (target <= {TARGET_MIB}); "
+        f"growth between them {summary['memory_growth_half_to_end_mib']:+} MiB (target: none); "
+        f"{summary['memory_seconds']} s, load average {summary['memory_load_average']}"
     )
     print(json.dumps(summary))
 

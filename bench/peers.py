@@ -11,7 +11,10 @@ approves, the tool runs, the model answers.
   its turns on pydantic-ai. Measured at turn 1 only (it keeps the whole history in a list).
 - LangGraph: a tool-calling graph (model node + `ToolNode`) whose tool calls `interrupt()`,
   resumed with `Command(resume=...)`, checkpointed by `AsyncPostgresSaver` on the same PostgreSQL
-  server, in its own database (PEERS_PG_URL).
+  server, in its own database (PEERS_PG_URL); `turn_langgraph.py`.
+- Throughput (`--throughput`, the default; `peers_throughput.py`): approval turns/s with 10
+  conversations at once through Abeyance's processes over HTTP (2 API + 2 workers, then 4 workers)
+  and through LangGraph with a pooled `AsyncPostgresSaver`, with the CPU per turn and the load.
 
 Turns are interleaved one by one (the side that goes first alternates every round), so a busy
 machine slows both alike. Transactions are counted on the server (`pg_stat_database` of each
@@ -20,6 +23,7 @@ counters) and statements on the client (SQLAlchemy's `before_cursor_execute`; a 
 cursor). Needs the `peers` extra: `pip install -e '.[peers]'` (`make bench-peers` does it).
 
     .venv/bin/python bench/peers.py [--rounds 5] [--window 10] [--long 200] [--durability sync]
+        [--no-throughput] [--throughput-turns 20] [--throughput-seconds 120] [--quick]
 """
 
 from __future__ import annotations
@@ -36,135 +40,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import peers_throughput
 import psycopg
-from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, ToolMessage
-from langchain_core.tools import tool
-from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
-from langgraph.graph import END, START, MessagesState, StateGraph
-from langgraph.prebuilt import ToolNode, tools_condition
-from langgraph.types import Command, interrupt
-from psycopg.rows import dict_row
 from turn_agent import AgentOnlySide
+from turn_langgraph import LangGraphSide
 from turn_ours import OursSide, ensure_database, log_to_file
 
 DEFAULT_BENCH_URL = "postgresql+asyncpg://postgres@127.0.0.1:5432/bench"
 DEFAULT_PEERS_URL = "postgresql://postgres@127.0.0.1:5432/peers"
-
-
-def ms(seconds: float) -> float:
-    return seconds * 1000
-
-
-# --- LangGraph -------------------------------------------------------------------------------
-
-
-@tool
-def replay_dlq_event(event_id: str, reason: str) -> dict[str, Any]:
-    """Put a dead-lettered event back on the outbox for delivery."""
-    decision = interrupt({"tool": "replay_dlq_event", "event_id": event_id, "reason": reason})
-    if decision != "approve":
-        return {"replayed": False, "event_id": event_id}
-    return {"replayed": True, "event_id": event_id, "reason": reason}
-
-
-def scripted_model(state: MessagesState) -> dict[str, list[AnyMessage]]:
-    """A zero-latency model: proposes the gated replay for a user message, answers after the tool."""
-    last = state["messages"][-1]
-    if isinstance(last, ToolMessage):
-        return {"messages": [AIMessage(content="replayed")]}
-    turn = sum(isinstance(m, HumanMessage) for m in state["messages"])
-    call = {
-        "name": "replay_dlq_event",
-        "args": {"event_id": "evt_1001", "reason": "bench"},
-        "id": f"call_{turn}",
-        "type": "tool_call",
-    }
-    return {"messages": [AIMessage(content="", tool_calls=[call])]}
-
-
-def build_graph(saver: AsyncPostgresSaver) -> Any:
-    graph = StateGraph(MessagesState)
-    graph.add_node("model", scripted_model)
-    graph.add_node("tools", ToolNode([replay_dlq_event]))
-    graph.add_edge(START, "model")
-    graph.add_conditional_edges("model", tools_condition)
-    graph.add_edge("tools", "model")
-    graph.add_edge("model", END)
-    return graph.compile(checkpointer=saver)
-
-
-class CountingCursor(psycopg.AsyncCursor[Any]):
-    """Counts the statements the checkpointer sends (one per `execute`, one per `executemany` row)."""
-
-    statements = 0
-
-    async def execute(self, query: Any, params: Any = None, **kwargs: Any) -> Any:
-        CountingCursor.statements += 1
-        return await super().execute(query, params, **kwargs)
-
-    async def executemany(self, query: Any, params_seq: Any, **kwargs: Any) -> None:
-        rows = list(params_seq)
-        CountingCursor.statements += len(rows)
-        await super().executemany(query, rows, **kwargs)
-
-
-@dataclass
-class LangGraphSide:
-    url: str
-    durability: str | None
-    conn: psycopg.AsyncConnection[Any] | None = None
-    graph: Any = None
-    threads: int = 0
-
-    async def open(self) -> None:
-        # What `AsyncPostgresSaver.from_conn_string` does, plus a cursor that counts statements.
-        self.conn = await psycopg.AsyncConnection.connect(
-            self.url,
-            autocommit=True,
-            prepare_threshold=0,
-            row_factory=dict_row,  # type: ignore[arg-type]
-            cursor_factory=CountingCursor,
-        )
-        saver = AsyncPostgresSaver(conn=self.conn)  # type: ignore[arg-type]
-        await saver.setup()
-        self.graph = build_graph(saver)
-
-    async def close(self) -> None:
-        if self.conn is not None:
-            await self.conn.close()
-            self.conn = None
-
-    async def new_conversation(self) -> dict[str, Any]:
-        self.threads += 1
-        return {"configurable": {"thread_id": f"bench-{os.getpid()}-{time.time_ns()}-{self.threads}"}}
-
-    async def turn(self, config: dict[str, Any]) -> tuple[float, float, float]:
-        """(message -> interrupted, 0 (no separate resolve), resume -> final answer) in ms."""
-        kwargs = {} if self.durability is None else {"durability": self.durability}
-        started = time.perf_counter()
-        out = await self.graph.ainvoke(
-            {"messages": [HumanMessage("please replay evt_1001")]}, config, **kwargs
-        )
-        if "__interrupt__" not in out:
-            raise RuntimeError("the graph did not interrupt")
-        suspended = time.perf_counter()
-        out = await self.graph.ainvoke(Command(resume="approve"), config, **kwargs)
-        completed = time.perf_counter()
-        if out["messages"][-1].content != "replayed":
-            raise RuntimeError(f"unexpected answer {out['messages'][-1]!r}")
-        return ms(suspended - started), 0.0, ms(completed - suspended)
-
-    async def suspend_only(self, config: dict[str, Any]) -> None:
-        kwargs = {} if self.durability is None else {"durability": self.durability}
-        out = await self.graph.ainvoke(
-            {"messages": [HumanMessage("please replay evt_1001")]}, config, **kwargs
-        )
-        if "__interrupt__" not in out:
-            raise RuntimeError("the graph did not interrupt")
-
-    @staticmethod
-    def statements() -> int:
-        return CountingCursor.statements
 
 
 # --- counting transactions on the server -----------------------------------------------------
@@ -284,9 +167,14 @@ async def main() -> None:
         default=None,
         help="LangGraph's checkpoint durability (default: LangGraph's own default)",
     )
+    parser.add_argument("--quick", action="store_true", help="a smoke run: few turns of every part")
+    peers_throughput.add_arguments(parser)
     args = parser.parse_args()
+    if args.quick:
+        args.rounds, args.window, args.long, args.throughput_turns = 1, 2, 0, 2
 
-    log_path = Path(tempfile.mkdtemp(prefix="abeyance-peers-")) / "service.log"
+    log_dir = Path(tempfile.mkdtemp(prefix="abeyance-peers-"))
+    log_path = log_dir / "service.log"
     log_to_file(log_path)
     ours_url = os.environ.get("BENCH_PG_URL", DEFAULT_BENCH_URL)
     peers_url = os.environ.get("PEERS_PG_URL", DEFAULT_PEERS_URL)
@@ -308,8 +196,9 @@ async def main() -> None:
     )
     for name, make, url in counted:
         database = url.rsplit("/", 1)[1]
-        suspend = await transactions_per_turn(make, url, database, "suspend")
-        turn = await transactions_per_turn(make, url, database, "turn")
+        counted_turns = 3 if args.quick else 10
+        suspend = await transactions_per_turn(make, url, database, "suspend", counted_turns)
+        turn = await transactions_per_turn(make, url, database, "turn", counted_turns)
         summary[f"{name}_transactions_suspend"] = suspend
         summary[f"{name}_transactions_resume"] = round(turn - suspend, 1)
         summary[f"{name}_transactions_turn"] = turn
@@ -398,9 +287,11 @@ async def main() -> None:
     finally:
         for side in turn1_sides.values():
             await side.close()
+    if args.throughput:
+        await peers_throughput.run(args, ours_url, peers_url, log_dir, summary)
     summary["load_average"] = os.getloadavg()[0]
     summary["seconds"] = round(time.perf_counter() - started, 1)
-    print(f"service log: {log_path}")
+    print(f"logs: {log_dir}")
     print(json.dumps(summary))
 
 
