@@ -69,20 +69,26 @@ async def publish(
     """Store one event in the caller's transaction and queue its webhook deliveries and channel
     notices with it.
 
-    Events that nothing is delivered from are written with the transaction's other events when it
-    commits; one that is delivered (a webhook, a channel) carries its id, so it is written at once.
+    Events that nothing is delivered from (no webhook subscribed, no channel bound) are written with
+    the transaction's other events when it commits; one that is delivered carries its id, so it is
+    written at once.
     """
     hooks = (
         await uow.webhooks.subscribed(workspace, event_type.value)
         if event_type in WEBHOOK_EVENT_TYPES
         else []
     )
-    if not hooks and event_type.value not in CHANNEL_EVENT_TYPES:
+    bindings = (
+        await uow.channels.bindings_for(conversation_id, workspace)
+        if event_type.value in CHANNEL_EVENT_TYPES
+        else []
+    )
+    if not hooks and not bindings:
         uow.events.add(conversation_id, workspace, event_type.value, data, now)
         return
     event = await uow.events.append(conversation_id, workspace, event_type.value, data, now)
-    if event_type.value in CHANNEL_EVENT_TYPES:
-        await fan_out(uow, event)
+    if bindings:
+        await fan_out(uow, event, bindings)
     for hook in hooks:
         await uow.outbox.enqueue(
             workspace,

@@ -10,6 +10,7 @@ event or not at all, so a crash never loses a notice nor writes it twice.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from abeyance.domain.channels.records import (
@@ -32,11 +33,10 @@ EMAIL_EVENT_TYPES = frozenset({"pending.created", "run.failed", "conversation.st
 CHANNEL_EVENT_TYPES = SLACK_EVENT_TYPES | EMAIL_EVENT_TYPES
 
 
-async def fan_out(uow: UnitOfWork, event: StoredEvent) -> None:
-    """Queue what each binding of the event's conversation should hear of it."""
+async def fan_out(uow: UnitOfWork, event: StoredEvent, bindings: Sequence[ChannelBinding]) -> None:
+    """Queue what each of `bindings` (the event's conversation's, from `bindings_for`) should hear of it."""
     if event.type not in CHANNEL_EVENT_TYPES:
         return
-    bindings = await uow.channels.bindings_for(event.conversation_id, event.workspace)
     items: list[DigestItem] = []
     for binding in bindings:
         if binding.kind is BindingKind.SLACK and binding.conversation_id is None:
