@@ -97,12 +97,8 @@ class SqlAuthorizationRepository:
         return [Authorization(**row._mapping) for row in rows]
 
     async def candidates(self, workspace: str, tool_name: str, now: datetime) -> list[Authorization]:
-        c = t.authorizations.c
-        rows = await self._session.execute(
-            sa.select(t.authorizations)
-            .where(c.workspace == workspace, c.tool_name == tool_name, *_active(now))
-            .order_by(c.created_at, c.id)
-        )
+        params = {"workspace": workspace, "tool_name": tool_name, "now": now}
+        rows = await self._session.execute(_CANDIDATES, params)
         return [Authorization(**row._mapping) for row in rows]
 
     async def revoke(self, authorization_id: uuid.UUID, now: datetime) -> bool:
@@ -115,6 +111,23 @@ class SqlAuthorizationRepository:
         return int(getattr(result, "rowcount", 0)) == 1
 
 
-def _active(now: datetime) -> tuple[Any, ...]:
+def _active(now: Any) -> tuple[Any, ...]:
     c = t.authorizations.c
     return (c.revoked_at.is_(None), sa.or_(c.expires_at.is_(None), c.expires_at > now))
+
+
+def _candidates() -> Any:
+    c = t.authorizations.c
+    return (
+        sa.select(t.authorizations)
+        .where(
+            c.workspace == sa.bindparam("workspace"),
+            c.tool_name == sa.bindparam("tool_name"),
+            *_active(sa.bindparam("now")),
+        )
+        .order_by(c.created_at, c.id)
+    )
+
+
+_CANDIDATES = _candidates()
+"""Checked before every gated call: built once, with bound parameters."""

@@ -78,6 +78,23 @@ def _item(row: Any) -> DigestItem:
     )
 
 
+def _bindings_for() -> Any:
+    b = ch.channel_bindings.c
+    return (
+        sa.select(ch.channel_bindings)
+        .where(
+            b.workspace == sa.bindparam("workspace"),
+            b.kind.in_([k.value for k in BindingKind]),
+            sa.or_(b.conversation_id == sa.bindparam("conversation_id"), b.conversation_id.is_(None)),
+        )
+        .order_by(b.created_at, b.id)
+    )
+
+
+_BINDINGS_FOR = _bindings_for()
+"""Read by every transaction that publishes an event a channel may carry: built once."""
+
+
 class SqlChannelRepository(SqlRepository):
     async def add_binding(self, binding: ChannelBinding) -> None:
         await self._session.execute(ch.channel_bindings.insert().values(_binding_values(binding)))
@@ -130,16 +147,8 @@ class SqlChannelRepository(SqlRepository):
         return _binding(row) if row else None
 
     async def bindings_for(self, conversation_id: uuid.UUID, workspace: str) -> list[ChannelBinding]:
-        b = ch.channel_bindings.c
-        rows = await self._session.execute(
-            sa.select(ch.channel_bindings)
-            .where(
-                b.workspace == workspace,
-                b.kind.in_([k.value for k in BindingKind]),
-                sa.or_(b.conversation_id == conversation_id, b.conversation_id.is_(None)),
-            )
-            .order_by(b.created_at, b.id)
-        )
+        params = {"workspace": workspace, "conversation_id": conversation_id}
+        rows = await self._session.execute(_BINDINGS_FOR, params)
         return [_binding(row) for row in rows]
 
     async def start_thread(self, binding_id: uuid.UUID, thread_ts: str) -> None:

@@ -223,6 +223,13 @@ def _webhook_from_row(row: Any) -> Webhook:
     )
 
 
+_WEBHOOK_ORDER = (t.webhooks.c.created_at, t.webhooks.c.id)
+_WORKSPACE_WEBHOOKS = (
+    sa.select(t.webhooks).where(t.webhooks.c.workspace == sa.bindparam("workspace")).order_by(*_WEBHOOK_ORDER)
+)
+"""Read by every transaction that publishes an event a webhook may subscribe to: built once."""
+
+
 class SqlWebhookRepository:
     def __init__(self, session: AsyncSession) -> None:
         self._session = session
@@ -242,10 +249,10 @@ class SqlWebhookRepository:
         return _webhook_from_row(row) if row else None
 
     async def for_workspace(self, workspace: str | None) -> list[Webhook]:
-        query = sa.select(t.webhooks)
-        if workspace is not None:
-            query = query.where(t.webhooks.c.workspace == workspace)
-        rows = await self._session.execute(query.order_by(t.webhooks.c.created_at, t.webhooks.c.id))
+        if workspace is None:
+            rows = await self._session.execute(sa.select(t.webhooks).order_by(*_WEBHOOK_ORDER))
+        else:
+            rows = await self._session.execute(_WORKSPACE_WEBHOOKS, {"workspace": workspace})
         return [_webhook_from_row(row) for row in rows]
 
     async def delete(self, webhook_id: uuid.UUID) -> bool:

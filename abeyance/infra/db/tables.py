@@ -33,7 +33,8 @@ class UtcDateTime(TypeDecorator[datetime]):
 
 
 metadata = sa.MetaData()
-JSON: Any = sa.JSON().with_variant(postgresql.JSONB(), "postgresql")
+# Python None is SQL NULL, whether it comes in a statement's values or in its parameters.
+JSON: Any = sa.JSON(none_as_null=True).with_variant(postgresql.JSONB(none_as_null=True), "postgresql")
 
 conversations = sa.Table(
     "conversations",

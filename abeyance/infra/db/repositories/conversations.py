@@ -14,32 +14,33 @@ from abeyance.infra.db import tables as t
 from abeyance.infra.db.repositories.base import SqlRepository, rowcount
 from abeyance.infra.db.rows import row_values
 
+_c = t.conversations.c
+_INSERT = t.conversations.insert()
+_GET = sa.select(t.conversations).where(_c.id == sa.bindparam("conversation_id"))
+_CLAIM_ACTIVE_RUN = (
+    t.conversations.update()
+    .where(_c.id == sa.bindparam("b_conversation_id"), _c.active_run_id.is_(None))
+    .values(active_run_id=sa.bindparam("b_run_id"), updated_at=sa.bindparam("b_now"))
+)
+_RELEASE_ACTIVE_RUN = (
+    t.conversations.update()
+    .where(_c.id == sa.bindparam("b_conversation_id"), _c.active_run_id == sa.bindparam("b_run_id"))
+    .values(active_run_id=None, updated_at=sa.bindparam("b_now"))
+)
+
 
 class SqlConversationRepository(SqlRepository):
     async def add(self, conversation: Conversation) -> None:
-        await self._session.execute(
-            t.conversations.insert().values(row_values(conversation, t.conversations))
-        )
+        await self._session.execute(_INSERT, row_values(conversation, t.conversations))
 
     async def get(self, conversation_id: uuid.UUID) -> Conversation | None:
-        row = (
-            await self._session.execute(
-                sa.select(t.conversations).where(t.conversations.c.id == conversation_id)
-            )
-        ).first()
+        row = (await self._session.execute(_GET, {"conversation_id": conversation_id})).first()
         return Conversation(**row._mapping) if row else None
 
     async def claim_active_run(self, conversation_id: uuid.UUID, run_id: uuid.UUID, now: datetime) -> bool:
-        result = await self._session.execute(
-            t.conversations.update()
-            .where(t.conversations.c.id == conversation_id, t.conversations.c.active_run_id.is_(None))
-            .values(active_run_id=run_id, updated_at=now)
-        )
-        return rowcount(result) == 1
+        params = {"b_conversation_id": conversation_id, "b_run_id": run_id, "b_now": now}
+        return rowcount(await self._session.execute(_CLAIM_ACTIVE_RUN, params)) == 1
 
     async def release_active_run(self, conversation_id: uuid.UUID, run_id: uuid.UUID, now: datetime) -> None:
-        await self._session.execute(
-            t.conversations.update()
-            .where(t.conversations.c.id == conversation_id, t.conversations.c.active_run_id == run_id)
-            .values(active_run_id=None, updated_at=now)
-        )
+        params = {"b_conversation_id": conversation_id, "b_run_id": run_id, "b_now": now}
+        await self._session.execute(_RELEASE_ACTIVE_RUN, params)

@@ -14,6 +14,15 @@ from abeyance.domain.records import (
 from abeyance.infra.db import tables as t
 from abeyance.infra.db.repositories.base import SqlRepository
 
+_c = t.messages.c
+_INSERT = t.messages.insert()
+_LAST_SEQ = sa.select(sa.func.max(_c.seq)).where(_c.conversation_id == sa.bindparam("conversation_id"))
+_READ = (
+    sa.select(t.messages)
+    .where(_c.conversation_id == sa.bindparam("conversation_id"), _c.seq > sa.bindparam("after_seq"))
+    .order_by(_c.seq)
+)
+
 
 class SqlMessageRepository(SqlRepository):
     async def append(
@@ -30,7 +39,7 @@ class SqlMessageRepository(SqlRepository):
         if not bodies:
             return last
         await self._session.execute(
-            t.messages.insert(),
+            _INSERT,
             [
                 {
                     "conversation_id": conversation_id,
@@ -46,15 +55,11 @@ class SqlMessageRepository(SqlRepository):
         return last + len(bodies)
 
     async def last_seq(self, conversation_id: uuid.UUID) -> int:
-        value = await self._session.scalar(
-            sa.select(sa.func.max(t.messages.c.seq)).where(t.messages.c.conversation_id == conversation_id)
-        )
+        value = await self._session.scalar(_LAST_SEQ, {"conversation_id": conversation_id})
         return int(value or 0)
 
     async def read(self, conversation_id: uuid.UUID, after_seq: int = 0) -> list[StoredMessage]:
         rows = await self._session.execute(
-            sa.select(t.messages)
-            .where(t.messages.c.conversation_id == conversation_id, t.messages.c.seq > after_seq)
-            .order_by(t.messages.c.seq)
+            _READ, {"conversation_id": conversation_id, "after_seq": after_seq}
         )
         return [StoredMessage(**row._mapping) for row in rows]

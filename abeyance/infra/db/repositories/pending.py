@@ -27,16 +27,48 @@ def _pending_from_row(row: Any) -> PendingCall:
     return PendingCall(**m)
 
 
+_c = t.pending_calls.c
+_INSERT = t.pending_calls.insert()
+_GET = sa.select(t.pending_calls).where(_c.correlation_id == sa.bindparam("correlation_id"))
+_BY_TOOL_CALL_IDS = (
+    sa.select(t.pending_calls)
+    .where(
+        _c.conversation_id == sa.bindparam("conversation_id"),
+        _c.tool_call_id.in_(sa.bindparam("ids", expanding=True)),
+    )
+    .order_by(_c.created_at)
+)
+
+
+def _transition_statement(before_expiry: bool) -> Any:
+    conditions = [
+        _c.correlation_id == sa.bindparam("b_correlation_id"),
+        _c.status == PendingStatus.AWAITING.value,
+    ]
+    if before_expiry:
+        conditions.append(_c.expires_at > sa.bindparam("b_now"))
+    return (
+        t.pending_calls.update()
+        .where(*conditions)
+        .values(
+            status=sa.bindparam("b_status"),
+            resolved_by=sa.bindparam("b_resolved_by"),
+            reason=sa.bindparam("b_reason"),
+            resolution=sa.bindparam("b_resolution"),
+            resolved_at=sa.bindparam("b_now"),
+        )
+    )
+
+
+_TRANSITION = {before_expiry: _transition_statement(before_expiry) for before_expiry in (False, True)}
+
+
 class SqlPendingCallRepository(SqlRepository):
     async def add(self, call: PendingCall) -> None:
-        await self._session.execute(t.pending_calls.insert().values(row_values(call, t.pending_calls)))
+        await self._session.execute(_INSERT, row_values(call, t.pending_calls))
 
     async def get(self, correlation_id: uuid.UUID) -> PendingCall | None:
-        row = (
-            await self._session.execute(
-                sa.select(t.pending_calls).where(t.pending_calls.c.correlation_id == correlation_id)
-            )
-        ).first()
+        row = (await self._session.execute(_GET, {"correlation_id": correlation_id})).first()
         return _pending_from_row(row) if row else None
 
     async def search(
@@ -77,11 +109,8 @@ class SqlPendingCallRepository(SqlRepository):
     async def by_tool_call_ids(self, conversation_id: uuid.UUID, ids: Sequence[str]) -> list[PendingCall]:
         if not ids:
             return []
-        c = t.pending_calls.c
         rows = await self._session.execute(
-            sa.select(t.pending_calls)
-            .where(c.conversation_id == conversation_id, c.tool_call_id.in_(list(ids)))
-            .order_by(c.created_at)
+            _BY_TOOL_CALL_IDS, {"conversation_id": conversation_id, "ids": list(ids)}
         )
         return [_pending_from_row(row) for row in rows]
 
@@ -96,20 +125,16 @@ class SqlPendingCallRepository(SqlRepository):
         resolution: dict[str, Any] | None,
         before_expiry: bool = False,
     ) -> bool:
-        c = t.pending_calls.c
-        conditions = [c.correlation_id == correlation_id, c.status == PendingStatus.AWAITING.value]
-        if before_expiry:
-            conditions.append(c.expires_at > now)
         result = await self._session.execute(
-            t.pending_calls.update()
-            .where(*conditions)
-            .values(
-                status=target.value,
-                resolved_by=resolved_by,
-                reason=reason,
-                resolution=resolution,
-                resolved_at=now,
-            )
+            _TRANSITION[before_expiry],
+            {
+                "b_correlation_id": correlation_id,
+                "b_status": target.value,
+                "b_resolved_by": resolved_by,
+                "b_reason": reason,
+                "b_resolution": resolution,
+                "b_now": now,
+            },
         )
         return rowcount(result) == 1
 

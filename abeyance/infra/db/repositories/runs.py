@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import uuid
 from collections.abc import Sequence
 from datetime import datetime
@@ -33,23 +34,105 @@ def _run_from_row(row: Any) -> Run:
     )
 
 
+_c = t.runs.c
+_RUNNING = RunStatus.RUNNING.value
+# The statements of a turn's hot path are built once, with bound parameters: building a statement
+# costs more Python than sending it (see docs/performance.md).
+_GET = sa.select(t.runs).where(_c.id == sa.bindparam("b_run_id"))
+_INSERT = t.runs.insert()
+_RESOLVE_ONE_AWAITING = (
+    t.runs.update()
+    .where(
+        _c.id == sa.bindparam("b_run_id"),
+        _c.status == RunStatus.SUSPENDED.value,
+        _c.awaiting_count > 0,
+    )
+    .values(
+        awaiting_count=_c.awaiting_count - 1,
+        status=sa.case((_c.awaiting_count == 1, RunStatus.QUEUED.value), else_=RunStatus.SUSPENDED.value),
+        updated_at=sa.bindparam("b_now"),
+    )
+    .returning(_c.status)
+)
+_HELD = (_c.id == sa.bindparam("b_run_id"), _c.lease_owner == sa.bindparam("b_owner"), _c.status == _RUNNING)
+_RECORD_PROGRESS = (
+    t.runs.update()
+    .where(*_HELD)
+    .values(
+        usage=sa.bindparam("b_usage"),
+        lease_expires_at=sa.bindparam("b_lease_until"),
+        claims=0,
+        updated_at=sa.bindparam("b_now"),
+    )
+)
+
+
+def _claim_statement(postgres: bool) -> Any:
+    candidate = sa.select(_c.id).where(_c.status == RunStatus.QUEUED.value).order_by(_c.updated_at).limit(1)
+    if postgres:
+        candidate = candidate.with_for_update(skip_locked=True)
+    return (
+        t.runs.update()
+        .where(_c.id == candidate.scalar_subquery(), _c.status == RunStatus.QUEUED.value)
+        .values(
+            status=_RUNNING,
+            lease_owner=sa.bindparam("b_owner"),
+            lease_expires_at=sa.bindparam("b_lease_until"),
+            segment=_c.segment + 1,
+            claims=_c.claims + 1,
+            updated_at=sa.bindparam("b_now"),
+        )
+        .returning(*_c)
+    )
+
+
+_CLAIM = {postgres: _claim_statement(postgres) for postgres in (False, True)}
+
+
+@functools.cache
+def _finish_statement(with_usage: bool, with_trace_context: bool, unless_cancel_requested: bool) -> Any:
+    held = list(_HELD)
+    if unless_cancel_requested:
+        held.append(_c.cancel_requested.is_(False))
+    extra: dict[str, Any] = {}
+    if with_usage:
+        extra["usage"] = sa.bindparam("b_usage")
+    if with_trace_context:
+        extra["trace_context"] = sa.bindparam("b_trace_context")
+    return (
+        t.runs.update()
+        .where(*held)
+        .values(
+            status=sa.bindparam("b_status"),
+            output=sa.bindparam("b_output"),
+            error=sa.bindparam("b_error"),
+            awaiting_count=sa.bindparam("b_awaiting_count"),
+            lease_owner=None,
+            lease_expires_at=None,
+            claims=0,
+            updated_at=sa.bindparam("b_now"),
+            finished_at=sa.bindparam("b_finished_at"),
+            **extra,
+        )
+    )
+
+
 class SqlRunRepository(SqlRepository):
     async def add(self, run: Run) -> None:
         """Insert a run; without a trace context of its own it keeps the current one (the request's)."""
         await self._session.execute(
-            t.runs.insert().values(
-                row_values(
-                    run,
-                    t.runs,
-                    error=dataclasses.asdict(run.error) if run.error else None,
-                    usage=run.usage.to_json(),
-                    trace_context=run.trace_context or current_trace_context(),
-                )
-            )
+            _INSERT,
+            row_values(
+                run,
+                t.runs,
+                error=dataclasses.asdict(run.error) if run.error else None,
+                usage=run.usage.to_json(),
+                trace_context=run.trace_context or current_trace_context(),
+            ),
         )
 
     async def get(self, run_id: uuid.UUID) -> Run | None:
-        row = (await self._session.execute(sa.select(t.runs).where(t.runs.c.id == run_id))).first()
+        row = (await self._session.execute(_GET, {"b_run_id": run_id})).first()
         return _run_from_row(row) if row else None
 
     async def transition(
@@ -70,46 +153,13 @@ class SqlRunRepository(SqlRepository):
     async def resolve_one_awaiting(self, run_id: uuid.UUID, now: datetime) -> bool:
         # One statement: the row lock (PostgreSQL) or the database lock (SQLite) serializes
         # concurrent resolvers, so exactly one of them sees the count reach zero.
-        result = await self._session.execute(
-            t.runs.update()
-            .where(
-                t.runs.c.id == run_id,
-                t.runs.c.status == RunStatus.SUSPENDED.value,
-                t.runs.c.awaiting_count > 0,
-            )
-            .values(
-                awaiting_count=t.runs.c.awaiting_count - 1,
-                status=sa.case(
-                    (t.runs.c.awaiting_count == 1, RunStatus.QUEUED.value), else_=RunStatus.SUSPENDED.value
-                ),
-                updated_at=now,
-            )
-            .returning(t.runs.c.status)
-        )
+        result = await self._session.execute(_RESOLVE_ONE_AWAITING, {"b_run_id": run_id, "b_now": now})
         row = result.first()
         return row is not None and row[0] == RunStatus.QUEUED.value
 
     async def claim_next(self, owner: str, now: datetime, lease_until: datetime) -> Run | None:
-        candidate = (
-            sa.select(t.runs.c.id)
-            .where(t.runs.c.status == RunStatus.QUEUED.value)
-            .order_by(t.runs.c.updated_at)
-            .limit(1)
-        )
-        if self._postgres:
-            candidate = candidate.with_for_update(skip_locked=True)
         result = await self._session.execute(
-            t.runs.update()
-            .where(t.runs.c.id == candidate.scalar_subquery(), t.runs.c.status == RunStatus.QUEUED.value)
-            .values(
-                status=RunStatus.RUNNING.value,
-                lease_owner=owner,
-                lease_expires_at=lease_until,
-                segment=t.runs.c.segment + 1,
-                claims=t.runs.c.claims + 1,
-                updated_at=now,
-            )
-            .returning(*t.runs.c)
+            _CLAIM[self._postgres], {"b_owner": owner, "b_lease_until": lease_until, "b_now": now}
         )
         row = result.first()
         return _run_from_row(row) if row else None
@@ -139,13 +189,14 @@ class SqlRunRepository(SqlRepository):
         self, run_id: uuid.UUID, owner: str, usage: Usage, now: datetime, lease_until: datetime
     ) -> bool:
         result = await self._session.execute(
-            t.runs.update()
-            .where(
-                t.runs.c.id == run_id,
-                t.runs.c.lease_owner == owner,
-                t.runs.c.status == RunStatus.RUNNING.value,
-            )
-            .values(usage=usage.to_json(), lease_expires_at=lease_until, claims=0, updated_at=now)
+            _RECORD_PROGRESS,
+            {
+                "b_run_id": run_id,
+                "b_owner": owner,
+                "b_usage": usage.to_json(),
+                "b_lease_until": lease_until,
+                "b_now": now,
+            },
         )
         return rowcount(result) == 1
 
@@ -201,30 +252,19 @@ class SqlRunRepository(SqlRepository):
         trace_context: dict[str, str] | None = None,
         unless_cancel_requested: bool = False,
     ) -> bool:
-        extra: dict[str, Any] = {"usage": usage.to_json()} if usage is not None else {}
+        params: dict[str, Any] = {
+            "b_run_id": run_id,
+            "b_owner": owner,
+            "b_status": status.value,
+            "b_output": output,
+            "b_error": {"code": error.code, "message": error.message} if error else None,
+            "b_awaiting_count": awaiting_count,
+            "b_now": now,
+            "b_finished_at": now if status.finished else None,
+        }
+        if usage is not None:
+            params["b_usage"] = usage.to_json()
         if trace_context is not None:
-            extra["trace_context"] = trace_context
-        held = [
-            t.runs.c.id == run_id,
-            t.runs.c.lease_owner == owner,
-            t.runs.c.status == RunStatus.RUNNING.value,
-        ]
-        if unless_cancel_requested:
-            held.append(t.runs.c.cancel_requested.is_(False))
-        result = await self._session.execute(
-            t.runs.update()
-            .where(*held)
-            .values(
-                status=status.value,
-                output=output,
-                error={"code": error.code, "message": error.message} if error else None,
-                awaiting_count=awaiting_count,
-                lease_owner=None,
-                lease_expires_at=None,
-                claims=0,
-                updated_at=now,
-                finished_at=now if status.finished else None,
-                **extra,
-            )
-        )
-        return rowcount(result) == 1
+            params["b_trace_context"] = trace_context
+        statement = _finish_statement(usage is not None, trace_context is not None, unless_cancel_requested)
+        return rowcount(await self._session.execute(statement, params)) == 1

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql, sqlite
 
 from abeyance.domain.records import (
     ToolCallMetadata,
@@ -21,14 +22,23 @@ def _tool_call_from_row(row: Any) -> ToolCallRecord:
     return record_from_row(ToolCallRecord, row, metadata=record_from_row(ToolCallMetadata, row))
 
 
+_c = t.tool_calls.c
+_RECORD = {
+    postgres: (postgresql.insert if postgres else sqlite.insert)(t.tool_calls).on_conflict_do_nothing(
+        index_elements=["conversation_id", "tool_call_id"]
+    )
+    for postgres in (False, True)
+}
+_FOR_IDS = sa.select(t.tool_calls).where(
+    _c.conversation_id == sa.bindparam("conversation_id"),
+    _c.tool_call_id.in_(sa.bindparam("ids", expanding=True)),
+)
+
+
 class SqlToolCallRepository(SqlRepository):
     async def record(self, record: ToolCallRecord) -> bool:
-        statement = (
-            self._insert(t.tool_calls)
-            .values(row_values(record, t.tool_calls, **row_values(record.metadata, t.tool_calls)))
-            .on_conflict_do_nothing(index_elements=["conversation_id", "tool_call_id"])
-        )
-        return rowcount(await self._session.execute(statement)) == 1
+        values = row_values(record, t.tool_calls, **row_values(record.metadata, t.tool_calls))
+        return rowcount(await self._session.execute(_RECORD[self._postgres], values)) == 1
 
     async def get(self, conversation_id: uuid.UUID, tool_call_id: str) -> ToolCallRecord | None:
         c = t.tool_calls.c
@@ -44,11 +54,8 @@ class SqlToolCallRepository(SqlRepository):
     async def for_ids(
         self, conversation_id: uuid.UUID, tool_call_ids: Sequence[str]
     ) -> dict[str, ToolCallRecord]:
-        c = t.tool_calls.c
         rows = await self._session.execute(
-            sa.select(t.tool_calls).where(
-                c.conversation_id == conversation_id, c.tool_call_id.in_(list(tool_call_ids))
-            )
+            _FOR_IDS, {"conversation_id": conversation_id, "ids": list(tool_call_ids)}
         )
         return {record.tool_call_id: record for record in map(_tool_call_from_row, rows)}
 
