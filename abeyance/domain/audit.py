@@ -39,7 +39,7 @@ class AuditService:
         principal.require(Permission.READ_AUDIT)
         if not principal.is_admin and principal.workspace is None:
             return Page([], None)
-        async with self.uow() as uow:
+        async with self.uow.reader() as uow:
             rows = await uow.audit.search(
                 workspace=None if principal.is_admin else principal.workspace,
                 conversation_id=query.conversation_id,

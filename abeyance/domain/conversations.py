@@ -61,13 +61,13 @@ class ConversationService:
         return conversation
 
     async def get_conversation(self, principal: Principal, conversation_id: uuid.UUID) -> Conversation:
-        async with self.uow() as uow:
+        async with self.uow.reader() as uow:
             return await visible_conversation(uow, principal, conversation_id)
 
     async def conversation_detail(
         self, principal: Principal, conversation_id: uuid.UUID
     ) -> ConversationDetail:
-        async with self.uow() as uow:
+        async with self.uow.reader() as uow:
             conversation = await visible_conversation(uow, principal, conversation_id)
             messages = await uow.messages.read(conversation_id)
             active = None

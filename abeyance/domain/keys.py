@@ -56,7 +56,7 @@ class KeyService:
         """The principal of a valid, unrevoked key; `Unauthenticated` for anything else."""
         if not secret.startswith(KEY_PREFIX) or len(secret) > MAX_KEY_CHARS:
             raise Unauthenticated("the API key is not valid")
-        async with self._uow() as uow:
+        async with self._uow.reader() as uow:
             key = await uow.api_keys.by_hash(hash_key(secret))
         if key is None or key.revoked_at is not None:
             raise Unauthenticated("the API key is not valid or was revoked")
@@ -96,7 +96,7 @@ class KeyService:
 
     async def list_keys(self, principal: Principal, *, include_revoked: bool = False) -> list[ApiKey]:
         principal.require(Permission.MANAGE_KEYS)
-        async with self._uow() as uow:
+        async with self._uow.reader() as uow:
             return await uow.api_keys.search(include_revoked=include_revoked)
 
     async def revoke(self, principal: Principal, key_id: uuid.UUID) -> ApiKey:

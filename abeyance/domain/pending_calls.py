@@ -53,7 +53,7 @@ class PendingCallService:
     metrics: ServiceMetrics = field(default_factory=NoMetrics)
 
     async def get_pending(self, principal: Principal, correlation_id: uuid.UUID) -> PendingCall:
-        async with self.uow() as uow:
+        async with self.uow.reader() as uow:
             call = await _visible_call(uow, principal, correlation_id)
             principal.require(Permission.CONVERSE)
             return call
@@ -70,7 +70,7 @@ class PendingCallService:
     ) -> Page[PendingCall, PendingCursor]:
         """One page of the caller's pending calls (every workspace's for an admin), newest first."""
         principal.require(Permission.CONVERSE)
-        async with self.uow() as uow:
+        async with self.uow.reader() as uow:
             rows = await uow.pending.search(
                 workspace=None if principal.is_admin else principal.workspace,
                 status=status,

@@ -335,6 +335,11 @@ class UnitOfWork(Protocol):
 
 class UnitOfWorkFactory(Protocol):
     def __call__(self) -> UnitOfWork: ...
+    def reader(self) -> UnitOfWork:
+        """A unit of work for reads only, which never commits: it costs no transaction of its own
+        where the database allows (each statement then sees what was committed before it, as in a
+        READ COMMITTED transaction). For the hot reads (credentials, runs, pending calls)."""
+        ...
 
 
 class ToolCatalog(Protocol):

@@ -49,7 +49,7 @@ class RunService:
     store_unreachable: Callable[[BaseException], bool] = never_unreachable
 
     async def get_run(self, principal: Principal, run_id: uuid.UUID) -> RunView:
-        async with self.uow() as uow:
+        async with self.uow.reader() as uow:
             run = await _visible_run(uow, principal, run_id)
             pending = await uow.pending.for_run(run.id, PendingStatus.AWAITING) if run.awaiting_count else []
             return RunView(run=run, pending=pending)
@@ -78,7 +78,7 @@ class RunService:
             return RunView(run, [])
 
     async def list_tool_calls(self, principal: Principal, run_id: uuid.UUID) -> list[ToolCallRecord]:
-        async with self.uow() as uow:
+        async with self.uow.reader() as uow:
             await _visible_run(uow, principal, run_id)
             return await uow.tool_calls.for_run(run_id)
 

@@ -80,6 +80,9 @@ class FakeStore:
     def __call__(self) -> FakeUnitOfWork:
         return FakeUnitOfWork(self)
 
+    def reader(self) -> FakeUnitOfWork:
+        return FakeUnitOfWork(self)
+
 
 class FakeUnitOfWork:
     def __init__(self, store: FakeStore) -> None:

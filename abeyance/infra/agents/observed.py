@@ -326,7 +326,7 @@ class ObservedTools(AbstractCapability[RunDeps]):
         if deps.outcomes is not None and call.tool_call_id in deps.outcomes:
             previous = deps.outcomes.pop(call.tool_call_id)
         else:
-            async with deps.uow() as uow:
+            async with deps.uow.reader() as uow:
                 previous = await uow.tool_calls.get(deps.conversation_id, call.tool_call_id)
         if previous is not None:
             # Dispatched before (a crashed segment): the stored outcome is the outcome.

@@ -25,7 +25,7 @@ class StoredPreApprovalPolicy(PreApprovalPolicy):
     async def covering_authorization(
         self, workspace: str, tool_name: str, args: Mapping[str, Any], now: datetime
     ) -> str | None:
-        async with self._uow() as uow:
+        async with self._uow.reader() as uow:
             rules = await uow.authorizations.candidates(workspace, tool_name, now)
         if not rules:
             return None

@@ -8,6 +8,16 @@ from typing import Any
 from sqlalchemy import event, exc
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
+READ_ONLY = "abeyance_read_only"
+
+
+def reader_options(engine: AsyncEngine) -> dict[str, Any]:
+    """The execution options of reader units of work: autocommit on PostgreSQL; on SQLite (whose
+    connections run in the driver's autocommit mode, `BEGIN` issued here) a deferred `BEGIN`."""
+    if engine.dialect.name == "sqlite":
+        return {READ_ONLY: True}
+    return {"isolation_level": "AUTOCOMMIT", READ_ONLY: True}
+
 
 def is_sqlite(url: str) -> bool:
     return url.startswith("sqlite")
@@ -19,6 +29,7 @@ def create_engine(url: str, *, echo: bool = False, pool_size: int = 10) -> Async
     On SQLite every transaction starts with `BEGIN IMMEDIATE`: writers queue on the database
     lock (bounded by `busy_timeout`) instead of failing with "database is locked" when a read
     transaction later tries to write, which is what makes conditional updates race-safe there.
+    A reader unit of work (`READER_OPTIONS`), which never writes, starts with a deferred `BEGIN`.
     """
     if is_sqlite(url):
         engine = create_async_engine(url, echo=echo, connect_args={"timeout": 30})
@@ -36,7 +47,8 @@ def create_engine(url: str, *, echo: bool = False, pool_size: int = 10) -> Async
 
         @event.listens_for(sync_engine, "begin")
         def _on_begin(conn: Any) -> None:
-            conn.exec_driver_sql("BEGIN IMMEDIATE")
+            reads_only = conn.get_execution_options().get(READ_ONLY)
+            conn.exec_driver_sql("BEGIN" if reads_only else "BEGIN IMMEDIATE")
 
         return engine
     engine = create_async_engine(

@@ -13,6 +13,7 @@ from abeyance.infra.db.access_repositories import SqlApiKeyRepository, SqlAuthor
 from abeyance.infra.db.channel_repository import SqlChannelRepository
 from abeyance.infra.db.customer_repository import SqlWorkspaceRepository
 from abeyance.infra.db.delegation_repository import SqlDelegationRepository
+from abeyance.infra.db.engine import reader_options
 from abeyance.infra.db.event_repositories import SqlEventRepository, SqlOutboxRepository, SqlWebhookRepository
 from abeyance.infra.db.ops_repository import SqlOpsRepository
 from abeyance.infra.db.repositories import (
@@ -39,11 +40,14 @@ class SqlUnitOfWork:
         on_events: EventsListener | None = None,
         on_pending: PendingListener | None = None,
         on_runs: RunsListener | None = None,
+        *,
+        read_only: bool = False,
     ) -> None:
         self._sessions = sessions
         self._on_events = on_events
         self._on_pending = on_pending
         self._on_runs = on_runs
+        self._read_only = read_only
         self._committed = False
 
     async def __aenter__(self) -> Self:
@@ -79,6 +83,8 @@ class SqlUnitOfWork:
         return self._committed
 
     async def commit(self) -> None:
+        if self._read_only:
+            raise RuntimeError("a reader unit of work does not commit: use the factory's unit of work")
         await self.audit.flush()
         await self.events.flush()
         await self.session.commit()
@@ -111,6 +117,15 @@ class SqlUnitOfWorkFactory:
         self.on_pending = on_pending
         self.on_runs = on_runs
         self._sessions = async_sessionmaker(engine, expire_on_commit=False)
+        reader = engine.execution_options(**reader_options(engine))
+        self._readers = async_sessionmaker(reader, expire_on_commit=False)
 
     def __call__(self) -> SqlUnitOfWork:
         return SqlUnitOfWork(self._sessions, self.on_events, self.on_pending, self.on_runs)
+
+    def reader(self) -> SqlUnitOfWork:
+        """Reads without a transaction: on PostgreSQL the connection is in autocommit (no BEGIN
+        and ROLLBACK round trips; at READ COMMITTED, the service's level, each statement of a
+        transaction sees only what was committed before it anyway); on SQLite a plain deferred
+        `BEGIN`, a snapshot that does not take the write lock (`create_engine`)."""
+        return SqlUnitOfWork(self._readers, read_only=True)
