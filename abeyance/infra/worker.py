@@ -115,12 +115,15 @@ class Worker:
         if self._stopping.is_set():
             return False
         now = self._clock()
+        start = None
         async with self._uow() as uow:
             run = await uow.runs.claim_next(self.id, now, now + self._lease)
             exhausted = run is not None and run.claims > self._max_attempts
             if run is not None and not exhausted:
                 await uow.audit.append(self._segment_audit(run), now)
                 await publish_run_status(uow, run, RunStatus.RUNNING.value, now)
+                # What the segment starts from, read in this transaction rather than one of its own.
+                start = await self._runner.read_segment(uow, run)
             await uow.commit()
         if run is None:
             return False
@@ -133,7 +136,7 @@ class Worker:
         heartbeat = asyncio.create_task(self._heartbeat(run.id))
         try:
             with structlog.contextvars.bound_contextvars(worker=self.id):
-                await self._runner.run_segment(run, self.id, self._stopping)
+                await self._runner.run_segment(run, self.id, self._stopping, start)
         finally:
             heartbeat.cancel()
             with contextlib.suppress(asyncio.CancelledError):

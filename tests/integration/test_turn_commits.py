@@ -25,18 +25,18 @@ the run's end with the tool's result message, the final answer, its last text de
 closing events."""
 
 
-SUSPEND_STATEMENTS = 19
+SUSPEND_STATEMENTS = 17
 """With the channel notices merged from main, three more (the workspace's channel look-ups for
 the run's events); before them: Message (5: the conversation read and taken, the run, its audit row, its event), claim (3:
 the run, audit, event), the log and the pre-approval policy read (2), suspension (6: the run,
 the pending call, the webhook look-up, messages, audit rows, events; on PostgreSQL each event's
 insert also takes the conversation's lock and sends the notifications)."""
-RESUME_STATEMENTS = 27
+RESUME_STATEMENTS = 25
 """With the channel notices merged from main, four more (channel look-ups); before them: Resolve (6: the call read and decided, the run, the webhook look-up, audit, events), claim
 (3), the log, pending calls and stored outcomes read (3), the tool's effect (5: its own 3, the
 outcome, the event), the end (6: run, conversation, webhook look-up, messages, audit, events)."""
-SUSPEND_TRANSACTIONS = 5
-RESUME_TRANSACTIONS = 5
+SUSPEND_TRANSACTIONS = 4
+RESUME_TRANSACTIONS = 4
 
 
 async def test_an_approval_turn_makes_three_commits_to_suspend_and_four_to_finish(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from dataclasses import dataclass
 from typing import Any
 
 import structlog
@@ -20,7 +21,8 @@ from pydantic_ai.messages import (
 from pydantic_ai.tools import DeferredToolRequests
 from pydantic_ai.usage import UsageLimits
 
-from abeyance.domain.records import Run
+from abeyance.domain.ports import UnitOfWork
+from abeyance.domain.records import PendingCall, Run, ToolCallRecord
 from abeyance.domain.states import RunStatus
 from abeyance.infra.agents.observed import (
     RunDeps,
@@ -52,16 +54,39 @@ def is_final_answer(message: ModelMessage) -> bool:
     return isinstance(message, ModelResponse) and not any(isinstance(p, ToolCallPart) for p in message.parts)
 
 
+@dataclass(frozen=True, slots=True)
+class SegmentStart:
+    """What a segment starts from: the log as the model is shown it, and the state of the calls
+    its last response left unanswered."""
+
+    last_seq: int
+    started: bool
+    """The run's prompt is in the log already (a resumed or retried run)."""
+    history: list[ModelMessage]
+    tail: list[ToolCallPart]
+    """The last response's calls that have no result in the log."""
+    pending: list[PendingCall]
+    recorded: dict[str, ToolCallRecord]
+    """The stored outcomes of `tail`'s calls that already ran, by tool call id."""
+    producer: Run | None
+    """The earlier run whose response left `tail`, if it was not this run."""
+
+
 class AgentRunner(Suspending, Leases, Streaming):
     """Runs one segment of a claimed run and leaves the run suspended, completed, failed or cancelled."""
 
     async def run_segment(
-        self, run: Run, owner: str, stopping: asyncio.Event | None = None
+        self,
+        run: Run,
+        owner: str,
+        stopping: asyncio.Event | None = None,
+        start: SegmentStart | None = None,
     ) -> RunStatus | None:
         """One segment, in a `run.segment` span that continues the trace stored on the run.
 
         The first segment continues the trace of the request that queued the run; a resumed one
-        continues the segment that suspended it, so the whole run is one trace.
+        continues the segment that suspended it, so the whole run is one trace. `start` is what
+        `read_segment` read in the claim's transaction; without it the segment reads it itself.
         """
         with (
             structlog.contextvars.bound_contextvars(
@@ -80,7 +105,7 @@ class AgentRunner(Suspending, Leases, Streaming):
             ) as span,
         ):
             try:
-                status = await self._run_segment(run, owner, span, stopping or asyncio.Event())
+                status = await self._run_segment(run, owner, span, stopping or asyncio.Event(), start)
             except LeaseLost:
                 span.set_attribute("abeyance.run.lease_lost", True)
                 log.warning("run.lease_lost")
@@ -115,31 +140,42 @@ class AgentRunner(Suspending, Leases, Streaming):
         await self._notifier.run_changed(run.id)
         return status
 
-    async def _run_segment(self, run: Run, owner: str, span: Span, stopping: asyncio.Event) -> RunStatus:
+    async def read_segment(self, uow: UnitOfWork, run: Run) -> SegmentStart:
+        """What a segment of `run` starts from, read in the caller's transaction: the worker reads
+        it in the transaction that claims the run, so a segment costs no read transaction of its own."""
+        stored = await self._logs.read(uow.messages, run.conversation_id)
+        # The current turn and up to `history_turns` earlier ones; the current turn's prompt is
+        # already in the log once the run has started.
+        started = run.id in stored.run_ids
+        turns = self._history_turns
+        shown = stored.window(turns + 1 if started and turns else turns)
+        history = shown.history()
+        last_response, tail = unanswered_tool_calls(history)
+        tail_ids = [p.tool_call_id for p in tail]
+        rows = await uow.pending.by_tool_call_ids(run.conversation_id, tail_ids)
+        recorded = await uow.tool_calls.for_ids(run.conversation_id, tail_ids) if tail_ids else {}
+        producer_id = shown.run_ids[last_response] if tail and last_response is not None else None
+        producer = await uow.runs.get(producer_id) if producer_id and producer_id != run.id else None
+        return SegmentStart(stored.last_seq, started, history, tail, rows, recorded, producer)
+
+    async def _run_segment(
+        self, run: Run, owner: str, span: Span, stopping: asyncio.Event, start: SegmentStart | None
+    ) -> RunStatus:
+        if start is None:
+            async with self._uow.reader() as uow:
+                start = await self.read_segment(uow, run)
         announced = Announced()
-        async with self._uow() as uow:
-            stored = await self._logs.read(uow.messages, run.conversation_id)
-            # The current turn and up to `history_turns` earlier ones; the current turn's prompt is
-            # already in the log once the run has started.
-            started = run.id in stored.run_ids
-            announced.last_seq = stored.last_seq
-            shown = stored.window(
-                self._history_turns + 1 if started and self._history_turns else self._history_turns
-            )
-            history = shown.history()
-            last_response, tail = unanswered_tool_calls(history)
-            tail_ids = [p.tool_call_id for p in tail]
-            rows = await uow.pending.by_tool_call_ids(run.conversation_id, tail_ids)
-            recorded = await uow.tool_calls.for_ids(run.conversation_id, tail_ids) if tail_ids else {}
-            producer_id = shown.run_ids[last_response] if tail and last_response is not None else None
-            producer = await uow.runs.get(producer_id) if producer_id and producer_id != run.id else None
+        announced.last_seq = start.last_seq
+        started, history, tail = start.started, start.history, start.tail
+        tail_ids = [p.tool_call_id for p in tail]
+        recorded, producer = start.recorded, start.producer
         if started and history and isinstance(history[-1], ModelResponse) and not tail:
             # A crash after the final answer was stored but before the run was marked done.
             text = "".join(p.content for p in history[-1].parts if isinstance(p, TextPart))
             return await self._finish(run, owner, [], RunStatus.COMPLETED, run.usage, output=text)
         # Calls left by an earlier run that ended (cancelled, failed) were never performed.
         abandoned = producer is not None and producer.status.finished
-        results = deferred_results(tail, rows, abandoned)
+        results = deferred_results(tail, start.pending, abandoned)
         if results is not None:
             crash_point("segment_resumed")
         remaining = self._step_limit - run.usage.requests
@@ -151,18 +187,25 @@ class AgentRunner(Suspending, Leases, Streaming):
         usage = run.usage
         agent_run: AgentRun[RunDeps, Any] | None = None
 
+        persisting = asyncio.Lock()
+        cancel_seen = False
+
         async def before_effect() -> None:
-            """Store the messages held back, before anything acts on them; a cancel stops here."""
-            nonlocal persisted, usage
+            """Store the messages held back, before anything acts on them; a cancel stops here.
+
+            The calls of one response run concurrently: the first stores the response, the
+            others wait for it (and for its answer to a cancel) instead of storing it again.
+            """
+            nonlocal persisted, usage, cancel_seen
             if agent_run is None:
                 return
-            new = agent_run.new_messages()
-            if len(new) <= persisted:
-                return
-            usage = run.usage.add(usage_record(agent_run.usage))
-            cancel = await self._persist(run, owner, new[persisted:], usage, announced, stopping)
-            persisted = len(new)
-            if cancel:
+            async with persisting:
+                new = agent_run.new_messages()
+                if len(new) > persisted:
+                    usage = run.usage.add(usage_record(agent_run.usage))
+                    cancel_seen = await self._persist(run, owner, new[persisted:], usage, announced, stopping)
+                    persisted = len(new)
+            if cancel_seen:
                 raise CancelRequested()
 
         deps = RunDeps(
