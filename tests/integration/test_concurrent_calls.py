@@ -29,4 +29,8 @@ async def test_calls_of_one_response_store_it_once(container: Container) -> None
         calls = await uow.tool_calls.for_run(run.id)
     assert [m.seq for m in stored] == list(range(1, len(stored) + 1))
     assert len(stored) == 3 * 4, "per turn: the prompt, the calls, their results, the answer"
-    assert sorted(c.metadata.tool_name for c in calls) == ["list_dlq_events", "list_dlq_events", "list_failure_clusters"]
+    assert sorted(c.metadata.tool_name for c in calls) == [
+        "list_dlq_events",
+        "list_dlq_events",
+        "list_failure_clusters",
+    ]

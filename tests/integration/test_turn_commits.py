@@ -26,16 +26,18 @@ closing events."""
 
 
 SUSPEND_STATEMENTS = 17
-"""With the channel notices merged from main, three more (the workspace's channel look-ups for
-the run's events); before them: Message (5: the conversation read and taken, the run, its audit row, its event), claim (3:
-the run, audit, event), the log and the pre-approval policy read (2), suspension (6: the run,
-the pending call, the webhook look-up, messages, audit rows, events; on PostgreSQL each event's
-insert also takes the conversation's lock and sends the notifications)."""
+"""Message (5: the conversation read and taken, the run, its audit row, its event), claim with the
+segment's start (4: the run, the log, audit, event), the pre-approval policy read (1), suspension
+(7: the run, the pending call, the webhook and channel look-ups, messages, audit rows, events; on
+PostgreSQL each event's insert also takes the conversation's lock and sends the notifications)."""
 RESUME_STATEMENTS = 25
-"""With the channel notices merged from main, four more (channel look-ups); before them: Resolve (6: the call read and decided, the run, the webhook look-up, audit, events), claim
-(3), the log, pending calls and stored outcomes read (3), the tool's effect (5: its own 3, the
-outcome, the event), the end (6: run, conversation, webhook look-up, messages, audit, events)."""
+"""Resolve (7: the call read and decided, the run, the webhook and channel look-ups, audit,
+events), claim with the segment's start (6: the run, the log, pending calls, stored outcomes,
+audit, event), the tool's effect (5: its own 3, the outcome, the event), the end (7: run,
+conversation, webhook and channel look-ups, messages, audit, events)."""
 SUSPEND_TRANSACTIONS = 4
+"""Message, claim (the segment's start read in it), the policy read (a reader: a deferred BEGIN on
+SQLite; on PostgreSQL it runs in autocommit, which SQLAlchemy still counts), suspension."""
 RESUME_TRANSACTIONS = 4
 
 
