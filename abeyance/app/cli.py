@@ -8,7 +8,7 @@ import os
 import signal
 import sys
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, TypeVar
 
 from abeyance.app.logging import configure_logging
@@ -97,6 +97,17 @@ def _serve(settings: Settings, args: argparse.Namespace) -> int:
     return 0
 
 
+def run_event_loop(main: Coroutine[Any, Any, None]) -> None:
+    """Run `main` on uvloop where it is installed, as uvicorn does for `serve`; otherwise on
+    asyncio's own loop. A worker spends a share of each turn in the event loop itself."""
+    try:
+        import uvloop
+    except ImportError:
+        asyncio.run(main)
+        return
+    uvloop.run(main)
+
+
 def _worker(settings: Settings, args: argparse.Namespace) -> int:
     from abeyance.app.processes import refuse_sqlite, supervise
     from abeyance.app.service import Service
@@ -120,7 +131,7 @@ def _worker(settings: Settings, args: argparse.Namespace) -> int:
         await stop.wait()
         await service.close()
 
-    asyncio.run(main())
+    run_event_loop(main())
     return 0
 
 
