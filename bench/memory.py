@@ -21,7 +21,8 @@ import time
 from pathlib import Path
 
 import httpx
-from common import GATED_TURN, Processes, fresh_database, send, settle
+from common import Processes, fresh_database
+from http_load import http_turn, new_conversation
 
 DEFAULT_PG_URL = "postgresql+asyncpg://postgres@127.0.0.1:5432/bench"
 TURNS_PER_CONVERSATION = 50
@@ -33,24 +34,6 @@ def rss_mib(pid: int) -> float:
         if line.startswith("VmRSS:"):
             return int(line.split()[1]) / 1024
     return float("nan")
-
-
-async def approval_turn(client: httpx.AsyncClient, base: str, conversation_id: str) -> None:
-    posted = await send(
-        client,
-        "POST",
-        f"{base}/v1/conversations/{conversation_id}/messages",
-        params={"wait": 30},
-        json={"content": GATED_TURN},
-    )
-    run = posted.json()
-    if run["status"] != "suspended":
-        run = await settle(client, base, run["id"], "suspended")
-    [pending] = run["pending"]
-    await send(
-        client, "POST", f"{base}/v1/pending/{pending['correlation_id']}/resolve", json={"decision": "approve"}
-    )
-    await settle(client, base, run["id"], "completed")
 
 
 async def soak(url: str, turns: int, concurrency: int, every: int) -> dict[str, object]:
@@ -71,11 +54,8 @@ async def soak(url: str, turns: int, concurrency: int, every: int) -> dict[str, 
                 while started_turns < turns:
                     started_turns += 1
                     if count % TURNS_PER_CONVERSATION == 0:
-                        created = await send(
-                            client, "POST", f"{base}/v1/conversations", json={"agent": "ops"}
-                        )
-                        conversation = created.json()["id"]
-                    await approval_turn(client, base, conversation)
+                        conversation = await new_conversation(client, base)
+                    await http_turn(client, base, conversation)
                     count += 1
                     done += 1
                     if done % every == 0:
