@@ -246,7 +246,7 @@ class EventService:
         awaiting calls after opening it), and only what commits from now on is delivered.
         """
         scope = self.pending_scope(principal)
-        async with self._uow() as uow:
+        async with self._uow.reader() as uow:
             floor = await uow.events.last_pending_id(scope, self._clock() - self._settle)
         if resume_after is not None:
             return PendingEventCursor(min(floor, resume_after), self._settle.total_seconds())
@@ -262,14 +262,14 @@ class EventService:
         """The next pending events not delivered yet, and whether more are waiting."""
         scope = self.pending_scope(principal)
         limit = cursor.read_limit(batch)
-        async with self._uow() as uow:
+        async with self._uow.reader() as uow:
             events = await uow.events.pending_after(scope, cursor.floor, limit)
         return cursor.take(events, now), len(events) == limit
 
     async def events_after(
         self, principal: Principal, conversation_id: uuid.UUID, after_id: int, limit: int
     ) -> list[StoredEvent]:
-        async with self._uow() as uow:
+        async with self._uow.reader() as uow:
             conversation = await uow.conversations.get(conversation_id)
             if conversation is None or not principal.can_see(conversation.workspace):
                 raise NotFound("conversation not found")
