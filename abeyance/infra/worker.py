@@ -12,15 +12,17 @@ from datetime import timedelta
 from typing import Protocol
 
 import structlog
+from sqlalchemy import exc as sa_exc
 
 from abeyance.domain.clock import Clock
 from abeyance.domain.events import publish_pending_resolved, publish_run_status
 from abeyance.domain.pending_calls import EXPIRY_ACTOR, expire_overdue_call
-from abeyance.domain.ports import UnitOfWorkFactory
+from abeyance.domain.ports import UnitOfWork, UnitOfWorkFactory
 from abeyance.domain.records import AuditEntry, PendingCall, Run
 from abeyance.domain.states import PendingStatus, RunStatus
 from abeyance.infra.notifier import LocalRunNotifier
 from abeyance.infra.runner import ACTOR, AgentRunner
+from abeyance.infra.runner.drive import SegmentStart
 from abeyance.infra.telemetry import Telemetry, trace_id_of
 from abeyance.infra.webhook_delivery import WebhookDeliverer
 
@@ -122,8 +124,7 @@ class Worker:
             if run is not None and not exhausted:
                 await uow.audit.append(self._segment_audit(run), now)
                 await publish_run_status(uow, run, RunStatus.RUNNING.value, now)
-                # What the segment starts from, read in this transaction rather than one of its own.
-                start = await self._runner.read_segment(uow, run)
+                start = await self._read_start(uow, run)
             await uow.commit()
         if run is None:
             return False
@@ -142,6 +143,21 @@ class Worker:
             with contextlib.suppress(asyncio.CancelledError):
                 await heartbeat
         return True
+
+    async def _read_start(self, uow: UnitOfWork, run: Run) -> SegmentStart | None:
+        """What the segment starts from, read in the claim's transaction rather than one of its own.
+
+        A log it cannot read (a row that does not decode) must not undo the claim: the claim still
+        commits and the segment reads again, so the failure counts against the run's attempts
+        and a run that can never start is failed, not claimed forever.
+        """
+        try:
+            return await self._runner.read_segment(uow, run)
+        except sa_exc.SQLAlchemyError:
+            raise
+        except Exception as exc:
+            log.warning("worker.segment_start_unreadable", run_id=str(run.id), error_class=type(exc).__name__)
+            return None
 
     def _segment_audit(self, run: Run) -> AuditEntry:
         # Written in the claim transaction, before the segment's span exists: the row gets the

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
+from pydantic import ValidationError
 from pydantic_ai.exceptions import ModelHTTPError
 from pydantic_ai.messages import ModelMessage, ModelRequest, ToolReturnPart, UserPromptPart
 from pydantic_ai.models.function import AgentInfo, DeltaToolCall, DeltaToolCalls, FunctionModel
@@ -385,6 +386,27 @@ async def test_a_run_whose_segments_keep_failing_is_failed_after_the_attempts(se
         follow_up = await container.conversations.post_message(ADMIN, conversation.id, "still there?")
         assert await container.worker.run_once()
         assert (await run_of(container, follow_up.id)).status is RunStatus.COMPLETED
+
+
+async def test_a_log_that_cannot_be_read_fails_the_run_after_the_attempts(seeded: str) -> None:
+    """The claim's transaction reads the log too: a row that does not decode must not undo the claim
+    (the run would be claimed again forever); the attempts are spent and the run is failed."""
+    async with built(seeded, max_segment_attempts=2, lease_seconds=0.6) as container:
+        conversation = await container.conversations.create_conversation(ADMIN, "ops", None)
+        async with container.uow() as uow:
+            await uow.messages.append(conversation.id, None, ['{"not": "a message"}'], utcnow())
+            await uow.commit()
+        run = await container.conversations.post_message(ADMIN, conversation.id, "hello")
+        for _ in range(2):
+            with pytest.raises(ValidationError):
+                await container.worker.run_once()
+            assert (await run_of(container, run.id)).status is RunStatus.RUNNING, "the claim stood"
+            await until_lease_expired(container, run.id)
+            assert await container.worker.sweep() == 1
+        assert await container.worker.run_once(), "the next claim gives up"
+        failed = await run_of(container, run.id)
+        assert failed.status is RunStatus.FAILED
+        assert failed.error is not None and failed.error.code == "segment_attempts_exhausted"
 
 
 async def test_progress_resets_the_attempts(seeded: str) -> None:
