@@ -29,7 +29,7 @@ def create_engine(url: str, *, echo: bool = False, pool_size: int = 10) -> Async
     On SQLite every transaction starts with `BEGIN IMMEDIATE`: writers queue on the database
     lock (bounded by `busy_timeout`) instead of failing with "database is locked" when a read
     transaction later tries to write, which is what makes conditional updates race-safe there.
-    A reader unit of work (`READER_OPTIONS`), which never writes, starts with a deferred `BEGIN`.
+    A reader unit of work (`reader_options`), which never writes, starts with a deferred `BEGIN`.
     """
     if is_sqlite(url):
         engine = create_async_engine(url, echo=echo, connect_args={"timeout": 30})
