@@ -275,6 +275,35 @@ class ThroughputRow:
     load_average: float
     """The 1-minute load average at the end of the run (the machine is shared)."""
 
+    @classmethod
+    def measured(
+        cls,
+        mode: str,
+        concurrency: int,
+        latencies: Sequence[float],
+        elapsed: float,
+        cpu: tuple[float | None, float | None, float | None],
+        load: float,
+        retried_503: int = 0,
+    ) -> ThroughputRow:
+        """A row from a run's turn latencies and its CPU seconds (service, PostgreSQL, client)."""
+        done = len(latencies)
+        service, postgres, client = (per_turn(seconds, done) for seconds in cpu)
+        return cls(
+            mode,
+            concurrency,
+            done,
+            round(elapsed, 2),
+            round(done / elapsed, 2),
+            p50(latencies),
+            p95(latencies),
+            retried_503,
+            service or 0.0,
+            postgres,
+            client,
+            round(load, 2),
+        )
+
 
 def per_turn(cpu: float | None, turns: int) -> float | None:
     return None if cpu is None else round(ms(cpu) / max(turns, 1), 1)
@@ -329,21 +358,15 @@ async def throughput(
                 )
                 elapsed = time.perf_counter() - started
                 service, own, postgres, load = await meter.stop()
-                done = len(latencies)
                 rows.append(
-                    ThroughputRow(
+                    ThroughputRow.measured(
                         mode,
                         concurrency,
-                        done,
-                        round(elapsed, 2),
-                        round(done / elapsed, 2),
-                        p50(latencies),
-                        p95(latencies),
+                        latencies,
+                        elapsed,
+                        (service, postgres, own),
+                        load,
                         UNAVAILABLE[0] - unavailable,
-                        per_turn(service, done) or 0.0,
-                        per_turn(postgres, done),
-                        per_turn(own, done),
-                        round(load, 2),
                     )
                 )
                 print(format_throughput(rows[-1]), flush=True)

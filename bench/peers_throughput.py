@@ -29,9 +29,6 @@ from http_load import (
     CpuMeter,
     ThroughputRow,
     format_throughput,
-    p50,
-    p95,
-    per_turn,
     throughput,
 )
 from turn_langgraph import LangGraphSide
@@ -76,20 +73,8 @@ async def langgraph_throughput(
         _, own, postgres, load = await meter.stop()
     finally:
         await side.close()
-    done = len(latencies)
-    return ThroughputRow(
-        f"langgraph pool {concurrency}",
-        concurrency,
-        done,
-        round(elapsed, 2),
-        round(done / elapsed, 2),
-        p50(latencies),
-        p95(latencies),
-        0,
-        per_turn(own, done) or 0.0,
-        per_turn(postgres, done),
-        None,
-        round(load, 2),
+    return ThroughputRow.measured(
+        f"langgraph pool {concurrency}", concurrency, latencies, elapsed, (own, postgres, None), load
     )
 
 
