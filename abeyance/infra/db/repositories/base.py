@@ -18,7 +18,12 @@ class SqlRepository:
         return self._session.get_bind().dialect.name == "postgresql"
 
     def _insert(self, table: sa.Table) -> Any:
-        return postgresql.insert(table) if self._postgres else sqlite.insert(table)
+        return dialect_insert(table, postgres=self._postgres)
+
+
+def dialect_insert(table: sa.Table, *, postgres: bool) -> Any:
+    """The dialect's `INSERT` (for `ON CONFLICT`), for statements built once per dialect."""
+    return postgresql.insert(table) if postgres else sqlite.insert(table)
 
 
 def rowcount(result: Any) -> int:

@@ -7,14 +7,13 @@ from collections.abc import Sequence
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.dialects import postgresql, sqlite
 
 from abeyance.domain.records import (
     ToolCallMetadata,
     ToolCallRecord,
 )
 from abeyance.infra.db import tables as t
-from abeyance.infra.db.repositories.base import SqlRepository, rowcount
+from abeyance.infra.db.repositories.base import SqlRepository, dialect_insert, rowcount
 from abeyance.infra.db.rows import record_from_row, row_values
 
 
@@ -24,7 +23,7 @@ def _tool_call_from_row(row: Any) -> ToolCallRecord:
 
 _c = t.tool_calls.c
 _RECORD = {
-    postgres: (postgresql.insert if postgres else sqlite.insert)(t.tool_calls).on_conflict_do_nothing(
+    postgres: dialect_insert(t.tool_calls, postgres=postgres).on_conflict_do_nothing(
         index_elements=["conversation_id", "tool_call_id"]
     )
     for postgres in (False, True)
