@@ -1,5 +1,5 @@
 # syntax=docker/dockerfile:1
-# Abeyance as an image: the wheel and its dependencies built in one stage, installed as a non-root
+# Sursis as an image: the wheel and its dependencies built in one stage, installed as a non-root
 # user in the next. `docker compose up` (compose.yaml) runs it on PostgreSQL with several processes.
 
 # Any image with `python` and `pip` on PATH will do: `--build-arg PYTHON_IMAGE=...` picks another.
@@ -9,25 +9,25 @@ FROM ${PYTHON_IMAGE} AS build
 ENV PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_CACHE_DIR=1
 WORKDIR /src
 COPY pyproject.toml README.md ./
-COPY abeyance ./abeyance
+COPY sursis ./sursis
 # The project's wheel, then wheels of everything it depends on, so the runtime stage installs offline.
 RUN pip wheel --no-deps --wheel-dir /wheels . \
- && pip wheel --wheel-dir /wheels /wheels/abeyance-*.whl
+ && pip wheel --wheel-dir /wheels /wheels/sursis-*.whl
 
 FROM ${PYTHON_IMAGE} AS runtime
 ENV PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
     PIP_NO_CACHE_DIR=1 \
-    ABEYANCE_HOST=0.0.0.0 \
-    ABEYANCE_LOG_JSON=true
-RUN groupadd --system --gid 10001 abeyance \
- && useradd --system --uid 10001 --gid abeyance --home-dir /home/abeyance --create-home abeyance
+    SURSIS_HOST=0.0.0.0 \
+    SURSIS_LOG_JSON=true
+RUN groupadd --system --gid 10001 sursis \
+ && useradd --system --uid 10001 --gid sursis --home-dir /home/sursis --create-home sursis
 COPY --from=build /wheels /tmp/wheels
-RUN pip install --no-index --find-links /tmp/wheels abeyance \
+RUN pip install --no-index --find-links /tmp/wheels sursis \
  && rm -rf /tmp/wheels
-USER abeyance
-WORKDIR /home/abeyance
+USER sursis
+WORKDIR /home/sursis
 EXPOSE 8000
-ENTRYPOINT ["abeyance"]
+ENTRYPOINT ["sursis"]
 CMD ["serve"]

@@ -17,22 +17,22 @@ $(STAMP): pyproject.toml
 install: $(STAMP) ## create .venv and install the service with its dev tools
 
 run: $(STAMP) ## start the API with the in-process worker (SQLite, scripted model)
-	$(VENV)/bin/abeyance demo seed
-	$(VENV)/bin/abeyance serve
+	$(VENV)/bin/sursis demo seed
+	$(VENV)/bin/sursis serve
 
-migrate: $(STAMP) ## apply the migrations to ABEYANCE_DATABASE_URL
-	$(VENV)/bin/abeyance migrate
+migrate: $(STAMP) ## apply the migrations to SURSIS_DATABASE_URL
+	$(VENV)/bin/sursis migrate
 
 test: $(STAMP) ## run the tests (SQLite and PostgreSQL on 127.0.0.1:5432)
 	$(VENV)/bin/pytest -q
 
 SOAK_KILLS ?= 1000
-soak: $(STAMP) ## >= 1,000 SIGKILLs at every fault point on PostgreSQL (ABEYANCE_SOAK_PG_URL; not part of make test)
+soak: $(STAMP) ## >= 1,000 SIGKILLs at every fault point on PostgreSQL (SURSIS_SOAK_PG_URL; not part of make test)
 	$(PY) -m tests.faults.soak --kills $(SOAK_KILLS)
 
 lint: $(STAMP) ## ruff, mypy --strict, import-linter
-	$(VENV)/bin/ruff check abeyance tests $(wildcard bench)
-	$(VENV)/bin/ruff format --check abeyance tests $(wildcard bench)
+	$(VENV)/bin/ruff check sursis tests $(wildcard bench)
+	$(VENV)/bin/ruff format --check sursis tests $(wildcard bench)
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports
 
@@ -53,4 +53,4 @@ image-smoke: ## build the Docker image and run compose.yaml's layout against Pos
 	bash deploy/image-smoke.sh
 
 clean: ## remove the venv and local databases
-	rm -rf $(VENV) abeyance.db abeyance.db-wal abeyance.db-shm
+	rm -rf $(VENV) sursis.db sursis.db-wal sursis.db-shm

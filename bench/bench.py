@@ -7,8 +7,8 @@ answers.
 
 - per turn, end to end over HTTP: POST message -> `suspended`; resolve; resolve -> `completed`;
   on one conversation, sampled in a window of turns starting at turn 1, 50, 100, 200 and 500
-  (real `abeyance serve` / `abeyance worker` processes);
-- the same turns through `abeyance.Service` in this process (no HTTP, no other processes; queued
+  (real `sursis serve` / `sursis worker` processes);
+- the same turns through `sursis.Service` in this process (no HTTP, no other processes; queued
   work run with `run_once`, as a worker runs it), with the commits and SQL statements of each
   phase (suspend: message -> suspended; resume: resolve -> completed) counted by SQLAlchemy event
   listeners on `Engine`, and the storage the turns leave;
@@ -25,7 +25,7 @@ answers.
 
 It prints a table per part and, last, one JSON line with every figure (ratios end in `_ratio`;
 `<db>_suspend_commits`, `<db>_resume_commits`, `<db>_suspend_statements`, `<db>_resume_statements`
-are the medians per approval turn). It uses only the public API: `abeyance` and HTTP.
+are the medians per approval turn). It uses only the public API: `sursis` and HTTP.
 PostgreSQL figures use a scratch database (BENCH_PG_URL, default .../bench), emptied first.
 """
 
@@ -412,7 +412,7 @@ async def bench_database(
     full, _ = await per_turn_runner(url, checkpoints, window, [], history_turns=0)
     print_turns(
         f"{name}: per turn through the service in this process with the whole history shown to the model "
-        "(ABEYANCE_HISTORY_TURNS=0)",
+        "(SURSIS_HISTORY_TURNS=0)",
         full,
         True,
     )
@@ -499,7 +499,7 @@ async def main() -> None:
     parser.add_argument("--resolve-samples", type=int, default=200, help="resolve requests timed (quick: 20)")
     args = parser.parse_args()
 
-    log_dir = Path(tempfile.mkdtemp(prefix="abeyance-bench-"))
+    log_dir = Path(tempfile.mkdtemp(prefix="sursis-bench-"))
     # The in-process part logs as a worker would; keep it off the report.
     log_to_file(log_dir / "runner.log")
     urls = {

@@ -19,7 +19,7 @@ import httpx
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
-from abeyance import Service
+from sursis import Service
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -154,44 +154,44 @@ async def wait_ready(process: subprocess.Popen[bytes], base: str, seconds: float
     raise RuntimeError(f"{process.args} did not become ready")
 
 
-def abeyance_command() -> str:
-    """The installed `abeyance` command, next to this interpreter (a venv) or on the PATH."""
-    beside = Path(sys.executable).with_name("abeyance")
-    found = str(beside) if beside.exists() else shutil.which("abeyance")
+def sursis_command() -> str:
+    """The installed `sursis` command, next to this interpreter (a venv) or on the PATH."""
+    beside = Path(sys.executable).with_name("sursis")
+    found = str(beside) if beside.exists() else shutil.which("sursis")
     if found is None:
-        raise RuntimeError("the `abeyance` command is not installed (pip install -e .)")
+        raise RuntimeError("the `sursis` command is not installed (pip install -e .)")
     return found
 
 
 CLUSTER_SETTINGS = {
-    "ABEYANCE_LEASE_SECONDS": "2",
-    "ABEYANCE_SWEEP_SECONDS": "0.5",
-    "ABEYANCE_WORKER_POLL_SECONDS": "0.5",
-    "ABEYANCE_LOG_LEVEL": "WARNING",
-    "ABEYANCE_SHUTDOWN_GRACE_SECONDS": "5",
+    "SURSIS_LEASE_SECONDS": "2",
+    "SURSIS_SWEEP_SECONDS": "0.5",
+    "SURSIS_WORKER_POLL_SECONDS": "0.5",
+    "SURSIS_LOG_LEVEL": "WARNING",
+    "SURSIS_SHUTDOWN_GRACE_SECONDS": "5",
 }
 """Short leases and polls, warnings only: the settings of the multi-process (durability) runs."""
 
 
 @dataclass
 class Processes:
-    """Real `abeyance serve` / `abeyance worker` processes with the service's defaults (plus
+    """Real `sursis serve` / `sursis worker` processes with the service's defaults (plus
     `settings`), logs to files."""
 
     database_url: str
     log_dir: Path
     settings: dict[str, str] = field(default_factory=dict)
-    """`ABEYANCE_*` variables every process gets on top of the defaults."""
+    """`SURSIS_*` variables every process gets on top of the defaults."""
     processes: list[subprocess.Popen[bytes]] = field(default_factory=list)
 
     def env(self) -> dict[str, str]:
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("ABEYANCE_", "OTEL_"))}
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("SURSIS_", "OTEL_"))}
         env.update(
             {
-                "ABEYANCE_DATABASE_URL": self.database_url,
-                "ABEYANCE_MIGRATE_ON_START": "false",
-                "ABEYANCE_RATE_LIMIT_PER_MINUTE": "0",
-                "ABEYANCE_LOG_JSON": "true",
+                "SURSIS_DATABASE_URL": self.database_url,
+                "SURSIS_MIGRATE_ON_START": "false",
+                "SURSIS_RATE_LIMIT_PER_MINUTE": "0",
+                "SURSIS_LOG_JSON": "true",
                 **self.settings,
             }
         )
@@ -200,7 +200,7 @@ class Processes:
     def _spawn(self, args: list[str], name: str) -> subprocess.Popen[bytes]:
         with (self.log_dir / f"{name}-{len(self.processes)}.log").open("wb") as log:
             process = subprocess.Popen(
-                [abeyance_command(), *args],
+                [sursis_command(), *args],
                 cwd=ROOT,
                 env=self.env(),
                 stdout=log,

@@ -1,6 +1,6 @@
 """Durability figures on PostgreSQL, real processes: runs/s by worker count, resolve-to-resume latency.
 
-Starts one `abeyance serve --no-worker` and N `abeyance worker` processes against a scratch database,
+Starts one `sursis serve --no-worker` and N `sursis worker` processes against a scratch database,
 drives conversations over HTTP with the `scripted` model, and reads the latencies back from the
 database (pending_calls.resolved_at against the worker's `run.resumed` audit row).
 

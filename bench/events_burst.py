@@ -1,6 +1,6 @@
 """A burst of platform events on PostgreSQL, real processes: events/s, and what the burst left.
 
-Starts one `abeyance serve --no-worker` and two `abeyance worker` processes against a scratch
+Starts one `sursis serve --no-worker` and two `sursis worker` processes against a scratch
 database, posts N events at once with a `system` key (a mix of the three types; every fourth a
 configuration change that changes nothing, which starts no conversation; one in ten re-sent under
 the same id), waits for every run they queued to settle and counts from the database.
@@ -26,7 +26,7 @@ import httpx
 import sqlalchemy as sa
 from common import CLUSTER_SETTINGS, Processes, engine_for, fresh_database
 
-from abeyance import Service
+from sursis import Service
 
 DEFAULT_URL = "postgresql+asyncpg://postgres@127.0.0.1:5432/bench"
 

@@ -1,4 +1,4 @@
-"""Approval turns over HTTP against real `abeyance serve` / `abeyance worker` processes: one turn,
+"""Approval turns over HTTP against real `sursis serve` / `sursis worker` processes: one turn,
 the layouts, and throughput (many conversations at once) with the CPU each turn costs.
 
 For `bench.py` (per turn, resolve latency, throughput) and `peers_throughput.py` (side by side with
@@ -99,10 +99,8 @@ class Layout:
 
     def describe(self) -> str:
         if self.embedded:
-            return f"{len(self.api_pids)} `abeyance serve` with its worker"
-        return (
-            f"{len(self.api_pids)} `abeyance serve --no-worker` + {len(self.worker_pids)} `abeyance worker`"
-        )
+            return f"{len(self.api_pids)} `sursis serve` with its worker"
+        return f"{len(self.api_pids)} `sursis serve --no-worker` + {len(self.worker_pids)} `sursis worker`"
 
 
 async def start_service(processes: Processes, url: str, workers: int, apis: int = 1) -> Layout:

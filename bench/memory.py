@@ -1,6 +1,6 @@
 """Memory of one API + worker process over many approval turns, on PostgreSQL, over HTTP.
 
-One `abeyance serve` with its in-process worker; `--concurrency` conversations at once each run
+One `sursis serve` with its in-process worker; `--concurrency` conversations at once each run
 approval turns (message -> suspended -> approve -> completed), a new conversation every 50 turns.
 The process's resident set size (VmRSS) is read every `--every` turns (default 500); the report
 gives it at the half-way mark (turn 5 000 by default) and at the end (turn 10 000), and the growth
@@ -38,7 +38,7 @@ def rss_mib(pid: int) -> float:
 
 async def soak(url: str, turns: int, concurrency: int, every: int) -> dict[str, object]:
     headers = await fresh_database(url)
-    processes = Processes(url, Path(tempfile.mkdtemp(prefix="abeyance-memory-")))
+    processes = Processes(url, Path(tempfile.mkdtemp(prefix="sursis-memory-")))
     samples: list[tuple[int, float]] = []
     started_turns = done = 0
     try:
@@ -96,7 +96,7 @@ async def main() -> None:
         args.turns, args.every = 100, 25
     url = os.environ.get("BENCH_PG_URL", DEFAULT_PG_URL)
     print(
-        f"memory: one `abeyance serve` with its worker, PostgreSQL, {args.turns} approval turns over HTTP, "
+        f"memory: one `sursis serve` with its worker, PostgreSQL, {args.turns} approval turns over HTTP, "
         f"{args.concurrency} conversations at once; RSS (VmRSS) every {args.every} turns",
         flush=True,
     )

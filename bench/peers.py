@@ -1,19 +1,19 @@
-"""Side by side: one approval turn through Abeyance and through LangGraph's PostgreSQL checkpointer.
+"""Side by side: one approval turn through Sursis and through LangGraph's PostgreSQL checkpointer.
 
 The same turn on both sides, with a zero-latency model so that only the frameworks are measured:
 a user message makes the model propose the gated `replay_dlq_event`, the run suspends, an operator
 approves, the tool runs, the model answers.
 
-- Abeyance: the service and its runner in this process (message -> suspended; resolve; the resumed
+- Sursis: the service and its runner in this process (message -> suspended; resolve; the resumed
   run to `completed`), on PostgreSQL (BENCH_PG_URL).
 - pydantic-ai alone (`agent_only`): the same turn through a bare pydantic-ai agent of the same
-  shape, nothing stored (`turn_agent.py`): the floor under Abeyance's turn, since the service runs
+  shape, nothing stored (`turn_agent.py`): the floor under Sursis's turn, since the service runs
   its turns on pydantic-ai. Measured at turn 1 only (it keeps the whole history in a list).
 - LangGraph: a tool-calling graph (model node + `ToolNode`) whose tool calls `interrupt()`,
   resumed with `Command(resume=...)`, checkpointed by `AsyncPostgresSaver` on the same PostgreSQL
   server, in its own database (PEERS_PG_URL); `turn_langgraph.py`.
 - Throughput (`--throughput`, the default; `peers_throughput.py`): approval turns/s with 10
-  conversations at once through Abeyance's processes over HTTP (2 API + 2 workers, then 4 workers)
+  conversations at once through Sursis's processes over HTTP (2 API + 2 workers, then 4 workers)
   and through LangGraph with a pooled `AsyncPostgresSaver`, with the CPU per turn and the load.
 
 Turns are interleaved one by one (the side that goes first alternates every round), so a busy
@@ -173,7 +173,7 @@ async def main() -> None:
     if args.quick:
         args.rounds, args.window, args.long, args.throughput_turns = 1, 2, 0, 2
 
-    log_dir = Path(tempfile.mkdtemp(prefix="abeyance-peers-"))
+    log_dir = Path(tempfile.mkdtemp(prefix="sursis-peers-"))
     log_path = log_dir / "service.log"
     log_to_file(log_path)
     ours_url = os.environ.get("BENCH_PG_URL", DEFAULT_BENCH_URL)
@@ -191,7 +191,7 @@ async def main() -> None:
     started = time.perf_counter()
     print("transactions per turn on the server (commits + rollbacks; reads count too):", flush=True)
     counted: tuple[tuple[str, Callable[[], Side], str], ...] = (
-        ("abeyance", lambda: make_ours(verify=False), ours_url),
+        ("sursis", lambda: make_ours(verify=False), ours_url),
         ("langgraph", make_peer, peers_url),
     )
     for name, make, url in counted:
@@ -204,7 +204,7 @@ async def main() -> None:
         summary[f"{name}_transactions_turn"] = turn
         print(f"  {name:<10} suspend {suspend}, resolve + resume {round(turn - suspend, 1)}, turn {turn}")
 
-    sides: dict[str, Side] = {"abeyance": make_ours(), "langgraph": make_peer()}
+    sides: dict[str, Side] = {"sursis": make_ours(), "langgraph": make_peer()}
     turn1_sides: dict[str, Side] = {**sides, "agent_only": AgentOnlySide()}
     for side in turn1_sides.values():
         await side.open()
@@ -213,20 +213,20 @@ async def main() -> None:
             conversation = await side.new_conversation()
             for _ in range(3):
                 await side.turn(conversation)
-        if isinstance(sides["abeyance"], OursSide):
-            commits = sides["abeyance"].commit_counts()
-            print(f"\nabeyance commits (SQLAlchemy): suspend {commits[0]}, resolve + resume {commits[1]}")
-            summary["abeyance_commits_suspend"], summary["abeyance_commits_resume"] = commits
+        if isinstance(sides["sursis"], OursSide):
+            commits = sides["sursis"].commit_counts()
+            print(f"\nsursis commits (SQLAlchemy): suspend {commits[0]}, resolve + resume {commits[1]}")
+            summary["sursis_commits_suspend"], summary["sursis_commits_resume"] = commits
 
         print(f"\nturn 1: {args.rounds} rounds of {args.window} turns per side, interleaved (p50, ms)")
         ratios: list[float] = []
         all_samples: dict[str, Samples] = {n: Samples() for n in turn1_sides}
         for r in range(args.rounds):
-            first = "abeyance" if r % 2 == 0 else "langgraph"
+            first = "sursis" if r % 2 == 0 else "langgraph"
             samples = await interleaved(turn1_sides, None, args.window, first)
-            ratio = p50(samples["abeyance"].turn) / p50(samples["langgraph"].turn)
+            ratio = p50(samples["sursis"].turn) / p50(samples["langgraph"].turn)
             ratios.append(ratio)
-            print(f" round {r + 1}: abeyance / langgraph = {ratio:.2f}\n{HEADER}", flush=True)
+            print(f" round {r + 1}: sursis / langgraph = {ratio:.2f}\n{HEADER}", flush=True)
             for name, s in samples.items():
                 print(row(name, s))
                 for attr in ("suspend", "resolve", "resume", "statements"):
@@ -240,17 +240,17 @@ async def main() -> None:
             summary[f"{name}_statements_per_turn"] = statistics.median(s.statements)
         floor = p50(all_samples["agent_only"].turn)
         summary["agent_only_vs_langgraph_ratio"] = round(floor / p50(all_samples["langgraph"].turn), 3)
-        summary["abeyance_beyond_agent_loop_ms"] = round(p50(all_samples["abeyance"].turn) - floor, 2)
+        summary["sursis_beyond_agent_loop_ms"] = round(p50(all_samples["sursis"].turn) - floor, 2)
         summary["turn1_ratio"] = round(statistics.median(ratios), 3)
         summary["turn1_ratio_min"] = round(min(ratios), 3)
         summary["turn1_ratio_max"] = round(max(ratios), 3)
         print(
-            f" turn 1: abeyance / langgraph = {summary['turn1_ratio']} "
+            f" turn 1: sursis / langgraph = {summary['turn1_ratio']} "
             f"(rounds {summary['turn1_ratio_min']}-{summary['turn1_ratio_max']}; target <= 0.5)"
         )
         print(
             f" pydantic-ai alone / langgraph = {summary['agent_only_vs_langgraph_ratio']}: the agent loop's "
-            f"floor; abeyance beyond it: {summary['abeyance_beyond_agent_loop_ms']} ms per turn"
+            f"floor; sursis beyond it: {summary['sursis_beyond_agent_loop_ms']} ms per turn"
         )
 
         if args.long:
@@ -263,9 +263,9 @@ async def main() -> None:
             long_ratios = []
             long_samples: dict[str, Samples] = {n: Samples() for n in sides}
             for r in range(args.rounds):
-                first = "abeyance" if r % 2 == 0 else "langgraph"
+                first = "sursis" if r % 2 == 0 else "langgraph"
                 samples = await interleaved(sides, long, per_round, first)
-                long_ratios.append(p50(samples["abeyance"].turn) / p50(samples["langgraph"].turn))
+                long_ratios.append(p50(samples["sursis"].turn) / p50(samples["langgraph"].turn))
                 for name, s in samples.items():
                     for attr in ("suspend", "resolve", "resume", "statements"):
                         getattr(long_samples[name], attr).extend(getattr(s, attr))
@@ -280,7 +280,7 @@ async def main() -> None:
             summary[f"turn{args.long}_ratio_min"] = round(min(long_ratios), 3)
             summary[f"turn{args.long}_ratio_max"] = round(max(long_ratios), 3)
             print(
-                f" turn {args.long}: abeyance / langgraph = {summary[f'turn{args.long}_ratio']} "
+                f" turn {args.long}: sursis / langgraph = {summary[f'turn{args.long}_ratio']} "
                 f"(rounds {summary[f'turn{args.long}_ratio_min']}-{summary[f'turn{args.long}_ratio_max']};"
                 " target <= 0.2)"
             )

@@ -1,17 +1,17 @@
 """Throughput side by side, on one PostgreSQL server: approval turns per second with `concurrency`
 (default 10) conversations at once, each doing its turns one after the other.
 
-- Abeyance: 2 `abeyance serve --no-worker` + 2 `abeyance worker` processes (`http_load.throughput`),
+- Sursis: 2 `sursis serve --no-worker` + 2 `sursis worker` processes (`http_load.throughput`),
   over HTTP (conversations go round-robin to the two API processes), on BENCH_PG_URL; then the same
   with 4 workers. Workers run the service's default number of segments at once.
 - LangGraph: the approval turn of `turn_langgraph.py` (`interrupt()`, then `Command(resume=...)`),
   `AsyncPostgresSaver` on a `psycopg_pool.AsyncConnectionPool` of `concurrency` connections, one
   LangGraph thread per conversation, all in this process, on PEERS_PG_URL.
 
-The order is Abeyance (2 workers), LangGraph, Abeyance (4 workers), so the ratio of the first two
+The order is Sursis (2 workers), LangGraph, Sursis (4 workers), so the ratio of the first two
 compares runs next to each other. Beside each figure: CPU per turn of the service's processes (for
 LangGraph this process, which is its service and its load at once), of the PostgreSQL backends of
-the side's database, of the HTTP load (this process, Abeyance only), and the 1-minute load average.
+the side's database, of the HTTP load (this process, Sursis only), and the 1-minute load average.
 Each run is bounded: `--throughput-turns` per conversation, and no turn starts after
 `--throughput-seconds`. Used by `peers.py` (`--throughput`, the default).
 """
@@ -39,7 +39,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--throughput",
         action=argparse.BooleanOptionalAction,
         default=True,
-        help="turns/s at concurrency 10: Abeyance (2 API + 2 or 4 workers) against LangGraph (pooled)",
+        help="turns/s at concurrency 10: Sursis (2 API + 2 or 4 workers) against LangGraph (pooled)",
     )
     parser.add_argument("--throughput-concurrency", type=int, default=10, help="conversations at once")
     parser.add_argument("--throughput-turns", type=int, default=20, help="turns per conversation")
@@ -97,32 +97,32 @@ async def run(
     concurrency, turns, seconds = args.throughput_concurrency, args.throughput_turns, args.throughput_seconds
     print(
         f"\nthroughput at concurrency {concurrency} (approval turns/s; {turns} turns per conversation, none "
-        f"started after {seconds:g} s; Abeyance over HTTP with 2 `serve --no-worker`; CPU ms per turn of "
+        f"started after {seconds:g} s; Sursis over HTTP with 2 `serve --no-worker`; CPU ms per turn of "
         "the service's processes (LangGraph: this process), of the database's PostgreSQL backends and of "
         "the HTTP load; 1-minute load average at the end)"
     )
     print(THROUGHPUT_HEADER, flush=True)
     plan = [(concurrency, turns)]
     rows: dict[str, ThroughputRow] = {}
-    for key, workers in (("abeyance_2_workers", 2), (None, 0), ("abeyance_4_workers", 4)):
+    for key, workers in (("sursis_2_workers", 2), (None, 0), ("sursis_4_workers", 4)):
         if key is None:
             rows["langgraph"] = await langgraph_throughput(
                 peers_url, args.durability, concurrency, turns, seconds
             )
             print(format_throughput(rows["langgraph"]), flush=True)
             continue
-        mode = f"abeyance 2 api+{workers}w"
+        mode = f"sursis 2 api+{workers}w"
         [rows[key]], rss = await throughput(ours_url, mode, workers, plan, log_dir, apis=2, seconds=seconds)
         for process, mib in rss.items():
             summary[f"throughput_{key}_{process}_peak_rss_mib"] = mib
     summary["throughput_concurrency"] = concurrency
     for key, row in rows.items():
         record(summary, key, row)
-    ours, peer, more = rows["abeyance_2_workers"], rows["langgraph"], rows["abeyance_4_workers"]
-    summary["throughput_abeyance_vs_langgraph_ratio"] = round(ours.turns_per_s / peer.turns_per_s, 3)
+    ours, peer, more = rows["sursis_2_workers"], rows["langgraph"], rows["sursis_4_workers"]
+    summary["throughput_sursis_vs_langgraph_ratio"] = round(ours.turns_per_s / peer.turns_per_s, 3)
     summary["throughput_4_vs_2_workers_ratio"] = round(more.turns_per_s / ours.turns_per_s, 3)
     print(
-        f" abeyance (2 api + 2 workers) / langgraph = {summary['throughput_abeyance_vs_langgraph_ratio']} "
+        f" sursis (2 api + 2 workers) / langgraph = {summary['throughput_sursis_vs_langgraph_ratio']} "
         f"(target >= 2); 4 workers / 2 workers = {summary['throughput_4_vs_2_workers_ratio']} "
         "(target >= 1.7)",
         flush=True,

@@ -33,7 +33,7 @@ PACKAGES = (
     "logging",
     "json",
     "asyncio",
-    "abeyance",
+    "sursis",
     "genai_prices",
     "uuid",
     "typing",
@@ -79,7 +79,7 @@ def main() -> None:
     parser.add_argument("--top", type=int, default=20)
     args = parser.parse_args()
     url = os.environ.get("BENCH_PG_URL", DEFAULT_PG_URL)
-    log_to_file(Path(tempfile.mkdtemp(prefix="abeyance-profile-")) / "service.log")
+    log_to_file(Path(tempfile.mkdtemp(prefix="sursis-profile-")) / "service.log")
     asyncio.run(OursSide.prepare(url))
     profile, elapsed = asyncio.run(run(url, args.turns))
     stats = pstats.Stats(profile)

@@ -1,6 +1,6 @@
 """The agent loop alone: the approval turn through a bare pydantic-ai agent, nothing stored.
 
-The floor under Abeyance's turn: the same shape of agent the service runs (output `str` or
+The floor under Sursis's turn: the same shape of agent the service runs (output `str` or
 `DeferredToolRequests`, the gated tool declared with `requires_approval`, pydantic-ai's
 instrumentation capability on an OpenTelemetry SDK tracer provider with no exporter, as a service
 without `OTEL_EXPORTER_OTLP_ENDPOINT` runs it), a zero-latency model, and the message history kept

@@ -1,4 +1,4 @@
-"""One approval turn through Abeyance in this process (`abeyance.Service`, no HTTP), with the
+"""One approval turn through Sursis in this process (`sursis.Service`, no HTTP), with the
 commits and statements of each phase: for the per-turn bench, the side-by-side bench and the profile."""
 
 from __future__ import annotations
@@ -11,13 +11,13 @@ from pathlib import Path
 
 from common import GATED_TURN, DatabaseCounter, ensure_pg_database, fresh_database
 
-import abeyance
-from abeyance import RunStatus, Service
+import sursis
+from sursis import RunStatus, Service
 
 
 def log_to_file(path: Path) -> None:
     """Log at INFO as JSON, as a worker does, into `path`: the work is measured, the report stays clean."""
-    abeyance.configure_logging("INFO", json_logs=True, stream=path.open("w"))
+    sursis.configure_logging("INFO", json_logs=True, stream=path.open("w"))
 
 
 async def ensure_database(url: str) -> None:
@@ -40,7 +40,7 @@ class PhaseCounts:
 
 @dataclass
 class OursSide:
-    """`abeyance.Service` over `url` with the offline `scripted` model; queued work runs in this task
+    """`sursis.Service` over `url` with the offline `scripted` model; queued work runs in this task
     (`run_once`), as a worker would run it. The database counter sees every engine in the process:
     the bench's own reads (finding the pending call, checking the run) are left out of the figures."""
 

@@ -22,7 +22,7 @@ from datetime import UTC, datetime
 import sqlalchemy as sa
 from common import engine_for, fresh_database, percentile
 
-from abeyance import Service
+from sursis import Service
 
 DEFAULT_PG_URL = "postgresql+asyncpg://postgres@127.0.0.1:5432/bench"
 TARGET_P50_MS = 20.0

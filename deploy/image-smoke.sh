@@ -4,28 +4,28 @@
 # then suspend a gated call through one API, approve it through the other, approve it again
 # (expect 409 stale), and wait for the run to complete. Needs docker, curl and jq.
 #
-#   SMOKE_PG_URL   database to use (emptied first)  default postgresql+asyncpg://postgres@127.0.0.1:5432/abeyance_smoke
+#   SMOKE_PG_URL   database to use (emptied first)  default postgresql+asyncpg://postgres@127.0.0.1:5432/sursis_smoke
 #   PYTHON_IMAGE   base image passed to the build   default: the Dockerfile's (python:3.12-slim)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-DB=${SMOKE_PG_URL:-postgresql+asyncpg://postgres@127.0.0.1:5432/abeyance_smoke}
+DB=${SMOKE_PG_URL:-postgresql+asyncpg://postgres@127.0.0.1:5432/sursis_smoke}
 ADMIN_DSN=$(echo "$DB" | sed -e 's#+asyncpg##' -e 's#/[^/]*$#/postgres#')
 DB_NAME=${DB##*/}
 psql "$ADMIN_DSN" -qc "drop database if exists $DB_NAME" -c "create database $DB_NAME" 2>/dev/null
 
-docker build -q ${PYTHON_IMAGE:+--build-arg PYTHON_IMAGE=$PYTHON_IMAGE} -t abeyance:local . >/dev/null
-names=(abeyance-smoke-api1 abeyance-smoke-api2 abeyance-smoke-w1 abeyance-smoke-w2)
+docker build -q ${PYTHON_IMAGE:+--build-arg PYTHON_IMAGE=$PYTHON_IMAGE} -t sursis:local . >/dev/null
+names=(sursis-smoke-api1 sursis-smoke-api2 sursis-smoke-w1 sursis-smoke-w2)
 trap 'docker rm -f "${names[@]}" >/dev/null 2>&1 || true' EXIT
-RUN=(docker run --network host -e "ABEYANCE_DATABASE_URL=$DB" -e ABEYANCE_MODEL=scripted)
+RUN=(docker run --network host -e "SURSIS_DATABASE_URL=$DB" -e SURSIS_MODEL=scripted)
 
-"${RUN[@]}" --rm abeyance:local migrate
-"${RUN[@]}" -d --name "${names[0]}" -e ABEYANCE_PORT=18781 abeyance:local serve --no-worker >/dev/null
-"${RUN[@]}" -d --name "${names[1]}" -e ABEYANCE_PORT=18782 abeyance:local serve --no-worker >/dev/null
-"${RUN[@]}" -d --name "${names[2]}" abeyance:local worker --concurrency 4 >/dev/null
-"${RUN[@]}" -d --name "${names[3]}" abeyance:local worker --concurrency 4 >/dev/null
-"${RUN[@]}" --rm abeyance:local demo seed --workspace default >/dev/null
-KEY=$("${RUN[@]}" --rm abeyance:local keys create --role operator --workspace default --name smoke | sed -n 2p | tr -d ' ')
+"${RUN[@]}" --rm sursis:local migrate
+"${RUN[@]}" -d --name "${names[0]}" -e SURSIS_PORT=18781 sursis:local serve --no-worker >/dev/null
+"${RUN[@]}" -d --name "${names[1]}" -e SURSIS_PORT=18782 sursis:local serve --no-worker >/dev/null
+"${RUN[@]}" -d --name "${names[2]}" sursis:local worker --concurrency 4 >/dev/null
+"${RUN[@]}" -d --name "${names[3]}" sursis:local worker --concurrency 4 >/dev/null
+"${RUN[@]}" --rm sursis:local demo seed --workspace default >/dev/null
+KEY=$("${RUN[@]}" --rm sursis:local keys create --role operator --workspace default --name smoke | sed -n 2p | tr -d ' ')
 for port in 18781 18782; do
   for _ in $(seq 1 30); do curl -fs "localhost:$port/readyz" >/dev/null && break; sleep 1; done
 done

@@ -17,22 +17,22 @@ import sqlalchemy as sa
 from litestar.testing import AsyncTestClient
 from pydantic_ai import models
 
-from abeyance.app.container import Container, build_container
-from abeyance.app.main import create_app
-from abeyance.app.settings import Settings
-from abeyance.domain.access import Role
-from abeyance.domain.clock import utcnow
-from abeyance.domain.keys import IssuedKey, KeyService
-from abeyance.domain.records import Principal
-from abeyance.infra.db.engine import create_engine
-from abeyance.infra.db.migrations import upgrade
-from abeyance.infra.db.tables import metadata
-from abeyance.infra.db.uow import SqlUnitOfWorkFactory
-from abeyance.infra.demo import seed_demo
+from sursis.app.container import Container, build_container
+from sursis.app.main import create_app
+from sursis.app.settings import Settings
+from sursis.domain.access import Role
+from sursis.domain.clock import utcnow
+from sursis.domain.keys import IssuedKey, KeyService
+from sursis.domain.records import Principal
+from sursis.infra.db.engine import create_engine
+from sursis.infra.db.migrations import upgrade
+from sursis.infra.db.tables import metadata
+from sursis.infra.db.uow import SqlUnitOfWorkFactory
+from sursis.infra.demo import seed_demo
 
 models.ALLOW_MODEL_REQUESTS = False
 
-PG_URL = os.environ.get("ABEYANCE_TEST_PG_URL", "postgresql+asyncpg://postgres@127.0.0.1:5432/test")
+PG_URL = os.environ.get("SURSIS_TEST_PG_URL", "postgresql+asyncpg://postgres@127.0.0.1:5432/test")
 
 
 @pytest.fixture(scope="session")
@@ -72,7 +72,7 @@ async def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     """A migrated, empty database of each kind, isolated per test."""
     if request.param == "sqlite":
         template: Path = request.getfixturevalue("sqlite_template")
-        target = tmp_path / "abeyance.db"
+        target = tmp_path / "sursis.db"
         shutil.copy(template, target)
         return f"sqlite+aiosqlite:///{target}"
     url: str = request.getfixturevalue("pg_migrated")
@@ -112,7 +112,7 @@ SETUP = Principal(id="test-setup", role=Role.ADMIN, workspace=None)
 
 @dataclass
 class KeyMaker:
-    """Makes API keys through the same service the `abeyance keys` command uses."""
+    """Makes API keys through the same service the `sursis keys` command uses."""
 
     service: KeyService
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-from abeyance.domain.errors import ToolPolicyError, ToolTerminalError, ToolTransientError, ToolUserError
-from abeyance.domain.tools import Category, ToolSpec
-from abeyance.infra.agents.declarations import AgentDefinition, DeclaredTool
+from sursis.domain.errors import ToolPolicyError, ToolTerminalError, ToolTransientError, ToolUserError
+from sursis.domain.tools import Category, ToolSpec
+from sursis.infra.agents.declarations import AgentDefinition, DeclaredTool
 
 SECRET_DETAIL = "connection string postgres://admin:hunter2@db"
 

@@ -10,8 +10,8 @@ from typing import Any
 import httpx
 import pytest
 
-from abeyance.app.main import create_app
-from abeyance.app.settings import Settings
+from sursis.app.main import create_app
+from sursis.app.settings import Settings
 from tests.api.live import serve
 from tests.conftest import admin_headers, make_settings
 

@@ -16,7 +16,7 @@ from typing import Any
 import httpx
 import uvicorn
 
-from abeyance.app.http_protocols import ProblemH11Protocol
+from sursis.app.http_protocols import ProblemH11Protocol
 
 
 @asynccontextmanager

@@ -20,8 +20,8 @@ from typing import Any
 
 from litestar.testing import AsyncTestClient
 
-from abeyance.app.main import create_app
-from abeyance.domain.keys import IssuedKey
+from sursis.app.main import create_app
+from sursis.domain.keys import IssuedKey
 from tests.api.conftest import LiveFactory
 from tests.api.http_calls import create_conversation, post_message
 from tests.conftest import KeyMaker, bearer, call, make_settings, script
@@ -163,7 +163,7 @@ ROUTES = [
         "POST",
         "/v1/webhooks",
         operator_listing(201),
-        body=lambda o: {"url": "https://hooks.example.com/abeyance", "events": ["pending.created"]},
+        body=lambda o: {"url": "https://hooks.example.com/sursis", "events": ["pending.created"]},
     ),
     Route("DELETE", "/v1/webhooks/{webhook_id}", operators(204)),
     Route("GET", "/v1/keys", admins(200)),
@@ -450,9 +450,9 @@ WRONG_CREDENTIALS = [
     "",
     "Bearer",
     "Basic dXNlcjpwYXNz",
-    "Bearer abk_not-a-key-anyone-made-0000000000000000000000",
+    "Bearer srs_not-a-key-anyone-made-0000000000000000000000",
     "Bearer " + "x" * 5000,
-    "Token abk_x",
+    "Token srs_x",
 ]
 
 
@@ -501,7 +501,7 @@ async def test_health_and_schema_need_no_key(client: AsyncTestClient[Any]) -> No
     assert schema["components"]["securitySchemes"]["ApiKey"] == {
         "type": "http",
         "scheme": "bearer",
-        "description": "An API key made by `abeyance keys create`",
+        "description": "An API key made by `sursis keys create`",
     }
     assert schema["paths"]["/v1/pending"]["get"]["security"] == [{"ApiKey": []}]
     assert "security" not in schema["paths"]["/healthz"]["get"]

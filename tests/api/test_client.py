@@ -1,4 +1,4 @@
-"""`abeyance.client.AsyncClient` against the real app served on a loopback port."""
+"""`sursis.client.AsyncClient` against the real app served on a loopback port."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator
 import httpx
 import pytest
 
-from abeyance.client import (
+from sursis.client import (
     AsyncClient,
     AuthenticationError,
     Event,
@@ -79,7 +79,7 @@ async def test_error_answers_raise_the_exception_of_their_code(live: LiveFactory
         assert invalid.value.code == "validation_failed" and invalid.value.errors[0]["loc"] == ["agent"]
         with pytest.raises(InvalidRequestError):
             await client.resolve(uuid.uuid4(), "maybe")
-        async with AsyncClient(app.base_url, "abk_not_a_key") as stranger:
+        async with AsyncClient(app.base_url, "srs_not_a_key") as stranger:
             with pytest.raises(AuthenticationError) as refused:
                 await stranger.list_pending()
         assert refused.value.status == 401

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 from litestar.testing import AsyncTestClient
 
-from abeyance.infra.db import tables
-from abeyance.infra.db.engine import create_engine
+from sursis.infra.db import tables
+from sursis.infra.db.engine import create_engine
 from tests.api.conftest import LiveFactory
 from tests.api.http_calls import create_conversation, get_run, post_message, resolve
 from tests.api.live import EventStream, is_event

@@ -36,7 +36,7 @@ async def test_each_delegation_is_a_span_with_the_specialists_spans_under_it(see
     analyst = by_name["delegate customer/scan-analyst"]
     guide = by_name["delegate customer/onboarding-guide"]
     assert analyst.attributes is not None
-    assert analyst.attributes["abeyance.delegation.specialist"] == "scan-analyst"
+    assert analyst.attributes["sursis.delegation.specialist"] == "scan-analyst"
     under_analyst = {s.name for s in descendants(spans, analyst)}
     under_guide = {s.name for s in descendants(spans, guide)}
     assert "invoke_agent scan-analyst" in under_analyst

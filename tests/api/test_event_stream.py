@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from abeyance.app.container import build_container
+from sursis.app.container import build_container
 from tests.api.conftest import LiveFactory
 from tests.api.http_calls import create_conversation, get_run, post_message, resolve
 from tests.api.live import EventStream, SseMessage, is_event

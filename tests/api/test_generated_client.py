@@ -21,11 +21,11 @@ from typing import Any
 import httpx
 import pytest
 
-from abeyance.app.main import create_app
-from abeyance.domain.clock import utcnow
-from abeyance.infra.db.engine import create_engine
-from abeyance.infra.db.uow import SqlUnitOfWorkFactory
-from abeyance.infra.demo import demo_event_id, seed_demo
+from sursis.app.main import create_app
+from sursis.domain.clock import utcnow
+from sursis.infra.db.engine import create_engine
+from sursis.infra.db.uow import SqlUnitOfWorkFactory
+from sursis.infra.demo import demo_event_id, seed_demo
 from tests.api.live import serve
 from tests.conftest import KeyMaker, make_settings
 
@@ -59,7 +59,7 @@ async def test_a_generated_client_runs_the_readme_walkthrough(
     await seed_demo(SqlUnitOfWorkFactory(engine), workspace, utcnow())
     await engine.dispose()
     key = await keys.make("operator", workspace)
-    package = f"abeyance_generated_{uuid.uuid4().hex[:8]}"
+    package = f"sursis_generated_{uuid.uuid4().hex[:8]}"
 
     async with serve(create_app(make_settings(seeded))) as base_url:
         async with httpx.AsyncClient(base_url=base_url) as http:

@@ -12,8 +12,8 @@ import structlog
 from litestar.testing import AsyncTestClient
 from structlog.testing import capture_logs
 
-from abeyance.app.main import create_app
-from abeyance.infra.db.engine import create_engine, is_sqlite
+from sursis.app.main import create_app
+from sursis.infra.db.engine import create_engine, is_sqlite
 from tests.api.conftest import LiveFactory
 from tests.api.http_calls import create_conversation, post_message, resolve
 from tests.api.live import EventStream
@@ -198,7 +198,7 @@ async def test_rate_limit_is_per_key_with_retry_after(seeded: str, keys: KeyMake
         assert (await client.get("/v1/pending", headers=bearer(second))).status_code == 200
         assert (await client.get("/healthz")).status_code == 200
         for _ in range(3):
-            await client.get("/v1/pending", headers={"Authorization": "Bearer abk_guessing-0000000000000000"})
+            await client.get("/v1/pending", headers={"Authorization": "Bearer srs_guessing-0000000000000000"})
         assert (await client.get("/v1/pending", headers=bearer(second))).status_code == 200
 
 
@@ -413,9 +413,9 @@ async def test_made_up_keys_are_limited_per_address_before_any_lookup(seeded: st
     async with AsyncTestClient(app=app) as client:
         assert (await client.get("/v1/pending", headers=bearer(known))).status_code == 200
         for _ in range(3):
-            guess = bearer("abk_" + secrets.token_urlsafe(32))
+            guess = bearer("srs_" + secrets.token_urlsafe(32))
             assert_problem(await client.get("/v1/pending", headers=guess), 401, "unauthenticated")
-        flooded = await client.get("/v1/pending", headers=bearer("abk_" + secrets.token_urlsafe(32)))
+        flooded = await client.get("/v1/pending", headers=bearer("srs_" + secrets.token_urlsafe(32)))
         problem = assert_problem(flooded, 429, "rate_limited")
         assert 1 <= int(flooded.headers["retry-after"]) <= 60
         assert problem["retry_after"] == int(flooded.headers["retry-after"])

@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 from litestar.testing import AsyncTestClient
 
-from abeyance.app.http_protocols import ProblemH11Protocol, ProblemHttpToolsProtocol
-from abeyance.app.main import create_app
+from sursis.app.http_protocols import ProblemH11Protocol, ProblemHttpToolsProtocol
+from sursis.app.main import create_app
 from tests.api.http_calls import create_conversation
 from tests.api.live import serve
 from tests.api.test_hostile_input import assert_problem, suspended_replay

@@ -10,7 +10,7 @@ from typing import Any
 
 from litestar.testing import AsyncTestClient
 
-from abeyance.app.routes.inbox import ASSETS, CONTENT_SECURITY_POLICY
+from sursis.app.routes.inbox import ASSETS, CONTENT_SECURITY_POLICY
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -56,8 +56,8 @@ def test_the_assets_name_no_other_origin() -> None:
 def test_every_asset_is_package_data() -> None:
     """An editable install finds the files anyway; a built wheel only ships what package-data names."""
     config = tomllib.loads((ROOT / "pyproject.toml").read_text())
-    patterns = config["tool"]["setuptools"]["package-data"]["abeyance"]
-    package = ROOT / "abeyance"
+    patterns = config["tool"]["setuptools"]["package-data"]["sursis"]
+    package = ROOT / "sursis"
     shipped = sorted(str(a.relative_to(package)) for a in ASSETS.iterdir())
     assert shipped == [
         "app/static/inbox/inbox.css",

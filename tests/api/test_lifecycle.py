@@ -11,11 +11,11 @@ from typing import Any
 from litestar.testing import AsyncTestClient
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 
-from abeyance.app.container import build_container
-from abeyance.app.main import create_app
-from abeyance.domain.clock import utcnow
-from abeyance.domain.keys import IssuedKey
-from abeyance.infra.db.tables import pending_calls
+from sursis.app.container import build_container
+from sursis.app.main import create_app
+from sursis.domain.clock import utcnow
+from sursis.domain.keys import IssuedKey
+from sursis.infra.db.tables import pending_calls
 from tests.api.http_calls import conversation, create_conversation, get_run, post_message, resolve, tool_calls
 from tests.conftest import admin_headers, call, make_settings, script
 

@@ -29,11 +29,11 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.usage import RequestUsage
 from structlog.typing import EventDict
 
-from abeyance.app.container import build_container
-from abeyance.app.logging import add_trace_id
-from abeyance.app.main import create_app
-from abeyance.infra.agents.declarations import AgentDefinition
-from abeyance.infra.telemetry import TelemetryConfig, build_telemetry
+from sursis.app.container import build_container
+from sursis.app.logging import add_trace_id
+from sursis.app.main import create_app
+from sursis.infra.agents.declarations import AgentDefinition
+from sursis.infra.telemetry import TelemetryConfig, build_telemetry
 from tests.api.http_calls import create_conversation, get_run, post_message, resolve, tool_calls
 from tests.conftest import admin_headers, call, make_settings, script
 from tests.probe_agent import OUTCOMES, SECRET_DETAIL, probe_agent
@@ -114,9 +114,9 @@ async def test_a_suspended_then_approved_run_is_one_trace(seeded: str) -> None:
     assert second.parent.span_id == first.context.span_id, "the resumed segment continues the first"
     assert first.attributes is not None
     assert second.attributes is not None
-    assert (first.attributes["abeyance.segment"], second.attributes["abeyance.segment"]) == (1, 2)
-    assert first.attributes["abeyance.run.status"] == "suspended"
-    assert second.attributes["abeyance.run.status"] == "completed"
+    assert (first.attributes["sursis.segment"], second.attributes["sursis.segment"]) == (1, 2)
+    assert first.attributes["sursis.run.status"] == "suspended"
+    assert second.attributes["sursis.run.status"] == "completed"
 
     [posted] = app.spans("POST /v1/conversations/{conversation_id}/messages")
     assert hex_trace(posted) == trace_id, "the run's trace starts at the request that queued it"
@@ -127,7 +127,7 @@ async def test_a_suspended_then_approved_run_is_one_trace(seeded: str) -> None:
     [approved] = resolving.events
     assert approved.name == "pending.approved"
     assert approved.attributes is not None
-    assert approved.attributes["abeyance.correlation_id"] == run["pending"][0]["correlation_id"]
+    assert approved.attributes["sursis.correlation_id"] == run["pending"][0]["correlation_id"]
 
     agent_spans = [s for s in app.spans() if s.name.split(" ")[0] in ("invoke_agent", "chat", "execute_tool")]
     assert {s.name.split(" ")[0] for s in agent_spans} == {"invoke_agent", "chat", "execute_tool"}
@@ -161,9 +161,7 @@ async def test_every_executed_tool_call_is_measured_with_its_outcome(seeded: str
     assert sorted(measured) == sorted(OUTCOMES), "one tool.call per executed call; none for the suspension"
     assert len(events(logs, "tool.call")) == len(OUTCOMES)
     assert "gated_write" not in recorded
-    [segment] = [
-        s for s in app.spans("run.segment") if s.attributes and s.attributes["abeyance.segment"] == 1
-    ]
+    [segment] = [s for s in app.spans("run.segment") if s.attributes and s.attributes["sursis.segment"] == 1]
     tool_spans = {
         s.name.removeprefix("execute_tool "): s for s in app.spans() if s.name.startswith("execute_tool")
     }
@@ -178,9 +176,9 @@ async def test_every_executed_tool_call_is_measured_with_its_outcome(seeded: str
         assert event["run_id"] == run["id"]
         attributes = tool_spans[name].attributes
         assert attributes is not None
-        assert attributes["abeyance.tool.ok"] is ok, name
-        assert attributes["abeyance.tool.error_class"] == (error_class or "")
-        assert attributes["abeyance.tool.latency_ms"] == event["latency_ms"]
+        assert attributes["sursis.tool.ok"] is ok, name
+        assert attributes["sursis.tool.error_class"] == (error_class or "")
+        assert attributes["sursis.tool.latency_ms"] == event["latency_ms"]
         row = recorded[name]
         assert (row["ok"], row["error_class"], row["error_code"]) == (ok, error_class, error_code), name
         assert row["agent_name"] == "probe"
@@ -190,7 +188,7 @@ async def test_every_executed_tool_call_is_measured_with_its_outcome(seeded: str
 
     gated_span = tool_spans["gated_write"].attributes
     assert gated_span is not None
-    assert "abeyance.tool.ok" not in gated_span, "an approval suspension is not an executed call"
+    assert "sursis.tool.ok" not in gated_span, "an approval suspension is not an executed call"
     assert tool_spans["gated_write"].status.status_code is not StatusCode.ERROR
     assert not [
         e for e in suspended_logs if e.get("tool_name") == "gated_write" and e["event"] == "tool.call"
@@ -203,7 +201,7 @@ async def test_every_executed_tool_call_is_measured_with_its_outcome(seeded: str
 
     outcomes = {
         (s.labels["tool"], s.labels["outcome"]): s.value
-        for s in samples(families, "abeyance_tool_duration_seconds", "_count")
+        for s in samples(families, "sursis_tool_duration_seconds", "_count")
     }
     assert outcomes == {(name, "ok" if ok else str(cls)): 1.0 for name, (ok, cls, _) in OUTCOMES.items()}
 
@@ -270,21 +268,21 @@ async def test_metrics_parse_as_prometheus_text(seeded: str) -> None:
     assert while_waiting.status_code == 200
     assert while_waiting.headers["content-type"].startswith("text/plain; version=")
     waiting = metric_families(while_waiting.text)
-    awaiting = {s.labels["kind"]: s.value for s in samples(waiting, "abeyance_pending_awaiting")}
+    awaiting = {s.labels["kind"]: s.value for s in samples(waiting, "sursis_pending_awaiting")}
     assert awaiting == {"approval": 1.0, "elicitation": 0.0, "client_exec": 0.0}
-    active = {s.labels["status"]: s.value for s in samples(waiting, "abeyance_runs_active")}
+    active = {s.labels["status"]: s.value for s in samples(waiting, "sursis_runs_active")}
     assert active["suspended"] == 1.0
 
     done = metric_families(after.text)
-    assert {s.labels["kind"]: s.value for s in samples(done, "abeyance_pending_awaiting")}["approval"] == 0.0
-    assert done["abeyance_runs"].type == "counter"
-    runs = {s.labels["status"]: s.value for s in samples(done, "abeyance_runs", "_total")}
+    assert {s.labels["kind"]: s.value for s in samples(done, "sursis_pending_awaiting")}["approval"] == 0.0
+    assert done["sursis_runs"].type == "counter"
+    runs = {s.labels["status"]: s.value for s in samples(done, "sursis_runs", "_total")}
     assert runs == {"queued": 2.0, "running": 2.0, "suspended": 1.0, "completed": 1.0}
-    assert done["abeyance_pending_decision_duration_seconds"].type == "histogram"
-    [decided] = samples(done, "abeyance_pending_decision_duration_seconds", "_count")
+    assert done["sursis_pending_decision_duration_seconds"].type == "histogram"
+    [decided] = samples(done, "sursis_pending_decision_duration_seconds", "_count")
     assert decided.labels == {"kind": "approval", "outcome": "approved", "tool": "replay_dlq_event"}
     assert decided.value == 1.0
-    tools = {s.labels["tool"] for s in samples(done, "abeyance_tool_duration_seconds", "_count")}
+    tools = {s.labels["tool"] for s in samples(done, "sursis_tool_duration_seconds", "_count")}
     assert tools == {"list_dlq_events", "replay_dlq_event"}
     assert "gen_ai_client_token_usage" in done, "pydantic-ai's own metrics share the meter provider"
     assert openmetrics.headers["content-type"].startswith("application/openmetrics-text")

@@ -13,7 +13,7 @@ import pytest
 from litestar.testing import AsyncTestClient
 from pydantic_ai import models
 
-from abeyance.app.main import create_app
+from sursis.app.main import create_app
 from tests.api.http_calls import create_conversation, get_run, post_message, resolve, tool_calls
 from tests.conftest import admin_headers, make_settings
 

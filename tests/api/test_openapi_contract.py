@@ -7,8 +7,8 @@ from typing import Any
 import jsonschema_rs
 from litestar.testing import AsyncTestClient
 
-from abeyance.app.openapi_contract import codes_for
-from abeyance.app.schemas import WORKSPACE_PATTERN
+from sursis.app.openapi_contract import codes_for
+from sursis.app.schemas import WORKSPACE_PATTERN
 
 PROBLEM = "application/problem+json"
 
@@ -110,7 +110,7 @@ async def test_constraints_the_service_enforces_are_in_the_document(client: Asyn
     assert url["format"] == "uri" and url["maxLength"] == 2000
     valid_url = jsonschema_rs.validator_for(url)
     for sample, admitted in (
-        ("https://hooks.example.com/abeyance?x=1", True),
+        ("https://hooks.example.com/sursis?x=1", True),
         ("http://hooks.example.com:8080", True),
         ("ftp://hooks.example.com/x", False),
         ("/relative/path", False),

@@ -35,12 +35,12 @@ from schemathesis import GenerationMode
 from schemathesis.config import SchemathesisConfig
 from schemathesis.generation.meta import TestPhase
 
-from abeyance.app.main import create_app
+from sursis.app.main import create_app
 from tests.api.http_calls import create_conversation, post_message
 from tests.api.live import serve
 from tests.conftest import KeyMaker, bearer, call, make_settings, script
 
-EXAMPLES = int(os.environ.get("ABEYANCE_FUZZ_EXAMPLES", "8"))
+EXAMPLES = int(os.environ.get("SURSIS_FUZZ_EXAMPLES", "8"))
 """Generated cases per operation and strategy (coverage cases come on top, all of them)."""
 MESSAGE_END = re.compile(rb"\r\n\r\n|\n\n|\r\r")
 """A blank line: the end of a server-sent message, with any of the three line endings."""

@@ -7,7 +7,7 @@ from typing import Any
 
 import httpx
 
-from abeyance.app.container import build_container
+from sursis.app.container import build_container
 from tests.api.conftest import LiveFactory
 from tests.api.http_calls import create_conversation, post_message
 from tests.api.live import EventStream, SseMessage, is_event
@@ -162,7 +162,7 @@ async def test_pending_events_written_by_another_process_reach_the_stream(
     """The API process runs no worker; the pending call is created by a worker elsewhere.
 
     SQLite: the stream polls. PostgreSQL: polling is made too slow to matter, so the event can only
-    arrive in time through `NOTIFY abeyance_pending`.
+    arrive in time through `NOTIFY sursis_pending`.
     """
     poll = 0.1 if database_url.startswith("sqlite") else 60.0
     async with live(run_worker=False, events_poll_seconds=poll) as app:

@@ -8,14 +8,14 @@ import pytest
 import sqlalchemy as sa
 from litestar.testing import AsyncTestClient
 
-from abeyance.app.container import Container
-from abeyance.domain.access import Role
-from abeyance.domain.customer.events import PlatformEvent, PlatformEventType
-from abeyance.domain.customer.intake import EventIntakeService
-from abeyance.domain.records import Principal
-from abeyance.infra.db import customer_tables as c
-from abeyance.infra.db import tables as t
-from abeyance.infra.db.uow import SqlUnitOfWork
+from sursis.app.container import Container
+from sursis.domain.access import Role
+from sursis.domain.customer.events import PlatformEvent, PlatformEventType
+from sursis.domain.customer.intake import EventIntakeService
+from sursis.domain.records import Principal
+from sursis.infra.db import customer_tables as c
+from sursis.infra.db import tables as t
+from sursis.infra.db.uow import SqlUnitOfWork
 from tests.api.http_calls import get_run
 from tests.conftest import KeyMaker, bearer, new_id
 from tests.customer_scripts import findings, results

@@ -9,13 +9,13 @@ from typing import Any
 from litestar.testing import AsyncTestClient
 from structlog.testing import capture_logs
 
-from abeyance.app.container import build_container
-from abeyance.app.main import create_app
-from abeyance.domain.clock import utcnow
-from abeyance.domain.records import Authorization
-from abeyance.infra.agents.policy import StoredPreApprovalPolicy
-from abeyance.infra.db.engine import create_engine
-from abeyance.infra.db.uow import SqlUnitOfWorkFactory
+from sursis.app.container import build_container
+from sursis.app.main import create_app
+from sursis.domain.clock import utcnow
+from sursis.domain.records import Authorization
+from sursis.infra.agents.policy import StoredPreApprovalPolicy
+from sursis.infra.db.engine import create_engine
+from sursis.infra.db.uow import SqlUnitOfWorkFactory
 from tests.api.http_calls import create_conversation, post_message, tool_calls
 from tests.conftest import KeyMaker, bearer, call, make_settings, script
 
@@ -163,7 +163,7 @@ async def test_a_broken_rule_gates_even_next_to_a_covering_one(
 async def test_a_database_error_in_the_policy_gates_the_call(seeded: str, keys: KeyMaker) -> None:
     admin = await keys.make("admin")
     settings = make_settings(seeded)
-    unreachable = create_engine("sqlite+aiosqlite:////nonexistent-directory/abeyance.db")
+    unreachable = create_engine("sqlite+aiosqlite:////nonexistent-directory/sursis.db")
     container = build_container(settings, policy=StoredPreApprovalPolicy(SqlUnitOfWorkFactory(unreachable)))
     try:
         with capture_logs() as logs:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from abeyance.domain.access import Role
+from sursis.domain.access import Role
 from tests.api.conftest import LiveFactory
 from tests.api.live import EventStream, Receiver, serve
 from tests.api.test_platform_events import scan_completed
@@ -43,7 +43,7 @@ async def test_a_started_conversation_is_streamed_and_sent_to_webhooks(
     assert started["event"] == {"id": event_id, "type": "scan.completed"}
     [(headers, body)] = receiver.requests
     delivered = json.loads(body)
-    assert headers["abeyance-event-type"] == "conversation.started"
+    assert headers["sursis-event-type"] == "conversation.started"
     assert delivered["data"]["run_id"] == accepted["run_id"]
 
 

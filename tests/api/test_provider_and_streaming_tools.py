@@ -9,7 +9,7 @@ from tests.api.http_calls import conversation, create_conversation, get_run, pos
 from tests.api.live import EventStream, is_event
 from tests.conftest import call, script
 
-HITS = [{"title": "Abeyance docs", "url": "https://example.com/abeyance"}]
+HITS = [{"title": "Sursis docs", "url": "https://example.com/sursis"}]
 
 
 async def test_provider_tool_is_recorded_but_never_dispatched_or_gated(live: LiveFactory) -> None:

@@ -8,11 +8,11 @@ from typing import Any
 import pytest
 from litestar.testing import AsyncTestClient
 
-from abeyance.app.main import create_app
-from abeyance.domain.clock import utcnow
-from abeyance.infra.db.engine import create_engine
-from abeyance.infra.db.uow import SqlUnitOfWorkFactory
-from abeyance.infra.demo import demo_event_id, demo_event_ids, seed_demo
+from sursis.app.main import create_app
+from sursis.domain.clock import utcnow
+from sursis.infra.db.engine import create_engine
+from sursis.infra.db.uow import SqlUnitOfWorkFactory
+from sursis.infra.demo import demo_event_id, demo_event_ids, seed_demo
 from tests.conftest import KeyMaker, bearer, make_settings
 
 

@@ -10,11 +10,11 @@ from typing import Any
 import pytest
 from litestar.testing import AsyncTestClient
 
-from abeyance.domain.clock import utcnow
-from abeyance.domain.records import Webhook
-from abeyance.domain.webhooks import verify
-from abeyance.infra.db.engine import create_engine
-from abeyance.infra.db.uow import SqlUnitOfWorkFactory
+from sursis.domain.clock import utcnow
+from sursis.domain.records import Webhook
+from sursis.domain.webhooks import verify
+from sursis.infra.db.engine import create_engine
+from sursis.infra.db.uow import SqlUnitOfWorkFactory
 from tests.api.conftest import LiveFactory
 from tests.api.http_calls import create_conversation, get_run, post_message, resolve
 from tests.api.live import Receiver, serve
@@ -149,13 +149,13 @@ async def test_deliveries_are_signed_and_link_to_the_approval_endpoint(live: Liv
     receiver = Receiver()
     async with (
         serve(receiver, lifespan="off") as receiver_url,
-        live(webhook_allow_private_hosts=True, public_url="https://abeyance.example.com") as app,
+        live(webhook_allow_private_hosts=True, public_url="https://sursis.example.com") as app,
     ):
         hook = (
             await app.http.post(
                 "/v1/webhooks",
                 json={
-                    "url": receiver_url + "/hooks/abeyance",
+                    "url": receiver_url + "/hooks/sursis",
                     "events": ["pending.created", "pending.resolved", "run.completed"],
                 },
             )
@@ -172,18 +172,18 @@ async def test_deliveries_are_signed_and_link_to_the_approval_endpoint(live: Liv
     bodies = []
     for headers, body in receiver.requests:
         assert headers["content-type"] == "application/json"
-        assert verify(hook["secret"], headers["abeyance-signature"], body, now=now)
-        assert not verify(hook["secret"], headers["abeyance-signature"], body + b" ", now=now)
-        assert not verify("whsec_other", headers["abeyance-signature"], body, now=now)
+        assert verify(hook["secret"], headers["sursis-signature"], body, now=now)
+        assert not verify(hook["secret"], headers["sursis-signature"], body + b" ", now=now)
+        assert not verify("whsec_other", headers["sursis-signature"], body, now=now)
         parsed = json.loads(body)
-        assert headers["abeyance-event-id"] == str(parsed["id"])
-        assert headers["abeyance-event-type"] == parsed["type"]
+        assert headers["sursis-event-id"] == str(parsed["id"])
+        assert headers["sursis-event-type"] == parsed["type"]
         bodies.append(parsed)
     bodies.sort(key=lambda b: b["id"])
     assert [b["type"] for b in bodies] == ["pending.created", "pending.resolved", "run.completed"]
     assert {b["conversation_id"] for b in bodies} == {cid}
     created, resolved, completed = (b["data"] for b in bodies)
-    link = f"https://abeyance.example.com/v1/pending/{pending['correlation_id']}"
+    link = f"https://sursis.example.com/v1/pending/{pending['correlation_id']}"
     assert created["links"] == {"pending": link, "resolve": link + "/resolve"}
     assert created["effect_description"] == "Replay DLQ event evt_1001"
     assert "args" not in created
@@ -239,7 +239,7 @@ async def test_failing_receiver_ends_in_dead_letters_and_ops_replays_it(live: Li
             return [
                 status
                 for (headers, _), status in zip(receiver.requests, receiver.answered, strict=True)
-                if headers["abeyance-event-id"] == str(first_event)
+                if headers["sursis-event-id"] == str(first_event)
             ]
 
         await receiver.wait_for(4)
@@ -252,8 +252,8 @@ async def test_failing_receiver_ends_in_dead_letters_and_ops_replays_it(live: Li
     assert await replayed_delivery() == [500, 500, 500, 200]
     assert remaining == []
     replayed_body = next(
-        b for h, b in reversed(receiver.requests) if h["abeyance-event-id"] == str(first_event)
+        b for h, b in reversed(receiver.requests) if h["sursis-event-id"] == str(first_event)
     )
-    headers = next(h for h, b in reversed(receiver.requests) if h["abeyance-event-id"] == str(first_event))
-    assert verify(hook["secret"], headers["abeyance-signature"], replayed_body, now=int(time.time()))
+    headers = next(h for h, b in reversed(receiver.requests) if h["sursis-event-id"] == str(first_event))
+    assert verify(hook["secret"], headers["sursis-signature"], replayed_body, now=int(time.time()))
     assert json.loads(replayed_body)["data"]["output"] == "nothing to do"

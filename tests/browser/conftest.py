@@ -1,6 +1,6 @@
 """The operator inbox end to end: the real app on a loopback port, driven by headless Chromium.
 
-The browser is Debian's `chromium` (`/usr/bin/chromium`, or `ABEYANCE_TEST_CHROMIUM`), driven by
+The browser is Debian's `chromium` (`/usr/bin/chromium`, or `SURSIS_TEST_CHROMIUM`), driven by
 Playwright; no browser is ever downloaded. A missing browser fails the tests, it never skips them.
 """
 
@@ -16,15 +16,15 @@ import httpx
 import pytest
 from playwright.async_api import Browser, Page, async_playwright, expect
 
-from abeyance.app.main import create_app
+from sursis.app.main import create_app
 from tests.api.live import serve
 from tests.conftest import KeyMaker, admin_headers, make_settings
 
-CHROMIUM = Path(os.environ.get("ABEYANCE_TEST_CHROMIUM", "/usr/bin/chromium"))
+CHROMIUM = Path(os.environ.get("SURSIS_TEST_CHROMIUM", "/usr/bin/chromium"))
 ARTIFACTS = Path(
-    os.environ.get("ABEYANCE_TEST_ARTIFACTS", Path(__file__).resolve().parents[2] / "test-artifacts")
+    os.environ.get("SURSIS_TEST_ARTIFACTS", Path(__file__).resolve().parents[2] / "test-artifacts")
 )
-KEY_STORAGE = "abeyance.inbox.key"
+KEY_STORAGE = "sursis.inbox.key"
 
 expect.set_options(timeout=10_000)
 
@@ -127,7 +127,7 @@ async def inbox(seeded: str, keys: KeyMaker, browser: Browser) -> AsyncIterator[
                 await page.context.close()
     assert app.page_errors == []
     assert [u for u in app.requested if not u.startswith(f"{url}/")] == []
-    assert [u for u in app.requested if "abk_" in u] == []
+    assert [u for u in app.requested if "srs_" in u] == []
 
 
 def artifact(name: str) -> Path:

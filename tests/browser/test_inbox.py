@@ -296,7 +296,7 @@ async def test_answer_a_question_from_the_agent(inbox: InboxApp) -> None:
 
 async def test_keys_that_cannot_decide_are_turned_away(inbox: InboxApp) -> None:
     page = await inbox.page()
-    await page.get_by_label("Operator key").fill("abk_not-a-key-anyone-made")
+    await page.get_by_label("Operator key").fill("srs_not-a-key-anyone-made")
     await page.get_by_role("button", name="Sign in").click()
     await expect(page.locator("#key-error")).to_have_text("This key was not accepted.")
     await page.get_by_label("Operator key").fill(await inbox.keys.make("user", "default"))

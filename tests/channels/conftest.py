@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 from litestar.testing import AsyncTestClient
 
-from abeyance.app.main import create_app
-from abeyance.domain.keys import IssuedKey
+from sursis.app.main import create_app
+from sursis.domain.keys import IssuedKey
 from tests.api.live import serve
 from tests.channels.slack_fake import BOT_TOKEN, SIGNING_SECRET, TEAM, FakeSlack, sign
 from tests.conftest import KeyMaker, bearer, make_settings
@@ -26,7 +26,7 @@ def slack_settings(database_url: str, slack_url: str, **overrides: Any) -> Any:
         "channel_poll_seconds": 0.1,
         "webhook_backoff_seconds": 0.05,
         "webhook_backoff_max_seconds": 0.2,
-        "public_url": "https://abeyance.example",
+        "public_url": "https://sursis.example",
     }
     values.update(overrides)
     return make_settings(database_url, **values)

@@ -57,7 +57,7 @@ def press_body(user: str, correlation_id: str, action: str, message_ts: str) -> 
             {
                 "type": "button",
                 "action_id": action,
-                "block_id": f"abeyance:{correlation_id}",
+                "block_id": f"sursis:{correlation_id}",
                 "value": correlation_id,
                 "action_ts": str(time.time()),
             }

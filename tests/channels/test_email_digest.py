@@ -8,18 +8,18 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from abeyance.app.channel_wiring import channel_loops
-from abeyance.app.container import Container, build_container
-from abeyance.domain.access import Role
-from abeyance.domain.channels.fanout import digest_item
-from abeyance.domain.channels.records import BindingKind, ChannelBinding, DigestItemKind
-from abeyance.domain.clock import utcnow
-from abeyance.domain.customer.events import PlatformEvent, PlatformEventType
-from abeyance.domain.errors import ValidationFailed
-from abeyance.domain.pending_calls import Resolution
-from abeyance.domain.records import Principal, StoredEvent
-from abeyance.domain.states import Decision, PendingStatus
-from abeyance.infra.channels.email_digest import DigestSender, window_end
+from sursis.app.channel_wiring import channel_loops
+from sursis.app.container import Container, build_container
+from sursis.domain.access import Role
+from sursis.domain.channels.fanout import digest_item
+from sursis.domain.channels.records import BindingKind, ChannelBinding, DigestItemKind
+from sursis.domain.clock import utcnow
+from sursis.domain.customer.events import PlatformEvent, PlatformEventType
+from sursis.domain.errors import ValidationFailed
+from sursis.domain.pending_calls import Resolution
+from sursis.domain.records import Principal, StoredEvent
+from sursis.domain.states import Decision, PendingStatus
+from sursis.infra.channels.email_digest import DigestSender, window_end
 from tests.channels.smtp_fake import bodies, smtp_server
 from tests.conftest import call, make_settings, script
 
@@ -54,8 +54,8 @@ async def test_a_digest_lists_what_waited_in_one_email_per_window(seeded: str) -
             smtp_host="127.0.0.1",
             smtp_port=port,
             smtp_starttls=False,
-            smtp_from="abeyance@example.com",
-            public_url="https://abeyance.example",
+            smtp_from="sursis@example.com",
+            public_url="https://sursis.example",
         )
         container = build_container(settings)
         try:
@@ -93,15 +93,15 @@ async def test_a_digest_lists_what_waited_in_one_email_per_window(seeded: str) -
             assert set(by_recipient) == {"ops@example.com", "dev@example.com"}
 
             text, html = bodies(by_recipient["ops@example.com"])
-            assert by_recipient["ops@example.com"]["From"] == "abeyance@example.com"
-            assert by_recipient["ops@example.com"]["Subject"] == "Abeyance digest: 2 notices"
+            assert by_recipient["ops@example.com"]["From"] == "sursis@example.com"
+            assert by_recipient["ops@example.com"]["Subject"] == "Sursis digest: 2 notices"
             assert "Approval waiting: replay_dlq_event" in text
             assert (
                 "Conversation started by the service (customer) after anomaly.detected evt-digest-1" in text
             )
-            link = f"https://abeyance.example/inbox/#call={pending.correlation_id}"
+            link = f"https://sursis.example/inbox/#call={pending.correlation_id}"
             assert link in text and f'href="{link}"' in html
-            assert 'href="https://abeyance.example/inbox/"' in html
+            assert 'href="https://sursis.example/inbox/"' in html
             dev_text, _ = bodies(by_recipient["dev@example.com"])
             assert "Approval waiting" in dev_text and "Conversation started" not in dev_text
 

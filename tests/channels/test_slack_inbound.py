@@ -9,9 +9,9 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from abeyance.infra.db import channel_tables as ch
-from abeyance.infra.db import tables as t
-from abeyance.infra.db.engine import create_engine
+from sursis.infra.db import channel_tables as ch
+from sursis.infra.db import tables as t
+from sursis.infra.db.engine import create_engine
 from tests.channels.conftest import SlackWorld, SlackWorldFactory
 from tests.channels.slack_fake import CHANNEL, event_body, press_body, sign
 from tests.conftest import call, eventually, script
@@ -61,7 +61,7 @@ async def test_a_bad_signature_is_refused_and_nothing_is_stored(slack_world: Sla
             headers={"Content-Type": "application/json", **sign(body)},
         )
         assert response.status_code == 401
-        press = press_body("U1", str(uuid.uuid4()), "abeyance_approve", "1.0")
+        press = press_body("U1", str(uuid.uuid4()), "sursis_approve", "1.0")
         response = await world.http.post(
             "/v1/channels/slack/interactions",
             content=press,
@@ -158,7 +158,7 @@ async def approval_posted(
     blocks = approval["blocks"] if isinstance(approval["blocks"], list) else json.loads(approval["blocks"])
     [actions] = [b for b in blocks if b["type"] == "actions"]
     approve, deny = actions["elements"]
-    assert (approve["action_id"], deny["action_id"]) == ("abeyance_approve", "abeyance_deny")
+    assert (approve["action_id"], deny["action_id"]) == ("sursis_approve", "sursis_deny")
     assert approve["value"] == deny["value"]
     posted = [ts for (_, ts), m in world.slack.messages.items() if m["text"] == approval["text"]]
     return approve["value"], posted[0]
@@ -175,12 +175,12 @@ async def test_a_press_by_a_user_who_is_not_an_operator_changes_nothing(
         await world.map_user("U1", "operator")
         await world.map_user("U2", "user")
         correlation_id, ts = await approval_posted(world)
-        response = await world.send_press(press_body("U2", correlation_id, "abeyance_approve", ts))
+        response = await world.send_press(press_body("U2", correlation_id, "sursis_approve", ts))
         assert response.json() == {"ok": True, "outcome": "refused"}
         [ephemeral] = await world.slack.wait_for("chat.postEphemeral")
         assert ephemeral["user"] == "U2" and "may not decide" in ephemeral["text"]
         # An unmapped presser, likewise.
-        await world.send_press(press_body("U404", correlation_id, "abeyance_deny", ts))
+        await world.send_press(press_body("U404", correlation_id, "sursis_deny", ts))
         await world.slack.wait_for("chat.postEphemeral", 2)
         assert (await pending_status(world, correlation_id))["status"] == "awaiting"
         assert world.slack.of("chat.update") == []
@@ -193,8 +193,8 @@ async def test_a_double_press_resolves_once_and_tells_the_second_presser(
         operator = await world.map_user("U1", "operator")
         await world.map_user("U3", "operator")
         correlation_id, ts = await approval_posted(world)
-        first = await world.send_press(press_body("U1", correlation_id, "abeyance_approve", ts))
-        second = await world.send_press(press_body("U3", correlation_id, "abeyance_deny", ts))
+        first = await world.send_press(press_body("U1", correlation_id, "sursis_approve", ts))
+        second = await world.send_press(press_body("U3", correlation_id, "sursis_deny", ts))
         assert first.json()["outcome"] == "decided"
         assert second.json()["outcome"] == "refused"
         call = await pending_status(world, correlation_id)

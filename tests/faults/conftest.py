@@ -5,10 +5,10 @@ from pathlib import Path
 
 import pytest
 
-from abeyance.domain.clock import utcnow
-from abeyance.infra.db.engine import create_engine
-from abeyance.infra.db.uow import SqlUnitOfWorkFactory
-from abeyance.infra.demo import seed_demo
+from sursis.domain.clock import utcnow
+from sursis.infra.db.engine import create_engine
+from sursis.infra.db.uow import SqlUnitOfWorkFactory
+from sursis.infra.demo import seed_demo
 from tests.conftest import _truncate_pg, admin_headers
 from tests.faults.processes import Cluster
 

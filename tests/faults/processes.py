@@ -1,4 +1,4 @@
-"""Real `abeyance serve` / `abeyance worker` processes for the fault-injection suite."""
+"""Real `sursis serve` / `sursis worker` processes for the fault-injection suite."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from typing import Any
 import httpx
 import sqlalchemy as sa
 
-from abeyance.infra.db.engine import create_engine
+from sursis.infra.db.engine import create_engine
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -38,33 +38,33 @@ class Cluster:
     """An admin key's `Authorization` header for the API processes."""
     processes: list[subprocess.Popen[bytes]] = field(default_factory=list)
     settings: dict[str, str] = field(default_factory=dict)
-    """`ABEYANCE_*` variables every process of the cluster gets on top of the defaults."""
+    """`SURSIS_*` variables every process of the cluster gets on top of the defaults."""
 
     def env(self, crash_at: str | None = None, **extra: str) -> dict[str, str]:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("ABEYANCE_")}
+        env = {k: v for k, v in os.environ.items() if not k.startswith("SURSIS_")}
         env.update(
             {
-                "ABEYANCE_DATABASE_URL": self.database_url,
-                "ABEYANCE_MIGRATE_ON_START": "false",
-                "ABEYANCE_LEASE_SECONDS": "2",
-                "ABEYANCE_SWEEP_SECONDS": "0.5",
-                "ABEYANCE_WORKER_POLL_SECONDS": "0.5",
-                "ABEYANCE_LOG_LEVEL": "WARNING",
-                "ABEYANCE_LOG_JSON": "true",
-                "ABEYANCE_SHUTDOWN_GRACE_SECONDS": "5",
-                "ABEYANCE_RATE_LIMIT_PER_MINUTE": "0",
+                "SURSIS_DATABASE_URL": self.database_url,
+                "SURSIS_MIGRATE_ON_START": "false",
+                "SURSIS_LEASE_SECONDS": "2",
+                "SURSIS_SWEEP_SECONDS": "0.5",
+                "SURSIS_WORKER_POLL_SECONDS": "0.5",
+                "SURSIS_LOG_LEVEL": "WARNING",
+                "SURSIS_LOG_JSON": "true",
+                "SURSIS_SHUTDOWN_GRACE_SECONDS": "5",
+                "SURSIS_RATE_LIMIT_PER_MINUTE": "0",
             }
         )
         env.update(self.settings)
         if crash_at:
-            env["ABEYANCE_CRASH_AT"] = crash_at
+            env["SURSIS_CRASH_AT"] = crash_at
         env.update(extra)
         return env
 
     def _spawn(self, args: list[str], env: dict[str, str], name: str) -> subprocess.Popen[bytes]:
         with (self.log_dir / f"{name}-{len(self.processes)}.log").open("wb") as log:
             process = subprocess.Popen(
-                [sys.executable, "-m", "abeyance.app.cli", *args], cwd=ROOT, env=env, stdout=log, stderr=log
+                [sys.executable, "-m", "sursis.app.cli", *args], cwd=ROOT, env=env, stdout=log, stderr=log
             )
         self.processes.append(process)
         return process
@@ -122,7 +122,7 @@ def process_state(pid: int) -> str:
 
 
 async def wait_frozen(process: subprocess.Popen[bytes], seconds: float = 30) -> None:
-    """Until the process stopped itself at its `ABEYANCE_FREEZE_AT` point (state `T`)."""
+    """Until the process stopped itself at its `SURSIS_FREEZE_AT` point (state `T`)."""
     deadline = time.monotonic() + seconds
     while True:
         assert process.poll() is None, f"process exited with {process.returncode} before freezing"

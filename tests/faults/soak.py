@@ -2,7 +2,7 @@
 
 Conversations loop through turns whose gated tool (`replay_dlq_event`) waits for an approval;
 each approval is sent twice at once (a race: one 200, one 409). Meanwhile 2+ worker processes,
-forked from `tests/faults/zygote.py`, each carry `ABEYANCE_CRASH_AT=<point>#<n>` and SIGKILL
+forked from `tests/faults/zygote.py`, each carry `SURSIS_CRASH_AT=<point>#<n>` and SIGKILL
 themselves at that point; the driver also kills workers from outside at random moments. Every
 delivery to a local webhook receiver is counted. When the kills are done the workers drain and
 the database is checked: see `check` for the invariants. Prints a report; exits 1 if one fails.
@@ -28,11 +28,11 @@ from typing import Any
 import httpx
 import sqlalchemy as sa
 
-from abeyance.domain.clock import utcnow
-from abeyance.infra.db.engine import create_engine
-from abeyance.infra.db.migrations import upgrade
-from abeyance.infra.db.uow import SqlUnitOfWorkFactory
-from abeyance.infra.demo import seed_demo
+from sursis.domain.clock import utcnow
+from sursis.infra.db.engine import create_engine
+from sursis.infra.db.migrations import upgrade
+from sursis.infra.db.uow import SqlUnitOfWorkFactory
+from sursis.infra.demo import seed_demo
 from tests.api.live import serve
 from tests.conftest import _reset_pg_schema, admin_headers, call, script
 from tests.faults.processes import ROOT, Cluster
@@ -94,16 +94,16 @@ class Workers:
 
     async def start(self) -> None:
         env = self._cluster.env(
-            ABEYANCE_WEBHOOK_POLL_SECONDS="0.2",
-            ABEYANCE_WEBHOOK_BACKOFF_SECONDS="0.2",
-            ABEYANCE_WEBHOOK_BACKOFF_MAX_SECONDS="1",
-            ABEYANCE_WEBHOOK_MAX_ATTEMPTS="1000",
-            ABEYANCE_WORKER_POLL_SECONDS="0.2",
-            ABEYANCE_DB_POOL_SIZE="3",
-            ABEYANCE_LEASE_SECONDS="2",
-            ABEYANCE_SWEEP_SECONDS="0.2",
-            ABEYANCE_MAX_SEGMENT_ATTEMPTS="1000",
-            ABEYANCE_SHUTDOWN_GRACE_SECONDS="1",
+            SURSIS_WEBHOOK_POLL_SECONDS="0.2",
+            SURSIS_WEBHOOK_BACKOFF_SECONDS="0.2",
+            SURSIS_WEBHOOK_BACKOFF_MAX_SECONDS="1",
+            SURSIS_WEBHOOK_MAX_ATTEMPTS="1000",
+            SURSIS_WORKER_POLL_SECONDS="0.2",
+            SURSIS_DB_POOL_SIZE="3",
+            SURSIS_LEASE_SECONDS="2",
+            SURSIS_SWEEP_SECONDS="0.2",
+            SURSIS_MAX_SEGMENT_ATTEMPTS="1000",
+            SURSIS_SHUTDOWN_GRACE_SECONDS="1",
         )
         self._zygote = self._launch(env)
         loop = asyncio.get_running_loop()
@@ -191,7 +191,7 @@ async def receiver(tally: Tally) -> Any:
         while (await receive()).get("more_body"):
             pass
         headers = dict(scope["headers"])
-        tally.receipts[headers.get(b"abeyance-delivery-id", b"?").decode()] += 1
+        tally.receipts[headers.get(b"sursis-delivery-id", b"?").decode()] += 1
         await send({"type": "http.response.start", "status": 200, "headers": []})
         await send({"type": "http.response.body", "body": b"ok"})
 
@@ -382,7 +382,7 @@ async def soak(database_url: str, kills: int, workers: int, conversations: int, 
         database_url,
         logs,
         headers=await admin_headers(database_url),
-        settings={"ABEYANCE_WEBHOOK_ALLOW_PRIVATE_HOSTS": "true", "ABEYANCE_DB_POOL_SIZE": "6"},
+        settings={"SURSIS_WEBHOOK_ALLOW_PRIVATE_HOSTS": "true", "SURSIS_DB_POOL_SIZE": "6"},
     )
     started = time.monotonic()
     pool = Workers(cluster, tally, workers, rng)
@@ -460,7 +460,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
         "--database-url",
-        default=os.environ.get("ABEYANCE_SOAK_PG_URL", "postgresql+asyncpg://postgres@127.0.0.1:5432/soak"),
+        default=os.environ.get("SURSIS_SOAK_PG_URL", "postgresql+asyncpg://postgres@127.0.0.1:5432/soak"),
     )
     parser.add_argument("--kills", type=int, default=1000)
     parser.add_argument("--workers", type=int, default=4)

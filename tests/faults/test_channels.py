@@ -17,7 +17,7 @@ from typing import Any
 import httpx
 import sqlalchemy as sa
 
-from abeyance.infra.db.engine import create_engine
+from sursis.infra.db.engine import create_engine
 from tests.api.live import serve
 from tests.channels.slack_fake import (
     BOT_TOKEN,
@@ -72,19 +72,19 @@ async def channels_cluster(cluster: Cluster, **settings: str) -> AsyncIterator[S
     async with serve(fake) as slack_url, smtp_server() as (mailbox, smtp_port):
         cluster.settings.update(
             {
-                "ABEYANCE_SLACK_SIGNING_SECRET": SIGNING_SECRET,
-                "ABEYANCE_SLACK_BOT_TOKEN": BOT_TOKEN,
-                "ABEYANCE_SLACK_API_URL": slack_url + "/api/",
-                "ABEYANCE_SLACK_AGENT": "ops",
-                "ABEYANCE_CHANNEL_POLL_SECONDS": "0.2",
-                "ABEYANCE_WEBHOOK_TIMEOUT_SECONDS": "1",
-                "ABEYANCE_WEBHOOK_BACKOFF_SECONDS": "0.1",
-                "ABEYANCE_SMTP_HOST": "127.0.0.1",
-                "ABEYANCE_SMTP_PORT": str(smtp_port),
-                "ABEYANCE_SMTP_STARTTLS": "false",
-                "ABEYANCE_SMTP_TIMEOUT_SECONDS": "1",
-                "ABEYANCE_DIGEST_WINDOW_SECONDS": "2",
-                "ABEYANCE_PUBLIC_URL": "https://abeyance.example",
+                "SURSIS_SLACK_SIGNING_SECRET": SIGNING_SECRET,
+                "SURSIS_SLACK_BOT_TOKEN": BOT_TOKEN,
+                "SURSIS_SLACK_API_URL": slack_url + "/api/",
+                "SURSIS_SLACK_AGENT": "ops",
+                "SURSIS_CHANNEL_POLL_SECONDS": "0.2",
+                "SURSIS_WEBHOOK_TIMEOUT_SECONDS": "1",
+                "SURSIS_WEBHOOK_BACKOFF_SECONDS": "0.1",
+                "SURSIS_SMTP_HOST": "127.0.0.1",
+                "SURSIS_SMTP_PORT": str(smtp_port),
+                "SURSIS_SMTP_STARTTLS": "false",
+                "SURSIS_SMTP_TIMEOUT_SECONDS": "1",
+                "SURSIS_DIGEST_WINDOW_SECONDS": "2",
+                "SURSIS_PUBLIC_URL": "https://sursis.example",
                 **settings,
             }
         )
@@ -165,8 +165,8 @@ async def test_slack_approval_through_worker_kills_then_http_then_a_digest(clust
         [actions] = [b for b in blocks if b["type"] == "actions"]
         correlation_id = actions["elements"][0]["value"]
         ts = str(await scalar(cluster.database_url, "SELECT ts FROM slack_posts"))
-        assert (await setup.press("U1", correlation_id, "abeyance_approve", ts))["outcome"] == "decided"
-        assert (await setup.press("U2", correlation_id, "abeyance_approve", ts))["outcome"] == "refused"
+        assert (await setup.press("U1", correlation_id, "sursis_approve", ts))["outcome"] == "decided"
+        assert (await setup.press("U2", correlation_id, "sursis_approve", ts))["outcome"] == "refused"
         assert await wait_exit(resuming, 60) == KILLED
         cluster.worker()
 
@@ -203,7 +203,7 @@ async def test_slack_approval_through_worker_kills_then_http_then_a_digest(clust
         text, html = bodies(digest)
         assert digest["To"] == "ops@example.com"
         assert "Approval waiting: replay_dlq_event" in text
-        assert f"https://abeyance.example/inbox/#call={correlation_id}" in html
+        assert f"https://sursis.example/inbox/#call={correlation_id}" in html
 
         audit = (
             await setup.http.get(f"{setup.base}/v1/audit", params={"correlation_id": correlation_id})

@@ -137,7 +137,7 @@ async def test_sigterm_during_a_segment_gives_the_run_back_and_another_worker_fi
 ) -> None:
     _, base = await cluster.api()
     # The worker stops itself as the first tool starts; the SIGTERM is handled once it goes on.
-    worker = cluster.worker(concurrency=1, ABEYANCE_FREEZE_AT="tool_started:list_dlq_events")
+    worker = cluster.worker(concurrency=1, SURSIS_FREEZE_AT="tool_started:list_dlq_events")
     async with httpx.AsyncClient(timeout=30, headers=cluster.headers) as client:
         run_id = await _start_conversation(client, base)
         await wait_frozen(worker)
@@ -167,7 +167,7 @@ async def test_sigterm_during_a_segment_gives_the_run_back_and_another_worker_fi
 
 async def test_a_run_that_kills_every_worker_fails_after_the_attempts(cluster: Cluster) -> None:
     _, base = await cluster.api()
-    crash = {"crash_at": "tool_started:list_dlq_events", "ABEYANCE_MAX_SEGMENT_ATTEMPTS": "2"}
+    crash = {"crash_at": "tool_started:list_dlq_events", "SURSIS_MAX_SEGMENT_ATTEMPTS": "2"}
     async with httpx.AsyncClient(timeout=30, headers=cluster.headers) as client:
         cid = (await client.post(f"{base}/v1/conversations", json={"agent": "ops"})).json()["id"]
         run_id = (
@@ -206,7 +206,7 @@ async def test_a_run_that_kills_every_worker_fails_after_the_attempts(cluster: C
 
 async def test_an_expired_approval_resumes_the_run_with_the_model_told(cluster: Cluster) -> None:
     _, base = await cluster.api()
-    cluster._spawn(["worker"], cluster.env(ABEYANCE_APPROVAL_TIMEOUT_SECONDS="1"), "short-expiry-worker")
+    cluster._spawn(["worker"], cluster.env(SURSIS_APPROVAL_TIMEOUT_SECONDS="1"), "short-expiry-worker")
     async with httpx.AsyncClient(timeout=30, headers=cluster.headers) as client:
         cid = (await client.post(f"{base}/v1/conversations", json={"agent": "ops"})).json()["id"]
         content = script([call("replay_dlq_event", event_id="evt_1002", reason="retry")])

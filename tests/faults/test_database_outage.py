@@ -14,7 +14,7 @@ import pytest
 from litestar.testing import AsyncTestClient
 from sqlalchemy.engine import make_url
 
-from abeyance.app.main import create_app
+from sursis.app.main import create_app
 from tests.conftest import admin_headers, make_settings
 
 

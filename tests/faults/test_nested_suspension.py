@@ -12,7 +12,7 @@ import httpx
 import pytest
 import sqlalchemy as sa
 
-from abeyance.infra.db.engine import create_engine
+from sursis.infra.db.engine import create_engine
 from tests.conftest import call, script
 from tests.customer_scripts import delegation
 from tests.faults.processes import Cluster, check_invariants, wait_exit

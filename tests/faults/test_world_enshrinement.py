@@ -10,7 +10,7 @@ import time
 import httpx
 import sqlalchemy as sa
 
-from abeyance.infra.db.engine import create_engine
+from sursis.infra.db.engine import create_engine
 from tests.faults.processes import Cluster, wait_exit
 from tests.worlds.flow import (
     candidate_until_request,

@@ -1,6 +1,6 @@
 """A fork server for worker processes: imports the service once, then forks a worker per request.
 
-A fresh `abeyance worker` spends seconds importing; a thousand crashes need a new worker in
+A fresh `sursis worker` spends seconds importing; a thousand crashes need a new worker in
 milliseconds. The soak starts this process with the workers' environment and talks to it in lines:
 
     stdin:  spawn <crash_at or -> <concurrency> <log path>
@@ -14,14 +14,14 @@ import os
 import select
 import sys
 
-from abeyance.app import cli
-from abeyance.app import container as _container  # noqa: F401  (imported here, once, for every child)
-from abeyance.app import main as _main  # noqa: F401
+from sursis.app import cli
+from sursis.app import container as _container  # noqa: F401  (imported here, once, for every child)
+from sursis.app import main as _main  # noqa: F401
 
 
 def _child(crash_at: str, concurrency: str, log_path: str) -> None:
     if crash_at != "-":
-        os.environ["ABEYANCE_CRASH_AT"] = crash_at
+        os.environ["SURSIS_CRASH_AT"] = crash_at
     log = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     os.dup2(log, 1)
     os.dup2(log, 2)

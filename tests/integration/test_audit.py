@@ -17,24 +17,24 @@ from litestar.testing import AsyncTestClient
 from pydantic_ai import RunContext
 from sqlalchemy.exc import DBAPIError
 
-from abeyance.app.container import Container, agent_definitions, build_container
-from abeyance.domain.audit import AuditQuery
-from abeyance.domain.clock import utcnow
-from abeyance.domain.errors import Forbidden
-from abeyance.domain.keys import IssuedKey
-from abeyance.domain.pending_calls import Resolution
-from abeyance.domain.records import AuditEntry, Principal
-from abeyance.domain.runs import RunView
-from abeyance.domain.states import Decision, RunStatus
-from abeyance.domain.tools import Category, ToolSpec
-from abeyance.infra.agents.declarations import AgentDefinition, DeclaredTool
-from abeyance.infra.agents.models import build_model
-from abeyance.infra.agents.observed import PreApprovalPolicy, RunDeps, record_effect
-from abeyance.infra.db.engine import create_engine
-from abeyance.infra.db.repositories import SqlAuditRepository
-from abeyance.infra.db.uow import SqlUnitOfWorkFactory
-from abeyance.infra.runner import AgentRunner, Timeouts
-from abeyance.infra.worker import Worker
+from sursis.app.container import Container, agent_definitions, build_container
+from sursis.domain.audit import AuditQuery
+from sursis.domain.clock import utcnow
+from sursis.domain.errors import Forbidden
+from sursis.domain.keys import IssuedKey
+from sursis.domain.pending_calls import Resolution
+from sursis.domain.records import AuditEntry, Principal
+from sursis.domain.runs import RunView
+from sursis.domain.states import Decision, RunStatus
+from sursis.domain.tools import Category, ToolSpec
+from sursis.infra.agents.declarations import AgentDefinition, DeclaredTool
+from sursis.infra.agents.models import build_model
+from sursis.infra.agents.observed import PreApprovalPolicy, RunDeps, record_effect
+from sursis.infra.db.engine import create_engine
+from sursis.infra.db.repositories import SqlAuditRepository
+from sursis.infra.db.uow import SqlUnitOfWorkFactory
+from sursis.infra.runner import AgentRunner, Timeouts
+from sursis.infra.worker import Worker
 from tests.api.http_calls import create_conversation, get_run, post_message, resolve
 from tests.conftest import call, eventually, make_settings, script
 

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from abeyance.app.container import Container
-from abeyance.domain.access import Role
-from abeyance.domain.records import Principal
-from abeyance.domain.states import RunStatus
+from sursis.app.container import Container
+from sursis.domain.access import Role
+from sursis.domain.records import Principal
+from sursis.domain.states import RunStatus
 from tests.conftest import call, script
 
 ADMIN = Principal(id="admin:test", role=Role.ADMIN, workspace=None)

@@ -22,16 +22,16 @@ from sqlalchemy import exc as sa_exc
 from sqlalchemy.ext.asyncio import AsyncEngine
 from structlog.testing import capture_logs
 
-from abeyance.app.container import Container, build_container
-from abeyance.domain.access import Role
-from abeyance.domain.clock import utcnow
-from abeyance.domain.errors import Stale
-from abeyance.domain.pending_calls import Resolution
-from abeyance.domain.records import PendingCall, Principal, Run
-from abeyance.domain.states import Decision, PendingStatus, RunStatus
-from abeyance.infra.agents.observed import PreApprovalPolicy
-from abeyance.infra.db.engine import create_engine, is_sqlite
-from abeyance.infra.db.tables import pending_calls, runs
+from sursis.app.container import Container, build_container
+from sursis.domain.access import Role
+from sursis.domain.clock import utcnow
+from sursis.domain.errors import Stale
+from sursis.domain.pending_calls import Resolution
+from sursis.domain.records import PendingCall, Principal, Run
+from sursis.domain.states import Decision, PendingStatus, RunStatus
+from sursis.infra.agents.observed import PreApprovalPolicy
+from sursis.infra.db.engine import create_engine, is_sqlite
+from sursis.infra.db.tables import pending_calls, runs
 from tests.conftest import call, make_settings, script
 
 ADMIN = Principal(id="admin:test", role=Role.ADMIN, workspace=None)

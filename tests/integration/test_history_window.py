@@ -10,13 +10,13 @@ import sqlalchemy as sa
 from pydantic_ai.messages import ModelMessage, ModelRequest, UserPromptPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
-from abeyance.app.container import Container, build_container
-from abeyance.app.settings import Settings
-from abeyance.domain.access import Role
-from abeyance.domain.pending_calls import Resolution
-from abeyance.domain.records import Principal
-from abeyance.domain.states import Decision, PendingStatus, RunStatus
-from abeyance.infra.db.tables import outbox, tool_calls
+from sursis.app.container import Container, build_container
+from sursis.app.settings import Settings
+from sursis.domain.access import Role
+from sursis.domain.pending_calls import Resolution
+from sursis.domain.records import Principal
+from sursis.domain.states import Decision, PendingStatus, RunStatus
+from sursis.infra.db.tables import outbox, tool_calls
 from tests.conftest import call, script
 
 ADMIN = Principal(id="admin:test", role=Role.ADMIN, workspace=None)

@@ -1,4 +1,4 @@
-"""API keys through the `abeyance keys` command and the first-start bootstrap, on real databases."""
+"""API keys through the `sursis keys` command and the first-start bootstrap, on real databases."""
 
 from __future__ import annotations
 
@@ -9,16 +9,16 @@ import uuid
 import pytest
 import sqlalchemy as sa
 
-from abeyance.app.cli import bootstrap_admin_key, run
-from abeyance.domain.access import Role
-from abeyance.domain.errors import Unauthenticated
-from abeyance.domain.keys import KEY_PREFIX, KeyService
-from abeyance.domain.records import Principal
-from abeyance.infra.db.engine import create_engine
-from abeyance.infra.db.uow import SqlUnitOfWorkFactory
+from sursis.app.cli import bootstrap_admin_key, run
+from sursis.domain.access import Role
+from sursis.domain.errors import Unauthenticated
+from sursis.domain.keys import KEY_PREFIX, KeyService
+from sursis.domain.records import Principal
+from sursis.infra.db.engine import create_engine
+from sursis.infra.db.uow import SqlUnitOfWorkFactory
 from tests.conftest import make_settings
 
-KEY = re.compile(r"\babk_[A-Za-z0-9_-]{40,}")
+KEY = re.compile(r"\bsrs_[A-Za-z0-9_-]{40,}")
 
 
 def authenticate(database_url: str, secret: str) -> Principal:

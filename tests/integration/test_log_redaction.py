@@ -14,10 +14,10 @@ SCRIPT = textwrap.dedent(
     """
     import logging
     import structlog
-    from abeyance.app.logging import configure_logging
+    from sursis.app.logging import configure_logging
 
     configure_logging("INFO", json_logs=True)
-    log = structlog.get_logger("abeyance.example")
+    log = structlog.get_logger("sursis.example")
     log.info(
         "webhook.failed",
         run_id="run-4111111111111111",
@@ -25,7 +25,7 @@ SCRIPT = textwrap.dedent(
         target="https://ops:s3cr3t@hooks.example.com/in?token=abc123",
         contact="ana.lopez@example.com, +44 20 7946 0958",
     )
-    logging.getLogger("uvicorn.error").warning("client sent Authorization: Bearer abk_%s", "x" * 43)
+    logging.getLogger("uvicorn.error").warning("client sent Authorization: Bearer srs_%s", "x" * 43)
     try:
         raise ValueError("card 4111 1111 1111 1111 was refused")
     except ValueError:
@@ -39,7 +39,7 @@ def test_service_and_library_log_lines_are_redacted() -> None:
         [sys.executable, "-c", SCRIPT], cwd=ROOT, capture_output=True, text=True, timeout=60, check=True
     )
     output = done.stderr
-    for secret in ("hunter2", "s3cr3t", "abc123", "ana.lopez", "7946", "abk_xxxx", "4111 1111"):
+    for secret in ("hunter2", "s3cr3t", "abc123", "ana.lopez", "7946", "srs_xxxx", "4111 1111"):
         assert secret not in output, secret
     first, library, failure = (json.loads(line) for line in output.splitlines())
     assert first["event"] == "webhook.failed"

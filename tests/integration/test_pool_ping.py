@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import sqlalchemy as sa
 
-from abeyance.infra.db import engine as engine_module
-from abeyance.infra.db.engine import create_engine
+from sursis.infra.db import engine as engine_module
+from sursis.infra.db.engine import create_engine
 
 
 async def backend_pid(engine: sa.ext.asyncio.AsyncEngine) -> int:

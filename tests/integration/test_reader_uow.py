@@ -7,9 +7,9 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from abeyance.app.container import Container
-from abeyance.domain.access import Role
-from abeyance.domain.records import Principal
+from sursis.app.container import Container
+from sursis.domain.access import Role
+from sursis.domain.records import Principal
 
 ADMIN = Principal(id="admin:test", role=Role.ADMIN, workspace=None)
 

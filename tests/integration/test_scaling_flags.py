@@ -1,4 +1,4 @@
-"""`abeyance worker --processes N` and `abeyance serve --workers N`, as real processes on PostgreSQL."""
+"""`sursis worker --processes N` and `sursis serve --workers N`, as real processes on PostgreSQL."""
 
 from __future__ import annotations
 
@@ -15,8 +15,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from abeyance import Service
-from abeyance.app.cli import run
+from sursis import Service
+from sursis.app.cli import run
 from tests.conftest import _truncate_pg, make_settings
 
 
@@ -40,15 +40,15 @@ def _wait_for(check: object, limit: float = 30.0) -> None:
 
 @contextlib.contextmanager
 def _command(url: str, cwd: Path, *args: str) -> Iterator[subprocess.Popen[bytes]]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ABEYANCE_")}
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SURSIS_")}
     env.update(
-        ABEYANCE_DATABASE_URL=url,
-        ABEYANCE_WORKER_POLL_SECONDS="0.2",
-        ABEYANCE_LOG_JSON="true",
-        ABEYANCE_SHUTDOWN_GRACE_SECONDS="2",
+        SURSIS_DATABASE_URL=url,
+        SURSIS_WORKER_POLL_SECONDS="0.2",
+        SURSIS_LOG_JSON="true",
+        SURSIS_SHUTDOWN_GRACE_SECONDS="2",
     )
     process = subprocess.Popen(
-        [sys.executable, "-m", "abeyance.app.cli", *args],
+        [sys.executable, "-m", "sursis.app.cli", *args],
         cwd=cwd,
         env=env,
         stdout=subprocess.DEVNULL,
@@ -72,7 +72,7 @@ async def test_worker_processes_share_the_queue_and_stop_together(pg_url: str, t
     with _command(pg_url, tmp_path, "worker", "--processes", "2", "--concurrency", "2") as supervisor:
         _wait_for(lambda: len(_children(supervisor.pid)) == 2)
         workers = _children(supervisor.pid)
-        assert all("abeyance.app.cli worker" in _cmdline(pid) for pid in workers)
+        assert all("sursis.app.cli worker" in _cmdline(pid) for pid in workers)
         async with Service.open(pg_url, model="scripted") as svc:
             runs = []
             for _ in range(4):

@@ -6,14 +6,14 @@ import asyncio
 import uuid
 from datetime import timedelta
 
-from abeyance.app.container import Container
-from abeyance.domain.access import Role
-from abeyance.domain.clock import utcnow
-from abeyance.domain.pending_calls import Resolution
-from abeyance.domain.records import Conversation, PendingCall, Principal, ToolCallMetadata, ToolCallRecord
-from abeyance.domain.states import Decision, PendingStatus, RunStatus
-from abeyance.domain.tools import Executor, PendingKind
-from abeyance.infra.db.tables import pending_calls
+from sursis.app.container import Container
+from sursis.domain.access import Role
+from sursis.domain.clock import utcnow
+from sursis.domain.pending_calls import Resolution
+from sursis.domain.records import Conversation, PendingCall, Principal, ToolCallMetadata, ToolCallRecord
+from sursis.domain.states import Decision, PendingStatus, RunStatus
+from sursis.domain.tools import Executor, PendingKind
+from sursis.infra.db.tables import pending_calls
 from tests.conftest import call, script
 
 ADMIN = Principal(id="admin:test", role=Role.ADMIN, workspace=None)

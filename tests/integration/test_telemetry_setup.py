@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-from abeyance.app.container import telemetry_config
-from abeyance.app.settings import Settings
-from abeyance.domain.states import RunStatus
-from abeyance.infra.telemetry import build_telemetry
+from sursis.app.container import telemetry_config
+from sursis.app.settings import Settings
+from sursis.domain.states import RunStatus
+from sursis.infra.telemetry import build_telemetry
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -58,7 +58,7 @@ def test_spans_and_metrics_go_to_the_otlp_endpoint_from_the_environment(
 ) -> None:
     url, received = collector
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", url)
-    monkeypatch.setenv("OTEL_SERVICE_NAME", "abeyance-under-test")
+    monkeypatch.setenv("OTEL_SERVICE_NAME", "sursis-under-test")
     telemetry = build_telemetry(telemetry_config(Settings()))
     with telemetry.tracer.start_as_current_span("probe.span"):
         telemetry.metrics.run_status(RunStatus.QUEUED)
@@ -71,7 +71,7 @@ def test_spans_and_metrics_go_to_the_otlp_endpoint_from_the_environment(
     request.ParseFromString(next(body for path, body in received if path == "/v1/traces"))
     [resource_spans] = request.resource_spans
     service = {a.key: a.value.string_value for a in resource_spans.resource.attributes}["service.name"]
-    assert service == "abeyance-under-test"
+    assert service == "sursis-under-test"
     assert [s.name for scope in resource_spans.scope_spans for s in scope.spans] == ["probe.span"]
 
 
@@ -84,7 +84,7 @@ def test_console_spans_only_when_asked(
     quiet.shutdown()
     assert "quiet.span" not in capsys.readouterr().out
 
-    monkeypatch.setenv("ABEYANCE_TRACE_CONSOLE", "1")
+    monkeypatch.setenv("SURSIS_TRACE_CONSOLE", "1")
     loud = build_telemetry(telemetry_config(Settings()))
     with loud.tracer.start_as_current_span("loud.span"):
         pass
@@ -98,10 +98,10 @@ LOGGING_SCRIPT = textwrap.dedent(
     import logging
     import structlog
     from opentelemetry.sdk.trace import TracerProvider
-    from abeyance.app.logging import configure_logging
+    from sursis.app.logging import configure_logging
 
     configure_logging("INFO", json_logs=True)
-    log = structlog.get_logger("abeyance.example")
+    log = structlog.get_logger("sursis.example")
     tracer = TracerProvider().get_tracer("example")
     structlog.contextvars.bind_contextvars(request_id="req-1")
     with tracer.start_as_current_span("handling"):
@@ -142,7 +142,7 @@ def test_service_and_library_logs_are_json_lines_with_ids() -> None:
     assert inside[0]["trace_id"] is not None
     assert len(inside[0]["trace_id"]) == 32
     assert [line["logger"] for line in inside] == [
-        "abeyance.example",
+        "sursis.example",
         "sqlalchemy.engine.Engine",
         "uvicorn.error",
     ]

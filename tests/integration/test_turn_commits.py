@@ -6,11 +6,11 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from abeyance.app.container import Container
-from abeyance.domain.access import Role
-from abeyance.domain.pending_calls import Resolution
-from abeyance.domain.records import Principal
-from abeyance.domain.states import Decision, PendingStatus, RunStatus
+from sursis.app.container import Container
+from sursis.domain.access import Role
+from sursis.domain.pending_calls import Resolution
+from sursis.domain.records import Principal
+from sursis.domain.states import Decision, PendingStatus, RunStatus
 from tests.conftest import call, script
 
 ADMIN = Principal(id="admin:test", role=Role.ADMIN, workspace=None)

@@ -1,5 +1,5 @@
 """The plugin in a user's own pytest run: the example test, copied out of the project, on a fresh
-PostgreSQL database given by `--abeyance-db`."""
+PostgreSQL database given by `--sursis-db`."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import sqlalchemy as sa
 
-from abeyance.infra.db.engine import create_engine
+from sursis.infra.db.engine import create_engine
 from tests.conftest import PG_URL
 from tests.fresh_database import drop_database, fresh_database
 
@@ -29,7 +29,7 @@ async def test_a_users_suite_runs_the_example_on_postgresql(tmp_path: Path) -> N
     try:
         finished = await asyncio.to_thread(
             subprocess.run,
-            [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--abeyance-db", url, "-v"],
+            [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--sursis-db", url, "-v"],
             cwd=tmp_path,
             capture_output=True,
             text=True,

@@ -1,17 +1,17 @@
-"""`import abeyance` is cheap, and every public name it lists resolves."""
+"""`import sursis` is cheap, and every public name it lists resolves."""
 
 from __future__ import annotations
 
 import subprocess
 import sys
 
-import abeyance
+import sursis
 
 
 def test_importing_the_package_loads_no_framework() -> None:
     code = (
-        "import sys, abeyance, abeyance.testing, abeyance.testing.plugin\n"
-        "heavy = {'abeyance.app', 'abeyance.infra', 'pydantic_ai', 'sqlalchemy', 'litestar'}\n"
+        "import sys, sursis, sursis.testing, sursis.testing.plugin\n"
+        "heavy = {'sursis.app', 'sursis.infra', 'pydantic_ai', 'sqlalchemy', 'litestar'}\n"
         "print(sorted(heavy & set(sys.modules)))"
     )
     loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
@@ -19,7 +19,7 @@ def test_importing_the_package_loads_no_framework() -> None:
 
 
 def test_every_public_name_resolves() -> None:
-    for name in abeyance.__all__:
-        assert getattr(abeyance, name).__name__ in (name, "StoredEvent")
-    assert abeyance.Event.__name__ == "StoredEvent"
-    assert "Service" in dir(abeyance)
+    for name in sursis.__all__:
+        assert getattr(sursis, name).__name__ in (name, "StoredEvent")
+    assert sursis.Event.__name__ == "StoredEvent"
+    assert "Service" in dir(sursis)

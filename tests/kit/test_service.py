@@ -1,4 +1,4 @@
-"""`abeyance.Service`: the embedding API, on SQLite and PostgreSQL through the migrations."""
+"""`sursis.Service`: the embedding API, on SQLite and PostgreSQL through the migrations."""
 
 from __future__ import annotations
 
@@ -9,11 +9,11 @@ from typing import Any
 import pytest
 from litestar.testing import AsyncTestClient
 
-import abeyance
-from abeyance import AgentDefinition, Category, DeclaredTool, Executor, Service, ToolSpec
-from abeyance.app.main import create_app
-from abeyance.domain.audit import AuditQuery
-from abeyance.testing import ScriptedModel, expect_pending, resolve_and_settle, settle
+import sursis
+from sursis import AgentDefinition, Category, DeclaredTool, Executor, Service, ToolSpec
+from sursis.app.main import create_app
+from sursis.domain.audit import AuditQuery
+from sursis.testing import ScriptedModel, expect_pending, resolve_and_settle, settle
 from tests.conftest import admin_headers, make_settings
 
 
@@ -103,11 +103,11 @@ async def test_resolving_twice_is_stale_and_an_unknown_id_is_not_found(database_
         [call] = await expect_pending(svc, tool_name="ask")
         assert call.kind == "elicitation"
         await svc.resolve(call.correlation_id, "answer", result="blue")
-        with pytest.raises(abeyance.Stale):
+        with pytest.raises(sursis.Stale):
             await svc.resolve(call.correlation_id, "answer", result="red")
-        with pytest.raises(abeyance.NotFound):
+        with pytest.raises(sursis.NotFound):
             await svc.resolve(uuid.uuid4(), "approve")
-        with pytest.raises(abeyance.ValidationFailed):
+        with pytest.raises(sursis.ValidationFailed):
             await svc.start_conversation("nobody")
         assert (await settle(svc, call.run_id)).run.output == "noted"
 
@@ -141,7 +141,7 @@ async def test_events_are_the_stream_the_sse_route_carries(database_url: str) ->
 async def test_open_migrates_when_asked_and_settings_come_only_from_arguments(
     tmp_path: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("ABEYANCE_STEP_LIMIT", "1")
+    monkeypatch.setenv("SURSIS_STEP_LIMIT", "1")
     url = f"sqlite+aiosqlite:///{tmp_path / 'fresh.db'}"
     model = ScriptedModel().call("read", key="a").text("read it")
     async with Service.open(url, agents=agents(), model=model.model, migrate=True, history_turns=3) as svc:

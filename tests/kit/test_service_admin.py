@@ -1,5 +1,5 @@
 """`Service`'s stepping and administration methods: `run_once`, `create_api_key`, `seed_demo`,
-`recall_memory`, and `abeyance.configure_logging`; on SQLite and PostgreSQL through the migrations."""
+`recall_memory`, and `sursis.configure_logging`; on SQLite and PostgreSQL through the migrations."""
 
 from __future__ import annotations
 
@@ -12,11 +12,11 @@ import pytest
 import structlog
 from litestar.testing import AsyncTestClient
 
-import abeyance
-from abeyance import Role, Service
-from abeyance.app.main import create_app
-from abeyance.domain.worlds.memory import MemoryKind, MemoryTier
-from abeyance.infra.worlds.memory import MemoryScope
+import sursis
+from sursis import Role, Service
+from sursis.app.main import create_app
+from sursis.domain.worlds.memory import MemoryKind, MemoryTier
+from sursis.infra.worlds.memory import MemoryScope
 
 REPLAY = 'replay it\nSCRIPT: [[{"tool": "replay_dlq_event", "args": {"event_id": "evt_1001", "reason": "t"}}], "replayed"]'
 
@@ -54,9 +54,9 @@ async def test_create_api_key_makes_a_key_the_http_api_accepts_for_its_role(data
             "night shift",
             "default",
         )
-        with pytest.raises(abeyance.ValidationFailed):
+        with pytest.raises(sursis.ValidationFailed):
             await svc.create_api_key("operator", workspace=None)
-        with pytest.raises(abeyance.ValidationFailed):
+        with pytest.raises(sursis.ValidationFailed):
             await svc.create_api_key("superuser", workspace="default")
     # The app starts (and stops) the service it is given in its own event loop.
     served = Service.from_settings(svc.settings)
@@ -101,7 +101,7 @@ def test_configure_logging_writes_json_lines_to_the_stream_given() -> None:
     handlers, level, config = root.handlers[:], root.level, structlog.get_config()
     stream = io.StringIO()
     try:
-        abeyance.configure_logging("INFO", json_logs=True, stream=stream)
+        sursis.configure_logging("INFO", json_logs=True, stream=stream)
         structlog.get_logger("bench").info("turn.done", run_id="r1")
         logging.getLogger("library").warning("plain %s", "record")
     finally:

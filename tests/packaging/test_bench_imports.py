@@ -1,5 +1,5 @@
-"""The benchmarks use only the public API: `abeyance`'s top-level names, `abeyance.client`,
-`abeyance.testing` and HTTP; never the service's internals, nor the test suite's helpers."""
+"""The benchmarks use only the public API: `sursis`'s top-level names, `sursis.client`,
+`sursis.testing` and HTTP; never the service's internals, nor the test suite's helpers."""
 
 from __future__ import annotations
 
@@ -9,17 +9,17 @@ from pathlib import Path
 import pytest
 
 BENCH = Path(__file__).resolve().parents[2] / "bench"
-PUBLIC = ("abeyance", "abeyance.client", "abeyance.testing")
-INTERNAL = ("abeyance.app", "abeyance.infra", "abeyance.domain", "abeyance.migrations")
+PUBLIC = ("sursis", "sursis.client", "sursis.testing")
+INTERNAL = ("sursis.app", "sursis.infra", "sursis.domain", "sursis.migrations")
 
 
 def is_public(module: str) -> bool:
-    return module == "abeyance" or any(module.startswith(f"{p}.") or module == p for p in PUBLIC[1:])
+    return module == "sursis" or any(module.startswith(f"{p}.") or module == p for p in PUBLIC[1:])
 
 
 def offences(source: str) -> list[str]:
-    """Imports of anything under `abeyance` but the public modules, imports of `tests`, and
-    strings that name an internal module (`python -m abeyance.app.cli`, `import_module(...)`)."""
+    """Imports of anything under `sursis` but the public modules, imports of `tests`, and
+    strings that name an internal module (`python -m sursis.app.cli`, `import_module(...)`)."""
     found = []
     for node in ast.walk(ast.parse(source)):
         modules: list[str] = []
@@ -31,7 +31,7 @@ def offences(source: str) -> list[str]:
             found += [f"line {node.lineno}: names {m}" for m in INTERNAL if m in node.value]
         for module in modules:
             root = module.split(".")[0]
-            if (root == "abeyance" and not is_public(module)) or root == "tests":
+            if (root == "sursis" and not is_public(module)) or root == "tests":
                 found.append(f"line {node.lineno}: imports {module}")
     return found
 
@@ -43,17 +43,17 @@ def test_a_bench_script_imports_only_the_public_api(path: Path) -> None:
 
 def test_the_check_catches_internal_imports_and_allows_the_public_ones() -> None:
     source = (
-        "import abeyance\nimport abeyance.client\nfrom abeyance import Service\n"
-        "from abeyance.testing import ScriptedModel\nimport httpx, sqlalchemy as sa\nfrom common import send\n"
-        "from abeyance.app.container import build_container\nimport abeyance.infra.db.engine\n"
-        "from abeyance.domain import states\nfrom tests.faults.processes import Cluster\n"
-        "cmd = ['python', '-m', 'abeyance.app.cli']\n"
+        "import sursis\nimport sursis.client\nfrom sursis import Service\n"
+        "from sursis.testing import ScriptedModel\nimport httpx, sqlalchemy as sa\nfrom common import send\n"
+        "from sursis.app.container import build_container\nimport sursis.infra.db.engine\n"
+        "from sursis.domain import states\nfrom tests.faults.processes import Cluster\n"
+        "cmd = ['python', '-m', 'sursis.app.cli']\n"
     )
     assert offences(source) == [
-        "line 7: imports abeyance.app.container",
-        "line 8: imports abeyance.infra.db.engine",
-        "line 9: imports abeyance.domain",
+        "line 7: imports sursis.app.container",
+        "line 8: imports sursis.infra.db.engine",
+        "line 9: imports sursis.domain",
         "line 10: imports tests.faults.processes",
-        "line 11: names abeyance.app",
+        "line 11: names sursis.app",
     ]
     assert len(list(BENCH.glob("*.py"))) >= 5

@@ -1,5 +1,5 @@
 """The Dockerfile and compose.yaml, checked without a Docker daemon: their structure, and that every
-command they give is one the `abeyance` CLI accepts."""
+command they give is one the `sursis` CLI accepts."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from typing import Any
 import sqlalchemy as sa
 import yaml
 
-from abeyance.app.cli import parser
+from sursis.app.cli import parser
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -40,19 +40,19 @@ def test_the_image_is_built_in_stages_and_runs_the_wheel_as_a_non_root_user() ->
         return [a for i, a in steps if i == instruction]
 
     assert any("pip wheel --no-deps --wheel-dir /wheels ." in run for run in arguments(build, "RUN"))
-    for copied in ("pyproject.toml", "README.md", "abeyance"):
+    for copied in ("pyproject.toml", "README.md", "sursis"):
         assert (REPO / copied).exists()
     ignored = (REPO / ".dockerignore").read_text().split()
-    assert not {"abeyance", "pyproject.toml", "README.md"} & set(ignored)
+    assert not {"sursis", "pyproject.toml", "README.md"} & set(ignored)
     assert arguments(runtime, "COPY") == ["--from=build /wheels /tmp/wheels"]
     assert any(
-        "pip install --no-index --find-links /tmp/wheels abeyance" in run for run in arguments(runtime, "RUN")
+        "pip install --no-index --find-links /tmp/wheels sursis" in run for run in arguments(runtime, "RUN")
     )
     [user] = arguments(runtime, "USER")
     assert user not in ("root", "0")
     instructions = [i for i, _ in runtime]
     assert instructions.index("USER") < instructions.index("ENTRYPOINT")
-    assert arguments(runtime, "ENTRYPOINT") == ['["abeyance"]']
+    assert arguments(runtime, "ENTRYPOINT") == ['["sursis"]']
     [command] = arguments(runtime, "CMD")
     parser().parse_args(json.loads(command))
 
@@ -79,14 +79,14 @@ def test_compose_runs_postgresql_a_one_shot_migration_two_apis_and_two_workers()
     assert "--no-worker" in api["command"] and worker["command"][0] == "worker"
     for service in (migrate, api, worker):
         parser().parse_args(service["command"])
-        assert service["build"] == "." and service["image"] == "abeyance:local"
+        assert service["build"] == "." and service["image"] == "sursis:local"
 
 
 def test_every_process_uses_the_compose_database() -> None:
     compose = _compose()
     db = compose["services"]["db"]["environment"]
     for name in ("migrate", "api", "worker"):
-        raw = compose["services"][name]["environment"]["ABEYANCE_DATABASE_URL"]
+        raw = compose["services"][name]["environment"]["SURSIS_DATABASE_URL"]
         url = sa.make_url(re.sub(r"\$\{POSTGRES_PASSWORD:-([^}]*)\}", r"\1", raw))
         assert (url.drivername, url.host, url.port) == ("postgresql+asyncpg", "db", 5432)
         assert (url.username, url.database) == (db["POSTGRES_USER"], db["POSTGRES_DB"])

@@ -21,8 +21,8 @@ import pytest
 import sqlalchemy as sa
 from alembic.script import ScriptDirectory
 
-from abeyance.infra.db.engine import create_engine
-from abeyance.infra.db.migrations import alembic_config
+from sursis.infra.db.engine import create_engine
+from sursis.infra.db.migrations import alembic_config
 from tests.conftest import PG_URL
 from tests.fresh_database import drop_database, fresh_database
 
@@ -40,7 +40,7 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
         check=True,
         capture_output=True,
     )
-    [built] = dist.glob("abeyance-*.whl")
+    [built] = dist.glob("sursis-*.whl")
     return built
 
 
@@ -62,17 +62,17 @@ def venv(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def _clean_env(bin_dir: Path, **extra: str) -> dict[str, str]:
     """The environment of a user's shell with only the venv on PATH: nothing from the checkout."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("ABEYANCE_", "PYTHON", "VIRTUAL_ENV"))}
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SURSIS_", "PYTHON", "VIRTUAL_ENV"))}
     env["PATH"] = f"{bin_dir}{os.pathsep}{env.get('PATH', '')}"
     env.update(extra)
     return env
 
 
-def _abeyance(bin_dir: Path, cwd: Path, url: str, *args: str) -> subprocess.CompletedProcess[str]:
+def _sursis(bin_dir: Path, cwd: Path, url: str, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [str(bin_dir / "abeyance"), *args],
+        [str(bin_dir / "sursis"), *args],
         cwd=cwd,
-        env=_clean_env(bin_dir, ABEYANCE_DATABASE_URL=url),
+        env=_clean_env(bin_dir, SURSIS_DATABASE_URL=url),
         capture_output=True,
         text=True,
         timeout=120,
@@ -88,14 +88,14 @@ def _free_port() -> int:
 
 @contextlib.contextmanager
 def _serving(bin_dir: Path, cwd: Path, url: str) -> Iterator[tuple[str, str]]:
-    """`abeyance serve` from the venv; yields its base URL and the admin key it printed."""
+    """`sursis serve` from the venv; yields its base URL and the admin key it printed."""
     port = _free_port()
     log = cwd / f"serve-{port}.log"
     with log.open("w") as out:
         process = subprocess.Popen(
-            [str(bin_dir / "abeyance"), "serve", "--port", str(port)],
+            [str(bin_dir / "sursis"), "serve", "--port", str(port)],
             cwd=cwd,
-            env=_clean_env(bin_dir, ABEYANCE_DATABASE_URL=url, ABEYANCE_LOG_JSON="true"),
+            env=_clean_env(bin_dir, SURSIS_DATABASE_URL=url, SURSIS_LOG_JSON="true"),
             stdout=out,
             stderr=subprocess.STDOUT,
         )
@@ -109,7 +109,7 @@ def _serving(bin_dir: Path, cwd: Path, url: str) -> Iterator[tuple[str, str]]:
                     break
             assert time.monotonic() < deadline, log.read_text()
             time.sleep(0.2)
-        key = re.search(r"^\s+(abk_\S+)$", log.read_text(), re.MULTILINE)
+        key = re.search(r"^\s+(srs_\S+)$", log.read_text(), re.MULTILINE)
         assert key, log.read_text()
         yield base, key.group(1)
     finally:
@@ -141,14 +141,11 @@ def test_the_wheel_holds_the_migrations_the_inbox_and_the_pytest_plugin(wheel: P
     with zipfile.ZipFile(wheel) as archive:
         names = set(archive.namelist())
         entry_points = next(archive.read(n).decode() for n in names if n.endswith("entry_points.txt"))
-    versions = {p.name for p in (REPO / "abeyance" / "migrations" / "versions").glob("*.py")}
-    assert {f"abeyance/migrations/versions/{v}" for v in versions} <= names
-    assert {"abeyance/migrations/env.py", "abeyance/migrations/script.py.mako", "abeyance/py.typed"} <= names
-    assert any(n.startswith("abeyance/app/static/inbox/") for n in names)
-    assert (
-        "abeyance = abeyance.testing.plugin" in entry_points
-        and "abeyance = abeyance.app.cli:main" in entry_points
-    )
+    versions = {p.name for p in (REPO / "sursis" / "migrations" / "versions").glob("*.py")}
+    assert {f"sursis/migrations/versions/{v}" for v in versions} <= names
+    assert {"sursis/migrations/env.py", "sursis/migrations/script.py.mako", "sursis/py.typed"} <= names
+    assert any(n.startswith("sursis/app/static/inbox/") for n in names)
+    assert "sursis = sursis.testing.plugin" in entry_points and "sursis = sursis.app.cli:main" in entry_points
 
 
 def test_the_installed_wheel_migrates_sqlite_and_serves(venv: Path, tmp_path: Path) -> None:
@@ -157,7 +154,7 @@ def test_the_installed_wheel_migrates_sqlite_and_serves(venv: Path, tmp_path: Pa
         [
             str(venv / "python"),
             "-c",
-            "import abeyance.client, abeyance.testing.scripted, abeyance; print(abeyance.__file__)",
+            "import sursis.client, sursis.testing.scripted, sursis; print(sursis.__file__)",
         ],
         cwd=tmp_path,
         env=_clean_env(venv),
@@ -166,7 +163,7 @@ def test_the_installed_wheel_migrates_sqlite_and_serves(venv: Path, tmp_path: Pa
         check=True,
     )
     assert located.stdout.startswith(str(venv.parent)), located.stdout
-    migrated = _abeyance(venv, tmp_path, url, "migrate")
+    migrated = _sursis(venv, tmp_path, url, "migrate")
     assert migrated.returncode == 0, migrated.stderr
     assert _revision(url) == HEAD
     with _serving(venv, tmp_path, url) as (base, key):
@@ -176,7 +173,7 @@ def test_the_installed_wheel_migrates_sqlite_and_serves(venv: Path, tmp_path: Pa
 def test_the_installed_wheel_migrates_a_fresh_postgresql_database(venv: Path, tmp_path: Path) -> None:
     url = asyncio.run(fresh_database(PG_URL, "wheel"))
     try:
-        migrated = _abeyance(venv, tmp_path, url, "migrate")
+        migrated = _sursis(venv, tmp_path, url, "migrate")
         assert migrated.returncode == 0, migrated.stderr
         assert _revision(url) == HEAD
         with _serving(venv, tmp_path, url) as (base, key):

@@ -1,4 +1,4 @@
-"""An in-memory unit of work for the use cases' tests: the ports of `abeyance.domain.ports`, on dicts.
+"""An in-memory unit of work for the use cases' tests: the ports of `sursis.domain.ports`, on dicts.
 
 Like the SQL one it isolates: a unit of work reads what was committed until it first writes; its
 first write waits for the store's one write lock (as a database lock does) and works on its own
@@ -19,15 +19,15 @@ from datetime import datetime
 from types import TracebackType
 from typing import Any, Self
 
-from abeyance.domain.channels.records import ChannelBinding, DigestItem
-from abeyance.domain.customer.ports import WorkspaceRepository
-from abeyance.domain.ports import (
+from sursis.domain.channels.records import ChannelBinding, DigestItem
+from sursis.domain.customer.ports import WorkspaceRepository
+from sursis.domain.ports import (
     AuthorizationRepository,
     OpsRepository,
     UnitOfWork,
     UnitOfWorkFactory,
 )
-from abeyance.domain.records import (
+from sursis.domain.records import (
     ApiKey,
     AuditEntry,
     Conversation,
@@ -41,8 +41,8 @@ from abeyance.domain.records import (
     Usage,
     Webhook,
 )
-from abeyance.domain.states import PendingStatus, RunStatus
-from abeyance.domain.tools import Executor, PendingKind
+from sursis.domain.states import PendingStatus, RunStatus
+from sursis.domain.tools import Executor, PendingKind
 
 
 class NotInMemory(AssertionError):

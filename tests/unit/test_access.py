@@ -8,11 +8,11 @@ from typing import Any
 
 import pytest
 
-from abeyance.domain.access import PERMISSIONS, Permission, Role, permission_to_resolve
-from abeyance.domain.authorizations import BrokenAuthorization, covers, first_covering
-from abeyance.domain.errors import Forbidden
-from abeyance.domain.records import Authorization, Principal
-from abeyance.domain.tools import PendingKind
+from sursis.domain.access import PERMISSIONS, Permission, Role, permission_to_resolve
+from sursis.domain.authorizations import BrokenAuthorization, covers, first_covering
+from sursis.domain.errors import Forbidden
+from sursis.domain.records import Authorization, Principal
+from sursis.domain.tools import PendingKind
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 

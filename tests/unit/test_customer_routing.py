@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from pydantic_ai.messages import ModelRequest, ModelResponse, ToolCallPart, ToolReturnPart, UserPromptPart
 
-from abeyance.domain.customer.events import PlatformEvent, PlatformEventType, proactive_turn
-from abeyance.infra.agents.scripted import parse_script
-from abeyance.infra.customer.delegation import delegation_position
-from abeyance.infra.customer.specialists import SPECIALISTS
+from sursis.domain.customer.events import PlatformEvent, PlatformEventType, proactive_turn
+from sursis.infra.agents.scripted import parse_script
+from sursis.infra.customer.delegation import delegation_position
+from sursis.infra.customer.specialists import SPECIALISTS
 
 
 def delegate(call_id: str, specialist: str) -> ToolCallPart:

@@ -8,8 +8,8 @@ import pytest
 from sqlalchemy.exc import DataError, DBAPIError, IntegrityError, InterfaceError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 
-from abeyance.infra.db.errors import database_unreachable
-from abeyance.infra.runner import is_transient_database_error
+from sursis.infra.db.errors import database_unreachable
+from sursis.infra.runner import is_transient_database_error
 
 
 class DriverError(Exception):

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from abeyance.app.logging import redact_secrets
-from abeyance.domain.sanitize import mask_text
+from sursis.app.logging import redact_secrets
+from sursis.domain.sanitize import mask_text
 
 MUST_MASK = [
     ("call +44 20 7946 0958 now", "call [phone] now"),

@@ -14,8 +14,8 @@ from pydantic_ai.messages import (
     UserPromptPart,
 )
 
-from abeyance.domain.records import StoredMessage
-from abeyance.infra.history import MessageLogCache, encode
+from sursis.domain.records import StoredMessage
+from sursis.infra.history import MessageLogCache, encode
 
 CONVERSATION = uuid.uuid4()
 NOW = datetime(2026, 1, 1, tzinfo=UTC)

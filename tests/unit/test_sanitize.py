@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from abeyance.app.logging import redact_secrets
-from abeyance.domain.sanitize import (
+from sursis.app.logging import redact_secrets
+from sursis.domain.sanitize import (
     ELLIPSIS,
     MASK,
     MAX_KEY,
@@ -123,8 +123,8 @@ MASKED_TEXT = [
     ("amex 3782 822463 10005", "amex [card]"),
     ("pan 5500005555555559", "pan [card]"),
     ("mail ana.lopez+ops@example.co.uk now", "mail [email] now"),
-    ("Authorization: Bearer abk_xPVMZ9aehL_iUBL19vFrTGTSCODOxZ98ugPsMh6n50g", "Authorization: ***"),
-    ("use abk_xPVMZ9aehL_iUBL19vFrTGTSCODOxZ98ugPsMh6n50g", "use ***"),
+    ("Authorization: Bearer srs_xPVMZ9aehL_iUBL19vFrTGTSCODOxZ98ugPsMh6n50g", "Authorization: ***"),
+    ("use srs_xPVMZ9aehL_iUBL19vFrTGTSCODOxZ98ugPsMh6n50g", "use ***"),
     ("Basic dXNlcjpodW50ZXIy", "***"),
     ("jwt eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0In0.c2lnbmF0dXJl", "jwt ***"),
     ("openai sk-proj-Ab3dEf6hIj9kLm2nOp5q", "openai ***"),

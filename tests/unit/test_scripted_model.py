@@ -8,7 +8,7 @@ from typing import Any
 from pydantic_ai import Agent
 from pydantic_ai.messages import TextPart, ToolCallPart
 
-from abeyance.infra.agents.scripted import parse_script, scripted_model
+from sursis.infra.agents.scripted import parse_script, scripted_model
 
 
 def make_agent() -> tuple[Agent[None, str], list[Any]]:

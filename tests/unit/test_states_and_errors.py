@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from abeyance.app.problems import status_for
-from abeyance.domain import errors as e
-from abeyance.domain.states import (
+from sursis.app.problems import status_for
+from sursis.domain import errors as e
+from sursis.domain.states import (
     Decision,
     PendingStatus,
     RunStatus,
@@ -14,7 +14,7 @@ from abeyance.domain.states import (
     ensure_pending_transition,
     ensure_run_transition,
 )
-from abeyance.domain.tools import PendingKind
+from sursis.domain.tools import PendingKind
 
 
 @pytest.mark.parametrize(

@@ -6,8 +6,8 @@ from datetime import timedelta
 
 import pytest
 
-from abeyance.domain.errors import ToolDeclarationError
-from abeyance.domain.tools import (
+from sursis.domain.errors import ToolDeclarationError
+from sursis.domain.tools import (
     DEFAULT_TIMEOUTS,
     Approval,
     Category,

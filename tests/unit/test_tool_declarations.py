@@ -9,19 +9,19 @@ from pydantic_ai.models.function import FunctionModel
 from pydantic_ai.native_tools import WebSearchTool
 from pydantic_ai.profiles import ModelProfile
 
-from abeyance.app.container import build_container
-from abeyance.app.settings import Settings
-from abeyance.domain.errors import ToolDeclarationError, ValidationFailed
-from abeyance.domain.tools import Approval, Category, Executor, ToolSpec
-from abeyance.infra.agents.assistant import assistant_agent
-from abeyance.infra.agents.declarations import (
+from sursis.app.container import build_container
+from sursis.app.settings import Settings
+from sursis.domain.errors import ToolDeclarationError, ValidationFailed
+from sursis.domain.tools import Approval, Category, Executor, ToolSpec
+from sursis.infra.agents.assistant import assistant_agent
+from sursis.infra.agents.declarations import (
     AgentDefinition,
     DeclaredProviderTool,
     DeclaredTool,
     DeclaredToolCatalog,
 )
-from abeyance.infra.agents.scripted import scripted_turn
-from abeyance.infra.runner import supported_provider_tools
+from sursis.infra.agents.scripted import scripted_turn
+from sursis.infra.runner import supported_provider_tools
 
 
 def test_a_gated_provider_tool_is_refused() -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from decimal import Decimal
 
-from abeyance.domain.records import Usage
+from sursis.domain.records import Usage
 
 
 def test_costs_add_up_and_unknown_stays_unknown() -> None:

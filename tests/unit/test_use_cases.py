@@ -12,18 +12,18 @@ from typing import Any
 
 import pytest
 
-from abeyance.domain import run_lifecycle
-from abeyance.domain.access import Role
-from abeyance.domain.audit import AuditQuery, AuditService
-from abeyance.domain.conversations import ConversationService
-from abeyance.domain.errors import ArgsChanged, Forbidden, NotFound, RunActive, Stale, ValidationFailed
-from abeyance.domain.pending_calls import EXPIRY_ACTOR, PendingCallService, Resolution, expire_overdue_call
-from abeyance.domain.records import PendingCall, Principal, Run, ToolCallMetadata, Usage
-from abeyance.domain.runs import RunService
-from abeyance.domain.sanitize import args_hash
-from abeyance.domain.states import Decision, PendingStatus, RunStatus
-from abeyance.domain.tools import Category, Executor, PendingKind, ToolApprovalRequest, ToolSpec
-from abeyance.infra.agents.declarations import AgentDefinition, DeclaredTool, DeclaredToolCatalog
+from sursis.domain import run_lifecycle
+from sursis.domain.access import Role
+from sursis.domain.audit import AuditQuery, AuditService
+from sursis.domain.conversations import ConversationService
+from sursis.domain.errors import ArgsChanged, Forbidden, NotFound, RunActive, Stale, ValidationFailed
+from sursis.domain.pending_calls import EXPIRY_ACTOR, PendingCallService, Resolution, expire_overdue_call
+from sursis.domain.records import PendingCall, Principal, Run, ToolCallMetadata, Usage
+from sursis.domain.runs import RunService
+from sursis.domain.sanitize import args_hash
+from sursis.domain.states import Decision, PendingStatus, RunStatus
+from sursis.domain.tools import Category, Executor, PendingKind, ToolApprovalRequest, ToolSpec
+from sursis.infra.agents.declarations import AgentDefinition, DeclaredTool, DeclaredToolCatalog
 from tests.unit.fakes import FakeStore
 
 USER = Principal(id="user-1", role=Role.USER, workspace="acme")

@@ -7,8 +7,8 @@ import hmac
 
 import pytest
 
-from abeyance.domain.errors import ValidationFailed
-from abeyance.domain.webhooks import check_events, check_url, sign, verify
+from sursis.domain.errors import ValidationFailed
+from sursis.domain.webhooks import check_events, check_url, sign, verify
 
 SECRET = "whsec_test"
 BODY = b'{"id":7,"type":"run.completed"}'
@@ -42,7 +42,7 @@ def test_malformed_headers_do_not_verify(header: str) -> None:
 @pytest.mark.parametrize(
     ("url", "allow_private", "ok"),
     [
-        ("https://hooks.example.com/abeyance", False, True),
+        ("https://hooks.example.com/sursis", False, True),
         ("http://hooks.example.com:8080/x", False, True),
         ("ftp://hooks.example.com/x", False, False),
         ("hooks.example.com/x", False, False),

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from abeyance.domain.worlds.memory import MemoryRefused, check_memory, similarity, trigrams, word_similarity
-from abeyance.domain.worlds.rules import Decision, Flag, FlagKind, override_patterns
+from sursis.domain.worlds.memory import MemoryRefused, check_memory, similarity, trigrams, word_similarity
+from sursis.domain.worlds.rules import Decision, Flag, FlagKind, override_patterns
 
 RULE = "Refund a damaged parcel reported within 14 days of delivery"
 

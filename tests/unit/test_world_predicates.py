@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from abeyance.domain.worlds.predicates import PredicateRefused, check_predicate
+from sursis.domain.worlds.predicates import PredicateRefused, check_predicate
 
 GOOD = """def predicate(ctx):
     total = 0

@@ -6,7 +6,7 @@ from typing import Any
 
 from litestar.testing import AsyncTestClient
 
-from abeyance.domain.access import Role
+from sursis.domain.access import Role
 from tests.conftest import KeyMaker, bearer, call, script
 from tests.worlds.flow import (
     PREDICATE,

@@ -9,13 +9,13 @@ import pytest
 import sqlalchemy as sa
 from sqlalchemy import exc as sa_exc
 
-from abeyance.domain.clock import utcnow
-from abeyance.domain.worlds.memory import MemoryKind, MemoryRefused, MemoryTier, similarity
-from abeyance.domain.worlds.rules import Rule, RuleState, World
-from abeyance.infra.db.engine import create_engine
-from abeyance.infra.db.uow import SqlUnitOfWorkFactory
-from abeyance.infra.worlds.memory import MemoryGateway, MemoryScope
-from abeyance.infra.worlds.repository import SqlWorldRepository
+from sursis.domain.clock import utcnow
+from sursis.domain.worlds.memory import MemoryKind, MemoryRefused, MemoryTier, similarity
+from sursis.domain.worlds.rules import Rule, RuleState, World
+from sursis.infra.db.engine import create_engine
+from sursis.infra.db.uow import SqlUnitOfWorkFactory
+from sursis.infra.worlds.memory import MemoryGateway, MemoryScope
+from sursis.infra.worlds.repository import SqlWorldRepository
 from tests.conftest import _truncate_pg
 
 RULE = "Refund a damaged parcel reported within 14 days of delivery"

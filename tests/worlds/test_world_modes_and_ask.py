@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator
 from pydantic_ai.messages import ModelMessage, ModelRequest, ToolReturnPart
 from pydantic_ai.models.function import AgentInfo, DeltaToolCall, DeltaToolCalls, FunctionModel
 
-from abeyance.domain.access import Role
+from sursis.domain.access import Role
 from tests.api.test_observability import traced_app
 from tests.conftest import KeyMaker, bearer, call, script
 from tests.worlds.flow import (
@@ -138,7 +138,7 @@ async def test_ops_asks_the_world_agent_which_answers_from_the_rules_in_a_nested
 
     tool_spans = [s for s in app.spans() if (s.attributes or {}).get("gen_ai.tool.name") == "ask_world_agent"]
     [tool_span] = tool_spans
-    nested = [s for s in app.spans("run.segment") if (s.attributes or {}).get("abeyance.agent") == "world"]
+    nested = [s for s in app.spans("run.segment") if (s.attributes or {}).get("sursis.agent") == "world"]
     assert tool_span.context is not None
     children = [s for s in nested if s.parent is not None and s.parent.span_id == tool_span.context.span_id]
     assert len(children) == 1, "the World Agent's run is a child span of the calling tool's span"

@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 from litestar.testing import AsyncTestClient
 
-from abeyance.app.container import Container
-from abeyance.domain.records import Principal
-from abeyance.domain.worlds.ports import Caller
+from sursis.app.container import Container
+from sursis.domain.records import Principal
+from sursis.domain.worlds.ports import Caller
 from tests.conftest import call, script
 from tests.worlds.flow import results_of, say
 

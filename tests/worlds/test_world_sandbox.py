@@ -6,7 +6,7 @@ from typing import Any
 
 from litestar.testing import AsyncTestClient
 
-from abeyance.infra.worlds.sandbox import SandboxLimits, run_in_sandbox
+from sursis.infra.worlds.sandbox import SandboxLimits, run_in_sandbox
 from tests.conftest import call, script
 from tests.worlds.flow import CASES, RULE_TEXT, create_world, open_session, results_of, say, tool_calls
 

@@ -1,0 +1,16 @@
+"""The app for process managers that import it (`sursis serve --workers N` starts one per process)."""
+
+from __future__ import annotations
+
+from litestar import Litestar
+
+from sursis.app.logging import configure_logging
+from sursis.app.main import create_app
+from sursis.app.settings import Settings
+
+
+def app_from_environment() -> Litestar:
+    """`create_app` over the settings of the environment (each process reads them itself)."""
+    settings = Settings()
+    configure_logging(settings.log_level, settings.log_json)
+    return create_app(settings)

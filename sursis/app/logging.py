@@ -1,0 +1,112 @@
+"""structlog, configured once at the entry point."""
+
+from __future__ import annotations
+
+import logging
+import sys
+from typing import TextIO
+
+import structlog
+from opentelemetry import trace
+from structlog.typing import EventDict, WrappedLogger
+
+from sursis.domain.sanitize import redact
+
+# Fields whose values are the service's own identifiers and vocabulary: never masked. (`event`
+# is masked: for library records it is the free-text message.)
+PLAIN_FIELDS = frozenset(
+    {
+        "level",
+        "logger",
+        "timestamp",
+        "trace_id",
+        "span_id",
+        "request_id",
+        "run_id",
+        "conversation_id",
+        "correlation_id",
+        "tool_call_id",
+        "authorization_id",
+        "principal_id",
+        "segment",
+        "worker",
+        "path",
+    }
+)
+
+
+def add_trace_id(_: WrappedLogger, __: str, event: EventDict) -> EventDict:
+    """Every line carries `trace_id` (null outside a trace) and, inside one, `span_id`."""
+    context = trace.get_current_span().get_span_context()
+    if context.is_valid:
+        event.setdefault("trace_id", format(context.trace_id, "032x"))
+        event.setdefault("span_id", format(context.span_id, "016x"))
+    else:
+        event.setdefault("trace_id", None)
+    return event
+
+
+def redact_secrets(_: WrappedLogger, __: str, event: EventDict) -> EventDict:
+    """Mask secrets and personal data in every field (exception text included) before rendering."""
+    for key, value in list(event.items()):
+        # `*_at` fields are timestamps by the service's naming: kept whole, never searched for numbers.
+        if key not in PLAIN_FIELDS and not key.startswith("_") and not key.endswith("_at"):
+            event[key] = redact(value, key)
+    return event
+
+
+def configure_logging(
+    level: str = "INFO", json_logs: bool | None = None, stream: TextIO | None = None
+) -> None:
+    """JSON lines when not on a TTY, a readable console on a TTY; library logs in the same format.
+
+    The lines go to `stream` (standard error by default). `sursis serve` and `sursis worker`
+    call this at start; a program that embeds `Service` may call it to log the same way.
+
+    Ids bound with `structlog.contextvars` (request, conversation, run, correlation, tool call)
+    are merged into every line, including those of uvicorn and SQLAlchemy.
+    """
+    if json_logs is None:
+        json_logs = not sys.stderr.isatty()
+    shared: list[structlog.typing.Processor] = [
+        structlog.contextvars.merge_contextvars,
+        structlog.stdlib.add_log_level,
+        structlog.stdlib.add_logger_name,
+        structlog.processors.TimeStamper(fmt="iso", utc=True),
+        add_trace_id,
+    ]
+    renderer: structlog.typing.Processor = (
+        structlog.processors.JSONRenderer()
+        if json_logs
+        else structlog.dev.ConsoleRenderer(
+            # Local variables of a traceback can hold request headers (API keys): never print them.
+            exception_formatter=structlog.dev.RichTracebackFormatter(show_locals=False)
+        )
+    )
+    structlog.configure(
+        processors=[
+            *shared,
+            structlog.processors.format_exc_info,
+            structlog.stdlib.ProcessorFormatter.wrap_for_formatter,
+        ],
+        logger_factory=structlog.stdlib.LoggerFactory(),
+        wrapper_class=structlog.stdlib.BoundLogger,
+        cache_logger_on_first_use=True,
+    )
+    final: list[structlog.typing.Processor] = [structlog.stdlib.ProcessorFormatter.remove_processors_meta]
+    if json_logs:
+        # Tracebacks of library records become a string field rather than breaking the JSON line.
+        final.append(structlog.processors.format_exc_info)
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(
+        structlog.stdlib.ProcessorFormatter(
+            foreign_pre_chain=shared, processors=[*final, redact_secrets, renderer]
+        )
+    )
+    root = logging.getLogger()
+    root.handlers = [handler]
+    root.setLevel(level.upper())
+    logging.getLogger("alembic").setLevel(logging.WARNING)
+    for name in ("uvicorn", "uvicorn.error", "uvicorn.access", "sqlalchemy"):
+        logging.getLogger(name).handlers = []
+        logging.getLogger(name).propagate = True

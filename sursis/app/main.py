@@ -1,0 +1,168 @@
+"""`create_app(settings)`: the Litestar application, wired from one Settings object."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import sqlalchemy as sa
+from litestar import Litestar, Request, Response, Router, get
+from litestar.di import NamedDependency, Provide
+from litestar.exceptions import HTTPException, SerializationException
+from litestar.openapi import OpenAPIConfig
+from litestar.openapi.plugins import SwaggerRenderPlugin
+from litestar.openapi.spec import Components, SecurityScheme
+from sqlalchemy.exc import DBAPIError
+from sqlalchemy.exc import TimeoutError as PoolTimeout
+
+from sursis.app import openapi_contract, problems
+from sursis.app.auth import SECURITY_SCHEME, provide_principal, v1_middleware
+from sursis.app.container import Container, telemetry_config
+from sursis.app.http_methods import answer_options
+from sursis.app.observability import bind_path_ids, http_telemetry, metrics
+from sursis.app.openapi_contract import SLACK_SIGNATURE_SCHEME
+from sursis.app.routes.channels_slack import slack_router
+from sursis.app.routes.inbox import inbox_router
+from sursis.app.routes.provide import services
+from sursis.app.routes.v1 import route_handlers
+from sursis.app.schemas import refuse_nul_characters
+from sursis.app.service import Service
+from sursis.app.settings import Settings
+from sursis.domain.errors import ServiceError
+from sursis.infra.db.engine import is_sqlite
+from sursis.infra.db.migrations import upgrade_async
+from sursis.infra.db.uow import SqlUnitOfWorkFactory
+from sursis.infra.telemetry import Telemetry, build_telemetry
+
+
+class ApiRequest(Request[Any, Any, Any]):
+    """A request whose JSON body, however deeply nested or badly encoded, fails as bad input and never
+    as a crash; a body declared as anything but JSON is refused with 415."""
+
+    async def json(self) -> Any:
+        media_type, _ = self.content_type
+        if media_type and media_type != "application/json" and not media_type.endswith("+json"):
+            raise HTTPException(
+                status_code=415,
+                detail=f"the body must be application/json, not {media_type[:100]}",
+            )
+        try:
+            value = await super().json()
+        except RecursionError:
+            raise SerializationException("JSON is nested too deeply") from None
+        except UnicodeDecodeError:
+            raise SerializationException("the body is not valid UTF-8") from None
+        return refuse_nul_characters(value)
+
+
+async def before_request(request: Request[Any, Any, Any]) -> Response[None] | None:
+    await bind_path_ids(request)
+    return answer_options(request)
+
+
+def document_contract_on_startup(app: Litestar) -> None:
+    """Runs after the lifespan has built the container, whose catalog names the agents and tools."""
+    openapi_contract.install(app, app.state.container.catalog)
+
+
+@get("/healthz", tags=["health"])
+async def healthz() -> dict[str, str]:
+    """The process is up."""
+    return {"status": "ok"}
+
+
+@get("/readyz", tags=["health"], dependencies=services("uow"))
+async def readyz(uow: NamedDependency[SqlUnitOfWorkFactory]) -> dict[str, str]:
+    """The database answers."""
+    async with uow() as work:
+        await work.session.execute(sa.text("SELECT 1"))
+    return {"status": "ready"}
+
+
+def create_app(
+    settings: Settings,
+    *,
+    service: Service | None = None,
+    container: Container | None = None,
+    telemetry: Telemetry | None = None,
+) -> Litestar:
+    """The app over a `Service`: the given one (or one over the given container), or one built from
+    the settings in the lifespan. Telemetry (tracer and meter providers) is the service's, the given
+    one, or built from the settings here; whoever builds it shuts it down."""
+    if service is None and container is not None:
+        service = Service(container)
+    owns_telemetry = service is None and telemetry is None
+    if service is not None:
+        telemetry = service.container.telemetry
+    elif telemetry is None:
+        telemetry = build_telemetry(telemetry_config(settings))
+
+    @asynccontextmanager
+    async def lifespan(app: Litestar) -> AsyncIterator[None]:
+        if settings.migrate_on_start and is_sqlite(settings.database_url):
+            await upgrade_async(settings.database_url)
+        built = service or Service.from_settings(settings, telemetry=telemetry)
+        app.state.service = built
+        app.state.container = built.container
+        await built.start(run_worker=settings.run_worker)
+        try:
+            yield
+        finally:
+            await built.close()
+            if owns_telemetry:
+                telemetry.shutdown()
+
+    # Every /v1 controller sits behind the key middleware; health, metrics, the schema and the inbox
+    # page (which holds no data: its script calls /v1 with the operator's key) stay open.
+    v1 = Router(
+        path="/",
+        route_handlers=route_handlers(),
+        middleware=v1_middleware(settings.rate_limit_per_minute),
+        security=[{SECURITY_SCHEME: []}],
+    )
+    return Litestar(
+        route_handlers=[healthz, readyz, metrics, v1, slack_router(), inbox_router()],
+        lifespan=[lifespan],
+        on_startup=[document_contract_on_startup],
+        middleware=[http_telemetry(telemetry)],
+        before_request=before_request,
+        dependencies={
+            "principal": Provide(provide_principal, sync_to_thread=False),
+        },
+        exception_handlers={
+            ServiceError: problems.service_error_handler,
+            HTTPException: problems.http_error_handler,
+            DBAPIError: problems.database_error_handler,
+            PoolTimeout: problems.database_error_handler,
+            OSError: problems.database_error_handler,
+            Exception: problems.internal_error_handler,
+        },
+        openapi_config=OpenAPIConfig(
+            title="Sursis",
+            version="0.1.0",
+            description="Agents whose tool calls wait, durably, for a human.",
+            path="/schema",
+            render_plugins=[SwaggerRenderPlugin()],
+            components=Components(
+                security_schemes={
+                    SECURITY_SCHEME: SecurityScheme(
+                        type="http",
+                        scheme="bearer",
+                        description="An API key made by `sursis keys create`",
+                    ),
+                    SLACK_SIGNATURE_SCHEME: SecurityScheme(
+                        type="apiKey",
+                        name="X-Slack-Signature",
+                        security_scheme_in="header",
+                        description="Slack's request signature (with `X-Slack-Request-Timestamp`); "
+                        "see docs/channels.md",
+                    ),
+                }
+            ),
+        ),
+        request_max_body_size=settings.max_body_bytes,
+        request_class=ApiRequest,
+        logging_config=None,
+        debug=False,
+    )

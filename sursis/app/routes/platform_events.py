@@ -1,0 +1,66 @@
+"""`POST /v1/events`: domain events from the rest of the platform (a `system` key)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from litestar import Response, get, post
+from litestar.di import NamedDependency
+from litestar.openapi import ResponseSpec
+from litestar.params import JSONBody, QueryParameter
+from litestar.status_codes import HTTP_200_OK, HTTP_202_ACCEPTED
+
+from sursis.app.routes.provide import services
+from sursis.app.schemas.platform_events import (
+    ConversationList,
+    EventAccepted,
+    EventIn,
+    event_accepted,
+    listed_conversation_out,
+    platform_event,
+)
+from sursis.app.schemas.validation import MAX_WORKSPACE_CHARS, WORKSPACE_PATTERN
+from sursis.domain.customer.intake import EventIntakeService
+from sursis.domain.records import Principal
+
+
+@post(
+    "/v1/events",
+    tags=["events"],
+    status_code=HTTP_202_ACCEPTED,
+    dependencies=services("intake"),
+    responses={HTTP_200_OK: ResponseSpec(EventAccepted, description="Posted before: `duplicate` is true")},
+)
+async def post_event(
+    data: JSONBody[EventIn],
+    intake: NamedDependency[EventIntakeService],
+    principal: NamedDependency[Principal],
+) -> Response[EventAccepted]:
+    """Take one domain event: `scan.completed`, `anomaly.detected` or `workspace.config_changed`.
+
+    The event, the rows it carries and, when it warrants one, a conversation of the `customer`
+    agent with its first run queued are stored in one transaction. Posting an id again changes
+    nothing and answers 200 with `duplicate: true`; a new event answers 202.
+    """
+    workspace = intake.workspace_for(principal, data.workspace)
+    received = await intake.receive(principal, platform_event(data, workspace))
+    await intake.notify(received)
+    return Response(
+        event_accepted(received), status_code=HTTP_200_OK if received.duplicate else HTTP_202_ACCEPTED
+    )
+
+
+@get("/v1/conversations", tags=["conversations"], dependencies=services("intake"))
+async def list_conversations(
+    intake: NamedDependency[EventIntakeService],
+    principal: NamedDependency[Principal],
+    limit: Annotated[int, QueryParameter(ge=1, le=200)] = 50,
+    workspace: Annotated[
+        str | None,
+        QueryParameter(min_length=1, max_length=MAX_WORKSPACE_CHARS, pattern=WORKSPACE_PATTERN),
+    ] = None,
+) -> ConversationList:
+    """The newest conversations of the caller's workspace (admins: every workspace, or `?workspace=`),
+    newest first; those that platform events started have `initiator: system` and their `event`."""
+    listed = await intake.recent_conversations(principal, workspace, limit)
+    return ConversationList(items=[listed_conversation_out(item) for item in listed])

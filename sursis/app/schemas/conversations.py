@@ -1,0 +1,119 @@
+"""Conversations, their messages and their tool calls."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import uuid
+from datetime import datetime
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from sursis.app.schemas.runs import RunOut, run_out
+from sursis.app.schemas.validation import FromRecord, Strict, WorkspaceName
+from sursis.domain.access import Permission
+from sursis.domain.conversations import ConversationDetail
+from sursis.domain.records import (
+    Conversation,
+    Principal,
+    StoredMessage,
+    ToolCallRecord,
+)
+from sursis.domain.sanitize import sanitize
+
+
+class CreateConversation(Strict):
+    agent: str = Field(min_length=1, max_length=100)
+    workspace: WorkspaceName | None = None
+
+
+class PostMessage(Strict):
+    content: str = Field(min_length=1)
+
+
+class ConversationOut(FromRecord):
+    id: uuid.UUID
+    workspace: str
+    agent: str
+    status: str
+    active_run_id: uuid.UUID | None
+    created_at: datetime
+    updated_at: datetime
+    created_by: str | None = Field(
+        description="The id of the API key that created it (`GET /v1/me` tells a key its own): "
+        "a user key answers the elicitation and client-execution calls of its own conversations "
+        "only. Null for conversations created before owners were recorded."
+    )
+
+
+class MessageOut(BaseModel):
+    seq: int
+    run_id: uuid.UUID | None
+    created_at: datetime
+    channel: str | None = Field(
+        description="Where the run that wrote it came from: `web`, `slack`, `email` or `system` "
+        "(a platform event); null for messages written before channels were recorded."
+    )
+    message: dict[str, Any]
+
+
+class ConversationDetailOut(ConversationOut):
+    messages: list[MessageOut]
+    active_run: RunOut | None
+
+
+class ToolCallOut(BaseModel):
+    tool_call_id: str
+    tool_name: str
+    agent_name: str
+    ok: bool
+    error_class: str | None
+    error_code: str | None
+    latency_ms: float
+    trace_id: str | None
+    started_at: datetime
+    ended_at: datetime
+    result: Any
+
+
+def conversation_out(c: Conversation) -> ConversationOut:
+    return ConversationOut.model_validate(c)
+
+
+def conversation_detail_out(detail: ConversationDetail, principal: Principal) -> ConversationDetailOut:
+    return ConversationDetailOut(
+        **conversation_out(detail.conversation).model_dump(),
+        messages=[message_out(m, principal) for m in detail.messages],
+        active_run=run_out(detail.active_run, principal) if detail.active_run else None,
+    )
+
+
+def tool_call_out(r: ToolCallRecord) -> ToolCallOut:
+    """The record with its metadata flattened: the API shows one object per call."""
+    return ToolCallOut(
+        **dataclasses.asdict(r.metadata),
+        tool_call_id=r.tool_call_id,
+        error_code=r.error_code,
+        result=r.result,
+    )
+
+
+def message_out(m: StoredMessage, principal: Principal) -> MessageOut:
+    """One logged message; for callers who may not approve, tool-call arguments are sanitized as in
+    `args_summary` (the full arguments are for operators)."""
+    message = json.loads(m.body)
+    if not principal.may(Permission.APPROVE):
+        for part in message.get("parts", []):
+            if part.get("part_kind") == "tool-call":
+                part["args"] = sanitize(_as_object(part.get("args")))
+    return MessageOut(seq=m.seq, run_id=m.run_id, created_at=m.created_at, channel=m.channel, message=message)
+
+
+def _as_object(args: Any) -> Any:
+    if isinstance(args, str):
+        try:
+            return json.loads(args)
+        except ValueError:
+            return args
+    return args

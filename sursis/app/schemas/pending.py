@@ -1,0 +1,93 @@
+"""Pending calls: their shape, their resolution and their keyset cursor."""
+
+from __future__ import annotations
+
+import base64
+import uuid
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from sursis.app.schemas.validation import FromRecord, JsonObject, JsonValue, Strict, as_utc
+from sursis.domain.access import Permission
+from sursis.domain.errors import ValidationFailed
+from sursis.domain.paging import Page
+from sursis.domain.pending_calls import PendingCursor
+from sursis.domain.records import PendingCall, Principal
+
+
+class ResolveBody(Strict):
+    decision: Literal["approve", "deny", "revise", "answer"]
+    reason: str | None = Field(default=None, max_length=4000)
+    args: JsonObject | None = None
+    result: JsonValue = None
+    args_hash: str | None = Field(default=None, min_length=64, max_length=64)
+
+
+class PendingCallOut(FromRecord):
+    correlation_id: uuid.UUID
+    conversation_id: uuid.UUID
+    run_id: uuid.UUID
+    tool_call_id: str
+    tool_name: str
+    agent: str
+    agent_path: str | None = None
+    executor: str
+    kind: str
+    args_summary: dict[str, Any]
+    args_hash: str
+    effect_description: str
+    status: str
+    created_at: datetime
+    expires_at: datetime
+    resolved_at: datetime | None
+    resolved_by: str | None
+    reason: str | None
+    args: dict[str, Any] | None = None
+    edited_args: dict[str, Any] | None = None
+    result: Any = None
+
+
+class PendingPage(BaseModel):
+    items: list[PendingCallOut]
+    next_cursor: str | None
+
+
+def pending_out(p: PendingCall, principal: Principal) -> PendingCallOut:
+    """The record's fields, but the full (and edited) arguments only for those who may approve;
+    everyone sees the sanitized summary, and the answer given."""
+    privileged = principal.may(Permission.APPROVE)
+    resolution = p.resolution or {}
+    return PendingCallOut.model_validate(p).model_copy(
+        update={
+            "args": p.args if privileged else None,
+            "edited_args": resolution.get("args") if privileged else None,
+            "result": resolution.get("result"),
+        }
+    )
+
+
+def pending_page(page: Page[PendingCall, PendingCursor], principal: Principal) -> PendingPage:
+    return PendingPage(
+        items=[pending_out(p, principal) for p in page.items],
+        next_cursor=encode_cursor(page.next_cursor) if page.next_cursor is not None else None,
+    )
+
+
+def encode_cursor(cursor: PendingCursor) -> str:
+    created_at, correlation_id = cursor
+    return base64.urlsafe_b64encode(f"{created_at.isoformat()}|{correlation_id}".encode()).decode()
+
+
+def decode_cursor(cursor: str) -> PendingCursor:
+    try:
+        created, cid = base64.urlsafe_b64decode(cursor.encode()).decode().split("|")
+        at = datetime.fromisoformat(created)
+        if at.tzinfo is None:
+            raise ValueError("naive time")
+        return as_utc(at), uuid.UUID(cid)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ValidationFailed(
+            "cursor is not valid", extra={"errors": [{"loc": ["query", "cursor"], "msg": "invalid cursor"}]}
+        ) from exc

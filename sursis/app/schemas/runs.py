@@ -1,0 +1,65 @@
+"""Runs and their usage."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+
+from pydantic import BaseModel, Field
+
+from sursis.app.schemas.pending import PendingCallOut, pending_out
+from sursis.domain.records import (
+    Principal,
+    Run,
+    Usage,
+)
+from sursis.domain.runs import RunView
+
+
+class UsageOut(BaseModel):
+    requests: int
+    input_tokens: int
+    output_tokens: int
+    tool_calls: int
+    estimated_cost_usd: float | None = Field(
+        description="From the model's published prices; null when the model has no known price."
+    )
+
+
+class RunOut(BaseModel):
+    id: uuid.UUID
+    conversation_id: uuid.UUID
+    status: str
+    output: str | None
+    error: dict[str, str] | None
+    pending: list[PendingCallOut]
+    usage: UsageOut
+    created_at: datetime
+    finished_at: datetime | None
+
+
+def run_out(view: RunView, principal: Principal) -> RunOut:
+    """By hand on purpose: a run is shown with its awaiting calls as the caller may see them."""
+    run: Run = view.run
+    return RunOut(
+        id=run.id,
+        conversation_id=run.conversation_id,
+        status=run.status.value,
+        output=run.output,
+        error={"code": run.error.code, "message": run.error.message} if run.error else None,
+        pending=[pending_out(p, principal) for p in view.pending],
+        usage=usage_out(run.usage),
+        created_at=run.created_at,
+        finished_at=run.finished_at,
+    )
+
+
+def usage_out(usage: Usage) -> UsageOut:
+    """By hand on purpose: the API shows the cost as `estimated_cost_usd`, a number."""
+    return UsageOut(
+        requests=usage.requests,
+        input_tokens=usage.input_tokens,
+        output_tokens=usage.output_tokens,
+        tool_calls=usage.tool_calls,
+        estimated_cost_usd=None if usage.cost is None else float(usage.cost),
+    )

@@ -1,0 +1,101 @@
+"""Typed settings, read once at the entry point and passed in."""
+
+from __future__ import annotations
+
+from pydantic import AliasChoices, Field, SecretStr
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class Settings(BaseSettings):
+    """Every knob of the service. Environment variables use the `SURSIS_` prefix."""
+
+    model_config = SettingsConfigDict(env_prefix="SURSIS_", env_file=".env", extra="ignore")
+
+    database_url: str = "sqlite+aiosqlite:///./sursis.db"
+    model: str = "scripted"
+    openai_base_url: str | None = Field(
+        default=None, validation_alias=AliasChoices("SURSIS_OPENAI_BASE_URL", "OPENAI_BASE_URL")
+    )
+    openai_api_key: SecretStr | None = Field(
+        default=None, validation_alias=AliasChoices("SURSIS_OPENAI_API_KEY", "OPENAI_API_KEY")
+    )
+    host: str = "127.0.0.1"
+    port: int = 8000
+    run_worker: bool = True
+    worker_concurrency: int = 4
+    worker_poll_seconds: float = 1.0
+    lease_seconds: float = 30.0
+    step_limit: int = 25
+    approval_timeout_seconds: float = 24 * 3600
+    elicitation_timeout_seconds: float = 3600
+    client_exec_timeout_seconds: float = 30
+    sweep_seconds: float = 5.0
+    shutdown_grace_seconds: float = 10.0
+    db_pool_size: int = Field(default=10, ge=1)
+    """Connections a process keeps open to the database (and as many more under a burst)."""
+    max_segment_attempts: int = Field(default=5, ge=1)
+    """Consecutive claims of a run without progress before it fails (`segment_attempts_exhausted`)."""
+    max_wait_seconds: float = 60.0
+    history_cache_messages: int = Field(default=5_000, ge=0)
+    """Decoded messages a worker keeps in memory so a segment reads only the log's new rows; 0: off."""
+    history_turns: int = Field(default=20, ge=0)
+    """Earlier turns of the conversation the model is shown with the current one; 0: all of them."""
+    max_content_chars: int = 32_000
+    max_body_bytes: int = 1_048_576
+    rate_limit_per_minute: int = Field(default=600, ge=0)
+    """Requests per minute per API key on /v1; 0 turns the limit off."""
+    migrate_on_start: bool = True
+    log_level: str = "INFO"
+    log_json: bool | None = None
+    trace_console: bool = False
+    """Print every finished span to stdout (`SURSIS_TRACE_CONSOLE=1`)."""
+    trace_content: bool = False
+    """Put prompts, answers and tool arguments/results on pydantic-ai's spans (off: they may hold secrets)."""
+    otlp_endpoint: str | None = Field(
+        default=None, validation_alias=AliasChoices("OTEL_EXPORTER_OTLP_ENDPOINT")
+    )
+    otlp_traces_endpoint: str | None = Field(
+        default=None, validation_alias=AliasChoices("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+    )
+    otlp_metrics_endpoint: str | None = Field(
+        default=None, validation_alias=AliasChoices("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT")
+    )
+    # Event stream (GET /v1/conversations/{id}/events)
+    events_poll_seconds: float = Field(default=0.5, gt=0)
+    events_heartbeat_seconds: float = Field(default=15.0, gt=0)
+    events_delta_interval_seconds: float = Field(default=0.1, ge=0)
+    client_exec_max_seconds: float = Field(default=600, gt=0)
+    events_settle_seconds: float = Field(default=10.0, ge=0)
+    """How long the workspace stream of pending calls keeps looking for events that committed late."""
+    # Webhooks
+    webhook_max_attempts: int = Field(default=6, ge=1)
+    webhook_backoff_seconds: float = Field(default=2.0, ge=0)
+    webhook_backoff_max_seconds: float = Field(default=300.0, ge=0)
+    webhook_timeout_seconds: float = Field(default=10.0, gt=0)
+    webhook_poll_seconds: float = Field(default=1.0, gt=0)
+    webhook_allow_private_hosts: bool = False
+    public_url: str | None = None
+    # Channels: Slack (docs/channels.md)
+    slack_signing_secret: SecretStr | None = None
+    """The Slack app's signing secret; without it the Slack routes refuse every request (401)."""
+    slack_bot_token: SecretStr | None = None
+    """The bot token (`xoxb-…`) replies, approvals and notices are posted with."""
+    slack_api_url: str = "https://slack.com/api/"
+    """The Slack Web API base URL (tests point it at a local server)."""
+    slack_agent: str = "assistant"
+    """The agent of conversations started from a new Slack thread."""
+    slack_workspace: str = "default"
+    """The workspace of notices to Slack users who are not mapped to a key."""
+    channel_poll_seconds: float = Field(default=1.0, gt=0)
+    """How often the Slack deliverer and the digest sender look for work."""
+    # Channels: email digests
+    digest_window_seconds: float = Field(default=3600.0, gt=0)
+    """One digest per email binding per window at most; windows start at multiples of this."""
+    smtp_host: str | None = None
+    """Without a host no digest is sent (they wait, gathered, until one is set)."""
+    smtp_port: int = Field(default=587, ge=1, le=65535)
+    smtp_starttls: bool = True
+    smtp_username: str | None = None
+    smtp_password: SecretStr | None = None
+    smtp_from: str = "sursis@localhost"
+    smtp_timeout_seconds: float = Field(default=30.0, gt=0)

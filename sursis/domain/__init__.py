@@ -1,0 +1,1 @@
+"""The core of Sursis: tool contract, errors, state machines and ports. Standard library only."""

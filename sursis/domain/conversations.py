@@ -1,0 +1,104 @@
+"""Conversations as their users hold them: start one, read it, post a message (which queues a run)."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import KW_ONLY, dataclass, field
+
+from sursis.domain.access import Permission
+from sursis.domain.clock import Clock, utcnow
+from sursis.domain.errors import NotFound, ValidationFailed
+from sursis.domain.ports import (
+    NoMetrics,
+    RunNotifier,
+    ServiceMetrics,
+    ToolCatalog,
+    UnitOfWork,
+    UnitOfWorkFactory,
+)
+from sursis.domain.records import Conversation, Principal, Run, StoredMessage
+from sursis.domain.run_queue import check_content, queue_message
+from sursis.domain.runs import RunView
+from sursis.domain.states import PendingStatus, RunStatus
+
+
+@dataclass(frozen=True, slots=True)
+class ConversationDetail:
+    """A conversation, its message log and its active run (with that run's awaiting calls)."""
+
+    conversation: Conversation
+    messages: list[StoredMessage]
+    active_run: RunView | None
+
+
+@dataclass
+class ConversationService:
+    """Start a conversation with an agent, read it, and post the user's messages to it."""
+
+    uow: UnitOfWorkFactory
+    catalog: ToolCatalog
+    notifier: RunNotifier
+    _: KW_ONLY
+    clock: Clock = utcnow
+    max_content_chars: int = 32_000
+    metrics: ServiceMetrics = field(default_factory=NoMetrics)
+
+    async def create_conversation(
+        self, principal: Principal, agent: str, workspace: str | None
+    ) -> Conversation:
+        if agent not in self.catalog.agent_names():
+            raise ValidationFailed(
+                f"unknown agent {agent!r}", extra={"errors": [{"loc": ["agent"], "msg": "unknown agent"}]}
+            )
+        ws = workspace or principal.workspace or "default"
+        if not principal.can_see(ws):
+            raise NotFound("workspace not found")
+        principal.require(Permission.CONVERSE)
+        conversation = Conversation.open(ws, agent, principal.id, self.clock())
+        async with self.uow() as uow:
+            await uow.conversations.add(conversation)
+            await uow.commit()
+        return conversation
+
+    async def get_conversation(self, principal: Principal, conversation_id: uuid.UUID) -> Conversation:
+        async with self.uow.reader() as uow:
+            return await visible_conversation(uow, principal, conversation_id)
+
+    async def conversation_detail(
+        self, principal: Principal, conversation_id: uuid.UUID
+    ) -> ConversationDetail:
+        async with self.uow.reader() as uow:
+            conversation = await visible_conversation(uow, principal, conversation_id)
+            messages = await uow.messages.read(conversation_id)
+            active = None
+            if conversation.active_run_id is not None:
+                run = await uow.runs.get(conversation.active_run_id)
+                if run is not None:
+                    pending = await uow.pending.for_run(run.id, PendingStatus.AWAITING)
+                    active = RunView(run=run, pending=pending)
+            return ConversationDetail(conversation, messages, active)
+
+    async def post_message(
+        self, principal: Principal, conversation_id: uuid.UUID, content: str, channel: str = "web"
+    ) -> Run:
+        """Write the user message's run as `queued`; the worker turns it into messages."""
+        check_content(content, self.max_content_chars)
+        now = self.clock()
+        async with self.uow() as uow:
+            conversation = await visible_conversation(uow, principal, conversation_id)
+            run = await queue_message(uow, principal.id, conversation, content, now, channel)
+            await uow.commit()
+        self.metrics.run_status(RunStatus.QUEUED)
+        await self.notifier.run_queued(run.id)
+        return run
+
+
+async def visible_conversation(
+    uow: UnitOfWork, principal: Principal, conversation_id: uuid.UUID
+) -> Conversation:
+    """The conversation, if the principal may converse in its workspace; `NotFound` otherwise."""
+    conversation = await uow.conversations.get(conversation_id)
+    if conversation is None or not principal.can_see(conversation.workspace):
+        raise NotFound("conversation not found")
+    principal.require(Permission.CONVERSE)
+    return conversation

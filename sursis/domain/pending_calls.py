@@ -1,0 +1,274 @@
+"""Pending calls as operators and users decide them: read, list, resolve; and their expiry."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import KW_ONLY, dataclass, field, replace
+from datetime import datetime
+from typing import Any
+
+from sursis.domain.access import Permission, permission_to_resolve
+from sursis.domain.audit import actor_names
+from sursis.domain.clock import Clock, utcnow
+from sursis.domain.errors import ArgsChanged, NotFound, Stale
+from sursis.domain.events import EventType, publish, publish_pending_resolved, run_status_data
+from sursis.domain.paging import Page
+from sursis.domain.ports import (
+    NoMetrics,
+    RunNotifier,
+    ServiceMetrics,
+    ToolCatalog,
+    UnitOfWork,
+    UnitOfWorkFactory,
+)
+from sursis.domain.records import AuditEntry, PendingCall, Principal
+from sursis.domain.sanitize import args_hash as compute_args_hash
+from sursis.domain.states import Decision, PendingStatus, RunStatus, decide
+from sursis.domain.tools import PendingKind
+
+PendingCursor = tuple[datetime, uuid.UUID]
+"""Where a page of pending calls ends: the last call's `created_at` and correlation id."""
+
+
+@dataclass(frozen=True, slots=True)
+class Resolution:
+    """What an operator or user decided about one pending call."""
+
+    decision: Decision
+    reason: str | None = None
+    args: dict[str, Any] | None = None
+    result: Any = None
+    args_hash: str | None = None
+
+
+@dataclass
+class PendingCallService:
+    """Read, list and decide pending calls. Exactly one of racing deciders wins."""
+
+    uow: UnitOfWorkFactory
+    catalog: ToolCatalog
+    notifier: RunNotifier
+    _: KW_ONLY
+    clock: Clock = utcnow
+    metrics: ServiceMetrics = field(default_factory=NoMetrics)
+
+    async def get_pending(self, principal: Principal, correlation_id: uuid.UUID) -> PendingCall:
+        async with self.uow.reader() as uow:
+            call = await _visible_call(uow, principal, correlation_id)
+            principal.require(Permission.CONVERSE)
+            return call
+
+    async def list_pending(
+        self,
+        principal: Principal,
+        *,
+        status: PendingStatus | None,
+        kind: PendingKind | None,
+        tool_name: str | None,
+        after: PendingCursor | None,
+        limit: int,
+    ) -> Page[PendingCall, PendingCursor]:
+        """One page of the caller's pending calls (every workspace's for an admin), newest first."""
+        principal.require(Permission.CONVERSE)
+        async with self.uow.reader() as uow:
+            rows = await uow.pending.search(
+                workspace=None if principal.is_admin else principal.workspace,
+                status=status,
+                kind=kind,
+                tool_name=tool_name,
+                after=after,
+                limit=limit + 1,
+            )
+        return Page.of(rows, limit, _cursor)
+
+    async def resolve_pending(
+        self, principal: Principal, correlation_id: uuid.UUID, resolution: Resolution
+    ) -> PendingCall:
+        """Commit one decision. Exactly one of racing resolvers wins; the others get `Stale`.
+
+        Answered as soon as the decision is committed: the resume happens in a worker.
+        """
+        now = self.clock()
+        async with self.uow() as uow:
+            call = await _visible_call(uow, principal, correlation_id)
+            principal.require(permission_to_resolve(call.kind))
+            await _require_may_answer(uow, principal, call)
+            if call.status is not PendingStatus.AWAITING:
+                raise await _stale(uow, call)
+            if call.expires_at <= now:
+                raise await self._expire_late(uow, call, now)
+            target = decide(call.kind, resolution.decision)
+            if resolution.args_hash is not None and resolution.args_hash != call.args_hash:
+                raise ArgsChanged(
+                    "the call's arguments are not the ones you reviewed", extra={"args_hash": call.args_hash}
+                )
+            record, details = self._checked(call, resolution)
+            if not await uow.pending.transition(
+                correlation_id,
+                target,
+                now,
+                resolved_by=principal.id,
+                reason=resolution.reason,
+                resolution=record,
+                before_expiry=True,
+            ):
+                fresh = await uow.pending.get(correlation_id) or call
+                if fresh.status is PendingStatus.AWAITING:
+                    raise await self._expire_late(uow, fresh, now)
+                raise await _stale(uow, fresh)
+            await uow.audit.append(
+                AuditEntry.of_call(
+                    _AUDIT_ACTIONS[target], principal.id, call, {"reason": resolution.reason, **details}
+                ),
+                now,
+            )
+            requeued = await uow.runs.resolve_one_awaiting(call.run_id, now)
+            await _publish_resolution(uow, call, target, principal.id, requeued, now)
+            await uow.commit()
+        # What the conditional update wrote: no second read of the row.
+        resolved = replace(
+            call,
+            status=target,
+            resolved_by=principal.id,
+            reason=resolution.reason,
+            resolution=record,
+            resolved_at=now,
+        )
+        await self._after_commit(call, target, requeued, now)
+        return resolved
+
+    def _checked(self, call: PendingCall, resolution: Resolution) -> tuple[dict[str, Any], dict[str, Any]]:
+        """The resolution as stored (edited args and answers validated against the tool's
+        declaration), and the audit row's details."""
+        record: dict[str, Any] = {"decision": resolution.decision.value}
+        details: dict[str, Any] = {}
+        if resolution.decision is Decision.APPROVE and resolution.args is not None:
+            edited = self.catalog.validate_args(call.agent, call.tool_name, resolution.args)
+            if edited != call.args:
+                record["args"] = edited
+                details = {"edited_args": edited, "args_hash": compute_args_hash(call.tool_name, edited)}
+        if resolution.decision is Decision.ANSWER:
+            record["result"] = self.catalog.validate_result(call.agent, call.tool_name, resolution.result)
+        return record, details
+
+    async def _expire_late(self, uow: UnitOfWork, call: PendingCall, now: datetime) -> Stale:
+        """A decision that came after `expires_at`: the call expires here, as the sweeper would
+        have expired it (the run resumes and the model is told), and the decision is `Stale`."""
+        expiry = await expire_overdue_call(uow, call, now)
+        if expiry is None:
+            return await _stale(uow, await uow.pending.get(call.correlation_id) or call)
+        await _publish_resolution(uow, call, PendingStatus.EXPIRED, EXPIRY_ACTOR, expiry.run_requeued, now)
+        await uow.commit()
+        await self._after_commit(call, PendingStatus.EXPIRED, expiry.run_requeued, now)
+        return Stale(
+            f"the pending call expired at {call.expires_at.isoformat()} before a decision; "
+            "the action was not performed",
+            extra={
+                "pending_status": PendingStatus.EXPIRED.value,
+                "resolved_by": EXPIRY_ACTOR,
+                "resolved_by_name": None,
+                "resolved_at": now.isoformat(),
+                "expires_at": call.expires_at.isoformat(),
+            },
+        )
+
+    async def _after_commit(
+        self, call: PendingCall, status: PendingStatus, requeued: bool, now: datetime
+    ) -> None:
+        self.metrics.pending_resolved(call, status, now)
+        if requeued:
+            self.metrics.run_status(RunStatus.QUEUED)
+            await self.notifier.run_queued(call.run_id)
+
+
+EXPIRY_ACTOR = "system:sweeper"
+"""Who expires an overdue call: nobody decided in time (found by the sweeper or by a late resolve)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Expiry:
+    """An overdue call moved to `expired`, and whether that re-queued its run."""
+
+    call: PendingCall
+    run_requeued: bool
+
+
+async def expire_overdue_call(uow: UnitOfWork, call: PendingCall, now: datetime) -> Expiry | None:
+    """Expire an awaiting call in the caller's transaction; None if it was no longer awaiting.
+
+    The same conditional write as a decision, the `pending.expired` audit row, and one awaiting
+    call counted down on the run, which is re-queued when it was the last. The caller publishes
+    the events: they come last in its transaction (their per-conversation lock is the last lock).
+    """
+    if not await uow.pending.transition(
+        call.correlation_id,
+        PendingStatus.EXPIRED,
+        now,
+        resolved_by=EXPIRY_ACTOR,
+        reason="no decision before expires_at",
+        resolution={"decision": "expire"},
+    ):
+        return None
+    await uow.audit.append(AuditEntry.of_call("pending.expired", EXPIRY_ACTOR, call, {}), now)
+    return Expiry(call, await uow.runs.resolve_one_awaiting(call.run_id, now))
+
+
+_AUDIT_ACTIONS = {
+    PendingStatus.APPROVED: "pending.approved",
+    PendingStatus.DENIED: "pending.denied",
+    PendingStatus.REVISION_REQUESTED: "pending.revision_requested",
+    PendingStatus.ANSWERED: "pending.answered",
+    PendingStatus.EXPIRED: "pending.expired",
+    PendingStatus.CANCELLED: "pending.cancelled",
+}
+
+
+def _cursor(call: PendingCall) -> PendingCursor:
+    return call.created_at, call.correlation_id
+
+
+async def _visible_call(uow: UnitOfWork, principal: Principal, correlation_id: uuid.UUID) -> PendingCall:
+    """The call, if its workspace is the principal's (or the principal is an admin); else `NotFound`."""
+    call = await uow.pending.get(correlation_id)
+    if call is None or not principal.can_see(call.workspace):
+        raise NotFound("pending call not found")
+    return call
+
+
+async def _publish_resolution(
+    uow: UnitOfWork, call: PendingCall, status: PendingStatus, actor: str, requeued: bool, now: datetime
+) -> None:
+    """`pending.resolved`, and `run.status` queued when the resolution re-queued the run."""
+    await publish_pending_resolved(uow, call, status.value, actor, now)
+    if requeued:
+        await publish(
+            uow,
+            call.conversation_id,
+            call.workspace,
+            EventType.RUN_STATUS,
+            run_status_data(call.run_id, RunStatus.QUEUED.value),
+            now,
+        )
+
+
+async def _require_may_answer(uow: UnitOfWork, principal: Principal, call: PendingCall) -> None:
+    """Answers (elicitation, client execution) belong to the conversation's creator; whoever may
+    answer any conversation's calls (operators, admins) skips the lookup."""
+    if call.kind is PendingKind.APPROVAL or principal.may(Permission.ANSWER_ANY):
+        return
+    conversation = await uow.conversations.get(call.conversation_id)
+    principal.require_may_answer(conversation.created_by if conversation else None)
+
+
+async def _stale(uow: UnitOfWork, call: PendingCall) -> Stale:
+    """The loser's answer says who decided and when, so a person can tell what happened."""
+    names = await actor_names(uow, [call.resolved_by])
+    return Stale(
+        f"the pending call is already {call.status.value}",
+        extra={
+            "pending_status": call.status.value,
+            "resolved_by": call.resolved_by,
+            "resolved_by_name": names.get(call.resolved_by or ""),
+            "resolved_at": call.resolved_at.isoformat() if call.resolved_at else None,
+        },
+    )

@@ -1,0 +1,424 @@
+"""Ports: what the service layer needs from storage and from the agent side."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Sequence
+from contextlib import AbstractContextManager
+from datetime import datetime
+from types import TracebackType
+from typing import Any, Protocol, Self
+
+from sursis.domain.channels.ports import ChannelRepository
+from sursis.domain.customer.ports import WorkspaceRepository
+from sursis.domain.records import (
+    ApiKey,
+    AuditEntry,
+    Authorization,
+    Conversation,
+    OutboxItem,
+    PendingCall,
+    Run,
+    RunError,
+    StoredEvent,
+    StoredMessage,
+    ToolCallMetadata,
+    ToolCallRecord,
+    Usage,
+    Webhook,
+)
+from sursis.domain.states import PendingStatus, RunStatus
+from sursis.domain.tools import PendingKind, ToolSpec
+
+
+class ConversationRepository(Protocol):
+    async def add(self, conversation: Conversation) -> None: ...
+    async def get(self, conversation_id: uuid.UUID) -> Conversation | None: ...
+    async def claim_active_run(self, conversation_id: uuid.UUID, run_id: uuid.UUID, now: datetime) -> bool:
+        """Set the active run only if there is none; False when another run holds it."""
+        ...
+
+    async def release_active_run(
+        self, conversation_id: uuid.UUID, run_id: uuid.UUID, now: datetime
+    ) -> None: ...
+
+
+class MessageRepository(Protocol):
+    async def append(
+        self,
+        conversation_id: uuid.UUID,
+        run_id: uuid.UUID | None,
+        bodies: Sequence[str],
+        now: datetime,
+        channel: str | None = None,
+        *,
+        after_seq: int | None = None,
+    ) -> int:
+        """Append bodies after the last seq (`after_seq` when the caller knows it, as the holder of
+        the run's lease does: a wrong one fails on the log's key), written through `channel`;
+        returns the new last seq."""
+        ...
+
+    async def read(self, conversation_id: uuid.UUID, after_seq: int = 0) -> list[StoredMessage]: ...
+
+
+class RunRepository(Protocol):
+    async def add(self, run: Run) -> None: ...
+    async def get(self, run_id: uuid.UUID) -> Run | None: ...
+    async def transition(
+        self,
+        run_id: uuid.UUID,
+        expected: Sequence[RunStatus],
+        target: RunStatus,
+        now: datetime,
+        **fields: Any,
+    ) -> bool:
+        """Conditional write: only when the run is in one of `expected`."""
+        ...
+
+    async def resolve_one_awaiting(self, run_id: uuid.UUID, now: datetime) -> bool:
+        """Count one awaiting call down; requeue the run when it was the last. True if requeued."""
+        ...
+
+    async def claim_next(self, owner: str, now: datetime, lease_until: datetime) -> Run | None:
+        """Lease the oldest queued run to `owner`, counting the claim in `claims`."""
+        ...
+
+    async def renew_lease(self, run_id: uuid.UUID, owner: str, lease_until: datetime) -> bool: ...
+    async def requeue_expired_leases(self, now: datetime) -> list[uuid.UUID]: ...
+    async def record_progress(
+        self, run_id: uuid.UUID, owner: str, usage: Usage, now: datetime, lease_until: datetime
+    ) -> bool:
+        """Store usage, renew the lease and reset `claims` (progress); False when the lease was lost."""
+        ...
+
+    async def finish(
+        self,
+        run_id: uuid.UUID,
+        owner: str,
+        status: RunStatus,
+        now: datetime,
+        *,
+        usage: Usage | None = None,
+        output: str | None = None,
+        error: RunError | None = None,
+        awaiting_count: int = 0,
+        trace_context: dict[str, str] | None = None,
+        unless_cancel_requested: bool = False,
+    ) -> bool:
+        """End the owner's segment (and reset `claims`); `trace_context`, when given, is what the next
+        segment continues. With `unless_cancel_requested`, a run asked to cancel is left as it is
+        (False), so the caller can end it as cancelled instead in the same transaction."""
+        ...
+
+    async def cancel_requested(self, run_id: uuid.UUID) -> bool:
+        """Whether a cancel was requested; the run row stays locked until the transaction ends."""
+        ...
+
+    async def release(self, run_id: uuid.UUID, owner: str, now: datetime) -> bool: ...
+    async def release_all(self, owner: str, now: datetime) -> int: ...
+    async def count_by_status(self) -> dict[RunStatus, int]:
+        """How many runs are queued, running or suspended right now."""
+        ...
+
+
+class PendingCallRepository(Protocol):
+    async def add(self, call: PendingCall) -> None: ...
+    async def get(self, correlation_id: uuid.UUID) -> PendingCall | None: ...
+    async def search(
+        self,
+        *,
+        workspace: str | None,
+        status: PendingStatus | None,
+        kind: PendingKind | None,
+        tool_name: str | None,
+        after: tuple[datetime, uuid.UUID] | None,
+        limit: int,
+    ) -> list[PendingCall]: ...
+    async def for_run(self, run_id: uuid.UUID, status: PendingStatus | None = None) -> list[PendingCall]: ...
+    async def by_tool_call_ids(self, conversation_id: uuid.UUID, ids: Sequence[str]) -> list[PendingCall]: ...
+    async def transition(
+        self,
+        correlation_id: uuid.UUID,
+        target: PendingStatus,
+        now: datetime,
+        *,
+        resolved_by: str,
+        reason: str | None,
+        resolution: dict[str, Any] | None,
+        before_expiry: bool = False,
+    ) -> bool:
+        """`UPDATE ... WHERE correlation_id = :id AND status = 'awaiting'`; False for the loser.
+
+        `before_expiry` (a person's decision) adds `AND expires_at > now`: an overdue call can
+        only expire, even before a sweeper has seen it.
+        """
+        ...
+
+    async def overdue(self, now: datetime, limit: int) -> list[PendingCall]: ...
+    async def count_awaiting(self) -> dict[PendingKind, int]:
+        """How many calls await a decision right now, by kind."""
+        ...
+
+    async def extend_client_calls(
+        self, conversation_id: uuid.UUID, until: datetime, *, created_after: datetime
+    ) -> int:
+        """Move `expires_at` of awaiting `client_exec` calls created after `created_after` to `until`."""
+        ...
+
+
+class ToolCallRepository(Protocol):
+    async def record(self, record: ToolCallRecord) -> bool:
+        """Insert unless a row for (conversation_id, tool_call_id) exists; True if inserted."""
+        ...
+
+    async def get(self, conversation_id: uuid.UUID, tool_call_id: str) -> ToolCallRecord | None: ...
+    async def for_ids(
+        self, conversation_id: uuid.UUID, tool_call_ids: Sequence[str]
+    ) -> dict[str, ToolCallRecord]:
+        """The stored outcomes among `tool_call_ids`, by id."""
+        ...
+
+    async def for_run(self, run_id: uuid.UUID) -> list[ToolCallRecord]: ...
+
+
+class AuditRepository(Protocol):
+    """Append-only: there is no update or delete, by design."""
+
+    async def append(self, entry: AuditEntry, now: datetime) -> None: ...
+    async def search(
+        self,
+        *,
+        workspace: str | None,
+        conversation_id: uuid.UUID | None,
+        correlation_id: uuid.UUID | None,
+        actions: Sequence[str] = (),
+        since: datetime | None,
+        after_id: int | None,
+        limit: int,
+        newest_first: bool = False,
+    ) -> list[AuditEntry]:
+        """Rows matching every filter (`actions`: any of them) in id order, or newest first;
+        `after_id` is the last row of the previous page in that order."""
+        ...
+
+
+class EventRepository(Protocol):
+    def add(
+        self, conversation_id: uuid.UUID, workspace: str, event_type: str, data: dict[str, Any], now: datetime
+    ) -> None:
+        """Hold one event, written with the transaction's other events when it commits."""
+        ...
+
+    async def append(
+        self, conversation_id: uuid.UUID, workspace: str, event_type: str, data: dict[str, Any], now: datetime
+    ) -> StoredEvent:
+        """Insert one event now (after the held ones); ids of one conversation increase in commit order."""
+        ...
+
+    async def after(self, conversation_id: uuid.UUID, after_id: int, limit: int) -> list[StoredEvent]: ...
+    async def pending_after(self, workspace: str | None, after_id: int, limit: int) -> list[StoredEvent]:
+        """`pending.created`/`pending.resolved` events of a workspace (None: every workspace) after
+        `after_id`, in id order."""
+        ...
+
+    async def last_pending_id(self, workspace: str | None, created_before: datetime | None) -> int:
+        """The highest id of those events (created before `created_before`, when given); 0 if none."""
+        ...
+
+
+class WebhookRepository(Protocol):
+    async def add(self, webhook: Webhook) -> None: ...
+    async def get(self, webhook_id: uuid.UUID) -> Webhook | None: ...
+    async def for_workspace(self, workspace: str | None) -> list[Webhook]: ...
+    async def delete(self, webhook_id: uuid.UUID) -> bool: ...
+    async def subscribed(self, workspace: str, event_type: str) -> list[Webhook]: ...
+
+
+class OutboxRepository(Protocol):
+    """Notifications waiting to leave the service; written in the transaction that caused them."""
+
+    async def enqueue(self, workspace: str, topic: str, payload: dict[str, Any], now: datetime) -> int: ...
+    async def claim_due(
+        self, topic_prefix: str, now: datetime, lease_until: datetime, limit: int
+    ) -> list[OutboxItem]:
+        """Due pending rows, each with `attempts` counted up and hidden until `lease_until`."""
+        ...
+
+    async def mark_delivered(self, outbox_id: int, now: datetime) -> None: ...
+    async def schedule_retry(self, outbox_id: int, error: str, retry_at: datetime, now: datetime) -> None: ...
+    async def mark_dead(
+        self, item: OutboxItem, error: str, cluster: tuple[str, str] | None, now: datetime
+    ) -> str:
+        """Stop retrying: the row becomes a dead letter (id returned) in failure cluster `(id, title)`."""
+        ...
+
+    async def discard(self, outbox_id: int, reason: str, now: datetime) -> None:
+        """Drop a row that has nowhere to go any more (its webhook was deleted)."""
+        ...
+
+    async def status(self, outbox_id: int) -> str | None: ...
+
+
+class ApiKeyRepository(Protocol):
+    async def add(self, key: ApiKey) -> None: ...
+    async def get(self, key_id: uuid.UUID) -> ApiKey | None: ...
+    async def by_hash(self, key_hash: str) -> ApiKey | None: ...
+    async def names(self, key_ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, str]:
+        """The names of these keys (revoked ones included); unknown ids are left out."""
+        ...
+
+    async def search(self, *, include_revoked: bool) -> list[ApiKey]: ...
+    async def count(self) -> int:
+        """All keys ever made, revoked ones included."""
+        ...
+
+    async def revoke(self, key_id: uuid.UUID, now: datetime) -> bool:
+        """Conditional write: only a key that is not revoked yet; False otherwise."""
+        ...
+
+
+class AuthorizationRepository(Protocol):
+    async def add(self, authorization: Authorization) -> None: ...
+    async def get(self, authorization_id: uuid.UUID) -> Authorization | None: ...
+    async def search(
+        self, *, workspace: str | None, include_inactive: bool, now: datetime
+    ) -> list[Authorization]: ...
+    async def candidates(self, workspace: str, tool_name: str, now: datetime) -> list[Authorization]:
+        """Not revoked, not expired, for this workspace and tool: the rules a call is checked against."""
+        ...
+
+    async def revoke(self, authorization_id: uuid.UUID, now: datetime) -> bool:
+        """Conditional write: only an authorization that is not revoked yet; False otherwise."""
+        ...
+
+
+class UnitOfWork(Protocol):
+    """One transaction. Rolls back on exit unless `commit()` was called; repositories never commit."""
+
+    @property
+    def conversations(self) -> ConversationRepository: ...
+    @property
+    def messages(self) -> MessageRepository: ...
+    @property
+    def runs(self) -> RunRepository: ...
+    @property
+    def pending(self) -> PendingCallRepository: ...
+    @property
+    def tool_calls(self) -> ToolCallRepository: ...
+    @property
+    def audit(self) -> AuditRepository: ...
+    @property
+    def ops(self) -> OpsRepository: ...
+    @property
+    def events(self) -> EventRepository: ...
+    @property
+    def webhooks(self) -> WebhookRepository: ...
+    @property
+    def outbox(self) -> OutboxRepository: ...
+    @property
+    def customer(self) -> WorkspaceRepository: ...
+    @property
+    def api_keys(self) -> ApiKeyRepository: ...
+    @property
+    def authorizations(self) -> AuthorizationRepository: ...
+    @property
+    def channels(self) -> ChannelRepository: ...
+
+    async def __aenter__(self) -> Self: ...
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None: ...
+    async def commit(self) -> None: ...
+
+
+class UnitOfWorkFactory(Protocol):
+    def __call__(self) -> UnitOfWork: ...
+    def reader(self) -> UnitOfWork:
+        """A unit of work for reads only, which never commits: it costs no transaction of its own
+        where the database allows (each statement then sees what was committed before it, as in a
+        READ COMMITTED transaction). For the hot reads (credentials, runs, pending calls)."""
+        ...
+
+
+class ToolCatalog(Protocol):
+    """The declared tools of every agent, as the service layer needs them."""
+
+    def agent_names(self) -> list[str]: ...
+    def spec(self, agent: str, tool_name: str) -> ToolSpec | None: ...
+    def validate_args(self, agent: str, tool_name: str, args: dict[str, Any]) -> dict[str, Any]:
+        """Validated, JSON-ready args, or `ValidationFailed` with field errors."""
+        ...
+
+    def validate_result(self, agent: str, tool_name: str, result: Any) -> Any:
+        """An answer to a `human`/`client` call checked against the tool's declared result type.
+
+        Returns the validated, JSON-ready value, or raises `ValidationFailed` with field errors.
+        """
+        ...
+
+    def gated_tool_parameters(self, tool_name: str) -> set[str] | None:
+        """Parameter names of the gated tool of that name (in any agent); None if there is none."""
+        ...
+
+
+class ServiceMetrics(Protocol):
+    """Operational counters the use cases report; called after the change is committed."""
+
+    def run_status(self, status: RunStatus) -> None:
+        """A run entered `status`."""
+        ...
+
+    def pending_resolved(self, call: PendingCall, status: PendingStatus, at: datetime) -> None:
+        """An awaiting call left `awaiting` (decided, expired or cancelled) at `at`."""
+        ...
+
+    def tool_call(self, metadata: ToolCallMetadata) -> None:
+        """One tool call was executed."""
+        ...
+
+
+class NoMetrics:
+    """`ServiceMetrics` that records nothing."""
+
+    def run_status(self, status: RunStatus) -> None:
+        return None
+
+    def pending_resolved(self, call: PendingCall, status: PendingStatus, at: datetime) -> None:
+        return None
+
+    def tool_call(self, metadata: ToolCallMetadata) -> None:
+        return None
+
+
+class RunNotifier(Protocol):
+    """Wakes workers and long-pollers. Best effort: everything also works by polling."""
+
+    async def run_queued(self, run_id: uuid.UUID) -> None: ...
+    async def run_changed(self, run_id: uuid.UUID) -> None: ...
+
+
+class RunWatcher(Protocol):
+    """What a long-poll waits on: an event set when the run may have changed (best effort)."""
+
+    def watch(self, run_id: uuid.UUID) -> AbstractContextManager[asyncio.Event]: ...
+
+
+class OpsRepository(Protocol):
+    """The service's own outbox, dead letters and failure clusters (what the `ops` agent operates)."""
+
+    async def list_dead_letters(
+        self, workspace: str, status: str | None, limit: int
+    ) -> list[dict[str, Any]]: ...
+    async def get_dead_letter(self, workspace: str, event_id: str) -> dict[str, Any] | None: ...
+    async def replay_dead_letter(
+        self, workspace: str, event_id: str, reason: str, now: datetime
+    ) -> dict[str, Any]: ...
+    async def list_clusters(self, workspace: str, status: str | None) -> list[dict[str, Any]]: ...
+    async def get_cluster(self, workspace: str, cluster_id: str) -> dict[str, Any] | None: ...
+    async def triage_cluster(
+        self, workspace: str, cluster_id: str, status: str, notes: str, now: datetime
+    ) -> dict[str, Any]: ...
+    async def add_dead_letter(self, row: dict[str, Any]) -> None: ...
+    async def add_cluster(self, row: dict[str, Any]) -> None: ...

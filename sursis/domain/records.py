@@ -1,0 +1,391 @@
+"""Plain records the ports exchange, and the value objects of the tool contract."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime
+from decimal import Decimal
+from typing import Any
+
+from sursis.domain.access import PERMISSIONS, Permission, Role
+from sursis.domain.errors import Forbidden
+from sursis.domain.states import PendingStatus, RunStatus
+from sursis.domain.tools import Executor, PendingKind
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallMetadata:
+    """Emitted once per tool call by the one wrapper around every tool."""
+
+    tool_name: str
+    agent_name: str
+    latency_ms: float
+    ok: bool
+    error_class: str | None
+    trace_id: str | None
+    started_at: datetime
+    ended_at: datetime
+
+
+@dataclass(slots=True)
+class Conversation:
+    id: uuid.UUID
+    workspace: str
+    agent: str
+    status: str
+    active_run_id: uuid.UUID | None
+    created_at: datetime
+    updated_at: datetime
+    created_by: str | None = None
+    """The principal (API key id) that created it; `None` for conversations created before owners
+    were recorded, which are nobody's own."""
+
+    @classmethod
+    def open(cls, workspace: str, agent: str, created_by: str, now: datetime) -> Conversation:
+        """A new conversation with `agent`, with no run yet."""
+        return cls(
+            id=uuid.uuid4(),
+            workspace=workspace,
+            agent=agent,
+            status="open",
+            active_run_id=None,
+            created_at=now,
+            updated_at=now,
+            created_by=created_by,
+        )
+
+
+@dataclass(slots=True)
+class RunError:
+    code: str
+    message: str
+
+
+@dataclass(slots=True)
+class Usage:
+    """Model usage of a run, summed over its segments.
+
+    `cost` is an estimate in USD from the model's published prices; None when no request of
+    the run could be priced (unknown model, offline model), so "unknown" differs from zero.
+    """
+
+    requests: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    tool_calls: int = 0
+    cost: Decimal | None = None
+
+    def add(self, other: Usage) -> Usage:
+        cost = self.cost if other.cost is None else (self.cost or Decimal(0)) + other.cost
+        return Usage(
+            requests=self.requests + other.requests,
+            input_tokens=self.input_tokens + other.input_tokens,
+            output_tokens=self.output_tokens + other.output_tokens,
+            tool_calls=self.tool_calls + other.tool_calls,
+            cost=cost,
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        """The one JSON form: stored on the run, carried by events and logs. The cost is a decimal
+        string, an estimate summed without float drift (the HTTP API shows it as a number)."""
+        return {
+            "requests": self.requests,
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
+            "tool_calls": self.tool_calls,
+            "cost": None if self.cost is None else str(self.cost),
+        }
+
+    @classmethod
+    def from_json(cls, value: dict[str, Any]) -> Usage:
+        cost = value.get("cost")
+        return cls(
+            requests=value.get("requests", 0),
+            input_tokens=value.get("input_tokens", 0),
+            output_tokens=value.get("output_tokens", 0),
+            tool_calls=value.get("tool_calls", 0),
+            cost=None if cost is None else Decimal(cost),
+        )
+
+
+@dataclass(slots=True)
+class Run:
+    id: uuid.UUID
+    conversation_id: uuid.UUID
+    workspace: str
+    agent: str
+    status: RunStatus
+    input: str
+    output: str | None
+    error: RunError | None
+    segment: int
+    awaiting_count: int
+    usage: Usage
+    cancel_requested: bool
+    lease_owner: str | None
+    lease_expires_at: datetime | None
+    created_at: datetime
+    updated_at: datetime
+    finished_at: datetime | None
+    trace_context: dict[str, str] | None = None
+    """W3C trace context (`traceparent`, `tracestate`) the next segment continues."""
+    claims: int = 0
+    """Segments started since the run last reached a persistence point (counted by the claim)."""
+    channel: str = "web"
+    """Where its input came from (`web`, `slack`, `email`, `system`); its messages carry it too."""
+
+    @classmethod
+    def queued(
+        cls,
+        conversation_id: uuid.UUID,
+        workspace: str,
+        agent: str,
+        content: str,
+        now: datetime,
+        channel: str = "web",
+    ) -> Run:
+        """A new run of one user message, waiting in the queue for a worker."""
+        return cls(
+            id=uuid.uuid4(),
+            conversation_id=conversation_id,
+            workspace=workspace,
+            agent=agent,
+            status=RunStatus.QUEUED,
+            input=content,
+            output=None,
+            error=None,
+            segment=0,
+            awaiting_count=0,
+            usage=Usage(),
+            cancel_requested=False,
+            lease_owner=None,
+            lease_expires_at=None,
+            created_at=now,
+            updated_at=now,
+            finished_at=None,
+            channel=channel,
+        )
+
+
+@dataclass(slots=True)
+class PendingCall:
+    correlation_id: uuid.UUID
+    conversation_id: uuid.UUID
+    run_id: uuid.UUID
+    workspace: str
+    segment: int
+    tool_call_id: str
+    tool_name: str
+    agent: str
+    executor: Executor
+    kind: PendingKind
+    args: dict[str, Any]
+    args_summary: dict[str, Any]
+    args_hash: str
+    effect_description: str
+    status: PendingStatus
+    created_at: datetime
+    expires_at: datetime
+    resolved_at: datetime | None = None
+    resolved_by: str | None = None
+    reason: str | None = None
+    resolution: dict[str, Any] | None = None
+    agent_path: str | None = None
+    """Which agent asked, from the conversation's agent down (`customer/framework-advisor`);
+    `None` when the conversation's own agent asked."""
+
+
+@dataclass(slots=True)
+class StoredMessage:
+    """One pydantic-ai message as JSON, at its place in the append-only log."""
+
+    conversation_id: uuid.UUID
+    seq: int
+    run_id: uuid.UUID | None
+    body: str
+    created_at: datetime
+    channel: str | None = None
+    """The channel of the run that wrote it (`web`, `slack`, `email`, `system`); None: before
+    channels were recorded."""
+
+
+@dataclass(slots=True)
+class ToolCallRecord:
+    conversation_id: uuid.UUID
+    run_id: uuid.UUID
+    tool_call_id: str
+    metadata: ToolCallMetadata
+    result: Any = None
+    error_code: str | None = None
+
+
+@dataclass(slots=True)
+class AuditEntry:
+    action: str
+    actor: str
+    workspace: str
+    conversation_id: uuid.UUID | None = None
+    run_id: uuid.UUID | None = None
+    correlation_id: uuid.UUID | None = None
+    details: dict[str, Any] = field(default_factory=dict)
+    id: int | None = None
+    at: datetime | None = None
+    trace_id: str | None = None
+    actor_name: str | None = None
+    """When reading: the name of the API key that acted (not stored with the row)."""
+
+    @classmethod
+    def of_run(cls, action: str, actor: str, run: Run, details: dict[str, Any] | None = None) -> AuditEntry:
+        """A row about a run."""
+        return cls(
+            action=action,
+            actor=actor,
+            workspace=run.workspace,
+            conversation_id=run.conversation_id,
+            run_id=run.id,
+            details=details or {},
+        )
+
+    @classmethod
+    def of_call(cls, action: str, actor: str, call: PendingCall, details: dict[str, Any]) -> AuditEntry:
+        """A row about a pending call: it names the tool and the model's call id."""
+        return cls(
+            action=action,
+            actor=actor,
+            workspace=call.workspace,
+            conversation_id=call.conversation_id,
+            run_id=call.run_id,
+            correlation_id=call.correlation_id,
+            details={"tool_name": call.tool_name, "tool_call_id": call.tool_call_id, **details},
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Principal:
+    """Who is calling: the identity every decision is recorded under (an API key's id)."""
+
+    id: str
+    role: Role
+    workspace: str | None
+    name: str | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "role", Role(self.role))
+
+    @property
+    def is_admin(self) -> bool:
+        return self.role is Role.ADMIN
+
+    def may(self, permission: Permission) -> bool:
+        return permission in PERMISSIONS[self.role]
+
+    def require(self, permission: Permission) -> None:
+        """`Forbidden` unless the role grants `permission`; ask `can_see` first (404 before 403)."""
+        if not self.may(permission):
+            raise Forbidden(
+                f"role {self.role.value!r} may not {permission.value.replace('_', ' ')}",
+                extra={"required": permission.value},
+            )
+
+    def can_see(self, workspace: str) -> bool:
+        return self.may(Permission.ALL_WORKSPACES) or self.workspace == workspace
+
+    def require_may_answer(self, created_by: str | None) -> None:
+        """`Forbidden` unless the caller may answer the calls of a conversation created by
+        `created_by`: its own (the same key), or any it can see with `answer_any`. A conversation
+        without an owner (`None`) is nobody's own."""
+        self.require(Permission.ANSWER)
+        if self.may(Permission.ANSWER_ANY) or (created_by is not None and created_by == self.id):
+            return
+        raise Forbidden(
+            "only the key that created the conversation, an operator or an admin may answer its calls",
+            extra={"required": Permission.ANSWER_ANY.value},
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class StoredEvent:
+    """One event of a conversation's stream; ids increase in commit order within a conversation."""
+
+    id: int
+    conversation_id: uuid.UUID
+    workspace: str
+    type: str
+    data: dict[str, Any]
+    created_at: datetime
+
+    def envelope(self) -> dict[str, Any]:
+        """The JSON shape shared by the event stream and webhook bodies."""
+        return {
+            "id": self.id,
+            "type": self.type,
+            "workspace": self.workspace,
+            "conversation_id": str(self.conversation_id),
+            "created_at": self.created_at.isoformat(),
+            "data": self.data,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Webhook:
+    """A workspace's subscription: deliveries of some event types to one URL, signed with `secret`."""
+
+    id: uuid.UUID
+    workspace: str
+    url: str
+    events: tuple[str, ...]
+    secret: str
+    created_by: str
+    created_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class OutboxItem:
+    """One claimed outbox row on its way out."""
+
+    id: int
+    workspace: str
+    topic: str
+    payload: dict[str, Any]
+    attempts: int
+    source_event_id: str | None
+
+
+@dataclass(slots=True)
+class ApiKey:
+    """A stored API key: only its hash and a short prefix (to recognise it in listings) are kept."""
+
+    id: uuid.UUID
+    name: str
+    prefix: str
+    key_hash: str
+    role: Role
+    workspace: str | None
+    created_at: datetime
+    revoked_at: datetime | None = None
+
+    def principal(self) -> Principal:
+        return Principal(id=str(self.id), role=self.role, workspace=self.workspace, name=self.name)
+
+
+@dataclass(slots=True)
+class Authorization:
+    """A workspace's pre-approval of a gated tool, optionally only for matching argument values.
+
+    `args_match` is kept as stored (`Any`): a rule that is not a JSON object cannot be evaluated,
+    and the policy then gates the call (fail closed).
+    """
+
+    id: uuid.UUID
+    workspace: str
+    tool_name: str
+    args_match: Any
+    reason: str
+    created_by: str
+    created_at: datetime
+    expires_at: datetime | None = None
+    revoked_at: datetime | None = None
+
+    def active(self, now: datetime) -> bool:
+        return self.revoked_at is None and (self.expires_at is None or self.expires_at > now)

@@ -1,0 +1,152 @@
+"""The tool contract: how a tool is declared, and which declarations are legal."""
+
+from __future__ import annotations
+
+import string
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import timedelta
+from enum import StrEnum
+from typing import Any, assert_never
+
+from sursis.domain.errors import ToolDeclarationError
+from sursis.domain.sanitize import sanitize
+
+
+class Executor(StrEnum):
+    """Who produces the tool's result."""
+
+    SERVER = "server"
+    HUMAN = "human"
+    CLIENT = "client"
+    PROVIDER = "provider"
+
+
+class Approval(StrEnum):
+    AUTO = "auto"
+    REQUIRES_APPROVAL = "requires_approval"
+
+
+class Category(StrEnum):
+    READ = "read"
+    SUGGEST = "suggest"
+    MUTATE = "mutate"
+
+
+class PendingKind(StrEnum):
+    """How a UI prompts for a suspension."""
+
+    APPROVAL = "approval"
+    ELICITATION = "elicitation"
+    CLIENT_EXEC = "client_exec"
+
+
+DEFAULT_TIMEOUTS: Mapping[PendingKind, timedelta] = {
+    PendingKind.APPROVAL: timedelta(hours=24),
+    PendingKind.ELICITATION: timedelta(hours=1),
+    PendingKind.CLIENT_EXEC: timedelta(seconds=30),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class ToolSpec:
+    """Everything the service needs to know about a tool besides its signature.
+
+    `approval=None` means "the default for the category": `mutate` tools require approval,
+    everything else runs automatically. The legal matrix is checked on construction.
+    """
+
+    name: str
+    executor: Executor = Executor.SERVER
+    category: Category = Category.READ
+    approval: Approval | None = None
+    effect: str | None = None
+    timeout: timedelta | None = None
+    streaming: bool = False
+    _resolved_approval: Approval = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        approval = self.approval
+        if approval is None:
+            approval = (
+                Approval.REQUIRES_APPROVAL
+                if self.category is Category.MUTATE and self.executor in (Executor.SERVER, Executor.CLIENT)
+                else Approval.AUTO
+            )
+        if approval is Approval.REQUIRES_APPROVAL and self.executor in (Executor.PROVIDER, Executor.HUMAN):
+            raise ToolDeclarationError(
+                f"tool {self.name!r}: approval may gate only server and client tools, "
+                f"not executor {self.executor.value!r}"
+            )
+        if self.timeout is not None and self.timeout <= timedelta(0):
+            raise ToolDeclarationError(f"tool {self.name!r}: timeout must be positive")
+        if self.effect is not None:
+            _check_template(self.name, self.effect)
+        object.__setattr__(self, "_resolved_approval", approval)
+
+    @property
+    def gated(self) -> bool:
+        return self._resolved_approval is Approval.REQUIRES_APPROVAL
+
+    @property
+    def suspends(self) -> bool:
+        """True when a call of this tool waits for something outside the agent."""
+        return self.gated or self.executor in (Executor.HUMAN, Executor.CLIENT)
+
+    def external_kind(self) -> PendingKind | None:
+        """The kind of the suspension that produces the result (after any approval)."""
+        match self.executor:
+            case Executor.HUMAN:
+                return PendingKind.ELICITATION
+            case Executor.CLIENT:
+                return PendingKind.CLIENT_EXEC
+            case Executor.SERVER | Executor.PROVIDER:
+                return None
+            case _:
+                assert_never(self.executor)
+
+    def timeout_for(self, kind: PendingKind, defaults: Mapping[PendingKind, timedelta]) -> timedelta:
+        return self.timeout if self.timeout is not None else defaults[kind]
+
+    def describe_effect(self, args: Mapping[str, Any]) -> str:
+        """Render the effect template with the call's arguments; missing names stay visible."""
+        if self.effect is None:
+            return f"Run {self.name}"
+        return string.Formatter().vformat(self.effect, (), _Missing(args))
+
+
+@dataclass(frozen=True, slots=True)
+class ToolApprovalRequest:
+    """What an operator sees before deciding: the arguments sanitized, the effect spelled out."""
+
+    tool_name: str
+    agent_name: str
+    args_summary: Any
+    effect_description: str
+    correlation_id: uuid.UUID
+
+    @classmethod
+    def for_call(
+        cls, spec: ToolSpec | None, tool_name: str, agent_name: str, args: Mapping[str, Any]
+    ) -> ToolApprovalRequest:
+        """The request for one suspended call, under a new correlation id."""
+        return cls(
+            tool_name=tool_name,
+            agent_name=agent_name,
+            args_summary=sanitize(dict(args)),
+            effect_description=spec.describe_effect(args) if spec else f"Run {tool_name}",
+            correlation_id=uuid.uuid4(),
+        )
+
+
+class _Missing(dict[str, Any]):
+    def __missing__(self, key: str) -> str:
+        return "{" + key + "}"
+
+
+def _check_template(name: str, template: str) -> None:
+    try:
+        list(string.Formatter().parse(template))
+    except ValueError as exc:
+        raise ToolDeclarationError(f"tool {name!r}: bad effect template: {exc}") from exc

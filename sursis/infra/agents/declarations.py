@@ -1,0 +1,177 @@
+"""Agents as declared data: tools with their contract, instructions, and the catalog built from them."""
+
+from __future__ import annotations
+
+import typing
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import TypeAdapter, ValidationError
+from pydantic_ai import Tool
+from pydantic_ai.native_tools import AbstractNativeTool
+from pydantic_core import to_jsonable_python
+
+from sursis.domain.errors import ToolDeclarationError, ValidationFailed
+from sursis.domain.tools import Executor, ToolSpec
+
+
+@dataclass(frozen=True, slots=True)
+class DeclaredTool:
+    """One tool: its contract (`spec`) and the pydantic-ai tool made from the function.
+
+    `result` validates what a person or a client sends as the result of a `human` or `client`
+    call: answers come from outside the service and are untrusted. It is the function's return
+    annotation unless `result_type` says otherwise; a `client` tool must have one.
+    """
+
+    spec: ToolSpec
+    tool: Tool[Any]
+    result: TypeAdapter[Any] | None = None
+
+    @classmethod
+    def declare(
+        cls, function: Callable[..., Any], spec: ToolSpec, *, result_type: Any = None
+    ) -> DeclaredTool:
+        if spec.executor is Executor.PROVIDER:
+            raise ToolDeclarationError(
+                f"tool {spec.name!r}: provider tools are hosted by the model provider; "
+                "declare them with DeclaredProviderTool"
+            )
+        result: TypeAdapter[Any] | None = None
+        if spec.external_kind() is not None:
+            declared = result_type if result_type is not None else _return_annotation(spec.name, function)
+            if declared is None or declared is Any:
+                if spec.executor is Executor.CLIENT:
+                    raise ToolDeclarationError(
+                        f"tool {spec.name!r}: a client tool must declare its result type "
+                        "(return annotation or result_type=)"
+                    )
+            else:
+                result = TypeAdapter(declared)
+        return cls(spec=spec, tool=Tool(function, name=spec.name, max_retries=2), result=result)
+
+
+def _return_annotation(name: str, function: Callable[..., Any]) -> Any:
+    try:
+        return typing.get_type_hints(function).get("return")
+    except NameError as exc:
+        raise ToolDeclarationError(f"tool {name!r}: cannot resolve its return annotation: {exc}") from exc
+
+
+@dataclass(frozen=True, slots=True)
+class DeclaredProviderTool:
+    """A tool hosted by the model provider (a pydantic-ai native tool such as web search).
+
+    It is passed to the model untouched and never dispatched here, so it cannot be gated:
+    the legal matrix in `ToolSpec` rejects `requires_approval` for it when it is declared.
+    """
+
+    spec: ToolSpec
+    native: AbstractNativeTool
+
+    @classmethod
+    def declare(cls, native: AbstractNativeTool, spec: ToolSpec | None = None) -> DeclaredProviderTool:
+        spec = spec if spec is not None else ToolSpec(native.unique_id, executor=Executor.PROVIDER)
+        if spec.executor is not Executor.PROVIDER:
+            raise ToolDeclarationError(
+                f"tool {spec.name!r}: a native tool is declared with executor 'provider'"
+            )
+        return cls(spec=spec, native=native)
+
+
+@dataclass(frozen=True, slots=True)
+class AgentDefinition:
+    name: str
+    instructions: str
+    tools: tuple[DeclaredTool, ...]
+    provider_tools: tuple[DeclaredProviderTool, ...] = field(default=())
+    conversational: bool = True
+    """False for an agent reached only through another one (a specialist): no conversation
+    is created with it directly."""
+
+    def __post_init__(self) -> None:
+        names = [t.spec.name for t in self.tools] + [p.spec.name for p in self.provider_tools]
+        if len(names) != len(set(names)):
+            raise ToolDeclarationError(f"agent {self.name!r} declares a tool twice")
+
+    def spec(self, tool_name: str) -> ToolSpec | None:
+        for declared in self.tools:
+            if declared.spec.name == tool_name:
+                return declared.spec
+        for provided in self.provider_tools:
+            if provided.spec.name == tool_name:
+                return provided.spec
+        return None
+
+    def declared(self, tool_name: str) -> DeclaredTool | None:
+        return next((d for d in self.tools if d.spec.name == tool_name), None)
+
+
+def _field_errors(prefix: str, exc: ValidationError) -> list[dict[str, Any]]:
+    return [
+        {"loc": [prefix, *map(str, e["loc"])], "msg": e["msg"], "type": e["type"]}
+        for e in exc.errors(include_url=False)
+    ]
+
+
+class DeclaredToolCatalog:
+    """`ToolCatalog` over the declared agents; validates edits and answers with each tool's own schema."""
+
+    def __init__(self, agents: Iterable[AgentDefinition]) -> None:
+        self._agents = {a.name: a for a in agents}
+
+    def agent_names(self) -> list[str]:
+        """The agents a conversation may be created with."""
+        return sorted(name for name, a in self._agents.items() if a.conversational)
+
+    def gated_tool_names(self) -> list[str]:
+        """The tools a pre-approval may name: gated tools of any agent."""
+        return sorted({d.spec.name for a in self._agents.values() for d in a.tools if d.spec.gated})
+
+    def definition(self, agent: str) -> AgentDefinition:
+        return self._agents[agent]
+
+    def spec(self, agent: str, tool_name: str) -> ToolSpec | None:
+        definition = self._agents.get(agent)
+        return definition.spec(tool_name) if definition else None
+
+    def gated_tool_parameters(self, tool_name: str) -> set[str] | None:
+        for definition in self._agents.values():
+            for declared in definition.tools:
+                if declared.spec.name == tool_name and declared.spec.gated:
+                    return set(declared.tool.function_schema.json_schema.get("properties", {}))
+        return None
+
+    def _declared(self, agent: str, tool_name: str) -> DeclaredTool:
+        definition = self._agents.get(agent)
+        declared = definition.declared(tool_name) if definition else None
+        if declared is None:
+            raise ValidationFailed(f"tool {tool_name!r} is not declared by agent {agent!r}")
+        return declared
+
+    def validate_args(self, agent: str, tool_name: str, args: dict[str, Any]) -> dict[str, Any]:
+        declared = self._declared(agent, tool_name)
+        try:
+            validated = declared.tool.function_schema.validator.validate_python(args)
+        except ValidationError as exc:
+            raise ValidationFailed(
+                "the edited arguments do not fit the tool's schema",
+                extra={"errors": _field_errors("args", exc)},
+            ) from exc
+        jsonable = to_jsonable_python(validated)
+        assert isinstance(jsonable, dict)
+        return jsonable
+
+    def validate_result(self, agent: str, tool_name: str, result: Any) -> Any:
+        declared = self._declared(agent, tool_name)
+        if declared.result is None:
+            return result
+        try:
+            validated = declared.result.validate_python(result)
+        except ValidationError as exc:
+            raise ValidationFailed(
+                "the result does not fit the tool's result type",
+                extra={"errors": _field_errors("result", exc)},
+            ) from exc
+        return to_jsonable_python(validated)

@@ -1,0 +1,441 @@
+"""The one wrapper around every tool call.
+
+It enforces the tool contract (approval gate, human/client executors), turns every outcome
+into the `{"ok": ...}` convention without crashing the run or spending retries, and emits one
+`ToolCallMetadata` per executed call (log event, span attributes, `tool_calls` row).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Mapping
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+import structlog
+from opentelemetry import trace
+from pydantic_ai import RunContext
+from pydantic_ai.capabilities import AbstractCapability
+from pydantic_ai.capabilities.abstract import WrapToolExecuteHandler
+from pydantic_ai.exceptions import ApprovalRequired, CallDeferred, ModelRetry, ToolFailed
+from pydantic_ai.messages import ToolCallPart
+from pydantic_ai.tools import ToolDefinition
+from pydantic_core import to_jsonable_python
+
+from sursis.domain.clock import Clock
+from sursis.domain.errors import ToolError, ok_result, unexpected_error_result
+from sursis.domain.events import EventType, publish
+from sursis.domain.ports import NoMetrics, ServiceMetrics, UnitOfWork, UnitOfWorkFactory
+from sursis.domain.records import AuditEntry, ToolCallMetadata, ToolCallRecord
+from sursis.domain.sanitize import args_hash, sanitize
+from sursis.domain.tools import Executor, PendingKind, ToolSpec
+from sursis.infra.faults import crash_point
+from sursis.infra.telemetry import current_trace_id
+
+log = structlog.get_logger("sursis.tools")
+
+REDISPATCH = "redispatch"
+EDITED_ARGS = "edited_args"
+REVIEW = "review"
+"""Deferral metadata: what a gated tool asks the person deciding to check (a JSON object); the
+pending call shows it with the call's arguments under this key."""
+AUTO_APPROVED = "pending.auto_approved"
+_AUDIT_PAGE = 200
+
+
+class PreApprovalPolicy:
+    """Decides whether a gated call is covered by a workspace pre-approval. Default: never.
+
+    Returns the covering authorization's id. Raising means "cannot tell": the call is gated.
+    """
+
+    async def covering_authorization(
+        self, workspace: str, tool_name: str, args: Mapping[str, Any], now: datetime
+    ) -> str | None:
+        return None
+
+
+ProgressSink = Callable[[str, str, Any], Awaitable[None]]
+"""`(tool_name, tool_call_id, progress)`: where a streaming tool's progress reports go."""
+BeforeEffect = Callable[[], Awaitable[None]]
+"""Stores what the segment has not stored yet, before a tool acts (see `RunDeps.before_effect`)."""
+
+
+@dataclass(slots=True)
+class RunDeps:
+    """What every tool call of one segment can reach."""
+
+    conversation_id: uuid.UUID
+    run_id: uuid.UUID
+    workspace: str
+    agent_name: str
+    uow: UnitOfWorkFactory
+    clock: Clock
+    policy: PreApprovalPolicy
+    progress: ProgressSink | None = None
+    agents: Mapping[str, Any] = field(default_factory=dict)
+    """The service's pydantic-ai agents by name, for a tool that runs another agent (delegation)."""
+    tracer: trace.Tracer | None = None
+    """The service's tracer, for spans a tool opens itself."""
+    announced: set[str] | None = None
+    """When given, a tool's successful result is published as `tool.result` in the transaction that
+    records the outcome, and its call id added here, so the segment does not publish it again."""
+    before_effect: BeforeEffect | None = None
+    """Called before a tool runs or a pre-approval is recorded: the segment stores the model
+    responses it holds back (a tool's effect must find its call in the log), so a segment whose
+    calls all wait for a person stores its response once, with the suspension."""
+    outcomes: dict[str, ToolCallRecord | None] | None = None
+    """Stored outcomes the segment read with the log, by tool call id (None: known to have none),
+    for the calls its log left unanswered; each is used once instead of a look-up of its own."""
+
+    def audit_entry(self, action: str, actor: str, details: dict[str, Any]) -> AuditEntry:
+        """An audit row about this segment's run."""
+        return AuditEntry(
+            action=action,
+            actor=actor,
+            workspace=self.workspace,
+            conversation_id=self.conversation_id,
+            run_id=self.run_id,
+            details=details,
+        )
+
+
+@dataclass(slots=True)
+class _CallTiming:
+    started_at: datetime
+    t0: float
+    executor: Executor | None = None
+    recorded_in: UnitOfWork | None = None
+    """The tool's transaction that recorded the outcome with the effect (`record_effect`), and
+    published its `tool.result` event when the segment asked for that."""
+
+
+_timing: ContextVar[_CallTiming | None] = ContextVar("sursis_tool_call_timing", default=None)
+
+
+class AlreadyApplied(Exception):
+    """A side effect for this tool call id was committed before; carries the stored outcome."""
+
+    def __init__(self, payload: Any) -> None:
+        super().__init__("already applied")
+        self.payload = payload
+
+
+async def record_effect(uow: UnitOfWork, ctx: RunContext[RunDeps], tool_name: str, result: Any) -> None:
+    """Record a side effect's outcome in the same transaction as the effect.
+
+    The `(conversation_id, tool_call_id)` row is the idempotency record: when it already
+    exists, the effect was applied by an earlier dispatch of the same call, and the caller's
+    transaction must not commit (`AlreadyApplied` makes sure it rolls back).
+    """
+    deps = ctx.deps
+    timing = _timing.get() or _CallTiming(deps.clock(), time.perf_counter())
+    payload = ok_result(result)
+    md = ToolCallMetadata(
+        tool_name=tool_name,
+        agent_name=deps.agent_name,
+        latency_ms=round((time.perf_counter() - timing.t0) * 1000, 3),
+        ok=True,
+        error_class=None,
+        trace_id=current_trace_id(),
+        started_at=timing.started_at,
+        ended_at=deps.clock(),
+    )
+    inserted = await uow.tool_calls.record(
+        ToolCallRecord(
+            conversation_id=deps.conversation_id,
+            run_id=deps.run_id,
+            tool_call_id=ctx.tool_call_id or "",
+            metadata=md,
+            result=payload,
+        )
+    )
+    if not inserted:
+        previous = await uow.tool_calls.get(deps.conversation_id, ctx.tool_call_id or "")
+        raise AlreadyApplied(previous.result if previous else payload)
+    if _timing.get() is timing and timing.executor is not None and deps.announced is not None:
+        # The outcome is written with the effect; its event goes with them, so the call's
+        # wrapper has nothing left to write once the tool's transaction has committed.
+        data = _result_event(deps, ctx.tool_call_id or "", tool_name, timing.executor, payload)
+        await publish(uow, deps.conversation_id, deps.workspace, EventType.TOOL_RESULT, data, md.ended_at)
+        timing.recorded_in = uow
+    # The effect and its record are written, not committed: a crash here must undo both.
+    crash_point(f"tool_effect_uncommitted:{tool_name}")
+
+
+def _result_event(
+    deps: RunDeps, tool_call_id: str, tool_name: str, executor: Executor, payload: Mapping[str, Any]
+) -> dict[str, Any]:
+    return {
+        "run_id": str(deps.run_id),
+        "tool_call_id": tool_call_id,
+        "tool_name": tool_name,
+        "executor": executor.value,
+        "ok": True,
+        "result": to_jsonable_python(payload.get("result"), fallback=str),
+    }
+
+
+def _committed(uow: UnitOfWork | None) -> bool:
+    return uow is not None and bool(getattr(uow, "committed", False))
+
+
+def failure_message(payload: Mapping[str, Any]) -> str:
+    return json.dumps(payload, default=str)
+
+
+class ObservedTools(AbstractCapability[RunDeps]):
+    """The capability every tool call of an agent goes through.
+
+    pydantic-ai's instrumentation is the outermost capability, so the current span here is the
+    call's `execute_tool` span: the metadata lands on it as attributes.
+    """
+
+    def __init__(self, specs: Mapping[str, ToolSpec], metrics: ServiceMetrics | None = None) -> None:
+        self._specs = dict(specs)
+        self._metrics: ServiceMetrics = metrics or NoMetrics()
+
+    async def wrap_tool_execute(
+        self,
+        ctx: RunContext[RunDeps],
+        *,
+        call: ToolCallPart,
+        tool_def: ToolDefinition,
+        args: dict[str, Any],
+        handler: WrapToolExecuteHandler,
+    ) -> Any:
+        spec = self._specs.get(call.tool_name)
+        if spec is None:
+            return await handler(args)
+        with structlog.contextvars.bound_contextvars(tool_call_id=call.tool_call_id, tool_name=spec.name):
+            return await self._observe(ctx, spec, call, args, handler)
+
+    async def _observe(
+        self,
+        ctx: RunContext[RunDeps],
+        spec: ToolSpec,
+        call: ToolCallPart,
+        args: dict[str, Any],
+        handler: WrapToolExecuteHandler,
+    ) -> Any:
+        deps = ctx.deps
+        metadata = ctx.tool_call_metadata or {}
+        redispatch = bool(metadata.get(REDISPATCH))
+        approved = ctx.tool_call_approved and not redispatch
+        if spec.gated and not approved and not (redispatch and await self._cleared_before(deps, call)):
+            authorization = await self._pre_approval(deps, spec, call, args)
+            if authorization is None:
+                raise ApprovalRequired(metadata={"kind": PendingKind.APPROVAL.value})
+        external = spec.external_kind()
+        if external is not None:
+            raise CallDeferred(
+                metadata={"kind": external.value},
+                kind="question" if spec.executor is Executor.HUMAN else "external",
+            )
+        return await self._execute(ctx, spec, call, args, handler, metadata)
+
+    @staticmethod
+    async def _cleared_before(deps: RunDeps, call: ToolCallPart) -> bool:
+        """Whether an earlier dispatch of this call (a segment that died) already passed the gate.
+
+        A redispatched call carries no approval of its own, so the gate is asked again, unless the
+        call has a stored outcome (it ran; `_execute` replays it) or a pre-approval was recorded for
+        it. That recorded approval holds, like an operator's: the call is not gated a second time
+        and no second `pending.auto_approved` row is written, even if the authorization has been
+        revoked since.
+        """
+        async with deps.uow() as uow:
+            if await uow.tool_calls.get(deps.conversation_id, call.tool_call_id) is not None:
+                return True
+            after_id: int | None = None
+            while True:
+                rows = await uow.audit.search(
+                    workspace=deps.workspace,
+                    conversation_id=deps.conversation_id,
+                    correlation_id=None,
+                    actions=(AUTO_APPROVED,),
+                    since=None,
+                    after_id=after_id,
+                    limit=_AUDIT_PAGE,
+                    newest_first=True,
+                )
+                if any(row.details.get("tool_call_id") == call.tool_call_id for row in rows):
+                    return True
+                if len(rows) < _AUDIT_PAGE:
+                    return False
+                after_id = rows[-1].id
+
+    async def _pre_approval(
+        self, deps: RunDeps, spec: ToolSpec, call: ToolCallPart, args: Mapping[str, Any]
+    ) -> str | None:
+        """The covering authorization's id, audited before the call runs; None gates the call."""
+        try:
+            authorization = await deps.policy.covering_authorization(
+                deps.workspace, spec.name, args, deps.clock()
+            )
+            if authorization is not None:
+                await self._audit_auto_approval(deps, spec, call, args, authorization)
+            return authorization
+        except Exception:
+            # Fail closed: a policy that cannot be evaluated (or recorded) gates the call.
+            log.exception("pre_approval.unavailable", tool_name=spec.name, tool_call_id=call.tool_call_id)
+            return None
+
+    @staticmethod
+    async def _audit_auto_approval(
+        deps: RunDeps, spec: ToolSpec, call: ToolCallPart, args: Mapping[str, Any], authorization: str
+    ) -> None:
+        jsonable = to_jsonable_python(dict(args))
+        if deps.before_effect is not None:
+            await deps.before_effect()
+        now = deps.clock()
+        async with deps.uow() as uow:
+            details = {
+                "tool_name": spec.name,
+                "tool_call_id": call.tool_call_id,
+                "authorization_id": authorization,
+                "args_summary": sanitize(jsonable),
+                "args_hash": args_hash(spec.name, jsonable),
+            }
+            await uow.audit.append(
+                deps.audit_entry(AUTO_APPROVED, f"authorization:{authorization}", details), now
+            )
+            await uow.commit()
+        log.info(
+            "pre_approval.covered",
+            tool_name=spec.name,
+            tool_call_id=call.tool_call_id,
+            authorization_id=authorization,
+            run_id=str(deps.run_id),
+        )
+
+    async def _execute(
+        self,
+        ctx: RunContext[RunDeps],
+        spec: ToolSpec,
+        call: ToolCallPart,
+        args: dict[str, Any],
+        handler: WrapToolExecuteHandler,
+        metadata: Mapping[str, Any],
+    ) -> Any:
+        deps = ctx.deps
+        if deps.outcomes is not None and call.tool_call_id in deps.outcomes:
+            previous = deps.outcomes.pop(call.tool_call_id)
+        else:
+            async with deps.uow.reader() as uow:
+                previous = await uow.tool_calls.get(deps.conversation_id, call.tool_call_id)
+        if previous is not None:
+            # Dispatched before (a crashed segment): the stored outcome is the outcome.
+            return _replay(previous.result)
+        if deps.before_effect is not None:
+            await deps.before_effect()
+        started_at = deps.clock()
+        t0 = time.perf_counter()
+        error_code: str | None = None
+        timing = _CallTiming(started_at, t0, spec.executor)
+        token = _timing.set(timing)
+        crash_point("tool_started")
+        crash_point(f"tool_started:{spec.name}")
+        try:
+            payload = ok_result(await handler(args))
+            crash_point(f"tool_effect_committed:{spec.name}")
+        except AlreadyApplied as exc:
+            return _replay(exc.payload)
+        except (ApprovalRequired, CallDeferred, ModelRetry, ToolFailed):
+            raise
+        except ToolError as exc:
+            payload = exc.to_result()
+            error_code = exc.code
+        except Exception:
+            log.exception("tool.unexpected_error", tool_name=spec.name, tool_call_id=call.tool_call_id)
+            payload = unexpected_error_result()
+            error_code = "UNEXPECTED"
+        finally:
+            _timing.reset(token)
+        if metadata.get(EDITED_ARGS) is not None:
+            payload["args_edited_by_operator"] = metadata[EDITED_ARGS]
+        ended_at = deps.clock()
+        ok = bool(payload["ok"])
+        span = trace.get_current_span()
+        trace_id = current_trace_id()
+        md = ToolCallMetadata(
+            tool_name=spec.name,
+            agent_name=deps.agent_name,
+            latency_ms=round((time.perf_counter() - t0) * 1000, 3),
+            ok=ok,
+            error_class=None if ok else payload["error"]["class"],
+            trace_id=trace_id,
+            started_at=started_at,
+            ended_at=ended_at,
+        )
+        announce = ok and deps.announced is not None
+        recorded = _committed(timing.recorded_in)  # the outcome and its event went with the effect
+        if not recorded:
+            await self._record_outcome(deps, call.tool_call_id, spec, md, payload, error_code, announce)
+        if (announce or recorded) and deps.announced is not None:
+            deps.announced.add(call.tool_call_id)
+        self._metrics.tool_call(md)
+        span.set_attributes(
+            {
+                "sursis.tool.name": md.tool_name,
+                "sursis.tool.agent": md.agent_name,
+                "sursis.tool.ok": md.ok,
+                "sursis.tool.latency_ms": md.latency_ms,
+                "sursis.tool.error_class": md.error_class or "",
+                "sursis.tool.error_code": error_code or "",
+            }
+        )
+        log.info(
+            "tool.call",
+            tool_name=md.tool_name,
+            agent_name=md.agent_name,
+            latency_ms=md.latency_ms,
+            ok=md.ok,
+            error_class=md.error_class,
+            trace_id=md.trace_id,
+            started_at=md.started_at.isoformat(),
+            ended_at=md.ended_at.isoformat(),
+            error_code=error_code,
+            tool_call_id=call.tool_call_id,
+            run_id=str(deps.run_id),
+            conversation_id=str(deps.conversation_id),
+        )
+        return _replay(payload)
+
+    @staticmethod
+    async def _record_outcome(
+        deps: RunDeps,
+        tool_call_id: str,
+        spec: ToolSpec,
+        md: ToolCallMetadata,
+        payload: dict[str, Any],
+        error_code: str | None,
+        announce: bool,
+    ) -> None:
+        async with deps.uow() as uow:
+            await uow.tool_calls.record(
+                ToolCallRecord(
+                    conversation_id=deps.conversation_id,
+                    run_id=deps.run_id,
+                    tool_call_id=tool_call_id,
+                    metadata=md,
+                    result=payload,
+                    error_code=error_code,
+                )
+            )
+            if announce:
+                data = _result_event(deps, tool_call_id, spec.name, spec.executor, payload)
+                await publish(
+                    uow, deps.conversation_id, deps.workspace, EventType.TOOL_RESULT, data, md.ended_at
+                )
+            await uow.commit()
+
+
+def _replay(payload: Any) -> Any:
+    if isinstance(payload, dict) and payload.get("ok") is False:
+        raise ToolFailed(failure_message(payload))
+    return payload

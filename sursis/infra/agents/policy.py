@@ -1,0 +1,33 @@
+"""The stored pre-approval policy: the workspace's `authorizations` rows, read through the unit of work."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+from pydantic_core import to_jsonable_python
+
+from sursis.domain.authorizations import first_covering
+from sursis.domain.ports import UnitOfWorkFactory
+from sursis.infra.agents.observed import PreApprovalPolicy
+
+
+class StoredPreApprovalPolicy(PreApprovalPolicy):
+    """Covered when an active authorization of the workspace matches the call.
+
+    Raises on a broken rule or a database error; the tool wrapper then gates the call (fail closed).
+    """
+
+    def __init__(self, uow: UnitOfWorkFactory) -> None:
+        self._uow = uow
+
+    async def covering_authorization(
+        self, workspace: str, tool_name: str, args: Mapping[str, Any], now: datetime
+    ) -> str | None:
+        async with self._uow.reader() as uow:
+            rules = await uow.authorizations.candidates(workspace, tool_name, now)
+        if not rules:
+            return None
+        covering = first_covering(rules, tool_name, to_jsonable_python(dict(args)), now)
+        return str(covering.id) if covering else None

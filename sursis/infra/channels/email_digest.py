@@ -1,0 +1,170 @@
+"""Email digests: each email binding's notices of one window, sent as one message over SMTP.
+
+Windows are aligned on multiples of the window length. When a window has ended, the items of each
+binding from before its end are gathered into one digest row (unique per binding and window: one
+digest per window, never an empty one). Sending is at most once: the row is claimed (`sending`)
+and committed before SMTP is spoken to, and marked `sent` after; a process that dies between the
+two leaves the row `sending`, which is later marked `unknown` and never sent again. A send the
+server refused outright (nothing accepted) goes back to `pending` with backoff.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import html
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from email.message import EmailMessage
+from email.utils import format_datetime, make_msgid
+
+import aiosmtplib
+import structlog
+
+from sursis.domain.channels.records import Digest, DigestItem, DigestItemKind
+from sursis.domain.ports import UnitOfWorkFactory
+from sursis.infra.faults import crash_point
+
+log = structlog.get_logger("sursis.channels.email")
+
+HEADINGS = {
+    DigestItemKind.APPROVAL_WAITING: "Waiting for you",
+    DigestItemKind.CONVERSATION_STARTED: "Conversations the service started",
+    DigestItemKind.RUN_FAILED: "Runs that failed",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class SmtpConfig:
+    host: str | None
+    port: int
+    starttls: bool
+    username: str | None
+    password: str | None
+    sender: str
+    timeout: float
+
+
+def window_end(now: datetime, window: timedelta) -> datetime:
+    """The start of the window `now` is in, i.e. the end of the last finished one."""
+    seconds = window.total_seconds()
+    return datetime.fromtimestamp((now.timestamp() // seconds) * seconds, UTC)
+
+
+def inbox_link(inbox: str, item: DigestItem) -> str:
+    """A waiting call opens in the inbox (`#call=<correlation_id>`); anything else links the inbox."""
+    correlation_id = item.data.get("correlation_id")
+    return f"{inbox}#call={correlation_id}" if correlation_id else inbox
+
+
+class DigestSender:
+    """Opens the digests of finished windows and sends them. Safe in any number of processes."""
+
+    def __init__(
+        self,
+        uow: UnitOfWorkFactory,
+        smtp: SmtpConfig,
+        *,
+        window: timedelta,
+        clock: Callable[[], datetime],
+        poll_seconds: float,
+        inbox_url: str,
+        max_attempts: int = 6,
+        backoff: Callable[[int], timedelta] = lambda n: timedelta(seconds=min(300, 2**n)),
+    ) -> None:
+        self._uow = uow
+        self._smtp = smtp
+        self._window = window
+        self._clock = clock
+        self._poll = poll_seconds
+        self._inbox_url = inbox_url
+        self._max_attempts = max_attempts
+        self._backoff = backoff
+
+    async def run(self, stopping: asyncio.Event) -> None:
+        while not stopping.is_set():
+            try:
+                await self.run_once()
+            except Exception:
+                log.exception("digest.loop_error")
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stopping.wait(), self._poll)
+
+    async def run_once(self) -> int:
+        """Open what finished windows hold, send what is due; returns how many digests were sent."""
+        if self._smtp.host is None:
+            return 0
+        now = self._clock()
+        async with self._uow() as uow:
+            await uow.channels.abandon_stale_digests(now)
+            await uow.channels.open_digests(window_end(now, self._window), now)
+            digests = await uow.channels.claim_digests(
+                now, now + timedelta(seconds=self._smtp.timeout * 3), 20
+            )
+            await uow.commit()
+        sent = 0
+        for digest in digests:
+            sent += await self._send(digest)
+        return sent
+
+    async def _send(self, digest: Digest) -> int:
+        crash_point("digest_claimed")
+        error: str | None = None
+        try:
+            await aiosmtplib.send(
+                self.compose(digest),
+                hostname=self._smtp.host,
+                port=self._smtp.port,
+                start_tls=self._smtp.starttls,
+                username=self._smtp.username,
+                password=self._smtp.password,
+                timeout=self._smtp.timeout,
+            )
+        except (aiosmtplib.SMTPException, OSError) as exc:
+            error = f"{type(exc).__name__}: {exc}"[:500]
+        crash_point("digest_sent")
+        now = self._clock()
+        async with self._uow() as uow:
+            if error is None:
+                await uow.channels.finish_digest(digest.id, "sent", now)
+            elif digest.attempts >= self._max_attempts:
+                await uow.channels.finish_digest(digest.id, "failed", now, error=error)
+            else:
+                retry_at = now + self._backoff(digest.attempts)
+                await uow.channels.finish_digest(digest.id, "pending", now, error=error, retry_at=retry_at)
+            await uow.commit()
+        log.info("digest.attempt", digest_id=str(digest.id), items=len(digest.items), error=error)
+        return 1 if error is None else 0
+
+    def compose(self, digest: Digest) -> EmailMessage:
+        """The digest as text and HTML, each item with a link to the inbox."""
+        message = EmailMessage()
+        count = len(digest.items)
+        message["Subject"] = f"Sursis digest: {count} notice{'s' if count != 1 else ''}"
+        message["From"] = self._smtp.sender
+        message["To"] = digest.binding.email or ""
+        message["Date"] = format_datetime(self._clock())
+        message["Message-ID"] = make_msgid(idstring=digest.id.hex)
+        message["X-Sursis-Digest-Id"] = str(digest.id)
+        inbox = self._inbox_url
+        lines = [f"What happened until {digest.window_end.isoformat()}:", ""]
+        parts = [f"<p>What happened until {html.escape(digest.window_end.isoformat())}:</p>"]
+        for kind, heading in HEADINGS.items():
+            items = [i for i in digest.items if i.kind is kind]
+            if not items:
+                continue
+            lines += [heading, "-" * len(heading)]
+            parts.append(f"<h2>{html.escape(heading)}</h2><ul>")
+            for item in items:
+                link = inbox_link(inbox, item)
+                lines.append(f"* {item.summary}\n  {link}")
+                anchor = f'<a href="{html.escape(link)}">open in the inbox</a>'
+                parts.append(f"<li>{html.escape(item.summary)} — {anchor}</li>")
+            lines.append("")
+            parts.append("</ul>")
+        lines.append(f"Inbox: {inbox}")
+        parts.append(f'<p><a href="{html.escape(inbox)}">Open the inbox</a></p>')
+        message.set_content("\n".join(lines))
+        message.add_alternative("<html><body>" + "".join(parts) + "</body></html>", subtype="html")
+        return message

@@ -1,0 +1,129 @@
+"""What the service says in Slack: texts and Block Kit messages, built with `slack_sdk.models`."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from slack_sdk.models.blocks import (
+    ActionsBlock,
+    Block,
+    ButtonElement,
+    ContextBlock,
+    MarkdownTextObject,
+    SectionBlock,
+)
+
+APPROVE_ACTION = "sursis_approve"
+DENY_ACTION = "sursis_deny"
+DECISION_OF_ACTION = {APPROVE_ACTION: "approve", DENY_ACTION: "deny"}
+DELIVERY_METADATA = "sursis_delivery"
+"""The `metadata.event_type` of every post: its `event_payload.delivery_id` lets a retried delivery
+find what an earlier attempt already posted."""
+MAX_TEXT = 3000
+
+
+@dataclass(frozen=True, slots=True)
+class SlackText:
+    """A message: its fallback text and, for rich messages, its blocks."""
+
+    text: str
+    blocks: list[Block] | None = None
+
+    def block_dicts(self) -> list[dict[str, Any]] | None:
+        return None if self.blocks is None else [b.to_dict() for b in self.blocks]
+
+
+def _clip(text: str, limit: int = MAX_TEXT) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _escape(text: str) -> str:
+    """Slack's three control characters in user-supplied text."""
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def approval_request(data: dict[str, Any]) -> SlackText:
+    """A pending approval with Approve and Deny buttons carrying its `correlation_id`."""
+    correlation_id = str(data["correlation_id"])
+    tool = _escape(str(data.get("tool_name")))
+    effect = _escape(str(data.get("effect_description") or ""))
+    args = _escape(json.dumps(data.get("args_summary") or {}, ensure_ascii=False))
+    text = f"Approval needed: {tool} — {effect}"
+    blocks: list[Block] = [
+        SectionBlock(text=MarkdownTextObject(text=_clip(f"*Approval needed:* `{tool}`\n{effect}"))),
+        SectionBlock(text=MarkdownTextObject(text=_clip(f"```{args}```"))),
+        ActionsBlock(
+            block_id=f"sursis:{correlation_id}",
+            elements=[
+                ButtonElement(
+                    text="Approve", action_id=APPROVE_ACTION, value=correlation_id, style="primary"
+                ),
+                ButtonElement(text="Deny", action_id=DENY_ACTION, value=correlation_id, style="danger"),
+            ],
+        ),
+        ContextBlock(elements=[MarkdownTextObject(text=f"correlation id `{correlation_id}`")]),
+    ]
+    return SlackText(_clip(text), blocks)
+
+
+def approval_decided(data: dict[str, Any], status: str, decided_by: str) -> SlackText:
+    """The approval message once decided: no buttons, and who decided."""
+    tool = _escape(str(data.get("tool_name")))
+    mark = {"approved": "✅", "denied": "⛔"}.get(status, "•")
+    line = f"{mark} `{tool}` {status} by {_escape(decided_by)}"
+    effect = _escape(str(data.get("effect_description") or ""))
+    blocks: list[Block] = [
+        SectionBlock(text=MarkdownTextObject(text=_clip(f"{line}\n{effect}" if effect else line))),
+        ContextBlock(elements=[MarkdownTextObject(text=f"correlation id `{data.get('correlation_id')}`")]),
+    ]
+    return SlackText(_clip(f"{tool} {status} by {decided_by}"), blocks)
+
+
+def answer_request(data: dict[str, Any], inbox_url: str | None) -> SlackText:
+    """A call waiting for an answer that Slack buttons cannot give (elicitation, client execution)."""
+    where = f" Answer it in the inbox: {inbox_url}" if inbox_url else " Answer it in the inbox."
+    return SlackText(_clip(f"Waiting for an answer: {_escape(str(data.get('tool_name')))}.{where}"))
+
+
+def conversation_started(data: dict[str, Any], inbox_url: str | None) -> SlackText:
+    """The opening message of a conversation the service started: replies in its thread go to it."""
+    source = data.get("event") or {}
+    cause = _escape(f"{source.get('type', 'an event')} {source.get('id', '')}".strip())
+    agent = _escape(str(data.get("agent")))
+    text = f"New conversation ({agent}) after {cause}. Reply in this thread to talk to it."
+    if inbox_url:
+        text += f" Inbox: {inbox_url}"
+    return SlackText(_clip(text))
+
+
+def run_output(data: dict[str, Any]) -> SlackText | None:
+    output = data.get("output")
+    return SlackText(_clip(_escape(str(output)))) if output else None
+
+
+def run_failure(data: dict[str, Any]) -> SlackText:
+    error = data.get("error") or {}
+    return SlackText(_clip(f"The run failed: {error.get('code')}: {_escape(str(error.get('message')))}"))
+
+
+def delivery_metadata(delivery_id: int) -> dict[str, Any]:
+    return {"event_type": DELIVERY_METADATA, "event_payload": {"delivery_id": delivery_id}}
+
+
+def posted_delivery_id(message: dict[str, Any]) -> int | None:
+    """The delivery id a message in a thread was posted by, if this service posted it."""
+    metadata = message.get("metadata") or {}
+    if metadata.get("event_type") != DELIVERY_METADATA:
+        return None
+    value = (metadata.get("event_payload") or {}).get("delivery_id")
+    return value if isinstance(value, int) else None
+
+
+def parse_correlation_id(value: str) -> uuid.UUID | None:
+    try:
+        return uuid.UUID(value)
+    except ValueError:
+        return None

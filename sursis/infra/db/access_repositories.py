@@ -1,0 +1,133 @@
+"""SQL repositories of API keys and pre-approvals. They never commit: the unit of work does."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from sursis.domain.access import Role
+from sursis.domain.records import ApiKey, Authorization
+from sursis.infra.db import tables as t
+from sursis.infra.db.rows import row_values
+
+
+def _key_from_row(row: Any) -> ApiKey:
+    m = dict(row._mapping)
+    m["role"] = Role(m["role"])
+    return ApiKey(**m)
+
+
+class SqlApiKeyRepository:
+    def __init__(self, session: AsyncSession) -> None:
+        self._session = session
+
+    async def add(self, key: ApiKey) -> None:
+        await self._session.execute(t.api_keys.insert().values(row_values(key, t.api_keys)))
+
+    async def get(self, key_id: uuid.UUID) -> ApiKey | None:
+        row = (await self._session.execute(sa.select(t.api_keys).where(t.api_keys.c.id == key_id))).first()
+        return _key_from_row(row) if row else None
+
+    async def by_hash(self, key_hash: str) -> ApiKey | None:
+        row = (
+            await self._session.execute(sa.select(t.api_keys).where(t.api_keys.c.key_hash == key_hash))
+        ).first()
+        return _key_from_row(row) if row else None
+
+    async def names(self, key_ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, str]:
+        if not key_ids:
+            return {}
+        c = t.api_keys.c
+        rows = await self._session.execute(sa.select(c.id, c.name).where(c.id.in_(list(set(key_ids)))))
+        return {row.id: row.name for row in rows}
+
+    async def search(self, *, include_revoked: bool) -> list[ApiKey]:
+        c = t.api_keys.c
+        query = sa.select(t.api_keys)
+        if not include_revoked:
+            query = query.where(c.revoked_at.is_(None))
+        rows = await self._session.execute(query.order_by(c.created_at, c.id))
+        return [_key_from_row(row) for row in rows]
+
+    async def count(self) -> int:
+        return int(
+            (await self._session.execute(sa.select(sa.func.count()).select_from(t.api_keys))).scalar_one()
+        )
+
+    async def revoke(self, key_id: uuid.UUID, now: datetime) -> bool:
+        c = t.api_keys.c
+        result = await self._session.execute(
+            t.api_keys.update().where(c.id == key_id, c.revoked_at.is_(None)).values(revoked_at=now)
+        )
+        return int(getattr(result, "rowcount", 0)) == 1
+
+
+class SqlAuthorizationRepository:
+    def __init__(self, session: AsyncSession) -> None:
+        self._session = session
+
+    async def add(self, authorization: Authorization) -> None:
+        await self._session.execute(
+            t.authorizations.insert().values(row_values(authorization, t.authorizations))
+        )
+
+    async def get(self, authorization_id: uuid.UUID) -> Authorization | None:
+        row = (
+            await self._session.execute(
+                sa.select(t.authorizations).where(t.authorizations.c.id == authorization_id)
+            )
+        ).first()
+        return Authorization(**row._mapping) if row else None
+
+    async def search(
+        self, *, workspace: str | None, include_inactive: bool, now: datetime
+    ) -> list[Authorization]:
+        c = t.authorizations.c
+        query = sa.select(t.authorizations)
+        if workspace is not None:
+            query = query.where(c.workspace == workspace)
+        if not include_inactive:
+            query = query.where(*_active(now))
+        rows = await self._session.execute(query.order_by(c.created_at, c.id))
+        return [Authorization(**row._mapping) for row in rows]
+
+    async def candidates(self, workspace: str, tool_name: str, now: datetime) -> list[Authorization]:
+        params = {"workspace": workspace, "tool_name": tool_name, "now": now}
+        rows = await self._session.execute(_CANDIDATES, params)
+        return [Authorization(**row._mapping) for row in rows]
+
+    async def revoke(self, authorization_id: uuid.UUID, now: datetime) -> bool:
+        c = t.authorizations.c
+        result = await self._session.execute(
+            t.authorizations.update()
+            .where(c.id == authorization_id, c.revoked_at.is_(None))
+            .values(revoked_at=now)
+        )
+        return int(getattr(result, "rowcount", 0)) == 1
+
+
+def _active(now: Any) -> tuple[Any, ...]:
+    c = t.authorizations.c
+    return (c.revoked_at.is_(None), sa.or_(c.expires_at.is_(None), c.expires_at > now))
+
+
+def _candidates() -> Any:
+    c = t.authorizations.c
+    return (
+        sa.select(t.authorizations)
+        .where(
+            c.workspace == sa.bindparam("workspace"),
+            c.tool_name == sa.bindparam("tool_name"),
+            *_active(sa.bindparam("now")),
+        )
+        .order_by(c.created_at, c.id)
+    )
+
+
+_CANDIDATES = _candidates()
+"""Checked before every gated call: built once, with bound parameters."""

@@ -1,0 +1,93 @@
+"""PostgreSQL `LISTEN/NOTIFY` wake-ups for event streams served by another process than the writer.
+
+Every transaction that stores events for a conversation also sends `NOTIFY sursis_events,
+'<conversation id>'` (delivered on commit). One connection per API process listens and wakes
+the streams of that conversation at once. It is only a wake-up: streams still poll the
+`events` table, so a lost notification (or a listener reconnecting) delays, never loses.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import uuid
+from collections.abc import Callable, Set
+from typing import Any
+
+import asyncpg
+import structlog
+from sqlalchemy.engine import make_url
+
+from sursis.infra.db.event_repositories import NOTIFY_CHANNEL, PENDING_CHANNEL
+
+log = structlog.get_logger("sursis.events")
+
+
+def asyncpg_dsn(database_url: str) -> str:
+    """The plain `postgresql://` DSN asyncpg takes, from a SQLAlchemy URL."""
+    return make_url(database_url).set(drivername="postgresql").render_as_string(hide_password=False)
+
+
+class PgEventListener:
+    """Listens on `sursis_events` and calls `on_events({conversation_id})` for each notification,
+    and on `sursis_pending` (sent when pending calls are created or resolved) `on_pending({workspace})`."""
+
+    def __init__(
+        self,
+        database_url: str,
+        on_events: Callable[[Set[uuid.UUID]], None],
+        *,
+        on_pending: Callable[[Set[str]], None] | None = None,
+        retry_seconds: float = 2.0,
+    ) -> None:
+        self._dsn = asyncpg_dsn(database_url)
+        self._on_events = on_events
+        self._on_pending = on_pending
+        self._retry = retry_seconds
+        self._task: asyncio.Task[None] | None = None
+        self.listening = asyncio.Event()
+
+    def ensure_started(self) -> None:
+        if self._task is None or self._task.done():
+            self._task = asyncio.create_task(self._run(), name="pg-event-listener")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+
+    async def _run(self) -> None:
+        while True:
+            try:
+                await self._listen()
+            except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+                log.warning("events.listener_lost", error=str(exc)[:200])
+            self.listening.clear()
+            await asyncio.sleep(self._retry)
+
+    async def _listen(self) -> None:
+        connection = await asyncpg.connect(self._dsn, timeout=5)
+        lost = asyncio.Event()
+        try:
+            connection.add_termination_listener(lambda _connection: lost.set())
+            await connection.add_listener(NOTIFY_CHANNEL, self._notified)
+            if self._on_pending is not None:
+                await connection.add_listener(PENDING_CHANNEL, self._pending_notified)
+            self.listening.set()
+            await lost.wait()
+        finally:
+            with contextlib.suppress(OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError):
+                await connection.close(timeout=2)
+
+    def _notified(self, _connection: Any, _pid: int, _channel: str, payload: str) -> None:
+        try:
+            conversation_id = uuid.UUID(payload)
+        except ValueError:
+            return
+        self._on_events({conversation_id})
+
+    def _pending_notified(self, _connection: Any, _pid: int, _channel: str, payload: str) -> None:
+        if self._on_pending is not None and payload:
+            self._on_pending({payload})

@@ -1,0 +1,83 @@
+"""The audit trail in SQL."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from sursis.domain.records import (
+    AuditEntry,
+)
+from sursis.infra.db import tables as t
+from sursis.infra.db.repositories.base import SqlRepository
+from sursis.infra.db.rows import row_values
+from sursis.infra.telemetry import current_trace_id, span_event
+
+
+class SqlAuditRepository(SqlRepository):
+    """Append-only: there is deliberately no update or delete here (a trigger refuses them too).
+
+    Each row carries the trace it was written in, and is also added as an event to the current
+    span, so a trace shows every transition it caused. Rows are held and written together, in
+    the order they were appended, when the transaction commits (`flush`).
+    """
+
+    def __init__(self, session: AsyncSession) -> None:
+        super().__init__(session)
+        self._held: list[dict[str, Any]] = []
+
+    async def append(self, entry: AuditEntry, now: datetime) -> None:
+        trace_id = entry.trace_id or current_trace_id()
+        self._held.append(row_values(entry, t.audit_log, omit=("id",), at=now, trace_id=trace_id))
+        span_event(
+            entry.action,
+            {
+                "sursis.actor": entry.actor,
+                "sursis.run_id": entry.run_id,
+                "sursis.correlation_id": entry.correlation_id,
+                "sursis.tool_name": entry.details.get("tool_name"),
+                "sursis.tool_call_id": entry.details.get("tool_call_id"),
+            },
+        )
+
+    async def flush(self) -> None:
+        if self._held:
+            held, self._held = self._held, []
+            await self._session.execute(t.audit_log.insert(), held)
+
+    async def search(
+        self,
+        *,
+        workspace: str | None,
+        conversation_id: uuid.UUID | None,
+        correlation_id: uuid.UUID | None,
+        actions: Sequence[str] = (),
+        since: datetime | None,
+        after_id: int | None,
+        limit: int,
+        newest_first: bool = False,
+    ) -> list[AuditEntry]:
+        await self.flush()
+        c = t.audit_log.c
+        query = sa.select(t.audit_log)
+        for column, value in (
+            (c.workspace, workspace),
+            (c.conversation_id, conversation_id),
+            (c.correlation_id, correlation_id),
+        ):
+            if value is not None:
+                query = query.where(column == value)
+        if actions:
+            query = query.where(c.action.in_(list(actions)))
+        if since is not None:
+            query = query.where(c.at >= since)
+        if after_id is not None:
+            query = query.where(c.id < after_id if newest_first else c.id > after_id)
+        order = c.id.desc() if newest_first else c.id
+        rows = await self._session.execute(query.order_by(order).limit(limit))
+        return [AuditEntry(**row._mapping) for row in rows]

@@ -1,0 +1,65 @@
+"""The conversation's message log in SQL."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from datetime import datetime
+
+import sqlalchemy as sa
+
+from sursis.domain.records import (
+    StoredMessage,
+)
+from sursis.infra.db import tables as t
+from sursis.infra.db.repositories.base import SqlRepository
+
+_c = t.messages.c
+_INSERT = t.messages.insert()
+_LAST_SEQ = sa.select(sa.func.max(_c.seq)).where(_c.conversation_id == sa.bindparam("conversation_id"))
+_READ = (
+    sa.select(t.messages)
+    .where(_c.conversation_id == sa.bindparam("conversation_id"), _c.seq > sa.bindparam("after_seq"))
+    .order_by(_c.seq)
+)
+
+
+class SqlMessageRepository(SqlRepository):
+    async def append(
+        self,
+        conversation_id: uuid.UUID,
+        run_id: uuid.UUID | None,
+        bodies: Sequence[str],
+        now: datetime,
+        channel: str | None = None,
+        *,
+        after_seq: int | None = None,
+    ) -> int:
+        last = after_seq if after_seq is not None else await self.last_seq(conversation_id)
+        if not bodies:
+            return last
+        await self._session.execute(
+            _INSERT,
+            [
+                {
+                    "conversation_id": conversation_id,
+                    "seq": last + i,
+                    "run_id": run_id,
+                    "body": body,
+                    "created_at": now,
+                    "channel": channel,
+                }
+                for i, body in enumerate(bodies, start=1)
+            ],
+        )
+        return last + len(bodies)
+
+    async def last_seq(self, conversation_id: uuid.UUID) -> int:
+        value = await self._session.scalar(_LAST_SEQ, {"conversation_id": conversation_id})
+        return int(value or 0)
+
+    async def read(self, conversation_id: uuid.UUID, after_seq: int = 0) -> list[StoredMessage]:
+        rows = await self._session.execute(
+            _READ, {"conversation_id": conversation_id, "after_seq": after_seq}
+        )
+        return [StoredMessage(**row._mapping) for row in rows]

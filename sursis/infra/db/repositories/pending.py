@@ -1,0 +1,175 @@
+"""Pending calls in SQL."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+import sqlalchemy as sa
+
+from sursis.domain.records import (
+    PendingCall,
+)
+from sursis.domain.states import PendingStatus
+from sursis.domain.tools import Executor, PendingKind
+from sursis.infra.db import tables as t
+from sursis.infra.db.repositories.base import SqlRepository, rowcount
+from sursis.infra.db.rows import row_values
+
+
+def _pending_from_row(row: Any) -> PendingCall:
+    m = dict(row._mapping)
+    m["executor"] = Executor(m["executor"])
+    m["kind"] = PendingKind(m["kind"])
+    m["status"] = PendingStatus(m["status"])
+    return PendingCall(**m)
+
+
+_c = t.pending_calls.c
+_INSERT = t.pending_calls.insert()
+_GET = sa.select(t.pending_calls).where(_c.correlation_id == sa.bindparam("correlation_id"))
+_BY_TOOL_CALL_IDS = (
+    sa.select(t.pending_calls)
+    .where(
+        _c.conversation_id == sa.bindparam("conversation_id"),
+        _c.tool_call_id.in_(sa.bindparam("ids", expanding=True)),
+    )
+    .order_by(_c.created_at)
+)
+
+
+def _transition_statement(before_expiry: bool) -> Any:
+    conditions = [
+        _c.correlation_id == sa.bindparam("b_correlation_id"),
+        _c.status == PendingStatus.AWAITING.value,
+    ]
+    if before_expiry:
+        conditions.append(_c.expires_at > sa.bindparam("b_now"))
+    return (
+        t.pending_calls.update()
+        .where(*conditions)
+        .values(
+            status=sa.bindparam("b_status"),
+            resolved_by=sa.bindparam("b_resolved_by"),
+            reason=sa.bindparam("b_reason"),
+            resolution=sa.bindparam("b_resolution"),
+            resolved_at=sa.bindparam("b_now"),
+        )
+    )
+
+
+_TRANSITION = {before_expiry: _transition_statement(before_expiry) for before_expiry in (False, True)}
+
+
+class SqlPendingCallRepository(SqlRepository):
+    async def add(self, call: PendingCall) -> None:
+        await self._session.execute(_INSERT, row_values(call, t.pending_calls))
+
+    async def get(self, correlation_id: uuid.UUID) -> PendingCall | None:
+        row = (await self._session.execute(_GET, {"correlation_id": correlation_id})).first()
+        return _pending_from_row(row) if row else None
+
+    async def search(
+        self,
+        *,
+        workspace: str | None,
+        status: PendingStatus | None,
+        kind: PendingKind | None,
+        tool_name: str | None,
+        after: tuple[datetime, uuid.UUID] | None,
+        limit: int,
+    ) -> list[PendingCall]:
+        c = t.pending_calls.c
+        query = sa.select(t.pending_calls)
+        if workspace is not None:
+            query = query.where(c.workspace == workspace)
+        if status is not None:
+            query = query.where(c.status == status.value)
+        if kind is not None:
+            query = query.where(c.kind == kind.value)
+        if tool_name is not None:
+            query = query.where(c.tool_name == tool_name)
+        if after is not None:
+            created, cid = after
+            query = query.where(
+                sa.or_(c.created_at < created, sa.and_(c.created_at == created, c.correlation_id < cid))
+            )
+        query = query.order_by(c.created_at.desc(), c.correlation_id.desc()).limit(limit)
+        return [_pending_from_row(row) for row in await self._session.execute(query)]
+
+    async def for_run(self, run_id: uuid.UUID, status: PendingStatus | None = None) -> list[PendingCall]:
+        c = t.pending_calls.c
+        query = sa.select(t.pending_calls).where(c.run_id == run_id)
+        if status is not None:
+            query = query.where(c.status == status.value)
+        return [_pending_from_row(row) for row in await self._session.execute(query.order_by(c.created_at))]
+
+    async def by_tool_call_ids(self, conversation_id: uuid.UUID, ids: Sequence[str]) -> list[PendingCall]:
+        if not ids:
+            return []
+        rows = await self._session.execute(
+            _BY_TOOL_CALL_IDS, {"conversation_id": conversation_id, "ids": list(ids)}
+        )
+        return [_pending_from_row(row) for row in rows]
+
+    async def transition(
+        self,
+        correlation_id: uuid.UUID,
+        target: PendingStatus,
+        now: datetime,
+        *,
+        resolved_by: str,
+        reason: str | None,
+        resolution: dict[str, Any] | None,
+        before_expiry: bool = False,
+    ) -> bool:
+        result = await self._session.execute(
+            _TRANSITION[before_expiry],
+            {
+                "b_correlation_id": correlation_id,
+                "b_status": target.value,
+                "b_resolved_by": resolved_by,
+                "b_reason": reason,
+                "b_resolution": resolution,
+                "b_now": now,
+            },
+        )
+        return rowcount(result) == 1
+
+    async def overdue(self, now: datetime, limit: int) -> list[PendingCall]:
+        c = t.pending_calls.c
+        rows = await self._session.execute(
+            sa.select(t.pending_calls)
+            .where(c.status == PendingStatus.AWAITING.value, c.expires_at <= now)
+            .order_by(c.expires_at)
+            .limit(limit)
+        )
+        return [_pending_from_row(row) for row in rows]
+
+    async def count_awaiting(self) -> dict[PendingKind, int]:
+        c = t.pending_calls.c
+        rows = await self._session.execute(
+            sa.select(c.kind, sa.func.count())
+            .where(c.status == PendingStatus.AWAITING.value)
+            .group_by(c.kind)
+        )
+        return {PendingKind(kind): int(count) for kind, count in rows}
+
+    async def extend_client_calls(
+        self, conversation_id: uuid.UUID, until: datetime, *, created_after: datetime
+    ) -> int:
+        c = t.pending_calls.c
+        result = await self._session.execute(
+            t.pending_calls.update()
+            .where(
+                c.conversation_id == conversation_id,
+                c.kind == PendingKind.CLIENT_EXEC.value,
+                c.status == PendingStatus.AWAITING.value,
+                c.expires_at < until,
+                c.created_at >= created_after,
+            )
+            .values(expires_at=until)
+        )
+        return rowcount(result)

@@ -1,0 +1,270 @@
+"""Runs in SQL: queueing, claims and leases, progress, the end."""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import uuid
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+import sqlalchemy as sa
+
+from sursis.domain.records import (
+    Run,
+    RunError,
+    Usage,
+)
+from sursis.domain.states import RunStatus
+from sursis.infra.db import tables as t
+from sursis.infra.db.repositories.base import SqlRepository, rowcount
+from sursis.infra.db.rows import record_from_row, row_values
+from sursis.infra.telemetry import current_trace_context
+
+
+def _run_from_row(row: Any) -> Run:
+    m = row._mapping
+    return record_from_row(
+        Run,
+        row,
+        status=RunStatus(m["status"]),
+        error=RunError(**m["error"]) if m["error"] else None,
+        usage=Usage.from_json(m["usage"]),
+    )
+
+
+_c = t.runs.c
+_RUNNING = RunStatus.RUNNING.value
+# The statements of a turn's hot path are built once, with bound parameters: building a statement
+# costs more Python than sending it (see docs/performance.md).
+_GET = sa.select(t.runs).where(_c.id == sa.bindparam("b_run_id"))
+_INSERT = t.runs.insert()
+_RESOLVE_ONE_AWAITING = (
+    t.runs.update()
+    .where(
+        _c.id == sa.bindparam("b_run_id"),
+        _c.status == RunStatus.SUSPENDED.value,
+        _c.awaiting_count > 0,
+    )
+    .values(
+        awaiting_count=_c.awaiting_count - 1,
+        status=sa.case((_c.awaiting_count == 1, RunStatus.QUEUED.value), else_=RunStatus.SUSPENDED.value),
+        updated_at=sa.bindparam("b_now"),
+    )
+    .returning(_c.status)
+)
+_HELD = (_c.id == sa.bindparam("b_run_id"), _c.lease_owner == sa.bindparam("b_owner"), _c.status == _RUNNING)
+_RECORD_PROGRESS = (
+    t.runs.update()
+    .where(*_HELD)
+    .values(
+        usage=sa.bindparam("b_usage"),
+        lease_expires_at=sa.bindparam("b_lease_until"),
+        claims=0,
+        updated_at=sa.bindparam("b_now"),
+    )
+)
+
+
+def _claim_statement(postgres: bool) -> Any:
+    candidate = sa.select(_c.id).where(_c.status == RunStatus.QUEUED.value).order_by(_c.updated_at).limit(1)
+    if postgres:
+        candidate = candidate.with_for_update(skip_locked=True)
+    return (
+        t.runs.update()
+        .where(_c.id == candidate.scalar_subquery(), _c.status == RunStatus.QUEUED.value)
+        .values(
+            status=_RUNNING,
+            lease_owner=sa.bindparam("b_owner"),
+            lease_expires_at=sa.bindparam("b_lease_until"),
+            segment=_c.segment + 1,
+            claims=_c.claims + 1,
+            updated_at=sa.bindparam("b_now"),
+        )
+        .returning(*_c)
+    )
+
+
+_CLAIM = {postgres: _claim_statement(postgres) for postgres in (False, True)}
+
+
+@functools.cache
+def _finish_statement(with_usage: bool, with_trace_context: bool, unless_cancel_requested: bool) -> Any:
+    held = list(_HELD)
+    if unless_cancel_requested:
+        held.append(_c.cancel_requested.is_(False))
+    extra: dict[str, Any] = {}
+    if with_usage:
+        extra["usage"] = sa.bindparam("b_usage")
+    if with_trace_context:
+        extra["trace_context"] = sa.bindparam("b_trace_context")
+    return (
+        t.runs.update()
+        .where(*held)
+        .values(
+            status=sa.bindparam("b_status"),
+            output=sa.bindparam("b_output"),
+            error=sa.bindparam("b_error"),
+            awaiting_count=sa.bindparam("b_awaiting_count"),
+            lease_owner=None,
+            lease_expires_at=None,
+            claims=0,
+            updated_at=sa.bindparam("b_now"),
+            finished_at=sa.bindparam("b_finished_at"),
+            **extra,
+        )
+    )
+
+
+class SqlRunRepository(SqlRepository):
+    async def add(self, run: Run) -> None:
+        """Insert a run; without a trace context of its own it keeps the current one (the request's)."""
+        await self._session.execute(
+            _INSERT,
+            row_values(
+                run,
+                t.runs,
+                error=dataclasses.asdict(run.error) if run.error else None,
+                usage=run.usage.to_json(),
+                trace_context=run.trace_context or current_trace_context(),
+            ),
+        )
+
+    async def get(self, run_id: uuid.UUID) -> Run | None:
+        row = (await self._session.execute(_GET, {"b_run_id": run_id})).first()
+        return _run_from_row(row) if row else None
+
+    async def transition(
+        self,
+        run_id: uuid.UUID,
+        expected: Sequence[RunStatus],
+        target: RunStatus,
+        now: datetime,
+        **fields: Any,
+    ) -> bool:
+        result = await self._session.execute(
+            t.runs.update()
+            .where(t.runs.c.id == run_id, t.runs.c.status.in_([s.value for s in expected]))
+            .values(status=target.value, updated_at=now, **fields)
+        )
+        return rowcount(result) == 1
+
+    async def resolve_one_awaiting(self, run_id: uuid.UUID, now: datetime) -> bool:
+        # One statement: the row lock (PostgreSQL) or the database lock (SQLite) serializes
+        # concurrent resolvers, so exactly one of them sees the count reach zero.
+        result = await self._session.execute(_RESOLVE_ONE_AWAITING, {"b_run_id": run_id, "b_now": now})
+        row = result.first()
+        return row is not None and row[0] == RunStatus.QUEUED.value
+
+    async def claim_next(self, owner: str, now: datetime, lease_until: datetime) -> Run | None:
+        result = await self._session.execute(
+            _CLAIM[self._postgres], {"b_owner": owner, "b_lease_until": lease_until, "b_now": now}
+        )
+        row = result.first()
+        return _run_from_row(row) if row else None
+
+    async def renew_lease(self, run_id: uuid.UUID, owner: str, lease_until: datetime) -> bool:
+        result = await self._session.execute(
+            t.runs.update()
+            .where(
+                t.runs.c.id == run_id,
+                t.runs.c.lease_owner == owner,
+                t.runs.c.status == RunStatus.RUNNING.value,
+            )
+            .values(lease_expires_at=lease_until)
+        )
+        return rowcount(result) == 1
+
+    async def requeue_expired_leases(self, now: datetime) -> list[uuid.UUID]:
+        result = await self._session.execute(
+            t.runs.update()
+            .where(t.runs.c.status == RunStatus.RUNNING.value, t.runs.c.lease_expires_at < now)
+            .values(status=RunStatus.QUEUED.value, lease_owner=None, lease_expires_at=None, updated_at=now)
+            .returning(t.runs.c.id)
+        )
+        return [row[0] for row in result]
+
+    async def record_progress(
+        self, run_id: uuid.UUID, owner: str, usage: Usage, now: datetime, lease_until: datetime
+    ) -> bool:
+        result = await self._session.execute(
+            _RECORD_PROGRESS,
+            {
+                "b_run_id": run_id,
+                "b_owner": owner,
+                "b_usage": usage.to_json(),
+                "b_lease_until": lease_until,
+                "b_now": now,
+            },
+        )
+        return rowcount(result) == 1
+
+    async def release(self, run_id: uuid.UUID, owner: str, now: datetime) -> bool:
+        """Give a running run back to the queue (graceful shutdown)."""
+        result = await self._session.execute(
+            t.runs.update()
+            .where(
+                t.runs.c.id == run_id,
+                t.runs.c.lease_owner == owner,
+                t.runs.c.status == RunStatus.RUNNING.value,
+            )
+            .values(status=RunStatus.QUEUED.value, lease_owner=None, lease_expires_at=None, updated_at=now)
+        )
+        return rowcount(result) == 1
+
+    async def release_all(self, owner: str, now: datetime) -> int:
+        result = await self._session.execute(
+            t.runs.update()
+            .where(t.runs.c.lease_owner == owner, t.runs.c.status == RunStatus.RUNNING.value)
+            .values(status=RunStatus.QUEUED.value, lease_owner=None, lease_expires_at=None, updated_at=now)
+        )
+        return rowcount(result)
+
+    async def cancel_requested(self, run_id: uuid.UUID) -> bool:
+        # FOR UPDATE (PostgreSQL; SQLite's write lock already covers it): a cancel cannot commit
+        # between this read and the run state this transaction writes next.
+        return bool(
+            await self._session.scalar(
+                sa.select(t.runs.c.cancel_requested).where(t.runs.c.id == run_id).with_for_update()
+            )
+        )
+
+    async def count_by_status(self) -> dict[RunStatus, int]:
+        c = t.runs.c
+        active = [RunStatus.QUEUED.value, RunStatus.RUNNING.value, RunStatus.SUSPENDED.value]
+        rows = await self._session.execute(
+            sa.select(c.status, sa.func.count()).where(c.status.in_(active)).group_by(c.status)
+        )
+        return {RunStatus(status): int(count) for status, count in rows}
+
+    async def finish(
+        self,
+        run_id: uuid.UUID,
+        owner: str,
+        status: RunStatus,
+        now: datetime,
+        *,
+        usage: Usage | None = None,
+        output: str | None = None,
+        error: RunError | None = None,
+        awaiting_count: int = 0,
+        trace_context: dict[str, str] | None = None,
+        unless_cancel_requested: bool = False,
+    ) -> bool:
+        params: dict[str, Any] = {
+            "b_run_id": run_id,
+            "b_owner": owner,
+            "b_status": status.value,
+            "b_output": output,
+            "b_error": {"code": error.code, "message": error.message} if error else None,
+            "b_awaiting_count": awaiting_count,
+            "b_now": now,
+            "b_finished_at": now if status.finished else None,
+        }
+        if usage is not None:
+            params["b_usage"] = usage.to_json()
+        if trace_context is not None:
+            params["b_trace_context"] = trace_context
+        statement = _finish_statement(usage is not None, trace_context is not None, unless_cancel_requested)
+        return rowcount(await self._session.execute(statement, params)) == 1

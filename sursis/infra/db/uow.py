@@ -1,0 +1,131 @@
+"""The SQL unit of work: one session, one transaction, rolled back unless committed."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Set
+from types import TracebackType
+from typing import Self
+
+from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
+
+from sursis.infra.db.access_repositories import SqlApiKeyRepository, SqlAuthorizationRepository
+from sursis.infra.db.channel_repository import SqlChannelRepository
+from sursis.infra.db.customer_repository import SqlWorkspaceRepository
+from sursis.infra.db.delegation_repository import SqlDelegationRepository
+from sursis.infra.db.engine import reader_options
+from sursis.infra.db.event_repositories import SqlEventRepository, SqlOutboxRepository, SqlWebhookRepository
+from sursis.infra.db.ops_repository import SqlOpsRepository
+from sursis.infra.db.repositories import (
+    SqlAuditRepository,
+    SqlConversationRepository,
+    SqlMessageRepository,
+    SqlPendingCallRepository,
+    SqlRunRepository,
+    SqlToolCallRepository,
+)
+
+EventsListener = Callable[[Set[uuid.UUID]], None]
+"""Told, after a commit, which conversations got new events (in-process wake-ups)."""
+PendingListener = Callable[[Set[str]], None]
+"""Told, after a commit, which workspaces had pending calls created or resolved."""
+RunsListener = Callable[[Set[uuid.UUID]], None]
+"""Told, after a commit, which runs' changes the transaction notified other processes of."""
+
+
+class SqlUnitOfWork:
+    def __init__(
+        self,
+        sessions: async_sessionmaker[AsyncSession],
+        on_events: EventsListener | None = None,
+        on_pending: PendingListener | None = None,
+        on_runs: RunsListener | None = None,
+        *,
+        read_only: bool = False,
+    ) -> None:
+        self._sessions = sessions
+        self._on_events = on_events
+        self._on_pending = on_pending
+        self._on_runs = on_runs
+        self._read_only = read_only
+        self._committed = False
+
+    async def __aenter__(self) -> Self:
+        self.session = self._sessions()
+        self.conversations = SqlConversationRepository(self.session)
+        self.messages = SqlMessageRepository(self.session)
+        self.runs = SqlRunRepository(self.session)
+        self.pending = SqlPendingCallRepository(self.session)
+        self.tool_calls = SqlToolCallRepository(self.session)
+        self.audit = SqlAuditRepository(self.session)
+        self.ops = SqlOpsRepository(self.session)
+        self.events = SqlEventRepository(self.session)
+        self.webhooks = SqlWebhookRepository(self.session)
+        self.outbox = SqlOutboxRepository(self.session)
+        self.api_keys = SqlApiKeyRepository(self.session)
+        self.authorizations = SqlAuthorizationRepository(self.session)
+        self.customer = SqlWorkspaceRepository(self.session)
+        self.delegations = SqlDelegationRepository(self.session)
+        self.channels = SqlChannelRepository(self.session)
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        try:
+            if not self._committed:
+                await self.session.rollback()
+        finally:
+            await self.session.close()
+
+    @property
+    def committed(self) -> bool:
+        return self._committed
+
+    async def commit(self) -> None:
+        if self._read_only:
+            raise RuntimeError("a reader unit of work does not commit: use the factory's unit of work")
+        await self.audit.flush()
+        await self.events.flush()
+        await self.session.commit()
+        self._committed = True
+        if self.events.published:
+            if self._on_events is not None:
+                self._on_events(frozenset(self.events.published))
+            self.events.published.clear()
+        if self.events.pending_workspaces:
+            if self._on_pending is not None:
+                self._on_pending(frozenset(self.events.pending_workspaces))
+            self.events.pending_workspaces.clear()
+        if self.events.notified_runs:
+            if self._on_runs is not None:
+                self._on_runs(frozenset(self.events.notified_runs))
+            self.events.notified_runs.clear()
+
+
+class SqlUnitOfWorkFactory:
+    def __init__(
+        self,
+        engine: AsyncEngine,
+        *,
+        on_events: EventsListener | None = None,
+        on_pending: PendingListener | None = None,
+        on_runs: RunsListener | None = None,
+    ) -> None:
+        self.engine = engine
+        self.on_events = on_events
+        self.on_pending = on_pending
+        self.on_runs = on_runs
+        self._sessions = async_sessionmaker(engine, expire_on_commit=False)
+        reader = engine.execution_options(**reader_options(engine))
+        self._readers = async_sessionmaker(reader, expire_on_commit=False)
+
+    def __call__(self) -> SqlUnitOfWork:
+        return SqlUnitOfWork(self._sessions, self.on_events, self.on_pending, self.on_runs)
+
+    def reader(self) -> SqlUnitOfWork:
+        """Reads without a transaction: on PostgreSQL the connection is in autocommit (no BEGIN
+        and ROLLBACK round trips; at READ COMMITTED, the service's level, each statement of a
+        transaction sees only what was committed before it anyway); on SQLite a plain deferred
+        `BEGIN`, a snapshot that does not take the write lock (`create_engine`)."""
+        return SqlUnitOfWork(self._readers, read_only=True)

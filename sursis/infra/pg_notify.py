@@ -1,0 +1,106 @@
+"""PostgreSQL LISTEN/NOTIFY: wakes workers and long-polls in every process; polling stays the fallback."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import uuid
+from typing import Any
+
+import asyncpg
+import structlog
+from sqlalchemy import text
+from sqlalchemy.engine import make_url
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from sursis.infra.db.event_repositories import RUN_CHANNEL, WORK_CHANNEL
+from sursis.infra.faults import crash_point
+from sursis.infra.notifier import LocalRunNotifier
+
+log = structlog.get_logger("sursis.notify")
+
+
+def asyncpg_dsn(sqlalchemy_url: str) -> str:
+    return make_url(sqlalchemy_url).set(drivername="postgresql").render_as_string(hide_password=False)
+
+
+class PostgresRunNotifier(LocalRunNotifier):
+    """Local wake-ups plus `pg_notify`, and one listening connection per process.
+
+    Notifications are an optimisation: a lost one only delays a worker until its next poll. A run
+    whose change was notified in the transaction that made it (see `runs_notified`) is not
+    notified again.
+    """
+
+    def __init__(self, engine: AsyncEngine, url: str) -> None:
+        super().__init__()
+        self._engine = engine
+        self._dsn = asyncpg_dsn(url)
+        self._listener: asyncio.Task[None] | None = None
+
+    async def run_queued(self, run_id: uuid.UUID) -> None:
+        crash_point("notify_queued")
+        self._work.set()
+        await LocalRunNotifier.run_changed(self, run_id)
+        # One notification: listeners of the work channel also wake the run's waiters.
+        if not self._already_notified(run_id):
+            await self._notify(WORK_CHANNEL, run_id)
+
+    async def run_changed(self, run_id: uuid.UUID) -> None:
+        await super().run_changed(run_id)
+        if not self._already_notified(run_id):
+            await self._notify(RUN_CHANNEL, run_id)
+
+    async def _notify(self, channel: str, run_id: uuid.UUID) -> None:
+        try:
+            # One statement, no transaction around it: a notification needs no BEGIN/COMMIT.
+            async with self._engine.connect() as conn:
+                autocommit = await conn.execution_options(isolation_level="AUTOCOMMIT")
+                await autocommit.execute(text("SELECT pg_notify(:c, :p)"), {"c": channel, "p": str(run_id)})
+        except Exception as exc:
+            log.warning("notify.failed", channel=channel, error=str(exc)[:200])
+
+    def start(self) -> None:
+        if self._listener is None:
+            self._listener = asyncio.create_task(self._listen(), name="pg-listen")
+
+    async def stop(self) -> None:
+        if self._listener is not None:
+            self._listener.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._listener
+            self._listener = None
+
+    async def _listen(self) -> None:
+        while True:
+            connection: Any = None
+            try:
+                closed = asyncio.Event()
+                connection = await asyncpg.connect(self._dsn, timeout=5)
+                connection.add_termination_listener(lambda _c, done=closed: done.set())
+                await connection.add_listener(WORK_CHANNEL, self._on_work)
+                await connection.add_listener(RUN_CHANNEL, self._on_run)
+                # A reconnect may have missed notifications: wake everyone to re-check.
+                self._work.set()
+                await closed.wait()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                log.warning("listen.disconnected", error=str(exc)[:200])
+            finally:
+                if connection is not None and not connection.is_closed():
+                    with contextlib.suppress(Exception):
+                        await connection.close(timeout=2)
+            await asyncio.sleep(1)
+
+    def _on_work(self, _conn: Any, _pid: int, _channel: str, payload: str) -> None:
+        self._work.set()
+        self._wake_run(payload)
+
+    def _on_run(self, _conn: Any, _pid: int, _channel: str, payload: str) -> None:
+        self._wake_run(payload)
+
+    def _wake_run(self, payload: str) -> None:
+        with contextlib.suppress(ValueError):
+            for event in self._runs.get(uuid.UUID(payload), ()):
+                event.set()

@@ -1,0 +1,280 @@
+"""The agent loop driver: one claimed run, one segment of pydantic-ai, persisted as it goes."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import Any
+
+import structlog
+from opentelemetry.trace import Span, Status, StatusCode
+from pydantic_ai import Agent, AgentRun
+from pydantic_ai.exceptions import (
+    UsageLimitExceeded,
+)
+from pydantic_ai.messages import (
+    ModelMessage,
+    ModelResponse,
+    TextPart,
+    ToolCallPart,
+)
+from pydantic_ai.tools import DeferredToolRequests
+from pydantic_ai.usage import UsageLimits
+
+from sursis.domain.ports import UnitOfWork
+from sursis.domain.records import PendingCall, Run, ToolCallRecord
+from sursis.domain.states import RunStatus
+from sursis.infra.agents.observed import (
+    RunDeps,
+)
+from sursis.infra.faults import crash_point
+from sursis.infra.runner.base import log
+from sursis.infra.runner.events import Announced
+from sursis.infra.runner.failures import is_transient_database_error, run_failure
+from sursis.infra.runner.leases import CancelRequested, Interrupted, LeaseLost, Leases
+from sursis.infra.runner.resume import (
+    NotReady,
+    deferred_results,
+    unanswered_tool_calls,
+)
+from sursis.infra.runner.stream import Streaming
+from sursis.infra.runner.suspend import Suspending
+from sursis.infra.runner.usage import usage_record
+from sursis.infra.telemetry import context_from
+
+
+def is_final_answer(message: ModelMessage) -> bool:
+    """A response that calls no tool: nothing runs after it, so the end of the run stores it.
+
+    Messages are persisted before anything acts on them (a tool's effect must find its call in
+    the log: `RunDeps.before_effect` stores them as a tool is about to run), and otherwise with
+    the suspension or the end of the run, in its transaction. A crash before then loses them, and
+    the run is claimed again and asks the model again, as after a crash during the request.
+    """
+    return isinstance(message, ModelResponse) and not any(isinstance(p, ToolCallPart) for p in message.parts)
+
+
+@dataclass(frozen=True, slots=True)
+class SegmentStart:
+    """What a segment starts from: the log as the model is shown it, and the state of the calls
+    its last response left unanswered."""
+
+    last_seq: int
+    started: bool
+    """The run's prompt is in the log already (a resumed or retried run)."""
+    history: list[ModelMessage]
+    tail: list[ToolCallPart]
+    """The last response's calls that have no result in the log."""
+    pending: list[PendingCall]
+    recorded: dict[str, ToolCallRecord]
+    """The stored outcomes of `tail`'s calls that already ran, by tool call id."""
+    producer: Run | None
+    """The earlier run whose response left `tail`, if it was not this run."""
+
+
+class AgentRunner(Suspending, Leases, Streaming):
+    """Runs one segment of a claimed run and leaves the run suspended, completed, failed or cancelled."""
+
+    async def run_segment(
+        self,
+        run: Run,
+        owner: str,
+        stopping: asyncio.Event | None = None,
+        start: SegmentStart | None = None,
+    ) -> RunStatus | None:
+        """One segment, in a `run.segment` span that continues the trace stored on the run.
+
+        The first segment continues the trace of the request that queued the run; a resumed one
+        continues the segment that suspended it, so the whole run is one trace. `start` is what
+        `read_segment` read in the claim's transaction; without it the segment reads it itself.
+        """
+        with (
+            structlog.contextvars.bound_contextvars(
+                run_id=str(run.id), conversation_id=str(run.conversation_id), segment=run.segment
+            ),
+            self._telemetry.tracer.start_as_current_span(
+                "run.segment",
+                context=context_from(run.trace_context),
+                attributes={
+                    "sursis.run_id": str(run.id),
+                    "sursis.conversation_id": str(run.conversation_id),
+                    "sursis.workspace": run.workspace,
+                    "sursis.agent": run.agent,
+                    "sursis.segment": run.segment,
+                },
+            ) as span,
+        ):
+            try:
+                status = await self._run_segment(run, owner, span, stopping or asyncio.Event(), start)
+            except LeaseLost:
+                span.set_attribute("sursis.run.lease_lost", True)
+                log.warning("run.lease_lost")
+                return None
+            except NotReady as exc:
+                log.error("run.queued_while_awaiting", error=str(exc))
+                async with self._uow() as uow:
+                    await uow.runs.finish(
+                        run.id, owner, RunStatus.SUSPENDED, self._clock(), awaiting_count=exc.awaiting
+                    )
+                    await uow.commit()
+                return RunStatus.SUSPENDED
+            except Interrupted:
+                async with self._uow() as uow:
+                    await uow.runs.release(run.id, owner, self._clock())
+                    await uow.commit()
+                log.info("run.released_for_shutdown")
+                await self._notifier.run_queued(run.id)
+                return None
+            except Exception as exc:
+                if not is_transient_database_error(exc):
+                    raise
+                # Nothing of the failed transaction was kept; the lease runs out and the run is
+                # claimed again, continuing from what the log holds.
+                span.record_exception(exc)
+                span.set_attribute("sursis.run.abandoned", True)
+                log.warning("run.segment_abandoned", error_class=type(exc).__name__, error=str(exc)[:300])
+                return None
+            span.set_attribute("sursis.run.status", status.value)
+            if status is RunStatus.FAILED:
+                span.set_status(Status(StatusCode.ERROR, "run failed"))
+        await self._notifier.run_changed(run.id)
+        return status
+
+    async def read_segment(self, uow: UnitOfWork, run: Run) -> SegmentStart:
+        """What a segment of `run` starts from, read in the caller's transaction: the worker reads
+        it in the transaction that claims the run, so a segment costs no read transaction of its own."""
+        stored = await self._logs.read(uow.messages, run.conversation_id)
+        # The current turn and up to `history_turns` earlier ones; the current turn's prompt is
+        # already in the log once the run has started.
+        started = run.id in stored.run_ids
+        turns = self._history_turns
+        shown = stored.window(turns + 1 if started and turns else turns)
+        history = shown.history()
+        last_response, tail = unanswered_tool_calls(history)
+        tail_ids = [p.tool_call_id for p in tail]
+        rows = await uow.pending.by_tool_call_ids(run.conversation_id, tail_ids)
+        recorded = await uow.tool_calls.for_ids(run.conversation_id, tail_ids) if tail_ids else {}
+        producer_id = shown.run_ids[last_response] if tail and last_response is not None else None
+        producer = await uow.runs.get(producer_id) if producer_id and producer_id != run.id else None
+        return SegmentStart(stored.last_seq, started, history, tail, rows, recorded, producer)
+
+    async def _run_segment(
+        self, run: Run, owner: str, span: Span, stopping: asyncio.Event, start: SegmentStart | None
+    ) -> RunStatus:
+        if start is None:
+            async with self._uow.reader() as uow:
+                start = await self.read_segment(uow, run)
+        announced = Announced()
+        announced.last_seq = start.last_seq
+        started, history, tail = start.started, start.history, start.tail
+        tail_ids = [p.tool_call_id for p in tail]
+        recorded, producer = start.recorded, start.producer
+        if started and history and isinstance(history[-1], ModelResponse) and not tail:
+            # A crash after the final answer was stored but before the run was marked done.
+            text = "".join(p.content for p in history[-1].parts if isinstance(p, TextPart))
+            return await self._finish(run, owner, [], RunStatus.COMPLETED, run.usage, output=text)
+        # Calls left by an earlier run that ended (cancelled, failed) were never performed.
+        abandoned = producer is not None and producer.status.finished
+        results = deferred_results(tail, start.pending, abandoned)
+        if results is not None:
+            crash_point("segment_resumed")
+        remaining = self._step_limit - run.usage.requests
+        if remaining <= 0:
+            return await self._step_limit_reached(run, owner, [], run.usage)
+
+        agent = self._agents[run.agent]
+        persisted = 0
+        usage = run.usage
+        agent_run: AgentRun[RunDeps, Any] | None = None
+
+        persisting = asyncio.Lock()
+        cancel_seen = False
+
+        async def before_effect() -> None:
+            """Store the messages held back, before anything acts on them; a cancel stops here.
+
+            The calls of one response run concurrently: the first stores the response, the
+            others wait for it (and for its answer to a cancel) instead of storing it again.
+            """
+            nonlocal persisted, usage, cancel_seen
+            if agent_run is None:
+                return
+            async with persisting:
+                new = agent_run.new_messages()
+                if len(new) > persisted:
+                    usage = run.usage.add(usage_record(agent_run.usage))
+                    cancel_seen = await self._persist(run, owner, new[persisted:], usage, announced, stopping)
+                    persisted = len(new)
+            if cancel_seen:
+                raise CancelRequested()
+
+        deps = RunDeps(
+            conversation_id=run.conversation_id,
+            run_id=run.id,
+            workspace=run.workspace,
+            agent_name=run.agent,
+            uow=self._uow,
+            clock=self._clock,
+            policy=self._policy,
+            progress=self._progress_sink(run),
+            agents=self._agents,
+            tracer=self._telemetry.tracer,
+            announced=announced,
+            before_effect=before_effect,
+            outcomes={i: recorded.get(i) for i in tail_ids},
+        )
+        span.set_attribute("sursis.segment.resumed", bool(results))
+        log.info("run.segment_started", resumed=bool(results))
+        try:
+            async with agent.iter(
+                None if started else run.input,
+                message_history=history,
+                deferred_tool_results=results,
+                deps=deps,
+                usage_limits=UsageLimits(request_limit=remaining),
+            ) as agent_run:
+                async for node in agent_run:
+                    if Agent.is_end_node(node):
+                        break
+                    if stopping.is_set():
+                        # Shutting down: store what is held back and give the run back here.
+                        new = agent_run.new_messages()
+                        if len(new) > persisted and not is_final_answer(new[-1]):
+                            await before_effect()
+                    if Agent.is_model_request_node(node):
+                        # Tool results reach the log with the next response; announce them now.
+                        await self._publish_request(run, node.request, announced)
+                        async with node.stream(agent_run.ctx) as stream:
+                            await self._stream_response(run, stream, announced)
+                result = agent_run.result
+                usage = run.usage.add(usage_record(agent_run.usage))
+                new = agent_run.new_messages()[persisted:]
+        except CancelRequested:
+            return await self._finish(run, owner, [], RunStatus.CANCELLED, usage)
+        except UsageLimitExceeded:
+            unsaved = agent_run.new_messages()[persisted:] if agent_run else []
+            return await self._step_limit_reached(run, owner, unsaved, usage, announced)
+        except (LeaseLost, Interrupted):
+            raise
+        except Exception as exc:
+            if is_transient_database_error(exc):
+                raise
+            span.record_exception(exc)
+            log.exception("run.segment_error")
+            return await self._finish(
+                run,
+                owner,
+                agent_run.new_messages()[persisted:] if agent_run else [],
+                RunStatus.FAILED,
+                usage,
+                error=run_failure(exc),
+                announced=announced,
+            )
+        if result is None:
+            raise RuntimeError("agent run ended without a result")
+        output = result.output
+        if isinstance(output, DeferredToolRequests):
+            return await self._suspend(run, owner, new, output, usage, announced)
+        return await self._finish(
+            run, owner, new, RunStatus.COMPLETED, usage, output=output, announced=announced
+        )

@@ -1,0 +1,55 @@
+"""Failure classification: what another attempt may not meet, and what a failed run tells its caller."""
+
+from __future__ import annotations
+
+from pydantic_ai.exceptions import (
+    AgentRunError,
+    ModelAPIError,
+    ModelHTTPError,
+    UnexpectedModelBehavior,
+)
+from sqlalchemy import exc as sa_exc
+
+from sursis.domain.records import RunError
+from sursis.infra.db.errors import DatabaseFailure, database_failure
+from sursis.infra.telemetry import current_trace_id
+
+
+def is_transient_database_error(exc: BaseException) -> bool:
+    """A database or connection failure rather than a fault of the run itself.
+
+    A segment that meets one is abandoned, not failed: its lease runs out and the run is claimed
+    again (bounded by the claim count). What counts is the database error table
+    (`infra/db/errors.py`: unreachable or transient), found on the exception or one of its
+    causes, and any OS error. pydantic-ai's own errors never count, although `RunTimedOut` is a
+    `TimeoutError`, hence an `OSError`.
+    """
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, BaseExceptionGroup):
+            return any(is_transient_database_error(inner) for inner in current.exceptions)
+        if isinstance(current, AgentRunError):
+            return False
+        if isinstance(current, OSError):
+            return True
+        failure = database_failure(current)
+        if failure is not None or isinstance(current, sa_exc.DBAPIError):
+            return failure in (DatabaseFailure.UNREACHABLE, DatabaseFailure.TRANSIENT)
+        current = current.__cause__
+    return False
+
+
+def run_failure(exc: BaseException) -> RunError:
+    """What a run that failed on `exc` tells its caller: a summary, never the exception's text
+    (SQL, hosts, a provider's raw body); the details are in the logs, under the trace id."""
+    trace_id = current_trace_id()
+    details = f"details are in the service logs (trace {trace_id})" if trace_id else "details are in the logs"
+    if isinstance(exc, ModelHTTPError):
+        return RunError("model_error", f"the model provider answered HTTP {exc.status_code}; {details}")
+    if isinstance(exc, ModelAPIError):
+        return RunError("model_error", f"the model provider could not be used; {details}")
+    if isinstance(exc, UnexpectedModelBehavior):
+        return RunError("model_error", f"the model answered something the agent could not use; {details}")
+    return RunError("internal_error", f"the run failed unexpectedly; {details}")

@@ -1,0 +1,175 @@
+"""The end of a run: completed, failed or cancelled, written in one transaction."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any, Literal
+
+import structlog
+from pydantic_ai.messages import (
+    ModelMessage,
+)
+
+from sursis.domain import run_lifecycle
+from sursis.domain.ports import UnitOfWork
+from sursis.domain.records import Run, RunError, Usage
+from sursis.domain.run_lifecycle import ToolEvents
+from sursis.domain.states import RunStatus
+from sursis.infra.runner.base import ACTOR, log
+from sursis.infra.runner.events import EventPublishing
+from sursis.infra.runner.leases import LeaseLost
+
+
+class Ending(EventPublishing):
+    """A run's end: its last messages, the final status, the audit row, the closing events."""
+
+    async def _step_limit_reached(
+        self,
+        run: Run,
+        owner: str,
+        messages: Sequence[ModelMessage],
+        usage: Usage,
+        announced: set[str] | None = None,
+    ) -> RunStatus:
+        return await self._finish(
+            run,
+            owner,
+            messages,
+            RunStatus.FAILED,
+            usage,
+            announced=announced,
+            error=RunError(
+                "step_limit",
+                f"the agent made {self._step_limit} model requests in this run without finishing; "
+                "the conversation stays usable",
+            ),
+        )
+
+    async def _finish(
+        self,
+        run: Run,
+        owner: str,
+        messages: Sequence[ModelMessage],
+        status: RunStatus,
+        usage: Usage,
+        *,
+        output: str | None = None,
+        error: RunError | None = None,
+        announced: set[str] | None = None,
+    ) -> RunStatus:
+        now = self._clock()
+        tool_events = self._tool_events(run, messages, announced)
+        async with self._uow() as uow:
+            completing = status is RunStatus.COMPLETED
+            last_seq = await self._end(
+                uow,
+                run,
+                owner,
+                messages,
+                status,
+                usage,
+                now,
+                output=output,
+                error=error,
+                announced=announced,
+                tool_events=tool_events,
+                unless_cancel_requested=completing,
+            )
+            if last_seq is False and completing and await uow.runs.cancel_requested(run.id):
+                # A cancel that came after the last persistence point still wins; the answer stays
+                # in the log.
+                status, output = RunStatus.CANCELLED, None
+                last_seq = await self._end(
+                    uow,
+                    run,
+                    owner,
+                    messages,
+                    status,
+                    usage,
+                    now,
+                    announced=announced,
+                    tool_events=tool_events,
+                )
+            if last_seq is False:
+                raise LeaseLost()
+            await uow.commit()
+        self._appended(announced, last_seq)
+        self._metrics.run_status(status)
+        log.info(f"run.{status.value}", error=error.code if error else None, usage=usage.to_json())
+        return status
+
+    async def _end(
+        self,
+        uow: UnitOfWork,
+        run: Run,
+        owner: str,
+        messages: Sequence[ModelMessage],
+        status: RunStatus,
+        usage: Usage,
+        now: datetime,
+        *,
+        output: str | None = None,
+        error: RunError | None = None,
+        announced: set[str] | None = None,
+        details: dict[str, Any] | None = None,
+        tool_events: ToolEvents | None = None,
+        unless_cancel_requested: bool = False,
+    ) -> int | Literal[False] | None:
+        """Write the run's end in the caller's transaction: the final status, the audit row, the
+        conversation freed, its last messages and the closing events.
+
+        Returns the log's new last seq (None: no message stored; see `_appended`), or False, having
+        written nothing, when the lease is no longer `owner`'s (or, with `unless_cancel_requested`,
+        a cancel was requested).
+        """
+        if tool_events is None:
+            tool_events = self._tool_events(run, messages, announced)
+        match status:
+            case RunStatus.COMPLETED:
+                ended = await run_lifecycle.complete(
+                    uow,
+                    run,
+                    owner,
+                    usage,
+                    output,
+                    now,
+                    actor=ACTOR,
+                    tool_events=tool_events,
+                    unless_cancel_requested=unless_cancel_requested,
+                )
+            case RunStatus.FAILED if error is not None:
+                ended = await run_lifecycle.fail(
+                    uow, run, owner, usage, error, now, actor=ACTOR, tool_events=tool_events
+                )
+            case RunStatus.CANCELLED:
+                ended = await run_lifecycle.cancel(
+                    uow, run, owner, usage, now, actor=ACTOR, tool_events=tool_events, details=details
+                )
+            case _:
+                raise ValueError(f"a segment does not end a run as {status.value} (error: {error})")
+        if not ended:
+            return False
+        return await self._append(uow, run, messages, now, announced)
+
+    async def give_up(self, run: Run, owner: str, attempts: int) -> RunStatus:
+        """Fail a run the worker just claimed whose last `attempts` segments all ended without
+        reaching a persistence point; the conversation is freed."""
+        with structlog.contextvars.bound_contextvars(
+            run_id=str(run.id), conversation_id=str(run.conversation_id)
+        ):
+            log.error("run.segment_attempts_exhausted", attempts=attempts)
+            status = await self._finish(
+                run,
+                owner,
+                [],
+                RunStatus.FAILED,
+                run.usage,
+                error=RunError(
+                    "segment_attempts_exhausted",
+                    f"{attempts} attempts in a row to continue this run ended without progress; "
+                    "details are in the service logs; the conversation stays usable",
+                ),
+            )
+        await self._notifier.run_changed(run.id)
+        return status

@@ -1,0 +1,120 @@
+"""Suspending a run: its deferred tool calls become pending calls, announced and audited."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from pydantic_ai.messages import (
+    ModelMessage,
+)
+from pydantic_ai.tools import DeferredToolRequests
+
+from sursis.domain import run_lifecycle
+from sursis.domain.records import PendingCall, Run, Usage
+from sursis.domain.sanitize import args_hash
+from sursis.domain.states import PendingStatus, RunStatus
+from sursis.domain.tools import Executor, ToolApprovalRequest
+from sursis.infra.agents.nested import deferred_targets
+from sursis.infra.runner.base import ACTOR, log
+from sursis.infra.runner.finish import Ending
+from sursis.infra.runner.leases import LeaseLost
+from sursis.infra.telemetry import current_trace_context
+
+
+class Suspending(Ending):
+    """A segment that ends with deferred tool calls leaves the run suspended on them."""
+
+    async def _suspend(
+        self,
+        run: Run,
+        owner: str,
+        messages: Sequence[ModelMessage],
+        output: DeferredToolRequests,
+        usage: Usage,
+        announced: set[str],
+    ) -> RunStatus:
+        now = self._clock()
+        calls: list[PendingCall] = []
+        for target in deferred_targets(run.agent, output):
+            owner_definition = self._definitions.get(target.agent)
+            spec = owner_definition.spec(target.tool_name) if owner_definition else None
+            kind = target.kind
+            args = target.args
+            request = ToolApprovalRequest.for_call(spec, target.tool_name, target.agent, args)
+            calls.append(
+                PendingCall(
+                    correlation_id=request.correlation_id,
+                    conversation_id=run.conversation_id,
+                    run_id=run.id,
+                    workspace=run.workspace,
+                    segment=run.segment,
+                    tool_call_id=target.tool_call_id,
+                    tool_name=target.tool_name,
+                    agent=target.agent,
+                    executor=spec.executor if spec else Executor.SERVER,
+                    kind=kind,
+                    args=args,
+                    args_summary=request.args_summary,
+                    args_hash=args_hash(target.tool_name, args),
+                    effect_description=request.effect_description,
+                    status=PendingStatus.AWAITING,
+                    created_at=now,
+                    expires_at=now
+                    + (spec.timeout_for(kind, self._timeouts) if spec else self._timeouts[kind]),
+                    agent_path=target.agent_path,
+                )
+            )
+        tool_events = self._tool_events(run, messages, announced)
+        async with self._uow() as uow:
+            suspended = await run_lifecycle.suspend(
+                uow,
+                run,
+                owner,
+                calls,
+                usage,
+                now,
+                actor=ACTOR,
+                tool_events=tool_events,
+                trace_context=current_trace_context(),
+                unless_cancel_requested=True,
+            )
+            if not suspended and await uow.runs.cancel_requested(run.id):
+                # Cancelled after the last persistence point: nobody is asked. The calls stay
+                # unanswered in the log and the next message tells the model they were not performed.
+                details = {"calls_not_requested": len(calls)}
+                last_seq = await self._end(
+                    uow,
+                    run,
+                    owner,
+                    messages,
+                    RunStatus.CANCELLED,
+                    usage,
+                    now,
+                    announced=announced,
+                    details=details,
+                    tool_events=tool_events,
+                )
+                if last_seq is False:
+                    raise LeaseLost()
+                await uow.commit()
+                self._appended(announced, last_seq)
+                self._metrics.run_status(RunStatus.CANCELLED)
+                log.info("run.cancelled", usage=usage.to_json(), **details)
+                return RunStatus.CANCELLED
+            if not suspended:
+                raise LeaseLost()
+            last_seq = await self._append(uow, run, messages, now, announced)
+            await uow.commit()
+        self._appended(announced, last_seq)
+        self._metrics.run_status(RunStatus.SUSPENDED)
+        for call in calls:
+            log.info(
+                "pending.requested",
+                correlation_id=str(call.correlation_id),
+                tool_call_id=call.tool_call_id,
+                tool_name=call.tool_name,
+                kind=call.kind.value,
+                expires_at=call.expires_at.isoformat(),
+            )
+        log.info("run.suspended", pending=len(calls), usage=usage.to_json())
+        return RunStatus.SUSPENDED

@@ -1,0 +1,246 @@
+"""The worker: claims queued runs, holds their lease with a heartbeat, and sweeps overdue state."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import socket
+import uuid
+from collections.abc import Sequence
+from datetime import timedelta
+from typing import Protocol
+
+import structlog
+from sqlalchemy import exc as sa_exc
+
+from sursis.domain.clock import Clock
+from sursis.domain.events import publish_pending_resolved, publish_run_status
+from sursis.domain.pending_calls import EXPIRY_ACTOR, expire_overdue_call
+from sursis.domain.ports import UnitOfWork, UnitOfWorkFactory
+from sursis.domain.records import AuditEntry, PendingCall, Run
+from sursis.domain.states import PendingStatus, RunStatus
+from sursis.infra.notifier import LocalRunNotifier
+from sursis.infra.runner import ACTOR, AgentRunner
+from sursis.infra.runner.drive import SegmentStart
+from sursis.infra.telemetry import Telemetry, trace_id_of
+from sursis.infra.webhook_delivery import WebhookDeliverer
+
+log = structlog.get_logger("sursis.worker")
+
+
+class Loop(Protocol):
+    """A background loop the worker runs beside its runs (channel deliveries, digests)."""
+
+    async def run(self, stopping: asyncio.Event) -> None: ...
+
+
+def worker_id() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+
+class Worker:
+    def __init__(
+        self,
+        uow: UnitOfWorkFactory,
+        runner: AgentRunner,
+        notifier: LocalRunNotifier,
+        *,
+        clock: Clock,
+        concurrency: int,
+        poll_seconds: float,
+        lease: timedelta,
+        sweep_seconds: float,
+        max_segment_attempts: int = 5,
+        telemetry: Telemetry | None = None,
+        deliverer: WebhookDeliverer | None = None,
+        loops: Sequence[Loop] = (),
+    ) -> None:
+        self._uow = uow
+        self._telemetry = telemetry or Telemetry.disabled()
+        self._deliverer = deliverer
+        self._loops = tuple(loops)
+        self._runner = runner
+        self._notifier = notifier
+        self._clock = clock
+        self._concurrency = concurrency
+        self._poll = poll_seconds
+        self._lease = lease
+        self._sweep = sweep_seconds
+        self._max_attempts = max_segment_attempts
+        self.id = worker_id()
+        self._stopping = asyncio.Event()
+        self._tasks: list[asyncio.Task[None]] = []
+
+    def start(self) -> None:
+        self._stopping.clear()
+        self._tasks = [
+            asyncio.create_task(self._loop(i), name=f"worker-{i}") for i in range(self._concurrency)
+        ]
+        self._tasks.append(asyncio.create_task(self._sweeper(), name="sweeper"))
+        if self._deliverer is not None:
+            self._tasks.append(asyncio.create_task(self._deliverer.run(self._stopping), name="webhooks"))
+        for i, loop in enumerate(self._loops):
+            self._tasks.append(asyncio.create_task(loop.run(self._stopping), name=f"loop-{i}"))
+
+    async def stop(self, grace: float = 10.0) -> None:
+        """Stop claiming; let running segments reach their next persistence point; release leases."""
+        if not self._tasks:
+            return
+        self._stopping.set()
+        self._notifier.wake_all()
+        _, pending = await asyncio.wait(self._tasks, timeout=grace)
+        for task in pending:
+            task.cancel()
+        for task in pending:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        self._tasks = []
+        async with self._uow() as uow:
+            released = await uow.runs.release_all(self.id, self._clock())
+            await uow.commit()
+        log.info("worker.stopped", worker=self.id, released=released, forced=len(pending))
+
+    async def _loop(self, index: int) -> None:
+        while not self._stopping.is_set():
+            try:
+                worked = await self.run_once()
+            except Exception:
+                log.exception("worker.loop_error", worker=self.id)
+                worked = False
+                await asyncio.sleep(self._poll)
+            if not worked and not self._stopping.is_set():
+                await self._notifier.wait_for_work(self._poll)
+
+    async def run_once(self) -> bool:
+        """Claim and run one segment; False when there was nothing to do."""
+        if self._stopping.is_set():
+            return False
+        now = self._clock()
+        start = None
+        async with self._uow() as uow:
+            run = await uow.runs.claim_next(self.id, now, now + self._lease)
+            exhausted = run is not None and run.claims > self._max_attempts
+            if run is not None and not exhausted:
+                await uow.audit.append(self._segment_audit(run), now)
+                await publish_run_status(uow, run, RunStatus.RUNNING.value, now)
+                start = await self._read_start(uow, run)
+            await uow.commit()
+        if run is None:
+            return False
+        if exhausted:
+            # Every earlier claim since the last persistence point ended without progress (a
+            # crash, an error outside the segment's own handling): stop re-queuing the run.
+            await self._runner.give_up(run, self.id, self._max_attempts)
+            return True
+        self._telemetry.metrics.run_status(RunStatus.RUNNING)
+        heartbeat = asyncio.create_task(self._heartbeat(run.id))
+        try:
+            with structlog.contextvars.bound_contextvars(worker=self.id):
+                await self._runner.run_segment(run, self.id, self._stopping, start)
+        finally:
+            heartbeat.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await heartbeat
+        return True
+
+    async def _read_start(self, uow: UnitOfWork, run: Run) -> SegmentStart | None:
+        """What the segment starts from, read in the claim's transaction rather than one of its own.
+
+        A log it cannot read (a row that does not decode) must not undo the claim: the claim still
+        commits and the segment reads again, so the failure counts against the run's attempts
+        and a run that can never start is failed, not claimed forever.
+        """
+        try:
+            return await self._runner.read_segment(uow, run)
+        except sa_exc.SQLAlchemyError:
+            raise
+        except Exception as exc:
+            log.warning("worker.segment_start_unreadable", run_id=str(run.id), error_class=type(exc).__name__)
+            return None
+
+    def _segment_audit(self, run: Run) -> AuditEntry:
+        # Written in the claim transaction, before the segment's span exists: the row gets the
+        # trace the segment is about to continue.
+        return AuditEntry(
+            action="run.started" if run.segment == 1 else "run.resumed",
+            actor=ACTOR,
+            workspace=run.workspace,
+            conversation_id=run.conversation_id,
+            run_id=run.id,
+            details={"segment": run.segment, "worker": self.id},
+            trace_id=trace_id_of(run.trace_context),
+        )
+
+    async def _heartbeat(self, run_id: uuid.UUID) -> None:
+        """Renew the lease every third of it until the segment ends or another worker owns the run.
+
+        A failed renewal (the database briefly unreachable) is logged and retried at the next beat:
+        ending here would let a long segment lose its lease to a blip.
+        """
+        interval = self._lease.total_seconds() / 3
+        while True:
+            await asyncio.sleep(interval)
+            now = self._clock()
+            try:
+                async with self._uow() as uow:
+                    renewed = await uow.runs.renew_lease(run_id, self.id, now + self._lease)
+                    await uow.commit()
+            except Exception as exc:
+                log.warning(
+                    "worker.heartbeat_failed",
+                    run_id=str(run_id),
+                    error_class=type(exc).__name__,
+                    error=str(exc)[:200],
+                )
+                continue
+            if not renewed:
+                return
+
+    async def _sweeper(self) -> None:
+        while not self._stopping.is_set():
+            try:
+                await self.sweep()
+            except Exception:
+                log.exception("sweeper.error")
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stopping.wait(), self._sweep)
+
+    async def sweep(self) -> int:
+        """Expire overdue pending calls and requeue runs whose lease ran out. Safe to run anywhere."""
+        now = self._clock()
+        expired: list[PendingCall] = []
+        async with self._uow() as uow:
+            requeued = await uow.runs.requeue_expired_leases(now)
+            overdue = await uow.pending.overdue(now, limit=100)
+            if overdue:
+                with self._telemetry.tracer.start_as_current_span(
+                    "sweeper.expire", attributes={"sursis.overdue": len(overdue)}
+                ):
+                    for call in overdue:
+                        expiry = await expire_overdue_call(uow, call, now)
+                        if expiry is not None:
+                            expired.append(call)
+                            if expiry.run_requeued:
+                                requeued.append(call.run_id)
+            # Events last: their per-conversation lock is the last lock this transaction takes.
+            for call in expired:
+                await publish_pending_resolved(uow, call, PendingStatus.EXPIRED.value, EXPIRY_ACTOR, now)
+            for run_id in requeued:
+                queued = await uow.runs.get(run_id)
+                if queued is not None:
+                    await publish_run_status(uow, queued, RunStatus.QUEUED.value, now)
+            await uow.commit()
+        for call in expired:
+            log.info(
+                "pending.expired",
+                correlation_id=str(call.correlation_id),
+                run_id=str(call.run_id),
+                tool_name=call.tool_name,
+            )
+            self._telemetry.metrics.pending_resolved(call, PendingStatus.EXPIRED, now)
+        for run_id in requeued:
+            log.info("sweeper.requeued", run_id=str(run_id))
+            self._telemetry.metrics.run_status(RunStatus.QUEUED)
+            await self._notifier.run_queued(run_id)
+        return len(expired) + len(requeued)

@@ -1,0 +1,49 @@
+"""Helpers for tests of agents run by a `Service`: run to rest, expect pending calls, resolve them."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from sursis.app.service import Service
+from sursis.domain.records import PendingCall
+from sursis.domain.runs import RunView
+from sursis.domain.states import Decision
+
+
+async def expect_pending(
+    service: Service,
+    *,
+    tool_name: str | None = None,
+    conversation_id: uuid.UUID | str | None = None,
+    count: int = 1,
+) -> list[PendingCall]:
+    """Run queued work to rest, then assert that exactly `count` calls await a decision (of
+    `tool_name`, in `conversation_id`, when given) and return them, oldest first."""
+    await service.run_until_idle()
+    calls = await service.pending(conversation_id=conversation_id, tool_name=tool_name)
+    if len(calls) != count:
+        seen = [(c.tool_name, c.args) for c in await service.pending(conversation_id=conversation_id)]
+        raise AssertionError(
+            f"expected {count} awaiting call(s){f' of {tool_name!r}' if tool_name else ''}, "
+            f"found {len(calls)}; awaiting: {seen}"
+        )
+    return calls
+
+
+async def settle(service: Service, run_id: uuid.UUID | str) -> RunView:
+    """Run queued work to rest and return the run, which must be settled by then."""
+    await service.run_until_idle()
+    view = await service.get_run(run_id)
+    if not view.run.status.settled:
+        raise AssertionError(f"run {view.run.id} is {view.run.status.value} after running to rest")
+    return view
+
+
+async def resolve_and_settle(
+    service: Service, call: PendingCall, decision: Decision | str, **resolution: Any
+) -> RunView:
+    """Decide `call` (`reason=`, `args=`, `result=` as `Service.resolve` takes them), run the
+    resumed work to rest and return the call's run."""
+    await service.resolve(call.correlation_id, decision, **resolution)
+    return await settle(service, call.run_id)
