@@ -45,6 +45,7 @@ class PendingCall(Model):
     agent: str
     executor: str
     kind: str
+    category: str | None = None
     args_summary: dict[str, Any]
     args_hash: str
     effect_description: str

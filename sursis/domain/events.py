@@ -121,6 +121,7 @@ def pending_created_data(call: PendingCall) -> dict[str, Any]:
         "agent_path": call.agent_path,
         "executor": call.executor.value,
         "kind": call.kind.value,
+        "category": call.category.value if call.category else None,
         "args_summary": call.args_summary,
         "effect_description": call.effect_description,
         "expires_at": call.expires_at.isoformat(),

@@ -11,7 +11,7 @@ from typing import Any
 from sursis.domain.access import PERMISSIONS, Permission, Role
 from sursis.domain.errors import Forbidden
 from sursis.domain.states import PendingStatus, RunStatus
-from sursis.domain.tools import Executor, PendingKind
+from sursis.domain.tools import Category, Executor, PendingKind
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,6 +26,8 @@ class ToolCallMetadata:
     trace_id: str | None
     started_at: datetime
     ended_at: datetime
+    category: Category | None = None
+    """The tool's declared category; None for a call recorded before categories were."""
 
 
 @dataclass(slots=True)
@@ -194,6 +196,9 @@ class PendingCall:
     agent_path: str | None = None
     """Which agent asked, from the conversation's agent down (`customer/framework-advisor`);
     `None` when the conversation's own agent asked."""
+    category: Category | None = None
+    """The tool's declared category (`read`, `suggest`, `mutate`); None for rows written before
+    categories were recorded."""
 
 
 @dataclass(slots=True)

@@ -54,7 +54,9 @@ class ToolSpec:
     """Everything the service needs to know about a tool besides its signature.
 
     `approval=None` means "the default for the category": `mutate` tools require approval,
-    everything else runs automatically. The legal matrix is checked on construction.
+    everything else runs automatically. A `mutate` tool can't be declared ungated, nor with a
+    `human` or `provider` executor (neither can be gated). The legal matrix (docs/core-loop.md)
+    is checked on construction.
     """
 
     name: str
@@ -68,12 +70,22 @@ class ToolSpec:
 
     def __post_init__(self) -> None:
         approval = self.approval
-        if approval is None:
-            approval = (
-                Approval.REQUIRES_APPROVAL
-                if self.category is Category.MUTATE and self.executor in (Executor.SERVER, Executor.CLIENT)
-                else Approval.AUTO
-            )
+        if self.category is Category.MUTATE:
+            # A change to the world always waits for a person (or a stored pre-authorization,
+            # which stands in for one): only a gate can guarantee that.
+            if self.executor not in (Executor.SERVER, Executor.CLIENT):
+                raise ToolDeclarationError(
+                    f"tool {self.name!r}: a mutate tool must be gated, so its executor must be "
+                    f"server or client, not {self.executor.value!r}"
+                )
+            if approval is Approval.AUTO:
+                raise ToolDeclarationError(
+                    f"tool {self.name!r}: a mutate tool always requires approval; "
+                    "declare it read or suggest to run it unattended"
+                )
+            approval = Approval.REQUIRES_APPROVAL
+        elif approval is None:
+            approval = Approval.AUTO
         if approval is Approval.REQUIRES_APPROVAL and self.executor in (Executor.PROVIDER, Executor.HUMAN):
             raise ToolDeclarationError(
                 f"tool {self.name!r}: approval may gate only server and client tools, "

@@ -45,10 +45,23 @@ def test_approval_may_gate_only_server_and_client(
 
 def test_mutate_defaults_to_approval_and_read_to_auto() -> None:
     assert ToolSpec("m", category=Category.MUTATE).gated
+    assert ToolSpec("m", category=Category.MUTATE, approval=Approval.REQUIRES_APPROVAL).gated
+    assert ToolSpec("c", executor=Executor.CLIENT, category=Category.MUTATE).gated
     assert not ToolSpec("r", category=Category.READ).gated
     assert not ToolSpec("s", category=Category.SUGGEST).gated
-    assert not ToolSpec("m", category=Category.MUTATE, approval=Approval.AUTO).gated
-    assert not ToolSpec("h", executor=Executor.HUMAN, category=Category.MUTATE).gated
+
+
+def test_a_mutate_tool_cannot_be_declared_ungated() -> None:
+    with pytest.raises(ToolDeclarationError, match="mutate tool always requires approval"):
+        ToolSpec("x", category=Category.MUTATE, approval=Approval.AUTO)
+    with pytest.raises(ToolDeclarationError, match="mutate tool always requires approval"):
+        ToolSpec("x", executor=Executor.CLIENT, category=Category.MUTATE, approval=Approval.AUTO)
+
+
+@pytest.mark.parametrize("executor", [Executor.HUMAN, Executor.PROVIDER])
+def test_a_mutate_tool_needs_an_executor_that_can_be_gated(executor: Executor) -> None:
+    with pytest.raises(ToolDeclarationError, match="executor must be server or client"):
+        ToolSpec("x", executor=executor, category=Category.MUTATE)
 
 
 def test_suspension_kinds() -> None:

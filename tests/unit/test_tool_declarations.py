@@ -32,12 +32,11 @@ def test_a_gated_provider_tool_is_refused() -> None:
         )
 
 
-def test_a_mutating_provider_tool_is_not_gated_by_default() -> None:
-    declared = DeclaredProviderTool.declare(
-        WebSearchTool(), ToolSpec("web_search", executor=Executor.PROVIDER, category=Category.MUTATE)
-    )
-    assert declared.spec.gated is False
-    assert declared.spec.suspends is False
+def test_a_mutating_provider_tool_is_refused() -> None:
+    with pytest.raises(ToolDeclarationError, match="executor must be server or client"):
+        DeclaredProviderTool.declare(
+            WebSearchTool(), ToolSpec("web_search", executor=Executor.PROVIDER, category=Category.MUTATE)
+        )
 
 
 def test_start_up_fails_on_a_gated_provider_tool(tmp_path: Path) -> None:

@@ -21,6 +21,7 @@ from sursis.domain.records import (
     ToolCallRecord,
 )
 from sursis.domain.sanitize import sanitize
+from sursis.domain.tools import Category
 
 
 class CreateConversation(Strict):
@@ -75,6 +76,10 @@ class ToolCallOut(BaseModel):
     started_at: datetime
     ended_at: datetime
     result: Any
+    category: Category | None = Field(
+        default=None,
+        description="the tool's declared category; null for calls recorded before categories were",
+    )
 
 
 def conversation_out(c: Conversation) -> ConversationOut:

@@ -15,6 +15,7 @@ from sursis.domain.errors import ValidationFailed
 from sursis.domain.paging import Page
 from sursis.domain.pending_calls import PendingCursor
 from sursis.domain.records import PendingCall, Principal
+from sursis.domain.tools import Category
 
 
 class ResolveBody(Strict):
@@ -35,6 +36,13 @@ class PendingCallOut(FromRecord):
     agent_path: str | None = None
     executor: str
     kind: str
+    category: Category | None = Field(
+        default=None,
+        description=(
+            "the tool's declared category (`mutate` calls change something); "
+            "null for calls made before categories were recorded"
+        ),
+    )
     args_summary: dict[str, Any]
     args_hash: str
     effect_description: str

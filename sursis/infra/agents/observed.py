@@ -32,7 +32,7 @@ from sursis.domain.events import EventType, publish
 from sursis.domain.ports import NoMetrics, ServiceMetrics, UnitOfWork, UnitOfWorkFactory
 from sursis.domain.records import AuditEntry, ToolCallMetadata, ToolCallRecord
 from sursis.domain.sanitize import args_hash, sanitize
-from sursis.domain.tools import Executor, PendingKind, ToolSpec
+from sursis.domain.tools import Category, Executor, PendingKind, ToolSpec
 from sursis.infra.faults import crash_point
 from sursis.infra.telemetry import current_trace_id
 
@@ -109,6 +109,7 @@ class _CallTiming:
     started_at: datetime
     t0: float
     executor: Executor | None = None
+    category: Category | None = None
     recorded_in: UnitOfWork | None = None
     """The tool's transaction that recorded the outcome with the effect (`record_effect`), and
     published its `tool.result` event when the segment asked for that."""
@@ -144,6 +145,7 @@ async def record_effect(uow: UnitOfWork, ctx: RunContext[RunDeps], tool_name: st
         trace_id=current_trace_id(),
         started_at=timing.started_at,
         ended_at=deps.clock(),
+        category=timing.category,
     )
     inserted = await uow.tool_calls.record(
         ToolCallRecord(
@@ -336,7 +338,7 @@ class ObservedTools(AbstractCapability[RunDeps]):
         started_at = deps.clock()
         t0 = time.perf_counter()
         error_code: str | None = None
-        timing = _CallTiming(started_at, t0, spec.executor)
+        timing = _CallTiming(started_at, t0, spec.executor, spec.category)
         token = _timing.set(timing)
         crash_point("tool_started")
         crash_point(f"tool_started:{spec.name}")
@@ -371,6 +373,7 @@ class ObservedTools(AbstractCapability[RunDeps]):
             trace_id=trace_id,
             started_at=started_at,
             ended_at=ended_at,
+            category=spec.category,
         )
         announce = ok and deps.announced is not None
         recorded = _committed(timing.recorded_in)  # the outcome and its event went with the effect

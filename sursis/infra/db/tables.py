@@ -111,6 +111,7 @@ pending_calls = sa.Table(
     sa.Column("expires_at", UtcDateTime, nullable=False),
     sa.Column("resolved_at", UtcDateTime, nullable=True),
     sa.Column("agent_path", sa.String(200), nullable=True),
+    sa.Column("category", sa.String(20), nullable=True),
     sa.UniqueConstraint(
         "conversation_id", "tool_call_id", "kind", name="uq_pending_calls_conversation_tool_call"
     ),
@@ -135,6 +136,7 @@ tool_calls = sa.Table(
     sa.Column("result", JSON, nullable=True),
     sa.Column("started_at", UtcDateTime, nullable=False),
     sa.Column("ended_at", UtcDateTime, nullable=False),
+    sa.Column("category", sa.String(20), nullable=True),
     sa.UniqueConstraint("conversation_id", "tool_call_id", name="uq_tool_calls_conversation_tool_call"),
 )
 

@@ -62,6 +62,7 @@ class Suspending(Ending):
                     expires_at=now
                     + (spec.timeout_for(kind, self._timeouts) if spec else self._timeouts[kind]),
                     agent_path=target.agent_path,
+                    category=spec.category if spec else None,
                 )
             )
         tool_events = self._tool_events(run, messages, announced)

@@ -22,6 +22,7 @@ from sursis.domain.worlds.rules import (
     World,
     WorldMode,
 )
+from sursis.infra.db.repositories.base import dialect_insert, rowcount
 from sursis.infra.worlds.tables import world_decisions, world_flags, world_rules, world_sessions, worlds
 
 
@@ -106,17 +107,18 @@ class SqlWorldRepository:
         self._session = session
 
     async def add_world(self, world: World) -> bool:
-        """False when the workspace already has a world for the domain."""
-        exists = await self.world_by_domain(world.workspace, world.domain)
-        if exists is not None:
-            return False
-        await self._session.execute(worlds.insert().values(**asdict(world)))
-        return True
+        """False when the workspace already has a world for the domain, in any case (`REFUNDS`
+        and `refunds` are one domain); the unique index decides, so a race has one winner."""
+        postgres = self._session.get_bind().dialect.name == "postgresql"
+        insert = dialect_insert(worlds, postgres=postgres).values(**asdict(world)).on_conflict_do_nothing()
+        return rowcount(await self._session.execute(insert)) == 1
 
     async def world_by_domain(self, workspace: str, domain: str) -> World | None:
         row = (
             await self._session.execute(
-                sa.select(worlds).where(worlds.c.workspace == workspace, worlds.c.domain == domain)
+                sa.select(worlds).where(
+                    worlds.c.workspace == workspace, sa.func.lower(worlds.c.domain) == domain.lower()
+                )
             )
         ).first()
         return _world(row) if row else None
@@ -163,6 +165,23 @@ class SqlWorldRepository:
             await self._session.execute(
                 sa.select(world_rules)
                 .where(world_rules.c.world_id == world_id, world_rules.c.id == rule_id)
+                .order_by(world_rules.c.version.desc())
+                .limit(1)
+            )
+        ).first()
+        return _rule(row) if row else None
+
+    async def rule_in_force(self, world_id: uuid.UUID, rule_id: uuid.UUID) -> Rule | None:
+        """The enshrined version of a rule (a newer draft or a denied request does not replace
+        it); None when no version of the rule is in force."""
+        row = (
+            await self._session.execute(
+                sa.select(world_rules)
+                .where(
+                    world_rules.c.world_id == world_id,
+                    world_rules.c.id == rule_id,
+                    world_rules.c.state == RuleState.ENSHRINED.value,
+                )
                 .order_by(world_rules.c.version.desc())
                 .limit(1)
             )

@@ -17,6 +17,7 @@ worlds = sa.Table(
     sa.Column("created_at", UtcDateTime, nullable=False),
     sa.UniqueConstraint("workspace", "domain", name="uq_worlds_workspace_domain"),
 )
+sa.Index("uq_worlds_workspace_domain_ci", worlds.c.workspace, sa.func.lower(worlds.c.domain), unique=True)
 
 world_rules = sa.Table(
     "world_rules",

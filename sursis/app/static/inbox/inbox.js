@@ -411,6 +411,7 @@
         agent: d.agent,
         agent_path: d.agent_path,
         kind: d.kind,
+        category: d.category,
         args_summary: d.args_summary,
         effect_description: d.effect_description,
         created_at: envelope.created_at,
@@ -491,6 +492,9 @@
               { className: "call-title" },
               h("strong", { className: "tool" }, c.tool_name),
               h("span", { className: `badge kind-${c.kind}` }, KIND_LABELS[c.kind] || c.kind),
+              c.category
+                ? h("span", { className: `badge category category-${c.category}`, title: "tool category" }, c.category)
+                : null,
             ),
             h("span", { className: "call-effect" }, c.effect_description),
             h(
@@ -584,6 +588,7 @@
     setText("detail-effect", call.effect_description);
     const rows = [
       ["Kind", KIND_LABELS[call.kind] || call.kind],
+      ["Category", call.category || "not recorded"],
       ["Agent", call.agent_path || call.agent],
       ["Status", STATUS_WORDS[call.status] || call.status],
       ["Requested", h("span", {}, timeNode(call.created_at, "ago"), ` · ${clock(call.created_at)}`)],

@@ -13,7 +13,7 @@ from sursis.domain.records import (
     PendingCall,
 )
 from sursis.domain.states import PendingStatus
-from sursis.domain.tools import Executor, PendingKind
+from sursis.domain.tools import Category, Executor, PendingKind
 from sursis.infra.db import tables as t
 from sursis.infra.db.repositories.base import SqlRepository, rowcount
 from sursis.infra.db.rows import row_values
@@ -24,6 +24,7 @@ def _pending_from_row(row: Any) -> PendingCall:
     m["executor"] = Executor(m["executor"])
     m["kind"] = PendingKind(m["kind"])
     m["status"] = PendingStatus(m["status"])
+    m["category"] = Category(m["category"]) if m["category"] else None
     return PendingCall(**m)
 
 

@@ -12,13 +12,16 @@ from sursis.domain.records import (
     ToolCallMetadata,
     ToolCallRecord,
 )
+from sursis.domain.tools import Category
 from sursis.infra.db import tables as t
 from sursis.infra.db.repositories.base import SqlRepository, dialect_insert, rowcount
 from sursis.infra.db.rows import record_from_row, row_values
 
 
 def _tool_call_from_row(row: Any) -> ToolCallRecord:
-    return record_from_row(ToolCallRecord, row, metadata=record_from_row(ToolCallMetadata, row))
+    category = row.category
+    metadata = record_from_row(ToolCallMetadata, row, category=Category(category) if category else None)
+    return record_from_row(ToolCallRecord, row, metadata=metadata)
 
 
 _c = t.tool_calls.c
