@@ -55,6 +55,12 @@ def test_a_plain_predicate_passes() -> None:
         ("def other(ctx):\n    return True\n", "FunctionDef", 1),
         ("def predicate(ctx, extra):\n    return True\n", "arguments", 1),
         ("def predicate(ctx):\n    return (\n", "SyntaxError", 2),
+        # Nodes without a line of their own (operators) are reported on their parent's line.
+        ("def predicate(ctx):\n    return (1 << 100000000000) > 0\n", "LShift", 2),
+        ("def predicate(ctx):\n    x = 1\n    y = ~x\n    return y > 0\n", "Invert", 3),
+        ("\n\ndef predicate(ctx):\n    return ctx.get('a') | 1\n", "BitOr", 4),
+        # A decorator is reported where it is written, not on the `def` below it.
+        ("@staticmethod\ndef predicate(ctx):\n    return True\n", "decorator", 1),
     ],
 )
 def test_refusals_name_the_node_and_line(source: str, node: str, line: int) -> None:

@@ -163,6 +163,9 @@ async def test_worlds_are_one_per_domain_and_admin_made(client: AsyncTestClient[
     await create_world(client)
     again = await client.post("/v1/worlds", json={"domain": "refunds", "title": "again"})
     assert again.status_code == 409 and again.json()["code"] == "world_exists"
+    shouted = await client.post("/v1/worlds", json={"domain": "REFUNDS", "title": "again, louder"})
+    assert shouted.status_code == 409 and shouted.json()["code"] == "world_exists", shouted.text
+    assert [w["domain"] for w in (await client.get("/v1/worlds")).json()["items"]] == ["refunds"]
     operator = bearer(await keys.make(Role.OPERATOR))
     refused = await client.post("/v1/worlds", json={"domain": "other", "title": "x"}, headers=operator)
     assert refused.status_code == 403 and refused.json()["code"] == "forbidden"

@@ -10,6 +10,8 @@ gate still runs it in a separate, resource-limited process.
 from __future__ import annotations
 
 import ast
+from collections import deque
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 MAX_SOURCE_CHARS = 8000
@@ -91,15 +93,15 @@ def check_predicate(source: str, function_name: str = "predicate") -> None:
             "arguments", function.lineno, f"{function_name} takes exactly one argument, ctx"
         )
     if function.decorator_list:
-        raise PredicateRefused("decorator", function.lineno, "decorators are not allowed")
+        raise PredicateRefused("decorator", _line(function.decorator_list[0]), "decorators are not allowed")
     local_names = {"ctx"} | _assigned_names(function)
-    nodes = list(ast.walk(function))
+    nodes = list(_walk_with_lines(function))
     # Forbidden names first: `time.time()` is refused for `time`, not for the attribute after it.
-    for inner in nodes:
+    for inner, line in nodes:
         if isinstance(inner, ast.Name) and inner.id in FORBIDDEN_NAMES:
-            _check_node(inner, local_names)
-    for inner in nodes:
-        _check_node(inner, local_names)
+            _check_node(inner, line, local_names)
+    for inner, line in nodes:
+        _check_node(inner, line, local_names)
 
 
 def _assigned_names(function: ast.FunctionDef) -> set[str]:
@@ -110,36 +112,46 @@ def _assigned_names(function: ast.FunctionDef) -> set[str]:
     return names
 
 
-def _line(node: ast.AST) -> int:
-    return getattr(node, "lineno", 1)
+def _line(node: ast.AST, default: int = 1) -> int:
+    return getattr(node, "lineno", default)
 
 
-def _check_node(node: ast.AST, local_names: set[str]) -> None:
+def _walk_with_lines(root: ast.AST) -> Iterator[tuple[ast.AST, int]]:
+    """Every node under `root` (breadth first, as `ast.walk`) with its line: a node that has
+    none (an operator such as `<<`, a context such as `Load`) is on its parent's line."""
+    todo = deque([(root, _line(root))])
+    while todo:
+        node, line = todo.popleft()
+        yield node, line
+        todo.extend((child, _line(child, line)) for child in ast.iter_child_nodes(node))
+
+
+def _check_node(node: ast.AST, line: int, local_names: set[str]) -> None:
     name = type(node).__name__
     if isinstance(node, ast.FunctionDef) and node.name not in ("predicate", "applies_when"):
-        raise PredicateRefused(name, _line(node), "nested functions are not allowed")
+        raise PredicateRefused(name, line, "nested functions are not allowed")
     if not isinstance(node, _ALLOWED_NODES):
-        raise PredicateRefused(name, _line(node), _reason_for(node))
+        raise PredicateRefused(name, line, _reason_for(node))
     if isinstance(node, ast.Name):
         if node.id.startswith("__"):
-            raise PredicateRefused(name, _line(node), f"dunder name {node.id!r} is not allowed")
+            raise PredicateRefused(name, line, f"dunder name {node.id!r} is not allowed")
         if node.id in FORBIDDEN_NAMES:
-            raise PredicateRefused(name, _line(node), f"{node.id!r} is I/O, reflection or nondeterministic")
+            raise PredicateRefused(name, line, f"{node.id!r} is I/O, reflection or nondeterministic")
         if isinstance(node.ctx, ast.Load) and node.id not in local_names and node.id not in ALLOWED_BUILTINS:
-            raise PredicateRefused(name, _line(node), f"{node.id!r} is not an allowed builtin or local name")
+            raise PredicateRefused(name, line, f"{node.id!r} is not an allowed builtin or local name")
     elif isinstance(node, ast.Attribute):
         if node.attr.startswith("_"):
-            raise PredicateRefused(name, _line(node), f"private or dunder attribute {node.attr!r}")
+            raise PredicateRefused(name, line, f"private or dunder attribute {node.attr!r}")
         if isinstance(node.ctx, ast.Store):
-            raise PredicateRefused(name, _line(node), "assigning to an attribute is not allowed")
+            raise PredicateRefused(name, line, "assigning to an attribute is not allowed")
         if node.attr not in ALLOWED_METHODS:
-            raise PredicateRefused(name, _line(node), f"attribute {node.attr!r} is not an allowed method")
+            raise PredicateRefused(name, line, f"attribute {node.attr!r} is not an allowed method")
     elif isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Store):
-        raise PredicateRefused(name, _line(node), "assigning to a subscript is not allowed")
+        raise PredicateRefused(name, line, "assigning to a subscript is not allowed")
     elif isinstance(node, ast.Constant) and isinstance(node.value, str | bytes) and len(node.value) > 1000:
-        raise PredicateRefused(name, _line(node), "string constants are limited to 1000 characters")
+        raise PredicateRefused(name, line, "string constants are limited to 1000 characters")
     elif isinstance(node, ast.BinOp) and isinstance(node.op, ast.Pow):
-        raise PredicateRefused(name, _line(node), "exponentiation is not allowed")
+        raise PredicateRefused(name, line, "exponentiation is not allowed")
 
 
 def _reason_for(node: ast.AST) -> str:
@@ -160,5 +172,7 @@ def _reason_for(node: ast.AST) -> str:
             return "del is not allowed"
         case ast.NamedExpr():
             return "assignment expressions are not allowed"
+        case ast.LShift() | ast.RShift() | ast.BitAnd() | ast.BitOr() | ast.BitXor() | ast.Invert():
+            return "bitwise operators are not allowed"
         case _:
             return "this syntax is not allowed in a predicate"

@@ -100,16 +100,16 @@ def world_agent(uow: SqlUnitOfWorkFactory, corpus: RuleCorpus, memory: MemoryGat
         return [rule_view(r, full=False) for r in rules]
 
     async def get_rule(ctx: RunContext[RunDeps], rule_id: str) -> dict[str, Any]:
-        """Show the latest version of a rule with its predicate, tests, gate result and citations.
+        """Show a rule with its predicate, tests, gate result and citations: the latest version
+        for an operator, the version in force for a customer.
 
         Args:
             rule_id: The rule's id.
         """
         world, mode = await current(ctx)
-        rule = await corpus.latest(world.id, rule_id)
-        if mode is WorldMode.CUSTOMER and rule.state is not RuleState.ENSHRINED:
-            raise ToolUserError(f"no rule {rule_id!r} in this world")
-        return rule_view(rule, full=mode is WorldMode.OPERATOR)
+        if mode is WorldMode.CUSTOMER:
+            return rule_view(await corpus.in_force(world.id, rule_id), full=False)
+        return rule_view(await corpus.latest(world.id, rule_id), full=True)
 
     async def explain_decision(ctx: RunContext[RunDeps], decision_id: str) -> dict[str, Any]:
         """Explain a recorded decision: its outcome, its input and the text of the rules that made it.
@@ -117,7 +117,8 @@ def world_agent(uow: SqlUnitOfWorkFactory, corpus: RuleCorpus, memory: MemoryGat
         Args:
             decision_id: The decision's id.
         """
-        wid = await world_id(ctx)
+        world, mode = await current(ctx)
+        wid = world.id
         async with uow() as u:
             repo = SqlWorldRepository(u.session)
             decision = await repo.get_decision(wid, decision_id)
@@ -126,10 +127,22 @@ def world_agent(uow: SqlUnitOfWorkFactory, corpus: RuleCorpus, memory: MemoryGat
             rules = []
             for rid in decision.rule_ids:
                 try:
-                    rule = await repo.latest_rule(wid, uuid.UUID(rid))
+                    rule_uuid = uuid.UUID(rid)
                 except ValueError:
-                    rule = None
-                rules.append({"rule_id": rid, "text": rule.text if rule else None})
+                    rules.append({"rule_id": rid, "text": None, "in_force": False})
+                    continue
+                # A customer sees only text in force; an operator also a rule's newest draft.
+                rule = await repo.rule_in_force(wid, rule_uuid)
+                if rule is None and mode is WorldMode.OPERATOR:
+                    rule = await repo.latest_rule(wid, rule_uuid)
+                cited: dict[str, Any] = {
+                    "rule_id": rid,
+                    "text": rule.text if rule else None,
+                    "in_force": rule is not None and rule.state is RuleState.ENSHRINED,
+                }
+                if mode is WorldMode.OPERATOR and rule is not None:
+                    cited |= {"version": rule.version, "state": rule.state.value}
+                rules.append(cited)
         return {
             "decision_id": decision.id,
             "outcome": decision.outcome,

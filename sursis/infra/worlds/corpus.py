@@ -146,10 +146,19 @@ class RuleCorpus:
         return rules
 
     async def latest(self, world_id: uuid.UUID, rule_id: str) -> Rule:
+        """The newest version of a rule, whatever its state (what an operator works on)."""
+        return await self._rule(world_id, rule_id, in_force=False)
+
+    async def in_force(self, world_id: uuid.UUID, rule_id: str) -> Rule:
+        """The enshrined version of a rule: all a customer may see of it."""
+        return await self._rule(world_id, rule_id, in_force=True)
+
+    async def _rule(self, world_id: uuid.UUID, rule_id: str, *, in_force: bool) -> Rule:
         async with self._uow() as uow:
             repo = SqlWorldRepository(uow.session)
             await reconcile_requests(uow, repo, world_id, self._clock)
-            rule = await repo.latest_rule(world_id, parse_id(rule_id))
+            read = repo.rule_in_force if in_force else repo.latest_rule
+            rule = await read(world_id, parse_id(rule_id))
             await uow.commit()
         if rule is None:
             raise ToolUserError(f"no rule {rule_id!r} in this world")

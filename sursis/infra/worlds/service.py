@@ -188,7 +188,7 @@ class WorldService:
             await reconcile_requests(uow, repo, world.id, self._clock)
             rules = await repo.list_rules(world.id, state)
             await uow.commit()
-        return rules
+        return [r for r in rules if _may_see(principal, r)]
 
     async def get_rule(self, principal: Principal, world_id: uuid.UUID, rule_id: uuid.UUID) -> list[Rule]:
         """Every version of the rule, oldest first."""
@@ -196,7 +196,7 @@ class WorldService:
             repo = SqlWorldRepository(uow.session)
             world = await self._visible(repo, principal, world_id)
             await reconcile_requests(uow, repo, world.id, self._clock)
-            versions = await repo.rule_versions(world.id, rule_id)
+            versions = [r for r in await repo.rule_versions(world.id, rule_id) if _may_see(principal, r)]
             await uow.commit()
         if not versions:
             raise NotFound("rule not found")
@@ -225,3 +225,9 @@ class WorldService:
             )
             await uow.commit()
         return conversation, mode
+
+
+def _may_see(principal: Principal, rule: Rule) -> bool:
+    """A customer (`user` key) sees only versions in force; drafts, requests and denials are
+    the operators' business."""
+    return principal.role is not Role.USER or rule.state is RuleState.ENSHRINED
