@@ -195,7 +195,12 @@ ROUTES = [
         body=lambda o: {"id": "flag-new", "kind": "review_request", "reason": "looks wrong"},
     ),
     Route("GET", "/v1/worlds/{world_id}/rules", seen(200)),
-    Route("GET", "/v1/worlds/{world_id}/rules/{rule_id}", seen(200)),
+    Route(
+        "GET",
+        "/v1/worlds/{world_id}/rules/{rule_id}",
+        # The rule is a candidate: a customer (user key) sees only versions in force.
+        seen(200) | {"user": {"own": 404, "other": 404}},
+    ),
     Route("POST", "/v1/worlds/{world_id}/conversations", seen(201)),
     Route("GET", "/v1/channels/slack/users", admins(200)),
     Route(
