@@ -9,6 +9,8 @@ from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
 from pydantic_ai import Tool
+from pydantic_ai.agent import AbstractAgent
+from pydantic_ai.models import Model
 from pydantic_ai.native_tools import AbstractNativeTool
 from pydantic_core import to_jsonable_python
 
@@ -82,6 +84,9 @@ class DeclaredProviderTool:
 
 @dataclass(frozen=True, slots=True)
 class AgentDefinition:
+    """An agent the service serves: its instructions and declared tools, or an adopted pydantic-ai
+    `Agent` (`adopted`, see `sursis.infra.agents.adopted.adopt`) whose tools are declared here too."""
+
     name: str
     instructions: str
     tools: tuple[DeclaredTool, ...]
@@ -89,6 +94,12 @@ class AgentDefinition:
     conversational: bool = True
     """False for an agent reached only through another one (a specialist): no conversation
     is created with it directly."""
+    model: Model | str | None = None
+    """The agent's own model (a pydantic-ai `Model` or model name); None: the service's model
+    (`SURSIS_MODEL`)."""
+    adopted: AbstractAgent[Any, Any] | None = None
+    """A pydantic-ai agent served as it is (instructions, output type, toolsets, model settings);
+    `instructions` and `tools` then describe it for the catalog and the tool wrapper."""
 
     def __post_init__(self) -> None:
         names = [t.spec.name for t in self.tools] + [p.spec.name for p in self.provider_tools]

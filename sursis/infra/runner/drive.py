@@ -20,6 +20,7 @@ from pydantic_ai.messages import (
 )
 from pydantic_ai.tools import DeferredToolRequests
 from pydantic_ai.usage import UsageLimits
+from pydantic_core import to_json
 
 from sursis.domain.ports import UnitOfWork
 from sursis.domain.records import PendingCall, Run, ToolCallRecord
@@ -182,7 +183,8 @@ class AgentRunner(Suspending, Leases, Streaming):
         if remaining <= 0:
             return await self._step_limit_reached(run, owner, [], run.usage)
 
-        agent = self._agents[run.agent]
+        served = self._served[run.agent]
+        agent = served.agent
         persisted = 0
         usage = run.usage
         agent_run: AgentRun[RunDeps, Any] | None = None
@@ -232,6 +234,7 @@ class AgentRunner(Suspending, Leases, Streaming):
                 deferred_tool_results=results,
                 deps=deps,
                 usage_limits=UsageLimits(request_limit=remaining),
+                **served.iter_options,
             ) as agent_run:
                 async for node in agent_run:
                     if Agent.is_end_node(node):
@@ -276,5 +279,10 @@ class AgentRunner(Suspending, Leases, Streaming):
         if isinstance(output, DeferredToolRequests):
             return await self._suspend(run, owner, new, output, usage, announced)
         return await self._finish(
-            run, owner, new, RunStatus.COMPLETED, usage, output=output, announced=announced
+            run, owner, new, RunStatus.COMPLETED, usage, output=output_text(output), announced=announced
         )
+
+
+def output_text(output: Any) -> str:
+    """A run's output as stored: the text answer, or an agent's structured output as JSON."""
+    return output if isinstance(output, str) else to_json(output).decode()
