@@ -13,6 +13,7 @@ from sursis.app.agent_loading import BUILT_IN, check_no_clash, select_agents
 from sursis.app.bridges import ask_world_bridge
 from sursis.app.channel_wiring import channel_loops
 from sursis.app.settings import Settings
+from sursis.domain.agents import AgentCatalogService
 from sursis.domain.audit import AuditService
 from sursis.domain.authorizations import PreApprovalService
 from sursis.domain.channels.admin import ChannelAdminService
@@ -53,6 +54,7 @@ class Container:
     uow: SqlUnitOfWorkFactory
     notifier: LocalRunNotifier
     catalog: DeclaredToolCatalog
+    agents: AgentCatalogService
     conversations: ConversationService
     runs: RunService
     pending_calls: PendingCallService
@@ -218,6 +220,11 @@ def build_container(
         name: models.for_agent(d) for name, d in {**built, **{d.name: d for d in extra_agents}}.items()
     }
     catalog = DeclaredToolCatalog(definitions.values())
+    timeouts = Timeouts(
+        approval=timedelta(seconds=settings.approval_timeout_seconds),
+        elicitation=timedelta(seconds=settings.elicitation_timeout_seconds),
+        client_exec=timedelta(seconds=settings.client_exec_timeout_seconds),
+    )
     runner = AgentRunner(
         uow,
         definitions,
@@ -225,11 +232,7 @@ def build_container(
         notifier,
         clock=utcnow,
         step_limit=settings.step_limit,
-        timeouts=Timeouts(
-            approval=timedelta(seconds=settings.approval_timeout_seconds),
-            elicitation=timedelta(seconds=settings.elicitation_timeout_seconds),
-            client_exec=timedelta(seconds=settings.client_exec_timeout_seconds),
-        ),
+        timeouts=timeouts,
         lease=timedelta(seconds=settings.lease_seconds),
         telemetry=telemetry,
         policy=policy or StoredPreApprovalPolicy(uow),
@@ -290,6 +293,7 @@ def build_container(
         uow=uow,
         notifier=notifier,
         catalog=catalog,
+        agents=AgentCatalogService(catalog, timeouts.as_mapping()),
         conversations=ConversationService(
             uow,
             catalog,
