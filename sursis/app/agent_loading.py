@@ -63,6 +63,9 @@ def select_agents(names: Sequence[str]) -> AgentSelection:
             raise AgentLoadError(
                 f"agents {name!r}: not a built-in agent, an entry point or module:NAME ({known})"
             )
+    taken = sorted(built_in & {d.name for d in loaded})
+    if taken:
+        raise AgentLoadError(f"agents: {', '.join(taken)} is already the name of a built-in agent")
     return AgentSelection(frozenset(built_in), _unique(loaded))
 
 

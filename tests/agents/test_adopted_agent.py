@@ -162,3 +162,18 @@ def test_the_catalog_describes_adopted_tools() -> None:
     assert specs["refund"].gated and specs["refund"].category == "mutate"
     assert not specs["lookup_order"].gated and specs["lookup_order"].category == "read"
     assert not specs["cancel_order"].gated
+
+
+async def test_a_pre_approval_covers_a_requires_approval_tool(database_url: str) -> None:
+    REFUNDS.clear()
+    model = ScriptedModel().call("refund", order_id="A3", amount=2).text("Refunded A3.")
+    async with Service.open(database_url, agents=[support_agent()], model=model.model) as svc:
+        await svc.container.authorizations.create(
+            svc.principal, tool_name="refund", reason="small refunds", args_match={"amount": 2}
+        )
+        conversation = await svc.start_conversation("support")
+        run = await svc.send(conversation.id, "refund A3")
+        await svc.run_until_idle()
+        view = await svc.get_run(run.id)
+        assert (view.run.status, view.pending) == ("completed", [])
+        assert [(order, amount) for _, order, amount in REFUNDS] == [("A3", 2)]

@@ -77,3 +77,13 @@ def test_the_command_says_what_failed_in_one_line_and_exits_2(
     assert err.startswith(
         "sursis: agents no_such_package.agents:AGENTS: cannot import no_such_package.agents"
     )
+
+
+def test_a_users_agent_may_not_take_a_served_built_in_name(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "clashing.py").write_text("from pydantic_ai import Agent\nAGENTS = [Agent(name='ops')]\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(AgentLoadError, match="ops is already the name of a built-in agent"):
+        select_agents(["clashing:AGENTS", "ops"])
+    assert names(["clashing:AGENTS"]) == (set(), ["ops"])
