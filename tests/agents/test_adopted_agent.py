@@ -177,3 +177,14 @@ async def test_a_pre_approval_covers_a_requires_approval_tool(database_url: str)
         view = await svc.get_run(run.id)
         assert (view.run.status, view.pending) == ("completed", [])
         assert [(order, amount) for _, order, amount in REFUNDS] == [("A3", 2)]
+
+
+async def test_a_run_of_an_agent_the_worker_does_not_serve_fails_with_a_clear_code(database_url: str) -> None:
+    async with Service.open(database_url, agents=[support_agent()], model="scripted") as api:
+        conversation = await api.start_conversation("support")
+        run = await api.send(conversation.id, "hello")
+    async with Service.open(database_url, agents=[Agent(name="other")], model="scripted") as worker:
+        await worker.run_until_idle()
+        view = await worker.get_run(run.id)
+    assert view.run.status == "failed"
+    assert view.run.error is not None and view.run.error.code == "agent_not_served"

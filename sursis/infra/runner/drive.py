@@ -23,7 +23,7 @@ from pydantic_ai.usage import UsageLimits
 from pydantic_core import to_json
 
 from sursis.domain.ports import UnitOfWork
-from sursis.domain.records import PendingCall, Run, ToolCallRecord
+from sursis.domain.records import PendingCall, Run, RunError, ToolCallRecord
 from sursis.domain.states import RunStatus
 from sursis.infra.agents.observed import (
     RunDeps,
@@ -162,6 +162,12 @@ class AgentRunner(Suspending, Leases, Streaming):
     async def _run_segment(
         self, run: Run, owner: str, span: Span, stopping: asyncio.Event, start: SegmentStart | None
     ) -> RunStatus:
+        if run.agent not in self._served:
+            # The API that queued the run serves an agent this worker does not: give both the
+            # same agents (`--agents`, SURSIS_AGENTS).
+            log.error("run.agent_not_served", agent=run.agent)
+            error = RunError("agent_not_served", f"agent {run.agent!r} is not served by the worker")
+            return await self._finish(run, owner, [], RunStatus.FAILED, run.usage, error=error)
         if start is None:
             async with self._uow.reader() as uow:
                 start = await self.read_segment(uow, run)
