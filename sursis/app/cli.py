@@ -64,10 +64,12 @@ def _with_agents(settings: Settings, args: argparse.Namespace) -> Settings | Non
         # Processes started from this one (--workers, --processes) read the environment.
         os.environ["SURSIS_AGENTS"] = ",".join(args.agents)
     try:
-        select_agents(settings.agents)
+        selection = select_agents(settings.agents)
     except AgentLoadError as exc:
         print(f"sursis: {exc}", file=sys.stderr)
         return None
+    served = [*sorted(selection.built_in), *(d.name for d in selection.definitions)]
+    print(f"agents: {', '.join(served) or '(none)'}", flush=True)
     return settings
 
 
