@@ -154,6 +154,20 @@ def test_adoption_refuses_what_it_cannot_serve() -> None:
         adopt(support_agent(), tools={"nope": ToolOptions(category="read")})
     with pytest.raises(ToolDeclarationError, match="approval may gate only server and client"):
         adopt(support_agent(), tools={"refund": ToolOptions(executor="human")})
+    with pytest.raises(ToolDeclarationError, match="tool 'refund': 'bogus' is not a valid Category"):
+        adopt(support_agent(), tools={"refund": ToolOptions(category="bogus")})
+
+
+async def test_an_option_saying_auto_runs_a_requires_approval_tool_without_asking(database_url: str) -> None:
+    REFUNDS.clear()
+    model = ScriptedModel().call("refund", order_id="A4", amount=1).text("Refunded A4.")
+    definition = adopt(support_agent(), tools={"refund": ToolOptions(approval="auto")})
+    async with Service.open(database_url, agents=[definition], model=model.model) as svc:
+        conversation = await svc.start_conversation("support")
+        run = await svc.send(conversation.id, "refund A4")
+        await svc.run_until_idle()
+        view = await svc.get_run(run.id)
+    assert (view.run.status, view.pending, len(REFUNDS)) == ("completed", [], 1)
 
 
 def test_the_catalog_describes_adopted_tools() -> None:

@@ -20,7 +20,9 @@ TURN = script([call("find_invoice", invoice_id="INV-7")], [call("pay_invoice", i
 
 
 @pytest.mark.parametrize(
-    "crash_at", ["segment_resumed", "tool_started:pay_invoice", "tool_effect_committed:pay_invoice"]
+    # Before the approved call runs, and after it ran but before its outcome was stored.
+    "crash_at",
+    ["segment_resumed", "tool_effect_committed:pay_invoice"],
 )
 async def test_an_adopted_agents_approval_resumes_once_after_a_kill(
     cluster: Cluster, tmp_path: Path, crash_at: str

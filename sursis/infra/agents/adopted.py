@@ -81,6 +81,13 @@ def adopt(
 
 
 def _declare(agent: str, tool: Tool[Any], options: ToolOptions) -> DeclaredTool:
+    try:
+        return _declared(agent, tool, options)
+    except ValueError as exc:  # an option of no known value (category="bogus")
+        raise ToolDeclarationError(f"agent {agent!r}, tool {tool.name!r}: {exc}") from exc
+
+
+def _declared(agent: str, tool: Tool[Any], options: ToolOptions) -> DeclaredTool:
     gated = tool.requires_approval
     category = Category(options.category) if options.category else Category.MUTATE if gated else Category.READ
     approval = (

@@ -202,12 +202,10 @@ class ObservedTools(AbstractCapability[RunDeps]):
     async def prepare_tools(
         self, ctx: RunContext[RunDeps], tool_defs: list[ToolDefinition]
     ) -> list[ToolDefinition]:
-        """A tool declared with pydantic-ai's `requires_approval=True` is gated here, like every gated
-        tool (pre-approvals, redispatch after a crash), instead of before the wrapper sees it."""
+        """A tool declared with pydantic-ai's `requires_approval=True` is gated here, by its spec, like
+        every gated tool (pre-approvals, redispatch after a crash), not before the wrapper sees it."""
         return [
-            replace(d, kind="function")
-            if d.kind == "unapproved" and (spec := self._specs.get(d.name)) is not None and spec.gated
-            else d
+            replace(d, kind="function") if d.kind == "unapproved" and d.name in self._specs else d
             for d in tool_defs
         ]
 
