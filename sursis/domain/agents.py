@@ -51,9 +51,9 @@ class AgentCatalogService:
         self._timeouts = dict(timeouts)
 
     def list_agents(self, principal: Principal) -> list[tuple[AgentInfo, list[ToolListing]]]:
-        """Keys that may converse see every conversational agent; others (a `system` key) none."""
-        if not principal.may(Permission.CONVERSE):
-            return []
+        """Keys that may converse see every conversational agent; others (a `system` key) are
+        refused with `Forbidden`, as on every route but the ones they may use."""
+        principal.require(Permission.CONVERSE)
         return [
             (agent, [ToolListing(t, self.default_timeout(t.spec)) for t in agent.tools])
             for agent in self._directory.describe_agents()

@@ -41,7 +41,8 @@ async def test_every_served_agent_is_listed_with_its_tools(client: AsyncTestClie
 
 async def test_a_system_key_may_use_no_agent(client: AsyncTestClient[Any], keys: KeyMaker) -> None:
     system = await keys.make(Role.SYSTEM)
-    assert (await client.get("/v1/agents", headers=bearer(system))).json() == []
+    refused = await client.get("/v1/agents", headers=bearer(system))
+    assert (refused.status_code, refused.json()["code"]) == (403, "forbidden")
     user = await keys.make(Role.USER)
     assert len((await client.get("/v1/agents", headers=bearer(user))).json()) == 4
     assert (await client.get("/v1/agents", headers={"Authorization": "Bearer nope"})).status_code == 401

@@ -17,5 +17,5 @@ async def list_agents(
 ) -> list[AgentOut]:
     """The agents the key may start conversations with, each with its tools: what each does, its
     category (read, suggest, mutate), who executes it, whether it waits for an approval and how long
-    its calls wait by default. A key that may not converse (a `system` key) gets an empty list."""
+    its calls wait by default. A key that may not converse (a `system` key) gets 403."""
     return [agent_out(agent, tools) for agent, tools in agents.list_agents(principal)]
