@@ -23,16 +23,17 @@ run: $(STAMP) ## start the API with the in-process worker (SQLite, scripted mode
 migrate: $(STAMP) ## apply the migrations to SURSIS_DATABASE_URL
 	$(VENV)/bin/sursis migrate
 
-test: $(STAMP) ## run the tests (SQLite and PostgreSQL on 127.0.0.1:5432)
+test: $(STAMP) ## run the tests (SQLite and PostgreSQL on 127.0.0.1:5432), then the example project's own
 	$(VENV)/bin/pytest -q
+	cd examples/support-desk && ../../$(PY) -m pytest -q
 
 SOAK_KILLS ?= 1000
 soak: $(STAMP) ## >= 1,000 SIGKILLs at every fault point on PostgreSQL (SURSIS_SOAK_PG_URL; not part of make test)
 	$(PY) -m tests.faults.soak --kills $(SOAK_KILLS)
 
 lint: $(STAMP) ## ruff, mypy --strict, import-linter
-	$(VENV)/bin/ruff check sursis tests $(wildcard bench)
-	$(VENV)/bin/ruff format --check sursis tests $(wildcard bench)
+	$(VENV)/bin/ruff check sursis tests examples $(wildcard bench)
+	$(VENV)/bin/ruff format --check sursis tests examples $(wildcard bench)
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports
 

@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from sursis.domain.runs import RunView
     from sursis.domain.states import Decision, PendingStatus, RunStatus
     from sursis.domain.tools import Approval, Category, Executor, PendingKind, ToolSpec
+    from sursis.infra.agents.adopted import ToolOptions, adopt
     from sursis.infra.agents.declarations import AgentDefinition, DeclaredTool
 
 _EXPORTS: dict[str, tuple[str, str]] = {
@@ -42,6 +43,8 @@ _EXPORTS: dict[str, tuple[str, str]] = {
     "IssuedKey": ("sursis.domain.keys", "IssuedKey"),
     "AgentDefinition": ("sursis.infra.agents.declarations", "AgentDefinition"),
     "DeclaredTool": ("sursis.infra.agents.declarations", "DeclaredTool"),
+    "adopt": ("sursis.infra.agents.adopted", "adopt"),
+    "ToolOptions": ("sursis.infra.agents.adopted", "ToolOptions"),
     "ToolSpec": ("sursis.domain.tools", "ToolSpec"),
     "Approval": ("sursis.domain.tools", "Approval"),
     "Category": ("sursis.domain.tools", "Category"),
@@ -98,12 +101,14 @@ __all__ = [
     "ServiceError",
     "Settings",
     "Stale",
+    "ToolOptions",
     "ToolPolicyError",
     "ToolSpec",
     "ToolTerminalError",
     "ToolTransientError",
     "ToolUserError",
     "ValidationFailed",
+    "adopt",
     "configure_logging",
 ]
 

@@ -54,6 +54,25 @@ def bootstrap_admin_key(settings: Settings) -> IssuedKey | None:
     return issued
 
 
+def _with_agents(settings: Settings, args: argparse.Namespace) -> Settings | None:
+    """The settings with the agents `--agents` names, loaded once here so that a name that cannot be
+    loaded is one line and exit code 2 before anything starts (None then)."""
+    from sursis.app.agent_loading import AgentLoadError, select_agents
+
+    if args.agents:
+        settings = settings.model_copy(update={"agents": list(args.agents)})
+        # Processes started from this one (--workers, --processes) read the environment.
+        os.environ["SURSIS_AGENTS"] = ",".join(args.agents)
+    try:
+        selection = select_agents(settings.agents)
+    except AgentLoadError as exc:
+        print(f"sursis: {exc}", file=sys.stderr)
+        return None
+    served = [*sorted(selection.built_in), *(d.name for d in selection.definitions)]
+    print(f"agents: {', '.join(served) or '(none)'}", flush=True)
+    return settings
+
+
 def _serve(settings: Settings, args: argparse.Namespace) -> int:
     import uvicorn
 
@@ -63,6 +82,10 @@ def _serve(settings: Settings, args: argparse.Namespace) -> int:
     from sursis.infra.db.engine import is_sqlite
     from sursis.infra.db.migrations import upgrade
 
+    loaded = _with_agents(settings, args)
+    if loaded is None:
+        return 2
+    settings = loaded
     if args.no_worker:
         settings = settings.model_copy(update={"run_worker": False})
     host = args.host or settings.host
@@ -112,6 +135,10 @@ def _worker(settings: Settings, args: argparse.Namespace) -> int:
     from sursis.app.processes import refuse_sqlite, supervise
     from sursis.app.service import Service
 
+    loaded = _with_agents(settings, args)
+    if loaded is None:
+        return 2
+    settings = loaded
     if args.processes > 1:
         if refused := refuse_sqlite(settings.database_url, "worker --processes"):
             print(f"sursis: {refused}", file=sys.stderr)
@@ -202,6 +229,17 @@ def _positive(value: str) -> int:
     return number
 
 
+def _agents_option(command: argparse.ArgumentParser) -> None:
+    command.add_argument(
+        "--agents",
+        action="append",
+        metavar="NAME",
+        help="agents to serve, repeatable: package.module:NAME, an entry point of `sursis.agents`, "
+        "or a built-in (ops, assistant, customer, world); default: SURSIS_AGENTS, else the built-in "
+        "agents and every installed one",
+    )
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="sursis", description="Agents whose tool calls wait for a human.")
     sub = p.add_subparsers(dest="command", required=True)
@@ -212,12 +250,14 @@ def parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--workers", type=_positive, default=1, help="API processes on the port (PostgreSQL only when > 1)"
     )
+    _agents_option(serve)
     serve.set_defaults(func=_serve)
     worker = sub.add_parser("worker", help="run a worker against the database")
     worker.add_argument("--concurrency", type=_positive, help="segments each process runs at once")
     worker.add_argument(
         "--processes", type=_positive, default=1, help="worker processes to start (PostgreSQL only when > 1)"
     )
+    _agents_option(worker)
     worker.set_defaults(func=_worker)
     migrate = sub.add_parser("migrate", help="apply the database migrations")
     migrate.set_defaults(func=_migrate)

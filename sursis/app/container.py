@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from datetime import timedelta
 
 import structlog
 from pydantic_ai.models import Model
 
+from sursis.app.agent_loading import BUILT_IN, check_no_clash, select_agents
 from sursis.app.bridges import ask_world_bridge
 from sursis.app.channel_wiring import channel_loops
 from sursis.app.settings import Settings
+from sursis.domain.agents import AgentCatalogService
 from sursis.domain.audit import AuditService
 from sursis.domain.authorizations import PreApprovalService
 from sursis.domain.channels.admin import ChannelAdminService
@@ -52,6 +54,7 @@ class Container:
     uow: SqlUnitOfWorkFactory
     notifier: LocalRunNotifier
     catalog: DeclaredToolCatalog
+    agents: AgentCatalogService
     conversations: ConversationService
     runs: RunService
     pending_calls: PendingCallService
@@ -107,14 +110,59 @@ def unreachable_while_waiting(exc: BaseException) -> bool:
 
 
 def agent_definitions(
-    uow: SqlUnitOfWorkFactory, worlds: WorldsContext | None = None
+    uow: SqlUnitOfWorkFactory,
+    worlds: WorldsContext | None = None,
+    groups: Iterable[str] = BUILT_IN,
 ) -> dict[str, AgentDefinition]:
+    """The built-in agents of the named groups (`ops` comes with the World Agent it asks)."""
     worlds = worlds or build_worlds(uow, utcnow)
-    ops = ops_agent(
-        uow, ask_world=ask_world_bridge(worlds.runner), extra_tools=worlds.workspace_memory_tools()
-    )
-    definitions = [ops, assistant_agent(uow), worlds.definition, *customer_agents(uow)]
+    wanted = set(groups)
+    definitions: list[AgentDefinition] = []
+    if "ops" in wanted:
+        definitions.append(
+            ops_agent(
+                uow, ask_world=ask_world_bridge(worlds.runner), extra_tools=worlds.workspace_memory_tools()
+            )
+        )
+    if "assistant" in wanted:
+        definitions.append(assistant_agent(uow))
+    if wanted & {"ops", "world"}:
+        definitions.append(worlds.definition)
+    if "customer" in wanted:
+        definitions += customer_agents(uow)
     return {d.name: d for d in definitions}
+
+
+class ModelChoice:
+    """Each agent's model: the one it names, else the service's (`SURSIS_MODEL`), each built once.
+
+    A `Model` given to the composition root (`override`, e.g. a test's scripted model) stands in
+    for every agent's model.
+    """
+
+    def __init__(self, settings: Settings, override: Model | None = None) -> None:
+        self._settings = settings
+        self._override = override
+        self._built: dict[str, Model] = {}
+
+    def named(self, name: str) -> Model:
+        if name not in self._built:
+            key = self._settings.openai_api_key
+            self._built[name] = build_model(
+                name,
+                openai_base_url=self._settings.openai_base_url,
+                openai_api_key=key.get_secret_value() if key else None,
+            )
+        return self._built[name]
+
+    def default(self) -> Model:
+        return self._override or self.named(self._settings.model)
+
+    def for_agent(self, definition: AgentDefinition) -> AgentDefinition:
+        model = definition.model
+        if self._override is not None or model is None:
+            return replace(definition, model=self.default())
+        return replace(definition, model=self.named(model) if isinstance(model, str) else model)
 
 
 AgentsFactory = Callable[[SqlUnitOfWorkFactory], Mapping[str, AgentDefinition]]
@@ -160,26 +208,31 @@ def build_container(
         on_runs=notifier.runs_notified,
     )
     worlds = build_worlds(uow, utcnow, lease=timedelta(seconds=settings.lease_seconds))
-    built = agents(uow) if agents is not None else agent_definitions(uow, worlds)
-    definitions = {**built, **{d.name: d for d in extra_agents}}
+    if agents is not None:
+        built = agents(uow)
+    else:
+        selection = select_agents(settings.agents)
+        built = agent_definitions(uow, worlds, selection.built_in)
+        check_no_clash(built, selection.definitions)
+        extra_agents = (*selection.definitions, *extra_agents)
+    models = ModelChoice(settings, model)
+    definitions = {
+        name: models.for_agent(d) for name, d in {**built, **{d.name: d for d in extra_agents}}.items()
+    }
     catalog = DeclaredToolCatalog(definitions.values())
-    model = model or build_model(
-        settings.model,
-        openai_base_url=settings.openai_base_url,
-        openai_api_key=settings.openai_api_key.get_secret_value() if settings.openai_api_key else None,
+    timeouts = Timeouts(
+        approval=timedelta(seconds=settings.approval_timeout_seconds),
+        elicitation=timedelta(seconds=settings.elicitation_timeout_seconds),
+        client_exec=timedelta(seconds=settings.client_exec_timeout_seconds),
     )
     runner = AgentRunner(
         uow,
         definitions,
-        model,
+        models.default(),
         notifier,
         clock=utcnow,
         step_limit=settings.step_limit,
-        timeouts=Timeouts(
-            approval=timedelta(seconds=settings.approval_timeout_seconds),
-            elicitation=timedelta(seconds=settings.elicitation_timeout_seconds),
-            client_exec=timedelta(seconds=settings.client_exec_timeout_seconds),
-        ),
+        timeouts=timeouts,
         lease=timedelta(seconds=settings.lease_seconds),
         telemetry=telemetry,
         policy=policy or StoredPreApprovalPolicy(uow),
@@ -240,6 +293,7 @@ def build_container(
         uow=uow,
         notifier=notifier,
         catalog=catalog,
+        agents=AgentCatalogService(catalog, timeouts.as_mapping()),
         conversations=ConversationService(
             uow,
             catalog,

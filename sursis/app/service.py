@@ -10,9 +10,11 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from pydantic import AliasChoices
+from pydantic_ai.agent import AbstractAgent
 from pydantic_ai.models import Model
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource
 
+from sursis.app.agent_loading import definitions_from
 from sursis.app.container import Container, build_container
 from sursis.app.settings import Settings
 from sursis.domain.access import Role
@@ -90,18 +92,20 @@ class Service:
         cls,
         settings: Settings,
         *,
-        agents: Iterable[AgentDefinition] | None = None,
+        agents: Iterable[AgentDefinition | AbstractAgent[Any, Any]] | None = None,
         model: Model | None = None,
         telemetry: Telemetry | None = None,
         actor: str = EMBEDDED,
     ) -> Service:
-        """Wire everything from `settings`; nothing is started. `agents` replaces the built-in
-        agents (`ops`, `assistant`); `model` replaces the model `settings.model` names."""
+        """Wire everything from `settings`; nothing is started. `agents` (definitions or pydantic-ai
+        `Agent`s, adopted as they are) replaces the agents `settings.agents` names; `model` replaces
+        every agent's model (otherwise an agent's own model, else `settings.model`)."""
         if agents is None:
             container = build_container(settings, telemetry=telemetry, model=model)
         else:
+            definitions = tuple(d for a in agents for d in definitions_from(a, "agents="))
             container = build_container(
-                settings, telemetry=telemetry, agents=lambda _: {}, extra_agents=tuple(agents), model=model
+                settings, telemetry=telemetry, agents=lambda _: {}, extra_agents=definitions, model=model
             )
         return cls(container, actor=actor)
 
@@ -111,7 +115,7 @@ class Service:
         cls,
         database_url: str,
         *,
-        agents: Sequence[AgentDefinition] | None = None,
+        agents: Sequence[AgentDefinition | AbstractAgent[Any, Any]] | None = None,
         model: Model | str | None = None,
         migrate: bool = False,
         run_worker: bool = False,

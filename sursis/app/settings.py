@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from pydantic import AliasChoices, Field, SecretStr
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from typing import Annotated, Any
+
+from pydantic import AliasChoices, Field, SecretStr, field_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 
 class Settings(BaseSettings):
@@ -13,6 +15,9 @@ class Settings(BaseSettings):
 
     database_url: str = "sqlite+aiosqlite:///./sursis.db"
     model: str = "scripted"
+    agents: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    """The agents to serve (`SURSIS_AGENTS`, comma-separated): built-in names, `package.module:NAME`
+    or entry-point names (see docs/agents.md); empty: the built-in agents and installed ones."""
     openai_base_url: str | None = Field(
         default=None, validation_alias=AliasChoices("SURSIS_OPENAI_BASE_URL", "OPENAI_BASE_URL")
     )
@@ -99,3 +104,10 @@ class Settings(BaseSettings):
     smtp_password: SecretStr | None = None
     smtp_from: str = "sursis@localhost"
     smtp_timeout_seconds: float = Field(default=30.0, gt=0)
+
+    @field_validator("agents", mode="before")
+    @classmethod
+    def _split_agents(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            return [name.strip() for name in value.split(",") if name.strip()]
+        return value

@@ -7,7 +7,8 @@ Fixtures:
   agents of `sursis_agents` on the `scripted_model`; nothing runs in the background: call
   `run_until_idle()` (or the helpers of `sursis.testing`) to drive queued work.
 - `scripted_model`: a `ScriptedModel` whose turns the test declares.
-- `sursis_agents`: override it to return your agents (default: the built-in ones).
+- `sursis_agents`: override it to return your agents, definitions or plain pydantic-ai `Agent`s
+  (default: the built-in ones).
 - `sursis_settings`: override it to return `Settings` field overrides (default: none).
 
 Helpers: `expect_pending`, `resolve_and_settle`, `settle`. The async fixtures need pytest-asyncio

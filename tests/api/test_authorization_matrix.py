@@ -99,6 +99,7 @@ class Objects:
 
 ROUTES = [
     Route("GET", "/v1/me", everyone(200)),
+    Route("GET", "/v1/agents", everyone(200)),
     Route(
         "POST",
         "/v1/conversations",

@@ -1,10 +1,12 @@
-"""The built wheel, installed with pip into a fresh venv outside the checkout, migrates SQLite and
-PostgreSQL and serves: whatever the wheel misses fails here."""
+"""The built wheel, installed with pip into a fresh venv outside the checkout with the example
+project (`examples/support-desk`), migrates SQLite and PostgreSQL and serves the example's agent with
+`sursis serve --agents`: whatever the wheel misses fails here."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import re
 import signal
@@ -29,6 +31,8 @@ from tests.fresh_database import drop_database, fresh_database
 pytestmark = pytest.mark.packaging
 
 REPO = Path(__file__).resolve().parents[2]
+EXAMPLE = REPO / "examples" / "support-desk"
+AGENTS = ["--agents", "support_desk.agents:AGENTS", "--agents", "assistant"]
 HEAD = ScriptDirectory.from_config(alembic_config("sqlite://")).get_current_head()
 
 
@@ -47,16 +51,18 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def venv(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A fresh venv with the wheel and its dependencies installed by pip (the local pip cache and
-    configured indexes only); returns its `bin` directory."""
+    configured indexes only), then the example project (its `sursis` dependency is the wheel);
+    returns its `bin` directory."""
     root = tmp_path_factory.mktemp("venv")
     subprocess.run([sys.executable, "-m", "venv", str(root)], check=True)
-    subprocess.run(
-        [str(root / "bin" / "pip"), "install", "--quiet", "--no-compile", str(wheel)],
-        check=True,
-        capture_output=True,
-        cwd=root,
-        env=_clean_env(root / "bin"),
-    )
+    for target in (wheel, EXAMPLE):
+        subprocess.run(
+            [str(root / "bin" / "pip"), "install", "--quiet", "--no-compile", str(target)],
+            check=True,
+            capture_output=True,
+            cwd=root,
+            env=_clean_env(root / "bin"),
+        )
     return root / "bin"
 
 
@@ -93,7 +99,7 @@ def _serving(bin_dir: Path, cwd: Path, url: str) -> Iterator[tuple[str, str]]:
     log = cwd / f"serve-{port}.log"
     with log.open("w") as out:
         process = subprocess.Popen(
-            [str(bin_dir / "sursis"), "serve", "--port", str(port)],
+            [str(bin_dir / "sursis"), "serve", "--port", str(port), *AGENTS],
             cwd=cwd,
             env=_clean_env(bin_dir, SURSIS_DATABASE_URL=url, SURSIS_LOG_JSON="true"),
             stdout=out,
@@ -135,6 +141,36 @@ def _exercise(base: str, key: str) -> None:
             json={"content": "hi"},
         )
         assert run.json()["status"] == "completed", run.text
+        _approve_a_refund(http)
+
+
+def _approve_a_refund(http: httpx.Client) -> None:
+    """One approval turn of the example's agent, served from the installed package."""
+    assert sorted(a["name"] for a in http.get("/v1/agents").json()) == ["assistant", "support"]
+    conversation = http.post("/v1/conversations", json={"agent": "support"}).json()
+    steps = [
+        [{"tool": "lookup_order", "args": {"order_id": "A1001"}}],
+        [{"tool": "refund_order", "args": {"order_id": "A1001", "amount": 20, "reason": "late"}}],
+        "Refunded.",
+    ]
+    content = f"A1001 came late\nSCRIPT: {json.dumps(steps)}"
+    run = http.post(
+        f"/v1/conversations/{conversation['id']}/messages", params={"wait": 20}, json={"content": content}
+    ).json()
+    assert run["status"] == "suspended", run
+    [pending] = run["pending"]
+    assert (pending["tool_name"], pending["effect_description"]) == (
+        "refund_order",
+        "Refund 20 on order A1001 (late)",
+    )
+    decided = http.post(f"/v1/pending/{pending['correlation_id']}/resolve", json={"decision": "approve"})
+    assert decided.status_code == 200, decided.text
+    done = http.get(f"/v1/runs/{run['id']}", params={"wait": 20}).json()
+    assert (done["status"], done["output"]) == ("completed", "Refunded."), done
+    [refund] = [
+        c for c in http.get(f"/v1/runs/{run['id']}/tool-calls").json() if c["tool_name"] == "refund_order"
+    ]
+    assert refund["ok"], refund
 
 
 def test_the_wheel_holds_the_migrations_the_inbox_and_the_pytest_plugin(wheel: Path) -> None:

@@ -20,6 +20,7 @@ from litestar.params import FromPath, FromQuery, JSONBody, QueryParameter
 from litestar.status_codes import HTTP_200_OK, HTTP_201_CREATED, HTTP_202_ACCEPTED
 
 from sursis.app.auth import requires
+from sursis.app.routes.agents import list_agents
 from sursis.app.routes.channels_admin import channel_route_handlers
 from sursis.app.routes.events import event_route_handlers
 from sursis.app.routes.platform_events import list_conversations, post_event
@@ -408,6 +409,7 @@ class KeyController(Controller):
 def route_handlers() -> list[Any]:
     return [
         me,
+        list_agents,
         ConversationController,
         RunController,
         PendingController,

@@ -9,9 +9,12 @@ from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
 from pydantic_ai import Tool
+from pydantic_ai.agent import AbstractAgent
+from pydantic_ai.models import Model
 from pydantic_ai.native_tools import AbstractNativeTool
 from pydantic_core import to_jsonable_python
 
+from sursis.domain.agents import AgentInfo, ToolInfo
 from sursis.domain.errors import ToolDeclarationError, ValidationFailed
 from sursis.domain.tools import Executor, ToolSpec
 
@@ -82,6 +85,9 @@ class DeclaredProviderTool:
 
 @dataclass(frozen=True, slots=True)
 class AgentDefinition:
+    """An agent the service serves: its instructions and declared tools, or an adopted pydantic-ai
+    `Agent` (`adopted`, see `sursis.infra.agents.adopted.adopt`) whose tools are declared here too."""
+
     name: str
     instructions: str
     tools: tuple[DeclaredTool, ...]
@@ -89,6 +95,12 @@ class AgentDefinition:
     conversational: bool = True
     """False for an agent reached only through another one (a specialist): no conversation
     is created with it directly."""
+    model: Model | str | None = None
+    """The agent's own model (a pydantic-ai `Model` or model name); None: the service's model
+    (`SURSIS_MODEL`)."""
+    adopted: AbstractAgent[Any, Any] | None = None
+    """A pydantic-ai agent served as it is (instructions, output type, toolsets, model settings);
+    `instructions` and `tools` then describe it for the catalog and the tool wrapper."""
 
     def __post_init__(self) -> None:
         names = [t.spec.name for t in self.tools] + [p.spec.name for p in self.provider_tools]
@@ -108,6 +120,20 @@ class AgentDefinition:
         return next((d for d in self.tools if d.spec.name == tool_name), None)
 
 
+def _describe(definition: AgentDefinition) -> AgentInfo:
+    model = definition.model
+    adopted = definition.adopted
+    return AgentInfo(
+        name=definition.name,
+        description=(adopted.description if adopted is not None else None) or None,
+        model=model if isinstance(model, str) or model is None else model.model_name,
+        tools=(
+            *(ToolInfo(d.spec, d.tool.description) for d in definition.tools),
+            *(ToolInfo(p.spec, None) for p in definition.provider_tools),
+        ),
+    )
+
+
 def _field_errors(prefix: str, exc: ValidationError) -> list[dict[str, Any]]:
     return [
         {"loc": [prefix, *map(str, e["loc"])], "msg": e["msg"], "type": e["type"]}
@@ -124,6 +150,10 @@ class DeclaredToolCatalog:
     def agent_names(self) -> list[str]:
         """The agents a conversation may be created with."""
         return sorted(name for name, a in self._agents.items() if a.conversational)
+
+    def describe_agents(self) -> list[AgentInfo]:
+        """The conversational agents with their tools, for the catalog (`GET /v1/agents`)."""
+        return [_describe(self._agents[name]) for name in self.agent_names()]
 
     def gated_tool_names(self) -> list[str]:
         """The tools a pre-approval may name: gated tools of any agent."""

@@ -67,13 +67,22 @@ def requested_targets(
         if nested is not None:
             targets += [DeferredTarget.from_json(n) for n in nested]
             continue
-        kind = PendingKind(metadata.get("kind", default_kind.value))
+        kind = _kind(metadata.get("kind"), default_kind)
         args = part.args_as_dict()
         if isinstance(metadata.get(REVIEW), dict):
             # What the tool asks the person deciding to check, shown with the call's arguments.
             args = {**args, REVIEW: metadata[REVIEW]}
         targets.append(DeferredTarget(agent, agent_path, part.tool_call_id, part.tool_name, args, kind))
     return targets
+
+
+def _kind(value: Any, default: PendingKind) -> PendingKind:
+    """The pending kind a deferral's metadata names; an agent's own `kind` key of another meaning
+    is not ours to read."""
+    try:
+        return PendingKind(value) if value is not None else default
+    except ValueError:
+        return default
 
 
 def deferred_targets(agent: str, output: DeferredToolRequests) -> list[DeferredTarget]:

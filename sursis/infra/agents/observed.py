@@ -12,7 +12,7 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from contextvars import ContextVar
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
@@ -201,6 +201,16 @@ class ObservedTools(AbstractCapability[RunDeps]):
         self._specs = dict(specs)
         self._metrics: ServiceMetrics = metrics or NoMetrics()
 
+    async def prepare_tools(
+        self, ctx: RunContext[RunDeps], tool_defs: list[ToolDefinition]
+    ) -> list[ToolDefinition]:
+        """A tool declared with pydantic-ai's `requires_approval=True` is gated here, by its spec, like
+        every gated tool (pre-approvals, redispatch after a crash), not before the wrapper sees it."""
+        return [
+            replace(d, kind="function") if d.kind == "unapproved" and d.name in self._specs else d
+            for d in tool_defs
+        ]
+
     async def wrap_tool_execute(
         self,
         ctx: RunContext[RunDeps],
@@ -347,7 +357,9 @@ class ObservedTools(AbstractCapability[RunDeps]):
             crash_point(f"tool_effect_committed:{spec.name}")
         except AlreadyApplied as exc:
             return _replay(exc.payload)
-        except (ApprovalRequired, CallDeferred, ModelRetry, ToolFailed):
+        except CallDeferred as exc:
+            raise _deferred_with_kind(exc, spec) from None
+        except (ApprovalRequired, ModelRetry, ToolFailed):
             raise
         except ToolError as exc:
             payload = exc.to_result()
@@ -436,6 +448,16 @@ class ObservedTools(AbstractCapability[RunDeps]):
                     uow, deps.conversation_id, deps.workspace, EventType.TOOL_RESULT, data, md.ended_at
                 )
             await uow.commit()
+
+
+def _deferred_with_kind(exc: CallDeferred, spec: ToolSpec) -> CallDeferred:
+    """A deferral the tool raised itself, marked with the kind of pending call it becomes: a client
+    execution for a `client` tool, otherwise a person's answer."""
+    metadata = dict(exc.metadata or {})
+    if "kind" in metadata:
+        return exc
+    kind = PendingKind.CLIENT_EXEC if spec.executor is Executor.CLIENT else PendingKind.ELICITATION
+    return CallDeferred(metadata={**metadata, "kind": kind.value}, kind=exc.kind)
 
 
 def _replay(payload: Any) -> Any:

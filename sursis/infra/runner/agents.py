@@ -1,9 +1,14 @@
-"""The pydantic-ai agents the runner drives, built from the declared definitions."""
+"""The pydantic-ai agents the runner drives, built from the declared definitions or adopted."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
 import structlog
 from pydantic_ai import Agent
+from pydantic_ai.agent import AbstractAgent
 from pydantic_ai.capabilities import AbstractCapability, NativeTool
 from pydantic_ai.models import Model
 from pydantic_ai.native_tools import SUPPORTED_NATIVE_TOOLS
@@ -19,16 +24,48 @@ from sursis.infra.telemetry import Telemetry
 log = structlog.get_logger("sursis.runner")
 
 
+@dataclass(frozen=True, slots=True)
+class ServedAgent:
+    """A pydantic-ai agent as the runner drives it; `iter_options` go with each `agent.iter(...)`."""
+
+    agent: AbstractAgent[RunDeps, Any]
+    iter_options: Mapping[str, Any] = field(default_factory=dict)
+
+
+def serve_agent(definition: AgentDefinition, model: Model, telemetry: Telemetry | None = None) -> ServedAgent:
+    """A declared definition becomes a new agent; an adopted one is driven as it is, each run given
+    the service's model choice, the tool wrapper and `DeferredToolRequests` as a further output."""
+    adopted = definition.adopted
+    if adopted is None:
+        return ServedAgent(build_agent(definition, model, telemetry))
+    output_type = adopted.output_type
+    outputs = (
+        list(output_type)
+        if isinstance(output_type, Sequence) and not isinstance(output_type, str)
+        else [output_type]
+    )
+    if DeferredToolRequests not in outputs:
+        outputs.append(DeferredToolRequests)
+    return ServedAgent(
+        adopted,
+        {"model": model, "output_type": outputs, "capabilities": _capabilities(definition, telemetry)},
+    )
+
+
+def _capabilities(
+    definition: AgentDefinition, telemetry: Telemetry | None
+) -> list[AbstractCapability[RunDeps]]:
+    telemetry = telemetry or Telemetry.disabled()
+    observed = ObservedTools({d.spec.name: d.spec for d in definition.tools}, telemetry.metrics)
+    instrumentation = telemetry.agent_instrumentation()
+    return [observed] if instrumentation is None else [instrumentation, observed]
+
+
 def build_agent(
     definition: AgentDefinition, model: Model, telemetry: Telemetry | None = None
 ) -> Agent[RunDeps, str | DeferredToolRequests]:
     """The pydantic-ai agent of a definition: its tools behind `ObservedTools`, traced by pydantic-ai."""
-    telemetry = telemetry or Telemetry.disabled()
-    observed = ObservedTools({d.spec.name: d.spec for d in definition.tools}, telemetry.metrics)
-    instrumentation = telemetry.agent_instrumentation()
-    capabilities: list[AbstractCapability[RunDeps]] = (
-        [observed] if instrumentation is None else [instrumentation, observed]
-    )
+    capabilities = _capabilities(definition, telemetry)
     capabilities += [NativeTool(p.native) for p in supported_provider_tools(definition, model)]
     return Agent(
         model,

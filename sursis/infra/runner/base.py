@@ -18,7 +18,7 @@ from sursis.infra.agents.observed import (
 )
 from sursis.infra.history import MessageLogCache
 from sursis.infra.notifier import LocalRunNotifier
-from sursis.infra.runner.agents import build_agent
+from sursis.infra.runner.agents import serve_agent
 from sursis.infra.telemetry import Telemetry
 
 log = structlog.get_logger("sursis.runner")
@@ -66,7 +66,11 @@ class RunnerBase:
         self._logs = MessageLogCache(history_cache_messages)
         self._history_turns = history_turns
         self._definitions = dict(definitions)
-        self._agents = {name: build_agent(d, model, self._telemetry) for name, d in definitions.items()}
+        self._served = {
+            name: serve_agent(d, d.model if isinstance(d.model, Model) else model, self._telemetry)
+            for name, d in definitions.items()
+        }
+        self._agents = {name: served.agent for name, served in self._served.items()}
         self._notifier = notifier
         self._clock = clock
         self._step_limit = step_limit

@@ -20,9 +20,10 @@ from pydantic_ai.messages import (
 )
 from pydantic_ai.tools import DeferredToolRequests
 from pydantic_ai.usage import UsageLimits
+from pydantic_core import to_json
 
 from sursis.domain.ports import UnitOfWork
-from sursis.domain.records import PendingCall, Run, ToolCallRecord
+from sursis.domain.records import PendingCall, Run, RunError, ToolCallRecord
 from sursis.domain.states import RunStatus
 from sursis.infra.agents.observed import (
     RunDeps,
@@ -161,6 +162,12 @@ class AgentRunner(Suspending, Leases, Streaming):
     async def _run_segment(
         self, run: Run, owner: str, span: Span, stopping: asyncio.Event, start: SegmentStart | None
     ) -> RunStatus:
+        if run.agent not in self._served:
+            # The API that queued the run serves an agent this worker does not: give both the
+            # same agents (`--agents`, SURSIS_AGENTS).
+            log.error("run.agent_not_served", agent=run.agent)
+            error = RunError("agent_not_served", f"agent {run.agent!r} is not served by the worker")
+            return await self._finish(run, owner, [], RunStatus.FAILED, run.usage, error=error)
         if start is None:
             async with self._uow.reader() as uow:
                 start = await self.read_segment(uow, run)
@@ -182,7 +189,8 @@ class AgentRunner(Suspending, Leases, Streaming):
         if remaining <= 0:
             return await self._step_limit_reached(run, owner, [], run.usage)
 
-        agent = self._agents[run.agent]
+        served = self._served[run.agent]
+        agent = served.agent
         persisted = 0
         usage = run.usage
         agent_run: AgentRun[RunDeps, Any] | None = None
@@ -232,6 +240,7 @@ class AgentRunner(Suspending, Leases, Streaming):
                 deferred_tool_results=results,
                 deps=deps,
                 usage_limits=UsageLimits(request_limit=remaining),
+                **served.iter_options,
             ) as agent_run:
                 async for node in agent_run:
                     if Agent.is_end_node(node):
@@ -276,5 +285,10 @@ class AgentRunner(Suspending, Leases, Streaming):
         if isinstance(output, DeferredToolRequests):
             return await self._suspend(run, owner, new, output, usage, announced)
         return await self._finish(
-            run, owner, new, RunStatus.COMPLETED, usage, output=output, announced=announced
+            run, owner, new, RunStatus.COMPLETED, usage, output=output_text(output), announced=announced
         )
+
+
+def output_text(output: Any) -> str:
+    """A run's output as stored: the text answer, or an agent's structured output as JSON."""
+    return output if isinstance(output, str) else to_json(output).decode()

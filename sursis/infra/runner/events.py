@@ -179,6 +179,8 @@ class EventPublishing(RunnerBase):
         """The events messages stand for; results already announced before the request went to
         the model are not repeated. Events held for this transaction come first."""
         held = announced.take_held() if isinstance(announced, Announced) else []
+        if not messages:
+            return held
         return held + message_events(run.id, messages, self._definitions[run.agent], announced)
 
     async def _publish_request(self, run: Run, request: ModelRequest, announced: set[str]) -> None:

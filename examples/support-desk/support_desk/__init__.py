@@ -1,0 +1,1 @@
+"""A support desk served by Sursis: `sursis serve --agents support_desk.agents:AGENTS`."""

@@ -1,0 +1,141 @@
+"""Which agents a process serves: the built-in ones by name, the user's by `module:NAME` or by an
+installed package's entry point (group `sursis.agents`).
+
+`SURSIS_AGENTS` (or `--agents`, repeatable) names them. Each name is one of
+
+* a built-in group: `ops` (with the World Agent it asks), `assistant`, `customer` (the supervisor
+  and its specialists), `world`;
+* `package.module:NAME`, where NAME is an agent definition, a pydantic-ai `Agent` (served under its
+  `name`), a list of those, or a callable returning one of these;
+* the name of an entry point in the group `sursis.agents`, which points at such a NAME.
+
+With no name at all the built-in agents are served, with every agent installed packages offer
+through the entry-point group. Nothing here knows more about a built-in agent than its name.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from importlib.metadata import EntryPoint, entry_points
+from typing import Any
+
+from pydantic_ai.agent import AbstractAgent
+
+from sursis.domain.errors import ToolDeclarationError
+from sursis.infra.agents.adopted import adopt
+from sursis.infra.agents.declarations import AgentDefinition
+
+ENTRY_POINT_GROUP = "sursis.agents"
+BUILT_IN = ("ops", "assistant", "customer", "world")
+
+
+class AgentLoadError(Exception):
+    """An agent source that cannot be loaded; the message is one line naming it and why."""
+
+
+@dataclass(frozen=True, slots=True)
+class AgentSelection:
+    """The built-in groups to serve and the user's agents, loaded."""
+
+    built_in: frozenset[str]
+    definitions: tuple[AgentDefinition, ...]
+
+
+def select_agents(names: Sequence[str]) -> AgentSelection:
+    """Load what `names` name (see the module's docstring); raises `AgentLoadError`."""
+    if not names:
+        loaded = [d for ep in _entry_points() for d in _load_entry_point(ep)]
+        return AgentSelection(frozenset(BUILT_IN), _unique(loaded))
+    built_in: set[str] = set()
+    loaded = []
+    installed = {ep.name: ep for ep in _entry_points()}
+    for name in names:
+        if name in BUILT_IN:
+            built_in.add(name)
+        elif ":" in name:
+            loaded += _load_reference(name)
+        elif name in installed:
+            loaded += _load_entry_point(installed[name])
+        else:
+            known = ", ".join([*BUILT_IN, *sorted(installed)])
+            raise AgentLoadError(
+                f"agents {name!r}: not a built-in agent, an entry point or module:NAME ({known})"
+            )
+    taken = sorted(built_in & {d.name for d in loaded})
+    if taken:
+        raise AgentLoadError(f"agents: {', '.join(taken)} is already the name of a built-in agent")
+    return AgentSelection(frozenset(built_in), _unique(loaded))
+
+
+def _entry_points() -> list[EntryPoint]:
+    return sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda ep: ep.name)
+
+
+def _load_entry_point(entry_point: EntryPoint) -> list[AgentDefinition]:
+    source = f"{entry_point.name} ({entry_point.value})"
+    try:
+        value = entry_point.load()
+    except Exception as exc:
+        raise AgentLoadError(f"agents {source}: cannot import: {_one_line(exc)}") from exc
+    return definitions_from(value, source)
+
+
+def _load_reference(reference: str) -> list[AgentDefinition]:
+    module_name, _, attribute = reference.partition(":")
+    if not module_name or not attribute:
+        raise AgentLoadError(f"agents {reference!r}: expected package.module:NAME")
+    try:
+        module = importlib.import_module(module_name)
+    except Exception as exc:
+        raise AgentLoadError(f"agents {reference}: cannot import {module_name}: {_one_line(exc)}") from exc
+    value: Any = module
+    for part in attribute.split("."):
+        if not hasattr(value, part):
+            raise AgentLoadError(f"agents {reference}: module {module_name} has no {attribute!r}")
+        value = getattr(value, part)
+    return definitions_from(value, reference)
+
+
+def definitions_from(value: Any, source: str) -> list[AgentDefinition]:
+    """The definitions `value` stands for: a definition, a pydantic-ai agent (adopted), an iterable
+    of those, or a callable returning one of these."""
+    try:
+        if isinstance(value, AgentDefinition):
+            return [value]
+        if isinstance(value, AbstractAgent):
+            return [adopt(value)]
+        if callable(value):
+            return definitions_from(value(), source)
+        if isinstance(value, Iterable) and not isinstance(value, str | bytes):
+            return [d for item in value for d in definitions_from(item, source)]
+    except AgentLoadError:
+        raise
+    except Exception as exc:
+        raise AgentLoadError(f"agents {source}: {_one_line(exc)}") from exc
+    raise AgentLoadError(
+        f"agents {source}: {type(value).__name__} is not an agent definition, a pydantic-ai Agent, "
+        "a list of them or a callable returning them"
+    )
+
+
+def _unique(definitions: list[AgentDefinition]) -> tuple[AgentDefinition, ...]:
+    seen: set[str] = set()
+    for definition in definitions:
+        if definition.name in seen:
+            raise AgentLoadError(f"agents: two agents are named {definition.name!r}")
+        seen.add(definition.name)
+    return tuple(definitions)
+
+
+def check_no_clash(built_in: Iterable[str], definitions: Iterable[AgentDefinition]) -> None:
+    """A user's agent may not take a built-in agent's name (it would replace it silently)."""
+    clash = sorted(set(built_in) & {d.name for d in definitions})
+    if clash:
+        raise ToolDeclarationError(f"agents: {', '.join(clash)} is already the name of a built-in agent")
+
+
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    return f"{type(exc).__name__}: {text}"[:300]

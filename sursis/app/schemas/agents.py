@@ -1,0 +1,48 @@
+"""The agent catalog: the agents a key may use and their tools."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, Field
+
+from sursis.domain.agents import AgentInfo, ToolListing
+from sursis.domain.tools import Approval, Category, Executor
+
+
+class ToolOut(BaseModel):
+    name: str
+    description: str | None
+    category: Category
+    executor: Executor
+    approval: Approval
+    effect: str | None = Field(description="The template of what a call changes, e.g. `Refund {amount}`")
+    default_timeout_seconds: float | None = Field(
+        description="How long a call's first suspension (the approval, else the answer) waits before it "
+        "expires; null for a tool that never waits"
+    )
+
+
+class AgentOut(BaseModel):
+    name: str = Field(description="What `POST /v1/conversations` takes as `agent`")
+    description: str | None
+    model: str | None = Field(description="The model the agent runs on")
+    tools: list[ToolOut]
+
+
+def agent_out(agent: AgentInfo, tools: list[ToolListing]) -> AgentOut:
+    return AgentOut(
+        name=agent.name,
+        description=agent.description,
+        model=agent.model,
+        tools=[
+            ToolOut(
+                name=t.info.spec.name,
+                description=t.info.description,
+                category=t.info.spec.category,
+                executor=t.info.spec.executor,
+                approval=Approval.REQUIRES_APPROVAL if t.info.spec.gated else Approval.AUTO,
+                effect=t.info.spec.effect,
+                default_timeout_seconds=t.default_timeout.total_seconds() if t.default_timeout else None,
+            )
+            for t in tools
+        ],
+    )

@@ -1,0 +1,120 @@
+"""Adopting a pydantic-ai `Agent` as it is: its function tools are declared for the tool wrapper.
+
+The agent keeps its instructions, output type, toolsets and model settings; the service adds only
+what every agent gets (the tool wrapper, `DeferredToolRequests` as an output, tracing). A tool
+declared with `requires_approval=True` is gated by the wrapper like a declared gated tool (so
+pre-approvals apply to it), and a tool that raises `ApprovalRequired` or `CallDeferred` suspends
+into a pending call. What the agent cannot say about a tool (its category, effect text, timeout,
+who answers a deferred call) is given beside it as `ToolOptions`.
+"""
+
+from __future__ import annotations
+
+import typing
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from pydantic import TypeAdapter
+from pydantic_ai import Tool
+from pydantic_ai.agent import AbstractAgent
+from pydantic_ai.models import Model
+from pydantic_ai.toolsets import FunctionToolset
+
+from sursis.domain.errors import ToolDeclarationError
+from sursis.domain.tools import Approval, Category, Executor, ToolSpec
+from sursis.infra.agents.declarations import AgentDefinition, DeclaredTool
+
+
+@dataclass(frozen=True, slots=True)
+class ToolOptions:
+    """What the service needs to know about an adopted agent's tool besides its signature.
+
+    `category` defaults to `mutate` for a `requires_approval` tool and `read` otherwise; `approval`
+    to what the tool declares (`requires_approval=True` or not): a tool that gates itself by raising
+    `ApprovalRequired` stays `auto`. `executor` says who answers a call the tool defers with
+    `CallDeferred`: `human` (a person's answer, the default) or `client` (the caller's app).
+    """
+
+    category: Category | str | None = None
+    effect: str | None = None
+    timeout: timedelta | float | None = None
+    executor: Executor | str | None = None
+    approval: Approval | str | None = None
+
+
+def adopt(
+    agent: AbstractAgent[Any, Any],
+    *,
+    name: str | None = None,
+    tools: Mapping[str, ToolOptions] | None = None,
+    model: Model | str | None = None,
+    conversational: bool = True,
+) -> AgentDefinition:
+    """The definition serving `agent` under `name` (default: the agent's own `name`).
+
+    `model` replaces the agent's own model; with neither, the service's model is used.
+    """
+    served = name or agent.name
+    if not served:
+        raise ToolDeclarationError("an adopted pydantic-ai Agent needs a name: Agent(..., name='...')")
+    options = dict(tools or {})
+    declared: list[DeclaredTool] = []
+    for toolset in agent.toolsets:
+        if not isinstance(toolset, FunctionToolset):
+            continue  # MCP servers and other toolsets: called as they are, described by their server
+        for tool in toolset.tools.values():
+            declared.append(_declare(served, tool, options.pop(tool.name, ToolOptions())))
+    if options:
+        raise ToolDeclarationError(
+            f"agent {served!r}: options for tools it does not have: {', '.join(sorted(options))}"
+        )
+    return AgentDefinition(
+        name=served,
+        instructions="",
+        tools=tuple(declared),
+        conversational=conversational,
+        model=model if model is not None else agent.model,
+        adopted=agent,
+    )
+
+
+def _declare(agent: str, tool: Tool[Any], options: ToolOptions) -> DeclaredTool:
+    try:
+        return _declared(agent, tool, options)
+    except ValueError as exc:  # an option of no known value (category="bogus")
+        raise ToolDeclarationError(f"agent {agent!r}, tool {tool.name!r}: {exc}") from exc
+
+
+def _declared(agent: str, tool: Tool[Any], options: ToolOptions) -> DeclaredTool:
+    gated = tool.requires_approval
+    category = Category(options.category) if options.category else Category.MUTATE if gated else Category.READ
+    approval = (
+        Approval(options.approval)
+        if options.approval
+        else (Approval.REQUIRES_APPROVAL if gated else Approval.AUTO)
+    )
+    executor = Executor(options.executor) if options.executor else Executor.SERVER
+    if executor is Executor.PROVIDER:
+        raise ToolDeclarationError(
+            f"agent {agent!r}, tool {tool.name!r}: a function tool is not hosted by the provider"
+        )
+    timeout = options.timeout
+    spec = ToolSpec(
+        tool.name,
+        executor=executor,
+        category=category,
+        approval=approval,
+        effect=options.effect,
+        timeout=timedelta(seconds=timeout) if isinstance(timeout, int | float) else timeout,
+    )
+    result: TypeAdapter[Any] | None = None
+    if spec.external_kind() is not None:
+        try:
+            annotation = typing.get_type_hints(tool.function).get("return")
+        except NameError:
+            annotation = None
+        if annotation is not None and annotation is not Any:
+            result = TypeAdapter(annotation)
+    return DeclaredTool(spec=spec, tool=tool, result=result)

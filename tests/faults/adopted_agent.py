@@ -1,0 +1,40 @@
+"""A plain pydantic-ai `Agent` the fault tests serve (`SURSIS_AGENTS=tests.faults.adopted_agent:AGENTS`).
+
+`pay_invoice` is declared with `requires_approval=True`. Its effect is a file named by the tool call
+id in `$ADOPTED_EFFECTS_DIR`, created once (the call id is the idempotency key, as a real payment
+API's would be); every dispatch also appends the id to `attempts.log`.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from pydantic_ai import Agent, RunContext
+
+payer = Agent(name="payer", instructions="Pay the invoices you are asked to pay.")
+
+
+@payer.tool_plain
+def find_invoice(invoice_id: str) -> dict[str, Any]:
+    """Look an invoice up."""
+    return {"invoice_id": invoice_id, "amount": 42}
+
+
+@payer.tool(requires_approval=True)
+def pay_invoice(ctx: RunContext[Any], invoice_id: str) -> dict[str, Any]:
+    """Pay an invoice."""
+    directory = Path(os.environ["ADOPTED_EFFECTS_DIR"])
+    call_id = ctx.tool_call_id or ""
+    with (directory / "attempts.log").open("a") as attempts:
+        attempts.write(call_id + "\n")
+    try:
+        with (directory / f"paid-{call_id}").open("x") as effect:
+            effect.write(invoice_id)
+    except FileExistsError:
+        pass
+    return {"paid": invoice_id}
+
+
+AGENTS = [payer]

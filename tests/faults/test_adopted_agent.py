@@ -1,0 +1,80 @@
+"""An adopted pydantic-ai `Agent` with a `requires_approval=True` tool: it suspends into the table, is
+approved over HTTP and resumes exactly once, even when the worker is SIGKILLed mid-resume."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.conftest import call, script
+from tests.faults.processes import Cluster, wait_exit
+
+KILLED = -signal.SIGKILL
+TURN = script([call("find_invoice", invoice_id="INV-7")], [call("pay_invoice", invoice_id="INV-7")], "paid")
+
+
+@pytest.mark.parametrize(
+    # Before the approved call runs, and after it ran but before its outcome was stored.
+    "crash_at",
+    ["segment_resumed", "tool_effect_committed:pay_invoice"],
+)
+async def test_an_adopted_agents_approval_resumes_once_after_a_kill(
+    cluster: Cluster, tmp_path: Path, crash_at: str
+) -> None:
+    effects = tmp_path / "effects"
+    effects.mkdir()
+    cluster.settings["SURSIS_AGENTS"] = "tests.faults.adopted_agent:AGENTS"
+    _, base = await cluster.api()
+    doomed = cluster.worker(crash_at=crash_at, ADOPTED_EFFECTS_DIR=str(effects))
+    async with httpx.AsyncClient(timeout=30, headers=cluster.headers) as client:
+        cid = (await client.post(f"{base}/v1/conversations", json={"agent": "payer"})).json()["id"]
+        run_id = (
+            await client.post(f"{base}/v1/conversations/{cid}/messages", json={"content": TURN})
+        ).json()["id"]
+        replacement: subprocess.Popen[bytes] | None = None
+
+        async def settle(statuses: set[str]) -> Any:
+            nonlocal replacement
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline:
+                if doomed.poll() is not None and replacement is None:
+                    replacement = cluster.worker(ADOPTED_EFFECTS_DIR=str(effects))
+                run = (await client.get(f"{base}/v1/runs/{run_id}", params={"wait": 1})).json()
+                if run["status"] in statuses:
+                    return run
+            raise AssertionError(f"run never reached {statuses}")
+
+        suspended = await settle({"suspended"})
+        [pending] = suspended["pending"]
+        assert (pending["tool_name"], pending["kind"], pending["agent"]) == (
+            "pay_invoice",
+            "approval",
+            "payer",
+        )
+        assert list(effects.iterdir()) == [], "nothing is paid before the approval"
+        decided = await client.post(
+            f"{base}/v1/pending/{pending['correlation_id']}/resolve", json={"decision": "approve"}
+        )
+        assert decided.status_code == 200, decided.text
+        done = await settle({"completed"})
+        assert await wait_exit(doomed) == KILLED, "the crash point was never reached"
+        assert done["output"] == "paid"
+
+        records = (await client.get(f"{base}/v1/runs/{run_id}/tool-calls")).json()
+        assert sorted(r["tool_name"] for r in records) == ["find_invoice", "pay_invoice"]
+        audit = (
+            await client.get(f"{base}/v1/audit", params={"correlation_id": pending["correlation_id"]})
+        ).json()
+        assert [e["action"] for e in audit["items"]].count("pending.approved") == 1
+    [paid] = [p.name for p in effects.glob("paid-*")]
+    assert paid == f"paid-{pending['tool_call_id']}"
+    attempts = (effects / "attempts.log").read_text().split()
+    # Dispatched again only when the kill came after the tool ran, and then with the same call id.
+    assert set(attempts) == {pending["tool_call_id"]}
+    assert len(attempts) == (2 if crash_at.startswith("tool_effect_committed") else 1)
