@@ -91,7 +91,11 @@ async def test_an_untouched_chain_verifies_and_sealing_is_in_bounded_batches(
 @pytest.mark.parametrize(
     ("statement", "breach", "seq"),
     [
-        ("UPDATE audit_log SET actor = 'operator:mallory' WHERE workspace = 'alpha' AND seq = 5", Breach.EDITED, 5),
+        (
+            "UPDATE audit_log SET actor = 'operator:mallory' WHERE workspace = 'alpha' AND seq = 5",
+            Breach.EDITED,
+            5,
+        ),
         ("UPDATE audit_log SET details = :d WHERE workspace = 'alpha' AND seq = 3", Breach.EDITED, 3),
         ("UPDATE audit_log SET hash = :h WHERE workspace = 'alpha' AND seq = 7", Breach.EDITED, 7),
         ("DELETE FROM audit_log WHERE workspace = 'alpha' AND seq = 4", Breach.DELETED, 4),
