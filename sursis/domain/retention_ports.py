@@ -8,7 +8,7 @@ from typing import Protocol
 
 from sursis.domain.audit_chain import ChainHead, ChainLink
 from sursis.domain.ports import UnitOfWork
-from sursis.domain.retention import LegalHold, RetentionPolicy
+from sursis.domain.retention_records import LegalHold, RetentionPolicy
 
 
 class AuditChainRepository(Protocol):
