@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from sursis.domain.access import Permission
-from sursis.domain.errors import NotFound
+from sursis.domain.errors import NotFound, ValidationFailed
 from sursis.domain.ports import UnitOfWork
 from sursis.domain.records import AuditEntry, Principal
 from sursis.domain.retention_ports import RetentionUnitOfWork, RetentionUnitOfWorkFactory
@@ -101,7 +101,11 @@ class RetentionService:
             if conversation_id is not None:
                 conversation = await uow.conversations.get(conversation_id)
                 if conversation is None or conversation.workspace != workspace:
-                    raise NotFound("conversation not found")
+                    # A wrong body, as for the other routes that name an object in their body.
+                    raise ValidationFailed(
+                        "conversation_id names no conversation of this workspace",
+                        extra={"field": "conversation_id"},
+                    )
             await uow.retention.add_hold(hold)
             details = {"hold_id": str(hold.id), "reason": reason}
             entry = AuditEntry(

@@ -86,7 +86,7 @@ async def test_only_admins_and_only_valid_bodies(client: AsyncTestClient[Any], k
             "reason": "x",
         },
     )
-    assert missing.status_code == 404 and missing.json()["code"] == "not_found"
+    assert missing.status_code == 422 and missing.json()["code"] == "validation_failed"
     gone = await client.delete("/v1/retention/holds/6f0b1c9e-0000-4000-8000-000000000000")
     assert gone.status_code == 404
 
