@@ -209,7 +209,8 @@ class RetentionService:
         actor: str = "",
     ) -> tuple[bool, int]:
         """(held, rows): the sealed audit rows older than the audit period, up to the first row
-        of a held conversation, at most `audit_batch` (all of them when counting)."""
+        of a held conversation, at most `audit_batch` (all of them when counting); `held` when a
+        legal hold kept rows that were otherwise due (a workspace hold: all of them)."""
         if policy.audit_days is None:
             return False, 0
         holds = await uow.retention.holds(policy.workspace)
@@ -221,13 +222,16 @@ class RetentionService:
         if not count_only:
             await chain.seal(policy.workspace, self.audit_batch, now)
         head = await chain.head(policy.workspace, lock=not count_only)
-        after, total, last = head.anchor_seq, 0, None
+        after, total, last, stopped = head.anchor_seq, 0, None, False
         while True:
             links = await chain.links(policy.workspace, after, self.audit_batch)
             old = []
             for link in links:
                 entry = link.entry
-                if entry.at is None or entry.at >= before or entry.conversation_id in held:
+                if entry.at is None or entry.at >= before:
+                    break
+                if entry.conversation_id in held:
+                    stopped = True  # the hold keeps this row, and the chain is cut as a prefix
                     break
                 old.append(link)
             total += len(old)
@@ -236,7 +240,7 @@ class RetentionService:
             if count_only is False or len(old) < len(links) or len(links) < self.audit_batch:
                 break
         if count_only or last is None:
-            return bool(held), total
+            return stopped, total
         purged = await chain.cut(policy.workspace, last, now)
         details = {
             "through_seq": last.seq,
@@ -245,7 +249,7 @@ class RetentionService:
             "audit_days": policy.audit_days,
         }
         await uow.audit.append(AuditEntry(AUDIT_PURGED, actor, policy.workspace, details=details), now)
-        return bool(held), purged
+        return stopped, purged
 
 
 async def raise_if_purged(uow: UnitOfWork, principal: Principal, conversation_id: uuid.UUID) -> None:

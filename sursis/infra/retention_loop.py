@@ -14,10 +14,14 @@ from sursis.domain.retention import RetentionService
 
 log = structlog.get_logger("sursis.retention")
 
+BACKLOG_ROUNDS = 20
+"""Sealing batches per tick at most, while each one finds a full batch to seal."""
+
 
 @dataclass
 class RetentionLoop:
-    """Every `seal_seconds`, one batch of sealing per workspace; every `retention_seconds`, one
+    """Every `seal_seconds`, one batch of sealing per workspace (more while there is a backlog);
+    every `retention_seconds`, one
     batch of purging per workspace with a policy. Any number of workers may run it: sealing
     takes the workspace's chain head lock, purging skips the conversations another has locked."""
 
@@ -30,7 +34,9 @@ class RetentionLoop:
         next_purge = time.monotonic()
         while not stopping.is_set():
             try:
-                await self.chain.seal()
+                for _ in range(BACKLOG_ROUNDS):  # a backlog (rows older than the chain) drains faster
+                    if await self.chain.seal() < self.chain.batch or stopping.is_set():
+                        break
                 if time.monotonic() >= next_purge:
                     next_purge = time.monotonic() + self.retention_seconds
                     purged = await self.retention.sweep()

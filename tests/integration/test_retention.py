@@ -357,3 +357,25 @@ async def test_the_sweeper_purges_one_bounded_batch_per_tick(container: Containe
     assert await retention.sweep() == 2
     assert await retention.sweep() == 1
     assert await retention.sweep() == 0
+
+
+async def test_a_conversation_hold_stops_the_audit_cut_at_its_first_row(container: Container) -> None:
+    purged, _ = await converse(container)
+    held, _ = await converse(container)
+    retention = RetentionService(container.uow, later(3))
+    await retention.set_policy(ADMIN, RetentionPolicy("default", conversation_days=1, audit_days=2))
+    await retention.add_hold(ADMIN, "default", held, "case 9")
+    [plan] = await retention.plan(ADMIN, "default")
+    assert plan.conversations == 1
+    [report] = await retention.run(ADMIN, "default")
+    assert report.held and report.audit_rows > 0
+    audit = container.audit
+    assert not (
+        await audit.list_audit(ADMIN, AuditQuery(conversation_id=purged, actions=("run.queued",)))
+    ).items
+    kept = await audit.list_audit(ADMIN, AuditQuery(conversation_id=held, limit=500))
+    first_kept = min(row.id or 0 for row in kept.items)
+    everything = await audit.list_audit(ADMIN, AuditQuery(limit=500))
+    assert all(row.conversation_id != purged or (row.id or 0) > first_kept for row in everything.items)
+    [chain] = await container.audit_chain.verify("default")
+    assert chain.ok and chain.anchor_seq == report.audit_rows
