@@ -1,4 +1,4 @@
-"""The `sursis` command: serve, worker, migrate, keys, demo seed."""
+"""The `sursis` command: serve, worker, migrate, keys, demo seed, retention, audit verify."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import uuid
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, TypeVar
 
+from sursis.app.cli_retention import add_commands
 from sursis.app.logging import configure_logging
 from sursis.app.settings import Settings
 from sursis.domain.access import Role
@@ -279,6 +280,7 @@ def parser() -> argparse.ArgumentParser:
     seed = demo_sub.add_parser("seed", help="insert a few dead letters and failure clusters")
     seed.add_argument("--workspace", default="default")
     seed.set_defaults(func=_demo_seed)
+    add_commands(sub, COMMAND_LINE)
     return p
 
 

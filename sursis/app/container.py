@@ -15,6 +15,7 @@ from sursis.app.channel_wiring import channel_loops
 from sursis.app.settings import Settings
 from sursis.domain.agents import AgentCatalogService
 from sursis.domain.audit import AuditService
+from sursis.domain.audit_verify import AuditChainService
 from sursis.domain.authorizations import PreApprovalService
 from sursis.domain.channels.admin import ChannelAdminService
 from sursis.domain.channels.slack import SlackInbound
@@ -24,6 +25,7 @@ from sursis.domain.customer.intake import EventIntakeService
 from sursis.domain.events import ClientPresence, EventService
 from sursis.domain.keys import KeyService
 from sursis.domain.pending_calls import PendingCallService
+from sursis.domain.retention import RetentionService
 from sursis.domain.runs import RunService
 from sursis.domain.webhooks import WebhookService
 from sursis.infra.agents.assistant import assistant_agent
@@ -39,6 +41,7 @@ from sursis.infra.db.listener import PgEventListener
 from sursis.infra.db.uow import SqlUnitOfWorkFactory
 from sursis.infra.notifier import LocalRunNotifier
 from sursis.infra.pg_notify import PostgresRunNotifier
+from sursis.infra.retention_loop import RetentionLoop
 from sursis.infra.runner import AgentRunner, Timeouts
 from sursis.infra.telemetry import Telemetry, TelemetryConfig, build_telemetry
 from sursis.infra.webhook_delivery import DeliveryPolicy, WebhookDeliverer
@@ -59,6 +62,8 @@ class Container:
     runs: RunService
     pending_calls: PendingCallService
     audit: AuditService
+    audit_chain: AuditChainService
+    retention: RetentionService
     keys: KeyService
     authorizations: PreApprovalService
     runner: AgentRunner
@@ -254,6 +259,8 @@ def build_container(
         clock=utcnow,
         poll_seconds=settings.webhook_poll_seconds,
     )
+    chain = AuditChainService(uow, utcnow)
+    retention = RetentionService(uow, utcnow, batch=settings.retention_batch)
     worker = Worker(
         uow,
         runner,
@@ -266,7 +273,10 @@ def build_container(
         max_segment_attempts=settings.max_segment_attempts,
         telemetry=telemetry,
         deliverer=deliverer,
-        loops=channel_loops(settings, uow, utcnow),
+        loops=[
+            *channel_loops(settings, uow, utcnow),
+            RetentionLoop(chain, retention, settings.audit_seal_seconds, settings.retention_sweep_seconds),
+        ],
     )
     pending_calls = PendingCallService(uow, catalog, notifier, clock=utcnow, metrics=telemetry.metrics)
     slack = SlackInbound(
@@ -313,6 +323,8 @@ def build_container(
         ),
         pending_calls=pending_calls,
         audit=AuditService(uow),
+        audit_chain=chain,
+        retention=retention,
         keys=KeyService(uow),
         authorizations=PreApprovalService(uow, catalog),
         runner=runner,

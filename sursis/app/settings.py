@@ -35,6 +35,12 @@ class Settings(BaseSettings):
     elicitation_timeout_seconds: float = 3600
     client_exec_timeout_seconds: float = 30
     sweep_seconds: float = 5.0
+    audit_seal_seconds: float = Field(default=5.0, gt=0)
+    """How often each worker seals new audit rows into their workspace's hash chain."""
+    retention_sweep_seconds: float = Field(default=300.0, gt=0)
+    """How often each worker purges one batch per workspace whose retention policy is due."""
+    retention_batch: int = Field(default=50, ge=1)
+    """Conversations purged per transaction (audit rows: 1,000 per transaction)."""
     shutdown_grace_seconds: float = 10.0
     db_pool_size: int = Field(default=10, ge=1)
     """Connections a process keeps open to the database (and as many more under a burst)."""

@@ -17,6 +17,7 @@ from sursis.domain.ports import (
     UnitOfWorkFactory,
 )
 from sursis.domain.records import Conversation, Principal, Run, StoredMessage
+from sursis.domain.retention import raise_if_purged
 from sursis.domain.run_queue import check_content, queue_message
 from sursis.domain.runs import RunView
 from sursis.domain.states import PendingStatus, RunStatus
@@ -98,6 +99,8 @@ async def visible_conversation(
 ) -> Conversation:
     """The conversation, if the principal may converse in its workspace; `NotFound` otherwise."""
     conversation = await uow.conversations.get(conversation_id)
+    if conversation is None:
+        await raise_if_purged(uow, principal, conversation_id)
     if conversation is None or not principal.can_see(conversation.workspace):
         raise NotFound("conversation not found")
     principal.require(Permission.CONVERSE)

@@ -20,6 +20,7 @@ from sursis.domain.channels.fanout import CHANNEL_EVENT_TYPES, fan_out
 from sursis.domain.errors import Forbidden, NotFound
 from sursis.domain.ports import UnitOfWork, UnitOfWorkFactory
 from sursis.domain.records import PendingCall, Principal, Run, StoredEvent
+from sursis.domain.retention import raise_if_purged
 
 
 class EventType(StrEnum):
@@ -95,6 +96,7 @@ async def publish(
             WEBHOOK_TOPIC_PREFIX + event_type.value,
             {"webhook_id": str(hook.id), "event": event.envelope()},
             now,
+            conversation_id=conversation_id,
         )
 
 
@@ -272,6 +274,8 @@ class EventService:
     ) -> list[StoredEvent]:
         async with self._uow.reader() as uow:
             conversation = await uow.conversations.get(conversation_id)
+            if conversation is None:
+                await raise_if_purged(uow, principal, conversation_id)
             if conversation is None or not principal.can_see(conversation.workspace):
                 raise NotFound("conversation not found")
             return await uow.events.after(conversation_id, after_id, limit)

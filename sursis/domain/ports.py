@@ -35,6 +35,10 @@ from sursis.domain.tools import PendingKind, ToolSpec
 class ConversationRepository(Protocol):
     async def add(self, conversation: Conversation) -> None: ...
     async def get(self, conversation_id: uuid.UUID) -> Conversation | None: ...
+    async def purged(self, conversation_id: uuid.UUID) -> str | None:
+        """The workspace of a conversation retention purged (its tombstone); None otherwise."""
+        ...
+
     async def claim_active_run(self, conversation_id: uuid.UUID, run_id: uuid.UUID, now: datetime) -> bool:
         """Set the active run only if there is none; False when another run holds it."""
         ...
@@ -239,7 +243,19 @@ class WebhookRepository(Protocol):
 class OutboxRepository(Protocol):
     """Notifications waiting to leave the service; written in the transaction that caused them."""
 
-    async def enqueue(self, workspace: str, topic: str, payload: dict[str, Any], now: datetime) -> int: ...
+    async def enqueue(
+        self,
+        workspace: str,
+        topic: str,
+        payload: dict[str, Any],
+        now: datetime,
+        *,
+        conversation_id: uuid.UUID | None = None,
+    ) -> int:
+        """A delivery; `conversation_id` names the conversation it is about (retention purges it
+        with the conversation)."""
+        ...
+
     async def claim_due(
         self, topic_prefix: str, now: datetime, lease_until: datetime, limit: int
     ) -> list[OutboxItem]:

@@ -50,6 +50,49 @@ DEFAULT_TIMEOUTS: Mapping[PendingKind, timedelta] = {
 
 
 @dataclass(frozen=True, slots=True)
+class ContextRetention:
+    """How long a tool's results stay in the model's view (its context), not in storage.
+
+    `age`: a result is shown for `age` turns, the turn that produced it included (1: only during
+    its own turn). `count`: only the latest `count` results of the tool are shown. Both may be
+    set (a result goes when either says so). `never_evict` says explicitly that the results stay
+    for as long as the history window shows their turn (also what a tool without a declaration
+    gets). An older result is shown to the model as a short stub naming the tool and the call; the
+    stored result is untouched and operators still see it.
+    """
+
+    age: int | None = None
+    count: int | None = None
+    never_evict: bool = False
+
+    def __post_init__(self) -> None:
+        if self.never_evict and (self.age is not None or self.count is not None):
+            raise ToolDeclarationError("context retention: never_evict excludes age and count")
+        if not self.never_evict and self.age is None and self.count is None:
+            raise ToolDeclarationError("context retention: declare age, count or never_evict")
+        for name, value in (("age", self.age), ("count", self.count)):
+            if value is not None and value < 1:
+                raise ToolDeclarationError(f"context retention: {name} must be at least 1")
+
+    def evicts(self, turns_old: int, newer_results: int) -> bool:
+        """Whether a result `turns_old` turns old (0: produced in the current turn), followed by
+        `newer_results` results of the same tool, is out of the model's view."""
+        if self.never_evict:
+            return False
+        too_old = self.age is not None and turns_old >= self.age
+        too_many = self.count is not None and newer_results >= self.count
+        return too_old or too_many
+
+
+def evicted_result(tool_name: str, tool_call_id: str) -> str:
+    """What the model sees instead of a result out of its view."""
+    return (
+        f"[result of {tool_name} (call {tool_call_id}) no longer shown: the tool keeps its results "
+        "in context for a limited time; call it again if you need them]"
+    )
+
+
+@dataclass(frozen=True, slots=True)
 class ToolSpec:
     """Everything the service needs to know about a tool besides its signature.
 
@@ -66,6 +109,8 @@ class ToolSpec:
     effect: str | None = None
     timeout: timedelta | None = None
     streaming: bool = False
+    context: ContextRetention | None = None
+    """How long its results stay in the model's view; None: as long as their turn is shown."""
     _resolved_approval: Approval = field(init=False, repr=False)
 
     def __post_init__(self) -> None:

@@ -5,14 +5,19 @@ from __future__ import annotations
 import copy
 import uuid
 from collections import OrderedDict
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
 
 from pydantic import TypeAdapter
-from pydantic_ai.messages import ModelMessage, ModelRequest, UserPromptPart
+from pydantic_ai.capabilities import AbstractCapability
+from pydantic_ai.messages import ModelMessage, ModelRequest, ToolReturnPart, UserPromptPart
+from pydantic_ai.models import ModelRequestContext
+from pydantic_ai.tools import RunContext
 
 from sursis.domain.ports import MessageRepository
 from sursis.domain.records import StoredMessage
+from sursis.domain.tools import ContextRetention, evicted_result
 
 MESSAGE: TypeAdapter[ModelMessage] = TypeAdapter(ModelMessage)
 
@@ -122,3 +127,52 @@ class MessageLogCache:
         old = self._entries.pop(conversation_id, None)
         if old is not None:
             self._size -= len(old.messages)
+
+
+def shown_to_model(
+    messages: Sequence[ModelMessage], retention: Mapping[str, ContextRetention]
+) -> list[ModelMessage]:
+    """The messages as the model is to see them: the results of tools that declare a context
+    retention, once out of it, replaced by a stub naming the tool and the call. The messages given
+    are not changed (changed requests are copies), so the stored log keeps every result."""
+    turn = 0
+    turn_of: list[int] = []
+    for message in messages:
+        turn += starts_turn(message)
+        turn_of.append(turn)
+    newer: dict[str, int] = {}
+    shown = list(messages)
+    for index in range(len(shown) - 1, -1, -1):
+        message = shown[index]
+        if not isinstance(message, ModelRequest):
+            continue
+        parts = list(message.parts)
+        changed = False
+        for position in range(len(parts) - 1, -1, -1):
+            part = parts[position]
+            if type(part) is not ToolReturnPart or (rule := retention.get(part.tool_name)) is None:
+                continue  # subclasses (tool search, capability loading) are the framework's own
+            later = newer.get(part.tool_name, 0)
+            newer[part.tool_name] = later + 1
+            if rule.evicts(turn - turn_of[index], later):
+                stub: ToolReturnPart[Any] = part
+                parts[position] = replace(stub, content=evicted_result(part.tool_name, part.tool_call_id))
+                changed = True
+        if changed:
+            shown[index] = replace(message, parts=parts)
+    return shown
+
+
+class ContextRetentionView(AbstractCapability[Any]):
+    """Applies the tools' context retention to every model request of a run (the first one of a
+    segment and those after each batch of tool results alike), in the request only: the run's
+    messages, and so what is stored, keep the results."""
+
+    def __init__(self, retention: Mapping[str, ContextRetention]) -> None:
+        self._retention = dict(retention)
+
+    async def before_model_request(
+        self, ctx: RunContext[Any], request_context: ModelRequestContext
+    ) -> ModelRequestContext:
+        request_context.messages = shown_to_model(request_context.messages, self._retention)
+        return request_context

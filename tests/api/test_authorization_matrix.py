@@ -229,6 +229,25 @@ ROUTES = [
         },
     ),
     Route("DELETE", "/v1/channels/bindings/{binding_id}", operators(204)),
+    Route("GET", "/v1/retention/policies/{workspace}", admins(200)),
+    Route(
+        "PUT", "/v1/retention/policies/{workspace}", admins(200), body=lambda o: {"conversation_days": 3650}
+    ),
+    Route("GET", "/v1/retention/plan", admins(200)),
+    Route("POST", "/v1/retention/run", admins(200)),
+    Route("GET", "/v1/retention/holds", admins(200)),
+    Route(
+        "POST",
+        "/v1/retention/holds",
+        admins(201),
+        body=lambda o: {
+            "workspace": "default",
+            "conversation_id": o.ids["conversation_id"],
+            "reason": "case",
+        },
+    ),
+    Route("DELETE", "/v1/retention/holds/{hold_id}", admins(204)),
+    Route("GET", "/v1/audit/verify", admins(200)),
     Route(
         "POST",
         "/v1/events",
@@ -258,6 +277,8 @@ TEMPLATE_OF = {
     "{user_id}": "{user_id}",
     "{mapped_user_id}": "{user_id}",
     "{binding_id}": "{binding_id}",
+    "{hold_id}": "{hold_id}",
+    "{workspace}": "{workspace}",
 }
 
 
@@ -337,6 +358,8 @@ async def make_objects(client: AsyncTestClient[Any], keys: KeyMaker) -> Objects:
         json={"kind": "email", "email": "setup@example.com", "conversation_id": conversation_id},
     )
     assert binding.status_code == 201, binding.text
+    hold = await client.post("/v1/retention/holds", json={"workspace": "default", "reason": "setup"})
+    assert hold.status_code == 201, hold.text
     return Objects(
         ids={
             "conversation_id": conversation_id,
@@ -356,6 +379,8 @@ async def make_objects(client: AsyncTestClient[Any], keys: KeyMaker) -> Objects:
             "mapped_user_id": "U0MAPPED",
             "slack_key_id": str(slack_key.key.id),
             "binding_id": binding.json()["id"],
+            "hold_id": hold.json()["id"],
+            "workspace": "default",
         }
     )
 

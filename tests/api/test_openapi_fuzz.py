@@ -72,6 +72,10 @@ SEMANTIC_422 = {
     "PUT /v1/channels/slack/users/{team_id}/{user_id}": "key_id must name an active key",
     # `conversation_id` and `workspace` must name what the key can see.
     "POST /v1/channels/bindings": "conversation_id and workspace must be visible to the key",
+    # `audit_days` must be at least `conversation_days` (the audit log outlives what it describes).
+    "PUT /v1/retention/policies/{workspace}": "audit_days is checked against conversation_days",
+    # `conversation_id` must name a conversation of `workspace`.
+    "POST /v1/retention/holds": "conversation_id must name a conversation of the workspace",
 }
 CONFIG: dict[str, Any] = {
     "checks": {"enabled": True},
@@ -138,6 +142,8 @@ async def real_objects(seeded: str, keys: KeyMaker) -> dict[str, str]:
             "/v1/channels/slack/users/T0FUZZ/U0FUZZ", json={"key_id": str(spare.key.id)}
         )
         assert mapped.status_code == 200
+        hold = await client.post("/v1/retention/holds", json={"workspace": "default", "reason": "fuzz"})
+        assert hold.status_code == 201
     return {
         "conversation_id": conversation_id,
         "run_id": run["id"],
@@ -147,6 +153,8 @@ async def real_objects(seeded: str, keys: KeyMaker) -> dict[str, str]:
         "webhook_id": webhook.json()["id"],
         "world_id": world["id"],
         "decision_id": "d-fuzz",
+        "hold_id": hold.json()["id"],
+        "workspace": "default",
         "rule_id": rules[0]["rule_id"],
         "binding_id": binding.json()["id"],
         "team_id": "T0FUZZ",

@@ -154,6 +154,9 @@ class FakeConversations(_Repository):
     async def get(self, conversation_id: uuid.UUID) -> Conversation | None:
         return (await self._uow.read()).conversations.get(conversation_id)
 
+    async def purged(self, conversation_id: uuid.UUID) -> str | None:
+        return None
+
     async def claim_active_run(self, conversation_id: uuid.UUID, run_id: uuid.UUID, now: datetime) -> bool:
         rows = (await self._uow.write()).conversations
         found = rows.get(conversation_id)
@@ -584,7 +587,15 @@ class FakeChannels(_Repository):
 class FakeOutbox(_Repository):
     """Rows and their status; what a delivery attempt would do with them is the deliverer's."""
 
-    async def enqueue(self, workspace: str, topic: str, payload: dict[str, Any], now: datetime) -> int:
+    async def enqueue(
+        self,
+        workspace: str,
+        topic: str,
+        payload: dict[str, Any],
+        now: datetime,
+        *,
+        conversation_id: uuid.UUID | None = None,
+    ) -> int:
         rows = (await self._uow.write()).outbox
         item = OutboxItem(len(rows) + 1, workspace, topic, payload, attempts=0, source_event_id=None)
         rows[item.id] = (item, "pending")

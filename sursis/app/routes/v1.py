@@ -25,6 +25,7 @@ from sursis.app.routes.channels_admin import channel_route_handlers
 from sursis.app.routes.events import event_route_handlers
 from sursis.app.routes.platform_events import list_conversations, post_event
 from sursis.app.routes.provide import services
+from sursis.app.routes.retention import retention_route_handlers
 from sursis.app.routes.worlds import world_route_handlers
 from sursis.app.schemas import (
     CURSOR_PATTERN,
@@ -419,6 +420,7 @@ def route_handlers() -> list[Any]:
         KeyController,
         *world_route_handlers(),
         *channel_route_handlers(),
+        *retention_route_handlers(),
         post_event,
         list_conversations,
     ]

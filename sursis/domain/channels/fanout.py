@@ -56,6 +56,7 @@ async def _enqueue_slack(uow: UnitOfWork, binding: ChannelBinding, event: Stored
         SLACK_TOPIC,
         {"binding_id": str(binding.id), "event": event.envelope()},
         event.created_at,
+        conversation_id=event.conversation_id,
     )
 
 

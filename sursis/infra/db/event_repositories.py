@@ -272,7 +272,15 @@ class SqlOutboxRepository:
     def __init__(self, session: AsyncSession) -> None:
         self._session = session
 
-    async def enqueue(self, workspace: str, topic: str, payload: dict[str, Any], now: datetime) -> int:
+    async def enqueue(
+        self,
+        workspace: str,
+        topic: str,
+        payload: dict[str, Any],
+        now: datetime,
+        *,
+        conversation_id: uuid.UUID | None = None,
+    ) -> int:
         outbox_id = await self._session.scalar(
             t.outbox.insert()
             .values(
@@ -286,6 +294,7 @@ class SqlOutboxRepository:
                 created_at=now,
                 updated_at=now,
                 next_attempt_at=now,
+                conversation_id=conversation_id,
             )
             .returning(t.outbox.c.id)
         )

@@ -65,6 +65,9 @@ class SqlOpsRepository:
                 attempts=0,
                 last_error=None,
                 source_event_id=event_id,
+                conversation_id=sa.select(t.outbox.c.conversation_id)
+                .where(t.outbox.c.id == letter["outbox_id"])
+                .scalar_subquery(),
                 created_at=now,
                 updated_at=now,
             )

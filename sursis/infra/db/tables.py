@@ -153,6 +153,9 @@ audit_log = sa.Table(
     sa.Column("correlation_id", sa.Uuid, nullable=True),
     sa.Column("details", JSON, nullable=False),
     sa.Column("trace_id", sa.String(32), nullable=True),
+    sa.Column("seq", sa.BigInteger, nullable=True),
+    sa.Column("prev_hash", sa.String(64), nullable=True),
+    sa.Column("hash", sa.String(64), nullable=True),
     sa.Index("ix_audit_log_conversation_id", "conversation_id"),
     sa.Index("ix_audit_log_correlation_id", "correlation_id"),
     sa.Index("ix_audit_log_workspace_id", "workspace", "id"),
@@ -173,6 +176,7 @@ outbox = sa.Table(
     sa.Column("updated_at", UtcDateTime, nullable=False),
     sa.Column("next_attempt_at", UtcDateTime, nullable=True),
     sa.Column("delivered_at", UtcDateTime, nullable=True),
+    sa.Column("conversation_id", sa.Uuid, nullable=True),
     sa.Index("ix_outbox_status_next_attempt_at", "status", "next_attempt_at"),
 )
 

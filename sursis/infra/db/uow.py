@@ -24,6 +24,8 @@ from sursis.infra.db.repositories import (
     SqlRunRepository,
     SqlToolCallRepository,
 )
+from sursis.infra.db.repositories.audit_chain import SqlAuditChainRepository
+from sursis.infra.db.retention_repository import SqlRetentionRepository
 
 EventsListener = Callable[[Set[uuid.UUID]], None]
 """Told, after a commit, which conversations got new events (in-process wake-ups)."""
@@ -67,6 +69,8 @@ class SqlUnitOfWork:
         self.customer = SqlWorkspaceRepository(self.session)
         self.delegations = SqlDelegationRepository(self.session)
         self.channels = SqlChannelRepository(self.session)
+        self.audit_chain = SqlAuditChainRepository(self.session)
+        self.retention = SqlRetentionRepository(self.session)
         return self
 
     async def __aexit__(

@@ -19,6 +19,7 @@ from sursis.infra.agents.observed import (
     ObservedTools,
     RunDeps,
 )
+from sursis.infra.history import ContextRetentionView
 from sursis.infra.telemetry import Telemetry
 
 log = structlog.get_logger("sursis.runner")
@@ -67,6 +68,9 @@ def build_agent(
     """The pydantic-ai agent of a definition: its tools behind `ObservedTools`, traced by pydantic-ai."""
     capabilities = _capabilities(definition, telemetry)
     capabilities += [NativeTool(p.native) for p in supported_provider_tools(definition, model)]
+    retention = {d.spec.name: d.spec.context for d in definition.tools if d.spec.context is not None}
+    if retention:
+        capabilities.append(ContextRetentionView(retention))
     return Agent(
         model,
         name=definition.name,

@@ -15,7 +15,7 @@ from sursis.domain.records import (
 )
 from sursis.infra.db import tables as t
 from sursis.infra.db.repositories.base import SqlRepository
-from sursis.infra.db.rows import row_values
+from sursis.infra.db.rows import record_from_row, row_values
 from sursis.infra.telemetry import current_trace_id, span_event
 
 
@@ -80,4 +80,10 @@ class SqlAuditRepository(SqlRepository):
             query = query.where(c.id < after_id if newest_first else c.id > after_id)
         order = c.id.desc() if newest_first else c.id
         rows = await self._session.execute(query.order_by(order).limit(limit))
-        return [AuditEntry(**row._mapping) for row in rows]
+        return [audit_entry(row) for row in rows]
+
+
+def audit_entry(row: Any) -> AuditEntry:
+    """The record a stored audit row holds: the one place a row becomes plaintext content (for
+    reading and for the hash chain alike)."""
+    return record_from_row(AuditEntry, row)

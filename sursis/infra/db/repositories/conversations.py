@@ -12,6 +12,7 @@ from sursis.domain.records import (
 )
 from sursis.infra.db import tables as t
 from sursis.infra.db.repositories.base import SqlRepository, rowcount
+from sursis.infra.db.retention_tables import purged_conversations
 from sursis.infra.db.rows import row_values
 
 _c = t.conversations.c
@@ -36,6 +37,11 @@ class SqlConversationRepository(SqlRepository):
     async def get(self, conversation_id: uuid.UUID) -> Conversation | None:
         row = (await self._session.execute(_GET, {"conversation_id": conversation_id})).first()
         return Conversation(**row._mapping) if row else None
+
+    async def purged(self, conversation_id: uuid.UUID) -> str | None:
+        p = purged_conversations
+        found = await self._session.scalar(sa.select(p.c.workspace).where(p.c.id == conversation_id))
+        return None if found is None else str(found)
 
     async def claim_active_run(self, conversation_id: uuid.UUID, run_id: uuid.UUID, now: datetime) -> bool:
         params = {"b_conversation_id": conversation_id, "b_run_id": run_id, "b_now": now}

@@ -1,0 +1,48 @@
+"""Tables of retention and the audit chain. Mirrors migration 0011."""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+
+from sursis.infra.db.tables import UtcDateTime, metadata
+
+audit_chain_heads = sa.Table(
+    "audit_chain_heads",
+    metadata,
+    sa.Column("workspace", sa.String(100), primary_key=True),
+    sa.Column("seq", sa.BigInteger, nullable=False),
+    sa.Column("hash", sa.String(64), nullable=False),
+    sa.Column("anchor_seq", sa.BigInteger, nullable=False),
+    sa.Column("anchor_hash", sa.String(64), nullable=False),
+    sa.Column("updated_at", UtcDateTime, nullable=False),
+)
+
+retention_policies = sa.Table(
+    "retention_policies",
+    metadata,
+    sa.Column("workspace", sa.String(100), primary_key=True),
+    sa.Column("conversation_days", sa.Integer, nullable=True),
+    sa.Column("audit_days", sa.Integer, nullable=True),
+    sa.Column("updated_by", sa.String(200), nullable=False),
+    sa.Column("updated_at", UtcDateTime, nullable=False),
+)
+
+legal_holds = sa.Table(
+    "legal_holds",
+    metadata,
+    sa.Column("id", sa.Uuid, primary_key=True),
+    sa.Column("workspace", sa.String(100), nullable=False),
+    sa.Column("conversation_id", sa.Uuid, nullable=True),
+    sa.Column("reason", sa.Text, nullable=False),
+    sa.Column("created_by", sa.String(200), nullable=False),
+    sa.Column("created_at", UtcDateTime, nullable=False),
+    sa.Index("ix_legal_holds_workspace", "workspace"),
+)
+
+purged_conversations = sa.Table(
+    "purged_conversations",
+    metadata,
+    sa.Column("id", sa.Uuid, primary_key=True),
+    sa.Column("workspace", sa.String(100), nullable=False),
+    sa.Column("purged_at", UtcDateTime, nullable=False),
+)
