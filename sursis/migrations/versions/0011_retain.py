@@ -7,7 +7,7 @@ columns set from NULL, nothing else changed), and deleted only at or below its w
 recorded anchor (a retention cut).
 
 Revision ID: 0011_retain
-Revises: 0010_channels
+Revises: 0011_categories
 """
 
 from collections.abc import Sequence
@@ -16,7 +16,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision: str = "0011_retain"
-down_revision: str | None = "0010_channels"
+down_revision: str | None = "0011_categories"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
