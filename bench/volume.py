@@ -71,7 +71,9 @@ def bearer(secret: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {secret}"}
 
 
-async def prepare_full(target: Target, shape: fill.Shape, scale: float, reuse: bool) -> dict[str, Any]:
+async def prepare_full(
+    target: Target, shape: fill.Shape, scale: float, reuse: bool, migrate: bool = True
+) -> dict[str, Any]:
     """Fill (or reuse a fill of the same scale); the fill's seconds and the sizes."""
     engine = engine_for(target.url)
     info: dict[str, Any] = {}
@@ -87,7 +89,7 @@ async def prepare_full(target: Target, shape: fill.Shape, scale: float, reuse: b
                     reuse = False
         if reuse:
             print(f"reusing the fill at scale {scale}", flush=True)
-            async with Service.open(target.url, migrate=True):
+            async with Service.open(target.url, migrate=migrate):
                 pass
             async with engine.begin() as conn:
                 await fill.restore(conn)
@@ -460,12 +462,17 @@ async def main() -> None:
     parser.add_argument(
         "--fill-only", action="store_true", help="fill (or keep) the full database, then stop"
     )
+    parser.add_argument(
+        "--keep-schema",
+        action="store_true",
+        help="with --reuse: do not migrate (to measure an older revision)",
+    )
     args = parser.parse_args()
     full = Target("full", os.environ.get("BENCH_VOLUME_PG_URL", PG + "bench_volume"))
     empty = Target("empty", os.environ.get("BENCH_VOLUME_EMPTY_PG_URL", PG + "bench_volume_empty"))
     configure_logging("WARNING")
     load_before = os.getloadavg()
-    info = await prepare_full(full, fill.Shape.at(args.scale), args.scale, args.reuse)
+    info = await prepare_full(full, fill.Shape.at(args.scale), args.scale, args.reuse, not args.keep_schema)
     print(f"fill: {json.dumps(info)}", flush=True)
     if args.fill_only:
         return
