@@ -201,6 +201,21 @@ MAKE_OVERDUE = f"""UPDATE pending_calls SET expires_at = now() - interval '1 hou
     WHERE {_FILL_AWAITING} AND status = 'awaiting'
     AND (substr(tool_call_id, 8)::bigint / {AWAITING_EVERY}) % {OVERDUE_EVERY} = 0"""
 
+
+async def fill_overdue_only(conn: AsyncConnection, overdue: int) -> None:
+    """Into an empty database, the sweeper's work alone: `overdue` suspended runs whose one call is
+    overdue (with the conversations around them), the same work the full database's sweep does."""
+    wanted = {"conversations", "runs (suspended)", "pending_calls (awaiting)"}
+    for name, sql in _statements(
+        Shape(conversations=overdue * AWAITING_EVERY, outbox_delivered=0, outbox_due=0)
+    ):
+        if name in wanted:
+            await conn.exec_driver_sql(sql)
+    await conn.exec_driver_sql(
+        f"UPDATE pending_calls SET expires_at = now() - interval '1 hour' WHERE {_FILL_AWAITING}"
+    )
+
+
 RESTORE = [
     # What a measuring run changed in the filled rows, put back: the sweeper expired the overdue
     # calls and re-queued their runs; the turns and claims added conversations of their own.
