@@ -3,7 +3,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: help install run test soak lint migrate bench bench-peers bench-durability image-smoke clean
+.PHONY: help install run test soak lint migrate bench bench-peers bench-durability bench-volume image-smoke clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-17s %s\n", $$1, $$2}'
@@ -49,6 +49,10 @@ bench-peers: $(STAMP) ## the approval turn and turns/s at concurrency 10 against
 
 bench-durability: $(STAMP) ## runs/s with 1 and 4 worker processes, resolve-to-resume latency (PostgreSQL)
 	$(PY) bench/durability.py
+
+VOLUME_SCALE ?= 1
+bench-volume: $(STAMP) ## a turn, the inbox, claims, the sweeper on a year of rows against an empty database (PostgreSQL; VOLUME_SCALE=0.1 for a quick run)
+	$(PY) bench/volume.py --scale $(VOLUME_SCALE)
 
 image-smoke: ## build the Docker image and run compose.yaml's layout against PostgreSQL (needs docker, jq)
 	bash deploy/image-smoke.sh

@@ -246,6 +246,11 @@ class Service:
             if not await worker.sweep():
                 return segments
 
+    async def sweep(self) -> int:
+        """One pass of the sweeper: runs whose lease ran out are re-queued and at most one batch of
+        overdue pending calls expires. Returns how many calls and runs it changed."""
+        return await self.container.worker.sweep()
+
     async def events(
         self, conversation_id: uuid.UUID | str, *, after: int = 0, follow: bool = True
     ) -> AsyncIterator[StoredEvent]:

@@ -27,6 +27,10 @@ from sursis.infra.telemetry import Telemetry, trace_id_of
 from sursis.infra.webhook_delivery import WebhookDeliverer
 
 log = structlog.get_logger("sursis.worker")
+SWEEP_BATCH = 25
+"""Overdue calls one sweeper pass expires: each costs a few statements (the call, its run, an audit
+row, events), so a pass stays well under a second and holds its row locks briefly
+(docs/scaling.md); a full batch is followed by the next pass at once."""
 
 
 class Loop(Protocol):
@@ -200,19 +204,22 @@ class Worker:
     async def _sweeper(self) -> None:
         while not self._stopping.is_set():
             try:
-                await self.sweep()
+                # A full batch means more may be overdue: the next pass starts at once.
+                if await self.sweep() >= SWEEP_BATCH:
+                    continue
             except Exception:
                 log.exception("sweeper.error")
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._stopping.wait(), self._sweep)
 
     async def sweep(self) -> int:
-        """Expire overdue pending calls and requeue runs whose lease ran out. Safe to run anywhere."""
+        """Expire at most SWEEP_BATCH overdue pending calls and requeue runs whose lease ran out, in
+        one transaction. Safe to run anywhere."""
         now = self._clock()
         expired: list[PendingCall] = []
         async with self._uow() as uow:
             requeued = await uow.runs.requeue_expired_leases(now)
-            overdue = await uow.pending.overdue(now, limit=100)
+            overdue = await uow.pending.overdue(now, limit=SWEEP_BATCH)
             if overdue:
                 with self._telemetry.tracer.start_as_current_span(
                     "sweeper.expire", attributes={"sursis.overdue": len(overdue)}

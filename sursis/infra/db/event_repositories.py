@@ -308,7 +308,7 @@ class SqlOutboxRepository:
         due = (
             sa.select(c.id)
             .where(
-                c.status == PENDING,
+                c.status == t.status_literal(PENDING),
                 c.topic.startswith(topic_prefix, autoescape=True),
                 sa.or_(c.next_attempt_at.is_(None), c.next_attempt_at <= now),
             )

@@ -33,6 +33,18 @@ class UtcDateTime(TypeDecorator[datetime]):
 
 
 metadata = sa.MetaData()
+# The predicates of the partial indexes. A statement can use such an index only if its own
+# condition names the same literal (a bound parameter cannot prove the predicate in a generic plan).
+LIVE_RUNS = sa.text("status IN ('queued', 'running', 'suspended')")
+AWAITING = sa.text("status = 'awaiting'")
+UNDELIVERED = sa.text("status = 'pending'")
+
+
+def status_literal(value: str) -> Any:
+    """A status written into the statement as a literal, for a condition a partial index must match."""
+    return sa.literal_column(f"'{value}'", sa.String())
+
+
 # Python None is SQL NULL, whether it comes in a statement's values or in its parameters.
 JSON: Any = sa.JSON(none_as_null=True).with_variant(postgresql.JSONB(none_as_null=True), "postgresql")
 
@@ -83,7 +95,14 @@ runs = sa.Table(
     sa.Column("updated_at", UtcDateTime, nullable=False),
     sa.Column("finished_at", UtcDateTime, nullable=True),
     sa.Column("channel", sa.String(20), nullable=False, server_default="web"),
-    sa.Index("ix_runs_status_created_at", "status", "created_at"),
+    # The queue: a partial index over the live states only (migration 0011_volume).
+    sa.Index(
+        "ix_runs_live_status_updated_at",
+        "status",
+        "updated_at",
+        postgresql_where=LIVE_RUNS,
+        sqlite_where=LIVE_RUNS,
+    ),
 )
 
 pending_calls = sa.Table(
@@ -116,7 +135,12 @@ pending_calls = sa.Table(
         "conversation_id", "tool_call_id", "kind", name="uq_pending_calls_conversation_tool_call"
     ),
     sa.Index("ix_pending_calls_status_created_at", "status", "created_at"),
-    sa.Index("ix_pending_calls_status_expires_at", "status", "expires_at"),
+    sa.Index(
+        "ix_pending_calls_awaiting_expires_at", "expires_at", postgresql_where=AWAITING, sqlite_where=AWAITING
+    ),
+    sa.Index(
+        "ix_pending_calls_workspace_status_created_at", "workspace", "status", "created_at", "correlation_id"
+    ),
 )
 
 tool_calls = sa.Table(
@@ -177,7 +201,7 @@ outbox = sa.Table(
     sa.Column("next_attempt_at", UtcDateTime, nullable=True),
     sa.Column("delivered_at", UtcDateTime, nullable=True),
     sa.Column("conversation_id", sa.Uuid, nullable=True),
-    sa.Index("ix_outbox_status_next_attempt_at", "status", "next_attempt_at"),
+    sa.Index("ix_outbox_undelivered_id", "id", postgresql_where=UNDELIVERED, sqlite_where=UNDELIVERED),
 )
 
 failure_clusters = sa.Table(

@@ -93,9 +93,12 @@ class SqlPendingCallRepository(SqlRepository):
         if tool_name is not None:
             query = query.where(c.tool_name == tool_name)
         if after is not None:
+            # A row comparison, which an index on (..., created_at, correlation_id) seeks to: a deep
+            # page costs what the first one does.
             created, cid = after
             query = query.where(
-                sa.or_(c.created_at < created, sa.and_(c.created_at == created, c.correlation_id < cid))
+                sa.tuple_(c.created_at, c.correlation_id)
+                < sa.tuple_(sa.literal(created, t.UtcDateTime()), sa.literal(cid, sa.Uuid()))
             )
         query = query.order_by(c.created_at.desc(), c.correlation_id.desc()).limit(limit)
         return [_pending_from_row(row) for row in await self._session.execute(query)]
@@ -143,7 +146,7 @@ class SqlPendingCallRepository(SqlRepository):
         c = t.pending_calls.c
         rows = await self._session.execute(
             sa.select(t.pending_calls)
-            .where(c.status == PendingStatus.AWAITING.value, c.expires_at <= now)
+            .where(c.status == t.status_literal(PendingStatus.AWAITING.value), c.expires_at <= now)
             .order_by(c.expires_at)
             .limit(limit)
         )
@@ -153,7 +156,7 @@ class SqlPendingCallRepository(SqlRepository):
         c = t.pending_calls.c
         rows = await self._session.execute(
             sa.select(c.kind, sa.func.count())
-            .where(c.status == PendingStatus.AWAITING.value)
+            .where(c.status == t.status_literal(PendingStatus.AWAITING.value))
             .group_by(c.kind)
         )
         return {PendingKind(kind): int(count) for kind, count in rows}

@@ -68,12 +68,13 @@ _RECORD_PROGRESS = (
 
 
 def _claim_statement(postgres: bool) -> Any:
-    candidate = sa.select(_c.id).where(_c.status == RunStatus.QUEUED.value).order_by(_c.updated_at).limit(1)
+    queued = _c.status == t.status_literal(RunStatus.QUEUED.value)
+    candidate = sa.select(_c.id).where(queued).order_by(_c.updated_at).limit(1)
     if postgres:
         candidate = candidate.with_for_update(skip_locked=True)
     return (
         t.runs.update()
-        .where(_c.id == candidate.scalar_subquery(), _c.status == RunStatus.QUEUED.value)
+        .where(_c.id == candidate.scalar_subquery(), queued)
         .values(
             status=_RUNNING,
             lease_owner=sa.bindparam("b_owner"),
@@ -179,7 +180,7 @@ class SqlRunRepository(SqlRepository):
     async def requeue_expired_leases(self, now: datetime) -> list[uuid.UUID]:
         result = await self._session.execute(
             t.runs.update()
-            .where(t.runs.c.status == RunStatus.RUNNING.value, t.runs.c.lease_expires_at < now)
+            .where(t.runs.c.status == t.status_literal(_RUNNING), t.runs.c.lease_expires_at < now)
             .values(status=RunStatus.QUEUED.value, lease_owner=None, lease_expires_at=None, updated_at=now)
             .returning(t.runs.c.id)
         )
@@ -234,7 +235,9 @@ class SqlRunRepository(SqlRepository):
         c = t.runs.c
         active = [RunStatus.QUEUED.value, RunStatus.RUNNING.value, RunStatus.SUSPENDED.value]
         rows = await self._session.execute(
-            sa.select(c.status, sa.func.count()).where(c.status.in_(active)).group_by(c.status)
+            sa.select(c.status, sa.func.count())
+            .where(c.status.in_([t.status_literal(s) for s in active]))
+            .group_by(c.status)
         )
         return {RunStatus(status): int(count) for status, count in rows}
 

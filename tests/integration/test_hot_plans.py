@@ -1,0 +1,140 @@
+"""The hot statements keep their indexes: with planner statistics from a few thousand rows of the
+`make bench-volume` shape, no statement of the approval turn, the worker's claim, the sweeper, the
+outbox scan or the operator's reads scans a big table sequentially (PostgreSQL; docs/scaling.md).
+
+Every statement is the one the service sends (recorded while the real code runs), explained with
+its own parameters, as PostgreSQL plans it for them.
+"""
+
+from __future__ import annotations
+
+import sys
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from sursis.app.container import Container
+from sursis.domain.access import Role
+from sursis.domain.clock import utcnow
+from sursis.domain.pending_calls import Resolution
+from sursis.domain.records import Principal
+from sursis.domain.states import Decision, PendingStatus
+from sursis.infra.db.engine import create_engine
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "bench"))
+
+import volume_fill  # noqa: E402
+from volume_plans import Explained, StatementRecorder, explain  # noqa: E402
+
+pytestmark = pytest.mark.parametrize("database_url", ["postgresql"], indirect=True)
+
+ADMIN = Principal(id="admin:test", role=Role.ADMIN, workspace=None)
+LARGE = volume_fill.LARGE_WORKSPACE
+SHAPE = volume_fill.Shape(conversations=3000, outbox_delivered=2000, outbox_due=20)
+
+
+async def fill(url: str) -> None:
+    engine = create_engine(url)
+    async with engine.begin() as conn:
+        await volume_fill.fill(conn, SHAPE, lambda _: None)
+        await conn.exec_driver_sql(volume_fill.MAKE_OVERDUE)
+    async with engine.connect() as conn:
+        await volume_fill.vacuum_analyze(await conn.execution_options(isolation_level="AUTOCOMMIT"))
+    await engine.dispose()
+
+
+async def explain_recorded(url: str, recorder: StatementRecorder) -> list[Explained]:
+    engine = create_engine(url)
+    try:
+        return [await explain(engine, c.label, c.statement, c.parameters) for c in recorder.captured]
+    finally:
+        await engine.dispose()
+
+
+def seq_scans(explained: list[Explained]) -> list[str]:
+    return [f"{e.label}: Seq Scan on {table}\n{e.statement}" for e in explained for table in e.seq_scans]
+
+
+async def test_no_hot_statement_scans_a_big_table(container: Container, database_url: str) -> None:
+    await fill(database_url)
+    recorder = StatementRecorder()
+    content = (
+        'go\nSCRIPT: [[{"tool": "replay_dlq_event", "args": {"event_id": "evt_1001", "reason": "t"}}], "ok"]'
+    )
+    with recorder.recording("turn"):
+        conversation = await container.conversations.create_conversation(ADMIN, "ops", LARGE)
+        run = await container.conversations.post_message(ADMIN, conversation.id, content)
+        assert await container.worker.run_once()
+        view = await container.runs.get_run(ADMIN, run.id)
+        [pending] = view.pending
+        assert await container.worker.run_once() is False
+    with recorder.recording("resolve and resume"):
+        await container.pending_calls.resolve_pending(
+            ADMIN, pending.correlation_id, Resolution(Decision.APPROVE)
+        )
+        assert await container.worker.run_once()
+    with recorder.recording("sweeper"):
+        assert await container.worker.sweep() > 0
+    now = utcnow()
+    operator = Principal(id="operator:test", role=Role.OPERATOR, workspace=LARGE)
+    with recorder.recording("operator reads"):
+        page = await container.pending_calls.list_pending(
+            operator, status=PendingStatus.AWAITING, kind=None, tool_name=None, after=None, limit=50
+        )
+        assert page.items
+        assert all(item.workspace == LARGE for item in page.items)
+    with recorder.recording("operator reads, deep page"):
+        last = page.items[-1]
+        await container.pending_calls.list_pending(
+            operator,
+            status=PendingStatus.AWAITING,
+            kind=None,
+            tool_name=None,
+            after=(last.created_at, last.correlation_id),
+            limit=50,
+        )
+    async with container.uow() as uow:
+        with recorder.recording("operator reads"):
+            await uow.audit.search(
+                workspace=LARGE,
+                conversation_id=None,
+                correlation_id=None,
+                since=None,
+                after_id=None,
+                limit=100,
+                newest_first=True,
+            )
+            await uow.events.after(conversation.id, 0, 100)
+        with recorder.recording("outbox due scan"):
+            await uow.outbox.claim_due("webhook:", now, now + timedelta(seconds=30), 20)
+    explained = await explain_recorded(database_url, recorder)
+    labels = {e.label for e in explained}
+    assert labels == {
+        "turn",
+        "resolve and resume",
+        "sweeper",
+        "operator reads",
+        "operator reads, deep page",
+    } | {"outbox due scan"}
+    assert len(explained) > 20, [e.statement for e in explained]
+    assert seq_scans(explained) == []
+    # The queue, the sweeper and the outbox read their live rows through their partial indexes.
+    plans = {label: "\n".join(e.text for e in explained if e.label == label) for label in labels}
+    assert "ix_runs_live_status_updated_at" in plans["turn"]
+    assert "ix_pending_calls_awaiting_expires_at" in plans["sweeper"]
+    assert "ix_outbox_undelivered_id" in plans["outbox due scan"]
+    # The deep page's cursor is one row comparison, which an index on (workspace, status,
+    # created_at, correlation_id) can seek to (which index wins depends on the statistics: with
+    # 150 awaiting calls in all, the awaiting calls' own partial index is as cheap).
+    [deep] = [
+        e for e in explained if e.label == "operator reads, deep page" and "pending_calls" in e.statement
+    ]
+    assert "ROW(created_at, correlation_id) < ROW(" in deep.text, deep.text
+    # The operator's reads are the workspace's own (docs/scaling.md: a distributed table is sharded
+    # by workspace, so each of these reads goes to one shard).
+    for e in explained:
+        reads_rows = "FROM pending_calls" in e.statement or "FROM audit_log" in e.statement
+        if e.label.startswith("operator reads") and reads_rows:
+            assert "workspace" in e.statement.split("WHERE", 1)[1], e.statement
