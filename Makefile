@@ -43,8 +43,10 @@ bench: $(STAMP) ## per-turn cost, resolve p50/p99, throughput, memory over 10,00
 	$(PY) bench/world_memory.py
 	$(PY) bench/memory.py
 
-bench-peers: $(STAMP) ## the approval turn and turns/s at concurrency 10 against LangGraph + AsyncPostgresSaver (PostgreSQL)
+bench-peers: $(STAMP) ## the approval turn against LangGraph, pydantic-ai on DBOS and LangGraph's Agent Server (PostgreSQL)
 	$(PY) -m pip install --quiet -e ".[dev,peers]"
+	test -x .venv-agent-server/bin/python || python3 -m venv .venv-agent-server
+	.venv-agent-server/bin/pip install --quiet -r bench/agent-server-requirements.txt
 	$(PY) bench/peers.py
 
 bench-durability: $(STAMP) ## runs/s with 1 and 4 worker processes, resolve-to-resume latency (PostgreSQL)

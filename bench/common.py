@@ -96,10 +96,17 @@ class DatabaseCounter:
     """Commits and statements SQLAlchemy sends from this process, on every engine (class-level
     `commit` and `before_cursor_execute` listeners on `Engine`, the sync engine under an async
     one). A statement is one cursor execution: an `executemany` counts once, and on SQLite the
-    `BEGIN IMMEDIATE` the service starts each transaction with counts too."""
+    `BEGIN IMMEDIATE` the service starts each transaction with counts too. With `database`, only
+    the engines connected to that database count (another library in the process may use
+    SQLAlchemy too: DBOS does)."""
 
-    commits: int = 0
-    statements: int = 0
+    def __init__(self, database: str | None = None) -> None:
+        self.database = database
+        self.commits = 0
+        self.statements = 0
+
+    def _counts(self, conn: Any) -> bool:
+        return self.database is None or conn.engine.url.database == self.database
 
     def install(self) -> DatabaseCounter:
         sa.event.listen(sa.engine.Engine, "commit", self._commit)
@@ -110,11 +117,13 @@ class DatabaseCounter:
         sa.event.remove(sa.engine.Engine, "commit", self._commit)
         sa.event.remove(sa.engine.Engine, "before_cursor_execute", self._statement)
 
-    def _commit(self, *_: Any) -> None:
-        self.commits += 1
+    def _commit(self, conn: Any, *_: Any) -> None:
+        if self._counts(conn):
+            self.commits += 1
 
-    def _statement(self, *_: Any) -> None:
-        self.statements += 1
+    def _statement(self, conn: Any, *_: Any) -> None:
+        if self._counts(conn):
+            self.statements += 1
 
     def mark(self) -> tuple[int, int]:
         return self.commits, self.statements

@@ -12,6 +12,12 @@ approves, the tool runs, the model answers.
 - LangGraph: a tool-calling graph (model node + `ToolNode`) whose tool calls `interrupt()`,
   resumed with `Command(resume=...)`, checkpointed by `AsyncPostgresSaver` on the same PostgreSQL
   server, in its own database (PEERS_PG_URL); `turn_langgraph.py`.
+- pydantic-ai on DBOS: the same agent as `agent_only` with pydantic-ai's `DBOSDurability`
+  capability inside a `@DBOS.workflow`, the approval published with `DBOS.set_event` and received
+  with `DBOS.recv` (`turn_dbos.py`), DBOS's system database on the same server (DBOS_PG_URL).
+- Over HTTP (`--http`, the default; `peers_http.py`): Sursis's processes against LangGraph's Agent
+  Server (`langgraph dev`, the in-memory runtime, in its own venv), turn time, server CPU per
+  turn, and turns/s with 10 clients.
 - Throughput (`--throughput`, the default; `peers_throughput.py`): approval turns/s with 10
   conversations at once through Sursis's processes over HTTP (2 API + 2 workers, then 4 workers)
   and through LangGraph with a pooled `AsyncPostgresSaver`, with the CPU per turn and the load.
@@ -40,14 +46,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import peers_http
 import peers_throughput
 import psycopg
 from turn_agent import AgentOnlySide
+from turn_dbos import DbosSide
 from turn_langgraph import LangGraphSide
 from turn_ours import OursSide, ensure_database, log_to_file
 
 DEFAULT_BENCH_URL = "postgresql+asyncpg://postgres@127.0.0.1:5432/bench"
 DEFAULT_PEERS_URL = "postgresql://postgres@127.0.0.1:5432/peers"
+DEFAULT_DBOS_URL = "postgresql://postgres@127.0.0.1:5432/peers_dbos"
 
 
 # --- counting transactions on the server -----------------------------------------------------
@@ -114,6 +123,8 @@ class Samples:
     resolve: list[float] = field(default_factory=list)
     resume: list[float] = field(default_factory=list)
     statements: list[int] = field(default_factory=list)
+    cpu: list[float] = field(default_factory=list)
+    """Process CPU ms of each turn (every thread of this process: DBOS's included)."""
 
     @property
     def turn(self) -> list[float]:
@@ -126,7 +137,9 @@ def p50(values: Sequence[float]) -> float:
 
 async def measured_turn(side: Side, conversation: Any, into: Samples) -> None:
     before = side.statements()
+    cpu = time.process_time()
     suspend, resolve, resume = await side.turn(conversation)
+    into.cpu.append((time.process_time() - cpu) * 1000)
     into.statements.append(side.statements() - before)
     into.suspend.append(suspend)
     into.resolve.append(resolve)
@@ -149,11 +162,14 @@ async def interleaved(
 def row(name: str, s: Samples) -> str:
     return (
         f"  {name:<10} {p50(s.suspend):>9} {p50(s.resolve):>9} {p50(s.resume):>9} {p50(s.turn):>9} "
-        f"{statistics.median(s.statements):>11}"
+        f"{statistics.median(s.statements):>11} {p50(s.cpu):>8}"
     )
 
 
-HEADER = f"  {'':<10} {'suspend':>9} {'resolve':>9} {'resume':>9} {'turn':>9} {'statements':>11}"
+HEADER = (
+    f"  {'':<10} {'suspend':>9} {'resolve':>9} {'resume':>9} {'turn':>9} {'statements':>11} {'cpu ms':>8}"
+)
+ATTRS = ("suspend", "resolve", "resume", "statements", "cpu")
 
 
 async def main() -> None:
@@ -169,6 +185,7 @@ async def main() -> None:
     )
     parser.add_argument("--quick", action="store_true", help="a smoke run: few turns of every part")
     peers_throughput.add_arguments(parser)
+    peers_http.add_arguments(parser)
     args = parser.parse_args()
     if args.quick:
         args.rounds, args.window, args.long, args.throughput_turns = 1, 2, 0, 2
@@ -178,7 +195,9 @@ async def main() -> None:
     log_to_file(log_path)
     ours_url = os.environ.get("BENCH_PG_URL", DEFAULT_BENCH_URL)
     peers_url = os.environ.get("PEERS_PG_URL", DEFAULT_PEERS_URL)
-    await ensure_database(peers_url.replace("postgresql://", "postgresql+asyncpg://", 1))
+    dbos_url = os.environ.get("DBOS_PG_URL", DEFAULT_DBOS_URL)
+    for url in (peers_url, dbos_url):
+        await ensure_database(url.replace("postgresql://", "postgresql+asyncpg://", 1))
     await OursSide.prepare(ours_url)
 
     def make_ours(verify: bool = True) -> OursSide:
@@ -205,7 +224,7 @@ async def main() -> None:
         print(f"  {name:<10} suspend {suspend}, resolve + resume {round(turn - suspend, 1)}, turn {turn}")
 
     sides: dict[str, Side] = {"sursis": make_ours(), "langgraph": make_peer()}
-    turn1_sides: dict[str, Side] = {**sides, "agent_only": AgentOnlySide()}
+    turn1_sides: dict[str, Side] = {**sides, "dbos": DbosSide(dbos_url), "agent_only": AgentOnlySide()}
     for side in turn1_sides.values():
         await side.open()
     try:
@@ -220,16 +239,25 @@ async def main() -> None:
 
         print(f"\nturn 1: {args.rounds} rounds of {args.window} turns per side, interleaved (p50, ms)")
         ratios: list[float] = []
+        dbos_ratios: list[float] = []
+        cpu_ratios: dict[str, list[float]] = {"langgraph": [], "dbos": []}
         all_samples: dict[str, Samples] = {n: Samples() for n in turn1_sides}
         for r in range(args.rounds):
             first = "sursis" if r % 2 == 0 else "langgraph"
             samples = await interleaved(turn1_sides, None, args.window, first)
             ratio = p50(samples["sursis"].turn) / p50(samples["langgraph"].turn)
             ratios.append(ratio)
-            print(f" round {r + 1}: sursis / langgraph = {ratio:.2f}\n{HEADER}", flush=True)
+            dbos_ratios.append(p50(samples["sursis"].turn) / p50(samples["dbos"].turn))
+            for peer, into in cpu_ratios.items():
+                into.append(p50(samples["sursis"].cpu) / p50(samples[peer].cpu))
+            print(
+                f" round {r + 1}: sursis / langgraph = {ratio:.2f}, sursis / dbos = {dbos_ratios[-1]:.2f}"
+                f"\n{HEADER}",
+                flush=True,
+            )
             for name, s in samples.items():
                 print(row(name, s))
-                for attr in ("suspend", "resolve", "resume", "statements"):
+                for attr in ATTRS:
                     getattr(all_samples[name], attr).extend(getattr(s, attr))
         print(f" all rounds:\n{HEADER}")
         for name, s in all_samples.items():
@@ -238,19 +266,37 @@ async def main() -> None:
             summary[f"{name}_suspend_p50_ms"] = p50(s.suspend)
             summary[f"{name}_resume_p50_ms"] = p50(s.resume)
             summary[f"{name}_statements_per_turn"] = statistics.median(s.statements)
+            summary[f"{name}_cpu_ms_per_turn"] = p50(s.cpu)
         floor = p50(all_samples["agent_only"].turn)
         summary["agent_only_vs_langgraph_ratio"] = round(floor / p50(all_samples["langgraph"].turn), 3)
         summary["sursis_beyond_agent_loop_ms"] = round(p50(all_samples["sursis"].turn) - floor, 2)
         summary["turn1_ratio"] = round(statistics.median(ratios), 3)
         summary["turn1_ratio_min"] = round(min(ratios), 3)
         summary["turn1_ratio_max"] = round(max(ratios), 3)
+        summary["dbos_turn1_ratio"] = round(statistics.median(dbos_ratios), 3)
+        summary["dbos_turn1_ratio_min"] = round(min(dbos_ratios), 3)
+        summary["dbos_turn1_ratio_max"] = round(max(dbos_ratios), 3)
+        for peer, values in cpu_ratios.items():
+            summary[f"{peer}_cpu_ratio"] = round(statistics.median(values), 3)
+            summary[f"{peer}_cpu_ratio_min"] = round(min(values), 3)
+            summary[f"{peer}_cpu_ratio_max"] = round(max(values), 3)
+        summary["sursis_beyond_agent_loop_ratio"] = round(summary["sursis_beyond_agent_loop_ms"] / floor, 3)
         print(
             f" turn 1: sursis / langgraph = {summary['turn1_ratio']} "
-            f"(rounds {summary['turn1_ratio_min']}-{summary['turn1_ratio_max']}; target <= 0.5)"
+            f"(rounds {summary['turn1_ratio_min']}-{summary['turn1_ratio_max']}; target <= 1.0); "
+            f"CPU {summary['langgraph_cpu_ratio']} "
+            f"({summary['langgraph_cpu_ratio_min']}-{summary['langgraph_cpu_ratio_max']})"
+        )
+        print(
+            f" turn 1: sursis / pydantic-ai on DBOS = {summary['dbos_turn1_ratio']} "
+            f"(rounds {summary['dbos_turn1_ratio_min']}-{summary['dbos_turn1_ratio_max']}; target <= 0.5); "
+            f"CPU {summary['dbos_cpu_ratio']} "
+            f"({summary['dbos_cpu_ratio_min']}-{summary['dbos_cpu_ratio_max']})"
         )
         print(
             f" pydantic-ai alone / langgraph = {summary['agent_only_vs_langgraph_ratio']}: the agent loop's "
-            f"floor; sursis beyond it: {summary['sursis_beyond_agent_loop_ms']} ms per turn"
+            f"floor; sursis beyond it: {summary['sursis_beyond_agent_loop_ms']} ms per turn, "
+            f"{summary['sursis_beyond_agent_loop_ratio']}x the loop (target <= 2)"
         )
 
         if args.long:
@@ -267,7 +313,7 @@ async def main() -> None:
                 samples = await interleaved(sides, long, per_round, first)
                 long_ratios.append(p50(samples["sursis"].turn) / p50(samples["langgraph"].turn))
                 for name, s in samples.items():
-                    for attr in ("suspend", "resolve", "resume", "statements"):
+                    for attr in ATTRS:
                         getattr(long_samples[name], attr).extend(getattr(s, attr))
             print(HEADER)
             for name, s in long_samples.items():
@@ -282,11 +328,14 @@ async def main() -> None:
             print(
                 f" turn {args.long}: sursis / langgraph = {summary[f'turn{args.long}_ratio']} "
                 f"(rounds {summary[f'turn{args.long}_ratio_min']}-{summary[f'turn{args.long}_ratio_max']};"
-                " target <= 0.2)"
+                " target <= 0.3)"
             )
     finally:
         for side in turn1_sides.values():
             await side.close()
+        DbosSide.shutdown()
+    if args.http:
+        await peers_http.run(args, ours_url, log_dir, summary)
     if args.throughput:
         await peers_throughput.run(args, ours_url, peers_url, log_dir, summary)
     summary["load_average"] = os.getloadavg()[0]

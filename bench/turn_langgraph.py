@@ -15,53 +15,16 @@ from dataclasses import dataclass
 from typing import Any
 
 import psycopg
-from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, ToolMessage
-from langchain_core.tools import tool
+from langchain_core.messages import HumanMessage
 from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
-from langgraph.graph import END, START, MessagesState, StateGraph
-from langgraph.prebuilt import ToolNode, tools_condition
-from langgraph.types import Command, interrupt
+from langgraph.types import Command
+from langgraph_graph import build_graph
 from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
 
 
 def ms(seconds: float) -> float:
     return seconds * 1000
-
-
-@tool
-def replay_dlq_event(event_id: str, reason: str) -> dict[str, Any]:
-    """Put a dead-lettered event back on the outbox for delivery."""
-    decision = interrupt({"tool": "replay_dlq_event", "event_id": event_id, "reason": reason})
-    if decision != "approve":
-        return {"replayed": False, "event_id": event_id}
-    return {"replayed": True, "event_id": event_id, "reason": reason}
-
-
-def scripted_model(state: MessagesState) -> dict[str, list[AnyMessage]]:
-    """A zero-latency model: proposes the gated replay for a user message, answers after the tool."""
-    last = state["messages"][-1]
-    if isinstance(last, ToolMessage):
-        return {"messages": [AIMessage(content="replayed")]}
-    turn = sum(isinstance(m, HumanMessage) for m in state["messages"])
-    call = {
-        "name": "replay_dlq_event",
-        "args": {"event_id": "evt_1001", "reason": "bench"},
-        "id": f"call_{turn}",
-        "type": "tool_call",
-    }
-    return {"messages": [AIMessage(content="", tool_calls=[call])]}
-
-
-def build_graph(saver: AsyncPostgresSaver) -> Any:
-    graph = StateGraph(MessagesState)
-    graph.add_node("model", scripted_model)
-    graph.add_node("tools", ToolNode([replay_dlq_event]))
-    graph.add_edge(START, "model")
-    graph.add_conditional_edges("model", tools_condition)
-    graph.add_edge("tools", "model")
-    graph.add_edge("model", END)
-    return graph.compile(checkpointer=saver)
 
 
 class CountingCursor(psycopg.AsyncCursor[Any]):

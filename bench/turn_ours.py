@@ -9,6 +9,7 @@ from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import sqlalchemy as sa
 from common import GATED_TURN, DatabaseCounter, ensure_pg_database, fresh_database
 
 import sursis
@@ -60,6 +61,7 @@ class OursSide:
 
     async def open(self) -> None:
         overrides = {} if self.history_turns is None else {"history_turns": self.history_turns}
+        self.counter.database = sa.engine.make_url(self.url).database  # not another library's engine
         self._stack = AsyncExitStack()
         self.service = await self._stack.enter_async_context(
             Service.open(self.url, model="scripted", actor="bench", rate_limit_per_minute=0, **overrides)

@@ -72,18 +72,16 @@ async def publish(
 
     Events that nothing is delivered from (no webhook subscribed, no channel bound) are written with
     the transaction's other events when it commits; one that is delivered carries its id, so it is
-    written at once.
+    written at once. One look-up tells whether the workspace has webhooks or the conversation
+    bindings at all; only then are they read.
     """
-    hooks = (
-        await uow.webhooks.subscribed(workspace, event_type.value)
-        if event_type in WEBHOOK_EVENT_TYPES
-        else []
-    )
-    bindings = (
-        await uow.channels.bindings_for(conversation_id, workspace)
-        if event_type.value in CHANNEL_EVENT_TYPES
-        else []
-    )
+    webhook_type = event_type in WEBHOOK_EVENT_TYPES
+    channel_type = event_type.value in CHANNEL_EVENT_TYPES
+    if not (webhook_type or channel_type) or not await uow.webhooks.may_deliver(workspace, conversation_id):
+        uow.events.add(conversation_id, workspace, event_type.value, data, now)
+        return
+    hooks = await uow.webhooks.subscribed(workspace, event_type.value) if webhook_type else []
+    bindings = await uow.channels.bindings_for(conversation_id, workspace) if channel_type else []
     if not hooks and not bindings:
         uow.events.add(conversation_id, workspace, event_type.value, data, now)
         return

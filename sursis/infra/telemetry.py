@@ -22,6 +22,7 @@ from opentelemetry.sdk.metrics.export import MetricReader, PeriodicExportingMetr
 from opentelemetry.sdk.resources import SERVICE_NAME, Resource
 from opentelemetry.sdk.trace import TracerProvider as SdkTracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter, SimpleSpanProcessor
+from opentelemetry.sdk.trace.sampling import ALWAYS_OFF
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 from prometheus_client import CollectorRegistry
 from prometheus_client.exposition import choose_encoder
@@ -42,7 +43,7 @@ _W3C = TraceContextTextMapPropagator()
 
 @dataclass(frozen=True, slots=True)
 class TelemetryConfig:
-    """What the process exports. With no endpoint and no console, spans are made but not exported.
+    """What the process exports. With no endpoint and no console, spans are made but not recorded.
 
     The OTLP exporters read their other standard variables (`OTEL_EXPORTER_OTLP_HEADERS`,
     `..._TIMEOUT`, `..._COMPRESSION`, ...) themselves; the resource reads `OTEL_SERVICE_NAME`
@@ -199,8 +200,12 @@ def build_telemetry(
     resource = _resource(config.service_name)
     closers: list[Callable[[], object]] = []
     if tracer_provider is None:
-        tracer_provider = SdkTracerProvider(resource=resource)
         traces_endpoint = config.traces_endpoint()
+        # Nothing would export a span: make them non-recording (they still carry trace ids, for the
+        # logs and the runs' stored trace context), so nobody fills attributes no one reads;
+        # pydantic-ai skips serialising the messages of a request whose span does not record.
+        sampler = None if traces_endpoint or config.console else ALWAYS_OFF
+        tracer_provider = SdkTracerProvider(resource=resource, sampler=sampler)
         if traces_endpoint:
             from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 

@@ -25,16 +25,17 @@ the run's end with the tool's result message, the final answer, its last text de
 closing events."""
 
 
-SUSPEND_STATEMENTS = 17
+SUSPEND_STATEMENTS = 16
 """Message (5: the conversation read and taken, the run, its audit row, its event), claim with the
 segment's start (4: the run, the log, audit, event), the pre-approval policy read (1), suspension
-(7: the run, the pending call, the webhook and channel look-ups, messages, audit rows, events; on
-PostgreSQL each event's insert also takes the conversation's lock and sends the notifications)."""
-RESUME_STATEMENTS = 25
-"""Resolve (7: the call read and decided, the run, the webhook and channel look-ups, audit,
-events), claim with the segment's start (6: the run, the log, pending calls, stored outcomes,
-audit, event), the tool's effect (5: its own 3, the outcome, the event), the end (7: run,
-conversation, webhook and channel look-ups, messages, audit, events)."""
+(6: the run, the pending call, one look-up for webhooks or channel bindings, messages, audit rows,
+events; on PostgreSQL each event's insert also takes the conversation's lock and sends the
+notifications)."""
+RESUME_STATEMENTS = 23
+"""Resolve (6: the call read and decided, the run, the delivery look-up, audit, events), claim
+with the segment's start (6: the run, the log, pending calls, stored outcomes, audit, event), the
+tool's effect (5: its own 3, the outcome, the event), the end (6: run, conversation, the delivery
+look-up, messages, audit, events)."""
 SUSPEND_TRANSACTIONS = 4
 """Message, claim (the segment's start read in it), the policy read (a reader: a deferred BEGIN on
 SQLite; on PostgreSQL it runs in autocommit, which SQLAlchemy still counts), suspension."""

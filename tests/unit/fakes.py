@@ -564,6 +564,13 @@ class FakeWebhooks(_Repository):
     async def subscribed(self, workspace: str, event_type: str) -> list[Webhook]:
         return [w for w in await self.for_workspace(workspace) if event_type in w.events]
 
+    async def may_deliver(self, workspace: str, conversation_id: uuid.UUID) -> bool:
+        state = await self._uow.read()
+        return bool(await self.for_workspace(workspace)) or any(
+            b.workspace == workspace and b.conversation_id in (conversation_id, None)
+            for b in state.bindings.values()
+        )
+
 
 class FakeChannels(_Repository):
     """The bindings a conversation's events fan out to, and the digest items they leave; the Slack

@@ -20,6 +20,7 @@ from sursis.domain.channels.records import (
     SlackIdentity,
 )
 from sursis.infra.db import channel_tables as ch
+from sursis.infra.db.event_repositories import forget_delivery_targets
 from sursis.infra.db.repositories.base import SqlRepository, rowcount
 
 PENDING, SENDING = "pending", "sending"
@@ -97,6 +98,7 @@ _BINDINGS_FOR = _bindings_for()
 
 class SqlChannelRepository(SqlRepository):
     async def add_binding(self, binding: ChannelBinding) -> None:
+        forget_delivery_targets(self._session)
         await self._session.execute(ch.channel_bindings.insert().values(_binding_values(binding)))
 
     async def get_binding(self, binding_id: uuid.UUID) -> ChannelBinding | None:
@@ -111,6 +113,7 @@ class SqlChannelRepository(SqlRepository):
         return _binding(row) if row else None
 
     async def delete_binding(self, binding_id: uuid.UUID) -> bool:
+        forget_delivery_targets(self._session)
         b = ch.channel_bindings.c
         await self._session.execute(
             ch.digest_items.delete().where(

@@ -9,9 +9,11 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from sursis.domain.channels.records import BindingKind
 from sursis.domain.events import PENDING_EVENT_TYPES, EventType
 from sursis.domain.records import OutboxItem, StoredEvent, Webhook
 from sursis.domain.states import RunStatus
+from sursis.infra.db import channel_tables as ch
 from sursis.infra.db import tables as t
 from sursis.infra.db.rows import row_values
 
@@ -230,6 +232,27 @@ _WORKSPACE_WEBHOOKS = (
 """Read by every transaction that publishes an event a webhook may subscribe to: built once."""
 
 
+def _may_deliver() -> Any:
+    b = ch.channel_bindings.c
+    webhooks = sa.select(t.webhooks.c.id).where(t.webhooks.c.workspace == sa.bindparam("workspace"))
+    bindings = sa.select(b.id).where(
+        b.workspace == sa.bindparam("workspace"),
+        b.kind.in_([k.value for k in BindingKind]),
+        sa.or_(b.conversation_id == sa.bindparam("conversation_id"), b.conversation_id.is_(None)),
+    )
+    return sa.select(sa.or_(webhooks.exists(), bindings.exists()))
+
+
+_MAY_DELIVER = _may_deliver()
+DELIVERY_INFO_KEY = "sursis.may_deliver"
+"""The session's `info` entry caching `may_deliver` for the transaction; adding or removing a
+webhook or a channel binding drops it (`forget_delivery_targets`)."""
+
+
+def forget_delivery_targets(session: AsyncSession) -> None:
+    session.info.pop(DELIVERY_INFO_KEY, None)
+
+
 class SqlWebhookRepository:
     def __init__(self, session: AsyncSession) -> None:
         self._session = session
@@ -238,6 +261,7 @@ class SqlWebhookRepository:
 
     async def add(self, webhook: Webhook) -> None:
         self._subscriptions.clear()
+        forget_delivery_targets(self._session)
         await self._session.execute(
             t.webhooks.insert().values(row_values(webhook, t.webhooks, events=list(webhook.events)))
         )
@@ -257,8 +281,19 @@ class SqlWebhookRepository:
 
     async def delete(self, webhook_id: uuid.UUID) -> bool:
         self._subscriptions.clear()
+        forget_delivery_targets(self._session)
         result = await self._session.execute(t.webhooks.delete().where(t.webhooks.c.id == webhook_id))
         return int(result.rowcount) == 1  # type: ignore[attr-defined]
+
+    async def may_deliver(self, workspace: str, conversation_id: uuid.UUID) -> bool:
+        known: dict[tuple[str, uuid.UUID], bool] = self._session.info.setdefault(DELIVERY_INFO_KEY, {})
+        found = known.get((workspace, conversation_id))
+        if found is None:
+            params = {"workspace": workspace, "conversation_id": conversation_id}
+            found = known[(workspace, conversation_id)] = bool(
+                await self._session.scalar(_MAY_DELIVER, params)
+            )
+        return found
 
     async def subscribed(self, workspace: str, event_type: str) -> list[Webhook]:
         # Few webhooks per workspace: filtering the JSON list here stays portable across dialects.

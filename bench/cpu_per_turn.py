@@ -1,0 +1,59 @@
+"""Process CPU per approval turn through `sursis.Service` in this process (PostgreSQL), for before and
+after comparisons: run it alternately with two venvs (one with the other checkout's service on its
+path) and compare the JSON lines; CPU time, unlike wall time, barely moves with the machine's load.
+
+    .venv/bin/python bench/cpu_per_turn.py [--turns 100] [--warm 10]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import tempfile
+import time
+from pathlib import Path
+
+from turn_ours import OursSide, log_to_file
+
+DEFAULT_PG_URL = "postgresql+asyncpg://postgres@127.0.0.1:5432/bench"
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--turns", type=int, default=100)
+    parser.add_argument("--warm", type=int, default=10)
+    args = parser.parse_args()
+    log_to_file(Path(tempfile.mkdtemp(prefix="sursis-cpu-")) / "service.log")
+    url = os.environ.get("BENCH_PG_URL", DEFAULT_PG_URL)
+    await OursSide.prepare(url)
+    side = OursSide(url, verify=False)
+    await side.open()
+    try:
+        conversation = await side.new_conversation()
+        for _ in range(args.warm):
+            await side.turn(conversation)
+        statements = side.statements()
+        cpu, wall = time.process_time(), time.perf_counter()
+        for _ in range(args.turns):
+            await side.turn(conversation)
+        cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
+        statements = side.statements() - statements
+    finally:
+        await side.close()
+    print(
+        json.dumps(
+            {
+                "cpu_ms_per_turn": round(cpu * 1000 / args.turns, 2),
+                "wall_ms_per_turn": round(wall * 1000 / args.turns, 2),
+                "statements_per_turn": round(statements / args.turns, 2),
+                "commits": side.commit_counts(),
+                "load_average": os.getloadavg()[0],
+            }
+        )
+    )
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
