@@ -96,13 +96,13 @@ def test_the_first_start_makes_one_admin_key_and_prints_it_once(
     database_url: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     settings = make_settings(database_url)
-    issued = bootstrap_admin_key(settings)
+    issued = bootstrap_admin_key(settings, on_terminal=True)
     assert issued is not None
     printed = capsys.readouterr().out
     assert KEY.findall(printed) == [issued.secret]
     assert authenticate(database_url, issued.secret).role is Role.ADMIN
 
-    assert bootstrap_admin_key(settings) is None
+    assert bootstrap_admin_key(settings, on_terminal=True) is None
     assert capsys.readouterr().out == ""
     assert len(stored_rows(database_url)) == 1
 
@@ -115,5 +115,5 @@ def test_no_bootstrap_when_keys_exist_even_if_all_are_revoked(
     [row] = stored_rows(database_url)
     run(["keys", "revoke", str(uuid.UUID(str(row["id"])))], settings)
     capsys.readouterr()
-    assert bootstrap_admin_key(settings) is None
+    assert bootstrap_admin_key(settings, on_terminal=True) is None
     assert KEY.findall(capsys.readouterr().out) == []
