@@ -78,7 +78,7 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
     root = tmp_path_factory.mktemp("first-hour")
     clone = root / "sursis"
     subprocess.run(["git", "clone", "--quiet", str(REPO), str(clone)], check=True, timeout=TIMEOUT)
-    (clone / ".venv").symlink_to(Path(sys.executable).resolve().parents[1])
+    (clone / ".venv").symlink_to(Path(sys.prefix))
     database = asyncio.run(fresh_database(PG_URL, "docs"))
     url = sa.make_url(database).set(password=PASSWORD).render_as_string(hide_password=False)
     port = free_port()
