@@ -7,15 +7,20 @@ a long traceback ("no such table api_keys"), and on SQLite it would leave an emp
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from sqlalchemy import exc
-from sqlalchemy.engine import Connection, make_url
+if TYPE_CHECKING:
+    from sqlalchemy.engine import Connection
 
-from sursis.infra.db.engine import create_engine, is_sqlite
+# SQLAlchemy and Alembic are imported when a check runs: the command line imports this module
+# for every command, `sursis pending` and `--version` included.
 
 
 def shown_url(url: str) -> str:
     """The URL as the service prints it: the password masked (`***`)."""
+    from sqlalchemy import exc
+    from sqlalchemy.engine import make_url
+
     try:
         return make_url(url).render_as_string(hide_password=True)
     except exc.ArgumentError:
@@ -37,6 +42,8 @@ def head_revision() -> str:
 
 
 def _sqlite_file(url: str) -> Path | None:
+    from sqlalchemy.engine import make_url
+
     database = make_url(url).database
     if not database or database == ":memory:" or database.startswith("file:"):
         return None
@@ -52,6 +59,10 @@ def _current_revision(connection: Connection) -> str | None:
 async def current_revision(url: str) -> str | None:
     """The revision the database is at (None: never migrated); `DatabaseNotReady` when it cannot
     be reached. Never creates an SQLite file."""
+    from sqlalchemy import exc
+
+    from sursis.infra.db.engine import create_engine, is_sqlite
+
     if is_sqlite(url) and (path := _sqlite_file(url)) is not None and not path.exists():
         return None
     engine = create_engine(url)
