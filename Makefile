@@ -19,7 +19,7 @@ $(STAMP): pyproject.toml
 $(SERVE_STAMP): pyproject.toml
 	@echo "make run: installing the service into $(VENV) (the first time takes about a minute)"
 	test -x $(PY) || python3 -m venv $(VENV)
-	$(PY) -m pip install --disable-pip-version-check --progress-bar off -e . | grep -E '^(Collecting|Successfully)' || true
+	$(PY) -m pip install --disable-pip-version-check --progress-bar off -e . | grep --line-buffered -E '^(Collecting|Successfully)' || true
 	$(VENV)/bin/sursis --version
 	touch $(SERVE_STAMP)
 

@@ -186,6 +186,12 @@ def _migrate(settings: Settings, _: argparse.Namespace) -> int:
     return 0
 
 
+def _db_check(settings: Settings, _: argparse.Namespace) -> int:
+    asyncio.run(require_head(settings.database_url))
+    print(f"ok: {shown_url(settings.database_url)} is at the migrations' head")
+    return 0
+
+
 def _wait_ready(settings: Settings, args: argparse.Namespace) -> int:
     import time
 
@@ -300,6 +306,8 @@ def parser() -> argparse.ArgumentParser:
     worker.set_defaults(func=_worker)
     migrate = sub.add_parser("migrate", help="apply the database migrations")
     migrate.set_defaults(func=_migrate)
+    check = sub.add_parser("db-check", help="exit 0 if the database is reachable and migrated, else 2")
+    check.set_defaults(func=_db_check)
     ready = sub.add_parser("wait-ready", help="wait until the API answers /readyz (exit 1 on timeout)")
     ready.add_argument("--url", help="the API's base URL (default: SURSIS_API_URL, else http://HOST:PORT)")
     ready.add_argument("--timeout", type=float, default=120.0, help="seconds (default 120)")

@@ -63,7 +63,7 @@ def _compose() -> dict[str, Any]:
     return loaded
 
 
-def test_compose_runs_postgresql_a_one_shot_migration_two_apis_and_two_workers() -> None:
+def test_compose_runs_postgresql_a_one_shot_migration_one_api_and_two_workers() -> None:
     services = _compose()["services"]
     db = services["db"]
     assert db["healthcheck"]["test"][0] in ("CMD", "CMD-SHELL")
@@ -74,12 +74,31 @@ def test_compose_runs_postgresql_a_one_shot_migration_two_apis_and_two_workers()
     assert migrate["command"] == ["migrate"] and migrate["restart"] == "no"
     assert migrate["depends_on"] == {"db": {"condition": "service_healthy"}}
     for service in (api, worker):
-        assert service["deploy"]["replicas"] == 2
         assert service["depends_on"] == {"migrate": {"condition": "service_completed_successfully"}}
+        # Every long-running service says whether it is healthy, with a command the image has.
+        healthcheck = service["healthcheck"]["test"]
+        assert healthcheck[:2] == ["CMD", "sursis"]
+        parser().parse_args(healthcheck[2:])
+    # One published port: a port range with replicas fails to bind, and --scale api cannot work.
+    assert "deploy" not in api
+    assert api["ports"] == ["127.0.0.1:${SURSIS_PORT:-8000}:8000"]
+    assert worker["deploy"]["replicas"] == 2
     assert "--no-worker" in api["command"] and worker["command"][0] == "worker"
     for service in (migrate, api, worker):
-        parser().parse_args(service["command"])
+        command = [re.sub(r"\$\{[A-Z_]+:-([^}]*)\}", r"\1", part) for part in service["command"]]
+        parser().parse_args(command)
         assert service["build"] == "." and service["image"] == "sursis:local"
+
+
+def test_compose_has_no_default_password_and_passes_the_model_through() -> None:
+    compose = (REPO / "compose.yaml").read_text()
+    assert "POSTGRES_PASSWORD:-" not in compose
+    assert compose.count("${POSTGRES_PASSWORD:?") == 2
+    environment = _compose()["services"]["api"]["environment"]
+    for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "SURSIS_MODEL"):
+        assert name in environment
+    example = (REPO / "deploy" / "compose.env.example").read_text()
+    assert "POSTGRES_PASSWORD=\n" in example
 
 
 def test_every_process_uses_the_compose_database() -> None:
@@ -87,7 +106,7 @@ def test_every_process_uses_the_compose_database() -> None:
     db = compose["services"]["db"]["environment"]
     for name in ("migrate", "api", "worker"):
         raw = compose["services"][name]["environment"]["SURSIS_DATABASE_URL"]
-        url = sa.make_url(re.sub(r"\$\{POSTGRES_PASSWORD:-([^}]*)\}", r"\1", raw))
+        url = sa.make_url(re.sub(r"\$\{POSTGRES_PASSWORD:\?[^}]*\}", "pw", raw))
         assert (url.drivername, url.host, url.port) == ("postgresql+asyncpg", "db", 5432)
         assert (url.username, url.database) == (db["POSTGRES_USER"], db["POSTGRES_DB"])
-        assert url.password == re.sub(r"\$\{POSTGRES_PASSWORD:-([^}]*)\}", r"\1", db["POSTGRES_PASSWORD"])
+        assert url.password == re.sub(r"\$\{POSTGRES_PASSWORD:\?[^}]*\}", "pw", db["POSTGRES_PASSWORD"])
