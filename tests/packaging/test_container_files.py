@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
+import subprocess
 from pathlib import Path
 from typing import Any
 
+import pytest
 import sqlalchemy as sa
 import yaml
 
@@ -110,3 +113,37 @@ def test_every_process_uses_the_compose_database() -> None:
         assert (url.drivername, url.host, url.port) == ("postgresql+asyncpg", "db", 5432)
         assert (url.username, url.database) == (db["POSTGRES_USER"], db["POSTGRES_DB"])
         assert url.password == re.sub(r"\$\{POSTGRES_PASSWORD:\?[^}]*\}", "pw", db["POSTGRES_PASSWORD"])
+
+
+def _compose_command() -> list[str] | None:
+    """`docker compose` (v2) or `docker-compose` (v1, Debian's package), whichever is installed."""
+    if (
+        shutil.which("docker")
+        and subprocess.run(["docker", "compose", "version"], capture_output=True).returncode == 0
+    ):
+        return ["docker", "compose"]
+    if shutil.which("docker-compose"):
+        return ["docker-compose"]
+    return None
+
+
+@pytest.mark.skipif(_compose_command() is None, reason="no compose binary (apt-get install docker-compose)")
+def test_compose_validates_and_refuses_to_start_without_a_password(tmp_path: Path) -> None:
+    command = _compose_command()
+    assert command is not None
+    text = (REPO / "compose.yaml").read_text()
+    if command == ["docker-compose"]:
+        text = text.replace("\nname: sursis\n", "\n")  # v1 predates the top-level `name`
+    (tmp_path / "compose.yaml").write_text(text)
+    refused = subprocess.run([*command, "config", "-q"], cwd=tmp_path, capture_output=True, text=True)
+    assert refused.returncode != 0
+    assert "set POSTGRES_PASSWORD in .env" in refused.stderr
+    (tmp_path / ".env").write_text("POSTGRES_PASSWORD=pw-from-env-file\nSURSIS_PORT=18123\n")
+    resolved = subprocess.run([*command, "config"], cwd=tmp_path, capture_output=True, text=True)
+    assert resolved.returncode == 0, resolved.stderr
+    config = yaml.safe_load(resolved.stdout)
+    api = config["services"]["api"]
+    assert "pw-from-env-file@db" in api["environment"]["SURSIS_DATABASE_URL"]
+    [port] = api["ports"]
+    published = str(port["published"]) if isinstance(port, dict) else port
+    assert published in ("127.0.0.1:18123:8000/tcp", "18123"), published
