@@ -101,6 +101,14 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
     assert "cannot migrate postgresql+asyncpg://postgres:***@" in done.stderr
     done = run("worker, unreachable", "worker", SURSIS_DATABASE_URL=unreachable)
     assert (done.returncode, done.stderr.count("\n")) == (2, 1), done
+    no_such_database = (
+        sa.make_url(url)
+        .set(database=f"{sa.make_url(url).database}_none")
+        .render_as_string(hide_password=False)
+    )
+    done = run("keys list, no such database", "keys", "list", SURSIS_DATABASE_URL=no_such_database)
+    assert (done.returncode, done.stderr.count("\n")) == (2, 1), done
+    assert "cannot reach the database postgresql+asyncpg://postgres:***@" in done.stderr
     done = run("serve, not migrated", "serve")
     assert done.returncode == 2, done
     assert "is not migrated (revision none, head " in done.stderr
