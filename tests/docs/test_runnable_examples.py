@@ -176,6 +176,8 @@ def test_the_walkthrough_and_the_client_examples_are_among_them() -> None:
     ids = {e.id.split(":")[0] for e in EXAMPLES}
     assert {"README.md", "docs/client.md", "docs/embedding.md"} <= ids
     assert any("sursis pending approve" in e.body for e in EXAMPLES)
+    assert {"sh", "python", "json"} <= {e.language for e in EXAMPLES}
+    assert any("pytest" in e.options for e in EXAMPLES)
 
 
 def test_nothing_printed_holds_the_password_or_the_admin_key(site: Site) -> None:
