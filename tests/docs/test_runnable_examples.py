@@ -133,6 +133,10 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
         key_file = root / "admin.key"
         assert stat.S_IMODE(key_file.stat().st_mode) == 0o600
         site.admin_key = key_file.read_text().strip()
+        # A crash: a second `serve` on the port the first one holds.
+        crashed = site.run("serve, port taken", [sursis, "serve"])
+        assert crashed.returncode != 0, crashed
+        assert ":***@" in crashed.stdout
         site.env["SURSIS_API_KEY"] = site.admin_key
         site.env["SURSIS_API_URL"] = f"http://127.0.0.1:{port}"
         yield site
@@ -183,7 +187,7 @@ def test_the_walkthrough_and_the_client_examples_are_among_them() -> None:
 def test_nothing_printed_holds_the_password_or_the_admin_key(site: Site) -> None:
     site.stop()
     assert site.admin_key.startswith("srs_")
-    assert len(site.printed) >= len(EXAMPLES) + 6
+    assert len(site.printed) >= len(EXAMPLES) + 8
     for label, text in site.printed.items():
         assert PASSWORD not in text, f"the database password is in what {label!r} printed"
         assert site.admin_key not in text, f"the admin key is in what {label!r} printed"
