@@ -197,6 +197,9 @@ def _wait_ready(settings: Settings, args: argparse.Namespace) -> int:
 
     import httpx
 
+    from sursis.app.cli_pending import quiet_http_client
+
+    quiet_http_client()
     base = (args.url or api_url(settings)).rstrip("/")
     deadline = time.monotonic() + args.timeout
     last = "no answer"

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import logging
 import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -24,6 +25,11 @@ if TYPE_CHECKING:
     from sursis.client.models import PendingCall
 
 Action = Callable[["AsyncClient", argparse.Namespace], Awaitable[Any]]
+
+
+def quiet_http_client() -> None:
+    """httpx logs every request at INFO: on a command line that is noise around the answer."""
+    logging.getLogger("httpx").setLevel(logging.WARNING)
 
 
 def _json_value(text: str) -> Any:
@@ -114,6 +120,7 @@ def _run(settings: Settings, args: argparse.Namespace) -> int:
     from sursis.app.cli import api_url
     from sursis.client import AsyncClient, SursisError
 
+    quiet_http_client()
     key = _api_key(settings, args)
     if key is None:
         print("sursis: no API key: set SURSIS_API_KEY or pass --key-file", file=sys.stderr)

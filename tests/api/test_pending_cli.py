@@ -52,6 +52,7 @@ async def test_an_operator_lists_shows_and_approves_a_call_from_the_command_line
 
         code, out, err = await sursis("pending", "list", url=app.base_url, key=operator)
         assert code == 0, err
+        assert err == ""  # no request log around the answer
         assert correlation_id in out
         assert "replay_dlq_event" in out
 
