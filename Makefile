@@ -2,6 +2,7 @@
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+SERVE_STAMP := $(VENV)/.serve-installed
 
 .PHONY: help install run test soak lint migrate bench bench-peers bench-durability bench-volume image-smoke clean
 
@@ -12,11 +13,19 @@ $(STAMP): pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e ".[dev]"
-	touch $(STAMP)
+	touch $(STAMP) $(SERVE_STAMP)
+
+# `make run` needs only the service: no linters, test tools or browsers. pip lists what it fetches.
+$(SERVE_STAMP): pyproject.toml
+	@echo "make run: installing the service into $(VENV) (the first time takes about a minute)"
+	test -x $(PY) || python3 -m venv $(VENV)
+	$(PY) -m pip install --disable-pip-version-check --progress-bar off -e . | grep --line-buffered -E '^(Collecting|Successfully)' || true
+	$(VENV)/bin/sursis --version
+	touch $(SERVE_STAMP)
 
 install: $(STAMP) ## create .venv and install the service with its dev tools
 
-run: $(STAMP) ## start the API with the in-process worker (SQLite, scripted model)
+run: $(SERVE_STAMP) ## start the API with the in-process worker (SQLite, scripted model; SURSIS_PORT)
 	$(VENV)/bin/sursis demo seed
 	$(VENV)/bin/sursis serve
 
@@ -28,7 +37,7 @@ test: $(STAMP) ## run the tests (SQLite and PostgreSQL on 127.0.0.1:5432), then 
 	cd examples/support-desk && ../../$(PY) -m pytest -q
 
 SOAK_KILLS ?= 1000
-soak: $(STAMP) ## >= 1,000 SIGKILLs at every fault point on PostgreSQL (SURSIS_SOAK_PG_URL; not part of make test)
+soak: $(STAMP) ## >= 1,000 SIGKILLs at every fault point on PostgreSQL (SURSIS_SOAK_PG_URL, created if missing; not part of make test)
 	$(PY) -m tests.faults.soak --kills $(SOAK_KILLS)
 
 lint: $(STAMP) ## ruff, mypy --strict, import-linter

@@ -34,3 +34,19 @@ async def drop_database(url: str) -> None:
             await conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
     finally:
         await engine.dispose()
+
+
+async def ensure_database(url: str) -> None:
+    """Create the database of `url` unless it exists (`make soak` on a server that lacks it)."""
+    name = sa.make_url(url).database
+    engine = create_engine(_admin_url(url).render_as_string(hide_password=False))
+    try:
+        async with engine.connect() as conn:
+            conn = await conn.execution_options(isolation_level="AUTOCOMMIT")
+            found = await conn.scalar(
+                sa.text("SELECT 1 FROM pg_database WHERE datname = :name"), {"name": name}
+            )
+            if found is None:
+                await conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
+    finally:
+        await engine.dispose()

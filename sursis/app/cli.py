@@ -1,4 +1,5 @@
-"""The `sursis` command: serve, worker, migrate, keys, demo seed, retention, audit verify."""
+"""The `sursis` command: serve, worker, migrate, wait-ready, keys, demo seed, retention, audit verify
+(and `pending`)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from sursis.domain.access import Role
 from sursis.domain.errors import ServiceError
 from sursis.domain.keys import WORKSPACE, IssuedKey, KeyService
 from sursis.domain.records import Principal
+from sursis.infra.db.readiness import DatabaseNotReady, require_head, shown_url
 
 T = TypeVar("T")
 
@@ -30,6 +32,7 @@ def _with_keys(settings: Settings, use: Callable[[KeyService], Awaitable[T]]) ->
     from sursis.infra.db.uow import SqlUnitOfWorkFactory
 
     async def main() -> T:
+        await require_head(settings.database_url)
         engine = create_engine(settings.database_url)
         try:
             return await use(KeyService(SqlUnitOfWorkFactory(engine)))
@@ -47,10 +50,42 @@ def _print_new_key(issued: IssuedKey, headline: str) -> None:
     print("Store it now: it is shown only this once (only its hash is kept).", flush=True)
 
 
-def bootstrap_admin_key(settings: Settings) -> IssuedKey | None:
-    """On a database with no keys at all, make one admin key and print it; otherwise nothing."""
+def _write_key_file(path: str, issued: IssuedKey) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    os.fchmod(fd, 0o600)
+    with os.fdopen(fd, "w") as file:
+        file.write(issued.secret + "\n")
+
+
+def bootstrap_admin_key(settings: Settings, *, on_terminal: bool | None = None) -> IssuedKey | None:
+    """On a database with no keys at all, make one admin key; otherwise nothing.
+
+    The key is shown only on a terminal, or written (mode 0600) to `settings.admin_key_file`:
+    standard output of a container or a service manager ends up in logs, where no key belongs.
+    Elsewhere no key is made and a line says how to make one.
+    """
+    if on_terminal is None:
+        on_terminal = sys.stdout.isatty()
+    key_file = settings.admin_key_file
+    if not on_terminal and not key_file:
+
+        async def count_keys(keys: KeyService) -> int:
+            return len(await keys.list_keys(COMMAND_LINE, include_revoked=True))
+
+        if _with_keys(settings, count_keys) == 0:
+            print(
+                "No API keys yet: make one with `sursis keys create --role admin`, "
+                "or set SURSIS_ADMIN_KEY_FILE to have `serve` write the first one there.",
+                flush=True,
+            )
+        return None
     issued = _with_keys(settings, lambda keys: keys.create_first_admin(COMMAND_LINE))
-    if issued is not None:
+    if issued is None:
+        return None
+    if key_file:
+        _write_key_file(key_file, issued)
+        print(f"No API keys yet; wrote the first admin key to {key_file} (mode 0600).", flush=True)
+    else:
         _print_new_key(issued, "No API keys yet; made the first admin key:")
     return issued
 
@@ -96,10 +131,11 @@ def _serve(settings: Settings, args: argparse.Namespace) -> int:
         return 2
     if settings.migrate_on_start and is_sqlite(settings.database_url):
         upgrade(settings.database_url)
+    asyncio.run(require_head(settings.database_url))
     bootstrap_admin_key(settings)
     print(f"Sursis API on http://{host}:{port}/v1  (OpenAPI docs: http://{host}:{port}/schema)", flush=True)
     print(
-        f"database: {settings.database_url}  model: {settings.model}  "
+        f"database: {shown_url(settings.database_url)}  model: {settings.model}  "
         f"worker: {'in-process' if settings.run_worker else 'off'}  processes: {args.workers}",
         flush=True,
     )
@@ -148,6 +184,7 @@ def _worker(settings: Settings, args: argparse.Namespace) -> int:
         return supervise(one, args.processes, grace=settings.shutdown_grace_seconds)
     if args.concurrency:
         settings = settings.model_copy(update={"worker_concurrency": args.concurrency})
+    asyncio.run(require_head(settings.database_url))
 
     async def main() -> None:
         service = Service.from_settings(settings)
@@ -164,11 +201,58 @@ def _worker(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def _migrate(settings: Settings, _: argparse.Namespace) -> int:
+    from sqlalchemy import exc
+
     from sursis.infra.db.migrations import upgrade
 
-    upgrade(settings.database_url)
-    print(f"migrated {settings.database_url} to head")
+    try:
+        upgrade(settings.database_url)
+    except (OSError, exc.DBAPIError) as error:
+        reason = str(getattr(error, "orig", None) or error).splitlines()[0][:200]
+        print(f"sursis: cannot migrate {shown_url(settings.database_url)}: {reason}", file=sys.stderr)
+        return 2
+    print(f"migrated {shown_url(settings.database_url)} to head")
     return 0
+
+
+def _db_check(settings: Settings, _: argparse.Namespace) -> int:
+    asyncio.run(require_head(settings.database_url))
+    print(f"ok: {shown_url(settings.database_url)} is at the migrations' head")
+    return 0
+
+
+def _wait_ready(settings: Settings, args: argparse.Namespace) -> int:
+    import time
+
+    import httpx
+
+    from sursis.app.cli_pending import quiet_http_client
+
+    quiet_http_client()
+    base = (args.url or api_url(settings)).rstrip("/")
+    deadline = time.monotonic() + args.timeout
+    last = "no answer"
+    while True:
+        try:
+            answer = httpx.get(f"{base}/readyz", timeout=2)
+            if answer.status_code == 200:
+                print(f"ready: {base}", flush=True)
+                return 0
+            last = f"HTTP {answer.status_code}"
+        except httpx.HTTPError as error:
+            last = type(error).__name__
+        if time.monotonic() >= deadline:
+            print(f"sursis: {base} not ready after {args.timeout:g}s ({last})", file=sys.stderr)
+            return 1
+        time.sleep(0.5)
+
+
+def api_url(settings: Settings) -> str:
+    """Where the command-line client finds the API: `SURSIS_API_URL`, else `serve`'s host and port."""
+    if settings.api_url:
+        return settings.api_url
+    host = "127.0.0.1" if settings.host in ("0.0.0.0", "::", "") else settings.host
+    return f"http://{host}:{settings.port}"
 
 
 def _demo_seed(settings: Settings, args: argparse.Namespace) -> int:
@@ -242,7 +326,12 @@ def _agents_option(command: argparse.ArgumentParser) -> None:
 
 
 def parser() -> argparse.ArgumentParser:
+    from importlib.metadata import version
+
+    from sursis.app.cli_pending import add_pending_commands
+
     p = argparse.ArgumentParser(prog="sursis", description="Agents whose tool calls wait for a human.")
+    p.add_argument("--version", action="version", version=f"sursis {version('sursis')}")
     sub = p.add_subparsers(dest="command", required=True)
     serve = sub.add_parser("serve", help="run the HTTP API (and, by default, a worker in-process)")
     serve.add_argument("--host")
@@ -262,6 +351,13 @@ def parser() -> argparse.ArgumentParser:
     worker.set_defaults(func=_worker)
     migrate = sub.add_parser("migrate", help="apply the database migrations")
     migrate.set_defaults(func=_migrate)
+    check = sub.add_parser("db-check", help="exit 0 if the database is reachable and migrated, else 2")
+    check.set_defaults(func=_db_check)
+    ready = sub.add_parser("wait-ready", help="wait until the API answers /readyz (exit 1 on timeout)")
+    ready.add_argument("--url", help="the API's base URL (default: SURSIS_API_URL, else http://HOST:PORT)")
+    ready.add_argument("--timeout", type=float, default=120.0, help="seconds (default 120)")
+    ready.set_defaults(func=_wait_ready)
+    add_pending_commands(sub)
     keys = sub.add_parser("keys", help="API keys: create, list, revoke")
     keys_sub = keys.add_subparsers(dest="keys_command", required=True)
     create = keys_sub.add_parser("create", help="make a key and print it once")
@@ -291,6 +387,9 @@ def run(argv: list[str], settings: Settings) -> int:
         return int(args.func(settings, args))
     except ServiceError as exc:
         print(f"sursis: {exc.message}", file=sys.stderr)
+        return 2
+    except DatabaseNotReady as exc:
+        print(f"sursis: {exc}", file=sys.stderr)
         return 2
 
 

@@ -110,3 +110,24 @@ def configure_logging(
     for name in ("uvicorn", "uvicorn.error", "uvicorn.access", "sqlalchemy"):
         logging.getLogger(name).handlers = []
         logging.getLogger(name).propagate = True
+
+
+def quiet_unless_configured() -> None:
+    """For an embedded service: if the host program has not configured structlog, send the
+    service's lines to the standard `logging` module (masked) instead of structlog's default of
+    printing them on stdout. With a `NullHandler` on `sursis`, they show only where the host
+    configures logging (e.g. `logging.basicConfig()`)."""
+    logging.getLogger("sursis").addHandler(logging.NullHandler())
+    if structlog.is_configured():
+        return
+    structlog.configure(
+        processors=[
+            structlog.contextvars.merge_contextvars,
+            redact_secrets,
+            structlog.processors.format_exc_info,
+            structlog.stdlib.render_to_log_kwargs,
+        ],
+        logger_factory=structlog.stdlib.LoggerFactory(),
+        wrapper_class=structlog.stdlib.BoundLogger,
+        cache_logger_on_first_use=False,
+    )

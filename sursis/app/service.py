@@ -16,6 +16,7 @@ from pydantic_settings import BaseSettings, PydanticBaseSettingsSource
 
 from sursis.app.agent_loading import definitions_from
 from sursis.app.container import Container, build_container
+from sursis.app.logging import quiet_unless_configured
 from sursis.app.settings import Settings
 from sursis.domain.access import Role
 from sursis.domain.clock import utcnow
@@ -86,6 +87,8 @@ class Service:
     def __init__(self, container: Container, *, actor: str = EMBEDDED) -> None:
         self.container = container
         self.principal = embedded_principal(actor)
+        self.last_run_id: uuid.UUID | None = None
+        """The run the last `send` started (what the testing helpers report on a failure)."""
 
     @classmethod
     def from_settings(
@@ -130,6 +133,7 @@ class Service:
         arguments override `Settings` fields (e.g. `step_limit=10`). Environment variables are not
         read: what is not passed keeps its default.
         """
+        quiet_unless_configured()
         values: dict[str, Any] = {"database_url": database_url, "run_worker": run_worker}
         if isinstance(model, str):
             values["model"] = model
@@ -167,7 +171,9 @@ class Service:
 
     async def send(self, conversation_id: uuid.UUID | str, content: str) -> Run:
         """Post a user message; the run it starts is queued (see `run_until_idle`)."""
-        return await self.container.conversations.post_message(self.principal, _id(conversation_id), content)
+        run = await self.container.conversations.post_message(self.principal, _id(conversation_id), content)
+        self.last_run_id = run.id
+        return run
 
     async def get_run(self, run_id: uuid.UUID | str) -> RunView:
         """The run and its awaiting pending calls."""

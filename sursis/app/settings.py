@@ -56,6 +56,12 @@ class Settings(BaseSettings):
     rate_limit_per_minute: int = Field(default=600, ge=0)
     """Requests per minute per API key on /v1; 0 turns the limit off."""
     migrate_on_start: bool = True
+    admin_key_file: str | None = None
+    """Where `serve` writes the first admin key (mode 0600) when stdout is not a terminal."""
+    api_url: str | None = None
+    """The API the command-line client (`sursis pending`, `wait-ready`) talks to; default http://host:port."""
+    api_key: SecretStr | None = None
+    """The key the command-line client sends (`sursis pending`)."""
     log_level: str = "INFO"
     log_json: bool | None = None
     trace_console: bool = False

@@ -26,9 +26,20 @@ async def expect_pending(
         seen = [(c.tool_name, c.args) for c in await service.pending(conversation_id=conversation_id)]
         raise AssertionError(
             f"expected {count} awaiting call(s){f' of {tool_name!r}' if tool_name else ''}, "
-            f"found {len(calls)}; awaiting: {seen}"
+            f"found {len(calls)}; awaiting: {seen}{await _last_run(service)}"
         )
     return calls
+
+
+async def _last_run(service: Service) -> str:
+    """What the last run sent through `service` came to: status, error and the model's last text."""
+    run_id = service.last_run_id
+    if run_id is None:
+        return "; no message was sent through this service"
+    view = await service.get_run(run_id)
+    run = view.run
+    error = f"{run.error.code}: {run.error.message}" if run.error else None
+    return f"; last run {run.id}: status {run.status.value}, error {error}, last model text {run.output!r}"
 
 
 async def settle(service: Service, run_id: uuid.UUID | str) -> RunView:
@@ -36,7 +47,10 @@ async def settle(service: Service, run_id: uuid.UUID | str) -> RunView:
     await service.run_until_idle()
     view = await service.get_run(run_id)
     if not view.run.status.settled:
-        raise AssertionError(f"run {view.run.id} is {view.run.status.value} after running to rest")
+        raise AssertionError(
+            f"run {view.run.id} is {view.run.status.value} after running to rest; "
+            f"awaiting: {[(c.tool_name, c.args) for c in view.pending]}"
+        )
     return view
 
 

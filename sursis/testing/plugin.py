@@ -12,7 +12,9 @@ Fixtures:
 - `sursis_settings`: override it to return `Settings` field overrides (default: none).
 
 Helpers: `expect_pending`, `resolve_and_settle`, `settle`. The async fixtures need pytest-asyncio
-(`pip install "sursis[testing]"`).
+(`pip install "sursis[testing]"`); the plugin sets it up itself: an `async def` test that uses a
+`sursis_*` fixture runs on asyncio without `asyncio_mode = auto` or a marker, and the fixture loop
+scope defaults to `function` unless the project sets `asyncio_default_fixture_loop_scope`.
 """
 
 from __future__ import annotations
@@ -48,6 +50,27 @@ def _async_fixture(function: Callable[..., Any]) -> Any:
 
 
 DB_OPTION = "--sursis-db"
+LOOP_SCOPE = "asyncio_default_fixture_loop_scope"
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config: pytest.Config) -> None:
+    """Choose pytest-asyncio's fixture loop scope when the project has not (no deprecation warning)."""
+    if pytest_asyncio is not None and not config.getini(LOOP_SCOPE):
+        config._inicache[LOOP_SCOPE] = "function"
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_pycollect_makeitem(collector: pytest.Collector, name: str, obj: object) -> None:
+    """Run `async def` tests that take the kit's fixtures on asyncio, in pytest-asyncio's strict mode too."""
+    import inspect
+
+    if pytest_asyncio is None or not inspect.iscoroutinefunction(obj) or not name.startswith("test"):
+        return
+    if any(p.startswith("sursis_") for p in inspect.signature(obj).parameters) and not any(
+        mark.name == "asyncio" for mark in getattr(obj, "pytestmark", [])
+    ):
+        pytest.mark.asyncio(obj)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

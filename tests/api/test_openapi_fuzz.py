@@ -66,6 +66,7 @@ SEMANTIC_422 = {
     # A cursor is opaque: its shape is in the document, its content is checked when decoded.
     "GET /v1/pending": "a cursor of the right shape can still decode to nothing",
     "GET /v1/audit": "a cursor of the right shape can still decode to nothing",
+    "GET /v1/conversations": "a cursor of the right shape can still decode to nothing",
     # `data` must fit the event `type` (docs/customer-agent.md lists each shape).
     "POST /v1/events": "data is checked against the schema of its type",
     # `key_id` must name an active key: which keys exist is not in the document.

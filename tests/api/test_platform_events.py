@@ -270,3 +270,28 @@ async def test_every_other_v1_route_refuses_a_system_key(
         got[route.label()] = response.status_code
     allowed = {"GET /v1/me": 200, "POST /v1/events": 202}
     assert got == {route.label(): allowed.get(route.label(), 403) for route in ROUTES}
+
+
+async def test_conversations_are_paged_with_a_cursor_past_the_first_page(
+    client: AsyncTestClient[Any],
+) -> None:
+    made = [
+        (await client.post("/v1/conversations", json={"agent": "ops", "workspace": "paged"})).json()["id"]
+        for _ in range(7)
+    ]
+    seen: list[str] = []
+    cursor: str | None = None
+    pages = 0
+    while True:
+        params: dict[str, Any] = {"workspace": "paged", "limit": 3, **({"cursor": cursor} if cursor else {})}
+        page = (await client.get("/v1/conversations", params=params)).json()
+        seen += [c["id"] for c in page["items"]]
+        pages += 1
+        cursor = page["next_cursor"]
+        if cursor is None:
+            break
+    assert pages == 3
+    assert sorted(seen) == sorted(made)
+    assert len(set(seen)) == 7
+    bad = await client.get("/v1/conversations", params={"cursor": "bm90IGEgY3Vyc29y"})
+    assert bad.status_code == 422, bad.text

@@ -36,6 +36,7 @@ from sursis.infra.demo import seed_demo
 from tests.api.live import serve
 from tests.conftest import _reset_pg_schema, admin_headers, call, script
 from tests.faults.processes import ROOT, Cluster
+from tests.fresh_database import ensure_database
 
 # Where a worker kills itself: in a gated tool before its side effect, after the effect but
 # before its record commits, after the commit before the result reaches the message log; in a
@@ -372,6 +373,7 @@ async def check(database_url: str, tally: Tally) -> list[str]:
 
 async def soak(database_url: str, kills: int, workers: int, conversations: int, seed: int, logs: Path) -> int:
     rng = random.Random(seed)
+    await ensure_database(database_url)
     await _reset_pg_schema(database_url)
     upgrade(database_url)
     engine = create_engine(database_url)

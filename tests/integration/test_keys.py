@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import re
+import stat
 import uuid
+from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
@@ -96,13 +98,13 @@ def test_the_first_start_makes_one_admin_key_and_prints_it_once(
     database_url: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     settings = make_settings(database_url)
-    issued = bootstrap_admin_key(settings)
+    issued = bootstrap_admin_key(settings, on_terminal=True)
     assert issued is not None
     printed = capsys.readouterr().out
     assert KEY.findall(printed) == [issued.secret]
     assert authenticate(database_url, issued.secret).role is Role.ADMIN
 
-    assert bootstrap_admin_key(settings) is None
+    assert bootstrap_admin_key(settings, on_terminal=True) is None
     assert capsys.readouterr().out == ""
     assert len(stored_rows(database_url)) == 1
 
@@ -115,5 +117,25 @@ def test_no_bootstrap_when_keys_exist_even_if_all_are_revoked(
     [row] = stored_rows(database_url)
     run(["keys", "revoke", str(uuid.UUID(str(row["id"])))], settings)
     capsys.readouterr()
-    assert bootstrap_admin_key(settings) is None
+    assert bootstrap_admin_key(settings, on_terminal=True) is None
     assert KEY.findall(capsys.readouterr().out) == []
+
+
+def test_off_a_terminal_the_first_key_goes_only_to_the_file_the_operator_names(
+    database_url: str, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    settings = make_settings(database_url)
+    assert bootstrap_admin_key(settings, on_terminal=False) is None
+    printed = capsys.readouterr().out
+    assert "sursis keys create --role admin" in printed and KEY.findall(printed) == []
+    assert stored_rows(database_url) == []
+
+    key_file = tmp_path / "admin.key"
+    issued = bootstrap_admin_key(
+        settings.model_copy(update={"admin_key_file": str(key_file)}), on_terminal=False
+    )
+    assert issued is not None
+    assert key_file.read_text() == issued.secret + "\n"
+    assert stat.S_IMODE(key_file.stat().st_mode) == 0o600
+    printed = capsys.readouterr().out
+    assert KEY.findall(printed) == [] and str(key_file) in printed

@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
+import subprocess
 from pathlib import Path
 from typing import Any
 
+import pytest
 import sqlalchemy as sa
 import yaml
 
@@ -63,7 +66,7 @@ def _compose() -> dict[str, Any]:
     return loaded
 
 
-def test_compose_runs_postgresql_a_one_shot_migration_two_apis_and_two_workers() -> None:
+def test_compose_runs_postgresql_a_one_shot_migration_one_api_and_two_workers() -> None:
     services = _compose()["services"]
     db = services["db"]
     assert db["healthcheck"]["test"][0] in ("CMD", "CMD-SHELL")
@@ -74,12 +77,31 @@ def test_compose_runs_postgresql_a_one_shot_migration_two_apis_and_two_workers()
     assert migrate["command"] == ["migrate"] and migrate["restart"] == "no"
     assert migrate["depends_on"] == {"db": {"condition": "service_healthy"}}
     for service in (api, worker):
-        assert service["deploy"]["replicas"] == 2
         assert service["depends_on"] == {"migrate": {"condition": "service_completed_successfully"}}
+        # Every long-running service says whether it is healthy, with a command the image has.
+        healthcheck = service["healthcheck"]["test"]
+        assert healthcheck[:2] == ["CMD", "sursis"]
+        parser().parse_args(healthcheck[2:])
+    # One published port: a port range with replicas fails to bind, and --scale api cannot work.
+    assert "deploy" not in api
+    assert api["ports"] == ["127.0.0.1:${SURSIS_PORT:-8000}:8000"]
+    assert worker["deploy"]["replicas"] == 2
     assert "--no-worker" in api["command"] and worker["command"][0] == "worker"
     for service in (migrate, api, worker):
-        parser().parse_args(service["command"])
+        command = [re.sub(r"\$\{[A-Z_]+:-([^}]*)\}", r"\1", part) for part in service["command"]]
+        parser().parse_args(command)
         assert service["build"] == "." and service["image"] == "sursis:local"
+
+
+def test_compose_has_no_default_password_and_passes_the_model_through() -> None:
+    compose = (REPO / "compose.yaml").read_text()
+    assert "POSTGRES_PASSWORD:-" not in compose
+    assert compose.count("${POSTGRES_PASSWORD:?") == 2
+    environment = _compose()["services"]["api"]["environment"]
+    for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "SURSIS_MODEL"):
+        assert name in environment
+    example = (REPO / "deploy" / "compose.env.example").read_text()
+    assert "POSTGRES_PASSWORD=\n" in example
 
 
 def test_every_process_uses_the_compose_database() -> None:
@@ -87,7 +109,41 @@ def test_every_process_uses_the_compose_database() -> None:
     db = compose["services"]["db"]["environment"]
     for name in ("migrate", "api", "worker"):
         raw = compose["services"][name]["environment"]["SURSIS_DATABASE_URL"]
-        url = sa.make_url(re.sub(r"\$\{POSTGRES_PASSWORD:-([^}]*)\}", r"\1", raw))
+        url = sa.make_url(re.sub(r"\$\{POSTGRES_PASSWORD:\?[^}]*\}", "pw", raw))
         assert (url.drivername, url.host, url.port) == ("postgresql+asyncpg", "db", 5432)
         assert (url.username, url.database) == (db["POSTGRES_USER"], db["POSTGRES_DB"])
-        assert url.password == re.sub(r"\$\{POSTGRES_PASSWORD:-([^}]*)\}", r"\1", db["POSTGRES_PASSWORD"])
+        assert url.password == re.sub(r"\$\{POSTGRES_PASSWORD:\?[^}]*\}", "pw", db["POSTGRES_PASSWORD"])
+
+
+def _compose_command() -> list[str] | None:
+    """`docker compose` (v2) or `docker-compose` (v1, Debian's package), whichever is installed."""
+    if (
+        shutil.which("docker")
+        and subprocess.run(["docker", "compose", "version"], capture_output=True).returncode == 0
+    ):
+        return ["docker", "compose"]
+    if shutil.which("docker-compose"):
+        return ["docker-compose"]
+    return None
+
+
+@pytest.mark.skipif(_compose_command() is None, reason="no compose binary (apt-get install docker-compose)")
+def test_compose_validates_and_refuses_to_start_without_a_password(tmp_path: Path) -> None:
+    command = _compose_command()
+    assert command is not None
+    text = (REPO / "compose.yaml").read_text()
+    if command == ["docker-compose"]:
+        text = text.replace("\nname: sursis\n", "\n")  # v1 predates the top-level `name`
+    (tmp_path / "compose.yaml").write_text(text)
+    refused = subprocess.run([*command, "config", "-q"], cwd=tmp_path, capture_output=True, text=True)
+    assert refused.returncode != 0
+    assert "set POSTGRES_PASSWORD in .env" in refused.stderr
+    (tmp_path / ".env").write_text("POSTGRES_PASSWORD=pw-from-env-file\nSURSIS_PORT=18123\n")
+    resolved = subprocess.run([*command, "config"], cwd=tmp_path, capture_output=True, text=True)
+    assert resolved.returncode == 0, resolved.stderr
+    config = yaml.safe_load(resolved.stdout)
+    api = config["services"]["api"]
+    assert "pw-from-env-file@db" in api["environment"]["SURSIS_DATABASE_URL"]
+    [port] = api["ports"]
+    published = str(port["published"]) if isinstance(port, dict) else port
+    assert published in ("127.0.0.1:18123:8000/tcp", "18123"), published

@@ -8,7 +8,6 @@ import asyncio
 import contextlib
 import json
 import os
-import re
 import signal
 import socket
 import subprocess
@@ -94,14 +93,18 @@ def _free_port() -> int:
 
 @contextlib.contextmanager
 def _serving(bin_dir: Path, cwd: Path, url: str) -> Iterator[tuple[str, str]]:
-    """`sursis serve` from the venv; yields its base URL and the admin key it printed."""
+    """`sursis serve` from the venv; yields its base URL and the admin key it wrote to the key file
+    (its output is not a terminal, so it prints none)."""
     port = _free_port()
     log = cwd / f"serve-{port}.log"
+    key_file = cwd / f"admin-{port}.key"
     with log.open("w") as out:
         process = subprocess.Popen(
             [str(bin_dir / "sursis"), "serve", "--port", str(port), *AGENTS],
             cwd=cwd,
-            env=_clean_env(bin_dir, SURSIS_DATABASE_URL=url, SURSIS_LOG_JSON="true"),
+            env=_clean_env(
+                bin_dir, SURSIS_DATABASE_URL=url, SURSIS_LOG_JSON="true", SURSIS_ADMIN_KEY_FILE=str(key_file)
+            ),
             stdout=out,
             stderr=subprocess.STDOUT,
         )
@@ -115,9 +118,10 @@ def _serving(bin_dir: Path, cwd: Path, url: str) -> Iterator[tuple[str, str]]:
                     break
             assert time.monotonic() < deadline, log.read_text()
             time.sleep(0.2)
-        key = re.search(r"^\s+(srs_\S+)$", log.read_text(), re.MULTILINE)
-        assert key, log.read_text()
-        yield base, key.group(1)
+        key = key_file.read_text().strip()
+        assert key.startswith("srs_"), log.read_text()
+        assert key not in log.read_text()
+        yield base, key
     finally:
         process.send_signal(signal.SIGTERM)
         try:

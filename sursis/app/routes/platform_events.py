@@ -11,6 +11,7 @@ from litestar.params import JSONBody, QueryParameter
 from litestar.status_codes import HTTP_200_OK, HTTP_202_ACCEPTED
 
 from sursis.app.routes.provide import services
+from sursis.app.schemas.pending import decode_cursor, encode_cursor
 from sursis.app.schemas.platform_events import (
     ConversationList,
     EventAccepted,
@@ -19,9 +20,21 @@ from sursis.app.schemas.platform_events import (
     listed_conversation_out,
     platform_event,
 )
-from sursis.app.schemas.validation import MAX_WORKSPACE_CHARS, WORKSPACE_PATTERN
+from sursis.app.schemas.validation import (
+    CURSOR_PATTERN,
+    MAX_CURSOR_CHARS,
+    MAX_WORKSPACE_CHARS,
+    WORKSPACE_PATTERN,
+)
 from sursis.domain.customer.intake import EventIntakeService
 from sursis.domain.records import Principal
+
+Cursor = Annotated[
+    str | None,
+    QueryParameter(
+        pattern=CURSOR_PATTERN, max_length=MAX_CURSOR_CHARS, description="`next_cursor` of the previous page"
+    ),
+]
 
 
 @post(
@@ -59,8 +72,15 @@ async def list_conversations(
         str | None,
         QueryParameter(min_length=1, max_length=MAX_WORKSPACE_CHARS, pattern=WORKSPACE_PATTERN),
     ] = None,
+    cursor: Cursor = None,
 ) -> ConversationList:
     """The newest conversations of the caller's workspace (admins: every workspace, or `?workspace=`),
-    newest first; those that platform events started have `initiator: system` and their `event`."""
-    listed = await intake.recent_conversations(principal, workspace, limit)
-    return ConversationList(items=[listed_conversation_out(item) for item in listed])
+    newest first; those that platform events started have `initiator: system` and their `event`.
+    `next_cursor` (null on the last page) fetches the next page."""
+    page = await intake.recent_conversations(
+        principal, workspace, limit, decode_cursor(cursor) if cursor else None
+    )
+    return ConversationList(
+        items=[listed_conversation_out(item) for item in page.items],
+        next_cursor=encode_cursor(page.next_cursor) if page.next_cursor else None,
+    )

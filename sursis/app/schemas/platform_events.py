@@ -121,6 +121,7 @@ class ListedConversationOut(ConversationOut):
 
 class ConversationList(BaseModel):
     items: list[ListedConversationOut]
+    next_cursor: str | None = None
 
 
 def listed_conversation_out(listed: ListedConversation) -> ListedConversationOut:

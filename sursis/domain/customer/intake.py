@@ -18,6 +18,7 @@ from sursis.domain.customer.events import (
 )
 from sursis.domain.errors import NotFound
 from sursis.domain.events import EventType, publish, publish_run_status
+from sursis.domain.paging import Page
 from sursis.domain.ports import RunNotifier, UnitOfWork, UnitOfWorkFactory
 from sursis.domain.records import AuditEntry, Conversation, Principal, Run
 from sursis.domain.states import RunStatus
@@ -87,10 +88,14 @@ class EventIntakeService:
         return earlier
 
     async def recent_conversations(
-        self, principal: Principal, workspace: str | None, limit: int
-    ) -> list[ListedConversation]:
+        self,
+        principal: Principal,
+        workspace: str | None,
+        limit: int,
+        after: tuple[datetime, uuid.UUID] | None = None,
+    ) -> Page[ListedConversation, tuple[datetime, uuid.UUID]]:
         """`GET /v1/conversations`: the newest conversations the caller may see, those that events
-        started among them (initiator `system`)."""
+        started among them (initiator `system`), one keyset page at a time."""
         principal.require(Permission.CONVERSE)
         scope = workspace or principal.workspace
         if scope is None and not principal.may(Permission.ALL_WORKSPACES):
@@ -98,7 +103,8 @@ class EventIntakeService:
         if scope is not None and not principal.can_see(scope):
             raise NotFound("workspace not found")
         async with self._uow() as uow:
-            return await uow.customer.recent_conversations(scope, limit)
+            rows = await uow.customer.recent_conversations(scope, limit + 1, after)
+        return Page.of(rows, limit, lambda listed: (listed.conversation.created_at, listed.conversation.id))
 
     async def notify(self, intake: Intake) -> None:
         """Wake a worker for the run an event queued (after the commit)."""

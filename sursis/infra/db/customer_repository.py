@@ -237,16 +237,27 @@ class SqlWorkspaceRepository(SqlRepository):
             for r in rows
         ]
 
-    async def recent_conversations(self, workspace: str | None, limit: int) -> list[ListedConversation]:
+    async def recent_conversations(
+        self, workspace: str | None, limit: int, after: tuple[datetime, uuid.UUID] | None = None
+    ) -> list[ListedConversation]:
         e = c.platform_events
+        conversations = t.conversations.c
         query = (
             sa.select(t.conversations, e.c.id.label("event_id"), e.c.type.label("event_type"))
             .outerjoin(e, e.c.conversation_id == t.conversations.c.id)
-            .order_by(t.conversations.c.created_at.desc(), t.conversations.c.id)
+            .order_by(conversations.created_at.desc(), conversations.id.desc())
             .limit(limit)
         )
         if workspace is not None:
-            query = query.where(t.conversations.c.workspace == workspace)
+            query = query.where(conversations.workspace == workspace)
+        if after is not None:
+            at, last_id = after
+            query = query.where(
+                sa.or_(
+                    conversations.created_at < at,
+                    sa.and_(conversations.created_at == at, conversations.id < last_id),
+                )
+            )
         listed = []
         for row in await self._session.execute(query):
             m = dict(row._mapping)

@@ -30,9 +30,11 @@ def create_engine(url: str, *, echo: bool = False, pool_size: int = 10) -> Async
     lock (bounded by `busy_timeout`) instead of failing with "database is locked" when a read
     transaction later tries to write, which is what makes conditional updates race-safe there.
     A reader unit of work (`reader_options`), which never writes, starts with a deferred `BEGIN`.
+
+    SQL parameters (key hashes, message text) are never put in an error's text (`hide_parameters`).
     """
     if is_sqlite(url):
-        engine = create_async_engine(url, echo=echo, connect_args={"timeout": 30})
+        engine = create_async_engine(url, echo=echo, hide_parameters=True, connect_args={"timeout": 30})
         sync_engine = engine.sync_engine
 
         @event.listens_for(sync_engine, "connect")
@@ -54,6 +56,7 @@ def create_engine(url: str, *, echo: bool = False, pool_size: int = 10) -> Async
     engine = create_async_engine(
         url,
         echo=echo,
+        hide_parameters=True,
         pool_size=pool_size,
         max_overflow=pool_size,
         pool_timeout=5,

@@ -1,0 +1,193 @@
+"""`sursis pending list | show | approve | deny | revise | answer`: decide calls from a terminal.
+
+These commands are HTTP clients of a running service (`sursis.client.AsyncClient`), not database
+tools: they act as the key they send (`SURSIS_API_KEY`, or `--key-file`), so the audit log, the
+workspace checks and the inbox see exactly what an HTTP request would have done.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import sys
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from sursis.domain.states import PendingStatus
+from sursis.domain.tools import PendingKind
+
+if TYPE_CHECKING:
+    from sursis.app.settings import Settings
+    from sursis.client import AsyncClient
+    from sursis.client.models import PendingCall
+
+Action = Callable[["AsyncClient", argparse.Namespace], Awaitable[Any]]
+
+
+def quiet_http_client() -> None:
+    """httpx logs every request at INFO: on a command line that is noise around the answer."""
+    logging.getLogger("httpx").setLevel(logging.WARNING)
+
+
+def _json_value(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as error:
+        raise argparse.ArgumentTypeError(f"not JSON: {error.msg}") from None
+
+
+def _json_object(text: str) -> dict[str, Any]:
+    value = _json_value(text)
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError("must be a JSON object")
+    return value
+
+
+def _api_key(settings: Settings, args: argparse.Namespace) -> str | None:
+    if args.key_file:
+        return Path(args.key_file).read_text().strip() or None
+    return settings.api_key.get_secret_value() if settings.api_key else None
+
+
+def _show_table(calls: list[PendingCall]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(box=None, pad_edge=False)
+    for column in ("correlation_id", "status", "kind", "tool", "agent", "created", "effect"):
+        table.add_column(column, overflow="fold")
+    for call in calls:
+        table.add_row(
+            str(call.correlation_id),
+            call.status,
+            call.kind,
+            call.tool_name,
+            call.agent,
+            f"{call.created_at:%Y-%m-%d %H:%M:%S}",
+            call.effect_description,
+        )
+    Console(width=200 if not sys.stdout.isatty() else None).print(table)
+    if not calls:
+        print("(none)")
+
+
+def _show_call(call: PendingCall) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(box=None, show_header=False, pad_edge=False)
+    table.add_column(style="bold")
+    table.add_column(overflow="fold")
+    for name, value in call.model_dump(mode="json").items():
+        if value is not None:
+            table.add_row(name, value if isinstance(value, str) else json.dumps(value))
+    Console(width=200 if not sys.stdout.isatty() else None).print(table)
+
+
+async def _list(client: AsyncClient, args: argparse.Namespace) -> list[PendingCall]:
+    page = await client.list_pending(
+        status=None if args.status == "all" else args.status,
+        kind=args.kind,
+        tool_name=args.tool,
+        limit=args.limit,
+    )
+    return page.items
+
+
+async def _show(client: AsyncClient, args: argparse.Namespace) -> PendingCall:
+    return await client.get_pending(args.correlation_id)
+
+
+def _resolve(decision: str) -> Action:
+    async def resolve(client: AsyncClient, args: argparse.Namespace) -> PendingCall:
+        return await client.resolve(
+            args.correlation_id,
+            decision,
+            reason=getattr(args, "reason", None),
+            args=getattr(args, "args", None),
+            result=getattr(args, "result", None),
+        )
+
+    return resolve
+
+
+def _run(settings: Settings, args: argparse.Namespace) -> int:
+    import httpx
+
+    from sursis.app.cli import api_url
+    from sursis.client import AsyncClient, SursisError
+
+    quiet_http_client()
+    key = _api_key(settings, args)
+    if key is None:
+        print("sursis: no API key: set SURSIS_API_KEY or pass --key-file", file=sys.stderr)
+        return 2
+    base = args.url or api_url(settings)
+    action: Action = args.pending_action
+
+    async def main() -> Any:
+        async with AsyncClient(base, key) as client:
+            return await action(client, args)
+
+    try:
+        outcome = asyncio.run(main())
+    except SursisError as error:
+        print(f"sursis: {error.code}: {error.detail}", file=sys.stderr)
+        return 2
+    except httpx.TransportError as error:
+        print(f"sursis: cannot reach {base} ({type(error).__name__})", file=sys.stderr)
+        return 1
+    if args.json:
+        items = outcome if isinstance(outcome, list) else [outcome]
+        dumped = [item.model_dump(mode="json") for item in items]
+        print(json.dumps(dumped if isinstance(outcome, list) else dumped[0], indent=2))
+    elif isinstance(outcome, list):
+        _show_table(outcome)
+    else:
+        _show_call(outcome)
+    return 0
+
+
+def add_pending_commands(sub: Any) -> None:
+    """Register `sursis pending ...` on the top-level subparsers."""
+    pending = sub.add_parser("pending", help="list and decide pending calls over the HTTP API")
+    pending_sub = pending.add_subparsers(dest="pending_command", required=True)
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--url", help="the API's base URL (default: SURSIS_API_URL, else http://HOST:PORT)")
+    common.add_argument("--key-file", help="a file holding the API key (default: SURSIS_API_KEY)")
+    common.add_argument("--json", action="store_true", help="print JSON instead of a table")
+
+    listing = pending_sub.add_parser("list", parents=[common], help="the workspace's pending calls")
+    listing.add_argument(
+        "--status",
+        default="awaiting",
+        choices=[*(status.value for status in PendingStatus), "all"],
+    )
+    listing.add_argument("--kind", choices=[kind.value for kind in PendingKind])
+    listing.add_argument("--tool", help="only calls of this tool")
+    listing.add_argument("--limit", type=int, default=50)
+    listing.set_defaults(func=_run, pending_action=_list)
+
+    show = pending_sub.add_parser("show", parents=[common], help="one call, with its full arguments")
+    show.add_argument("correlation_id")
+    show.set_defaults(func=_run, pending_action=_show)
+
+    approve = pending_sub.add_parser("approve", parents=[common], help="approve (optionally edited args)")
+    approve.add_argument("correlation_id")
+    approve.add_argument("--args", type=_json_object, help="edited arguments, a JSON object")
+    approve.add_argument("--reason")
+    approve.set_defaults(func=_run, pending_action=_resolve("approve"))
+
+    for decision, help_text in (("deny", "deny, with a reason"), ("revise", "ask for a revised call")):
+        parser = pending_sub.add_parser(decision, parents=[common], help=help_text)
+        parser.add_argument("correlation_id")
+        parser.add_argument("--reason", required=True)
+        parser.set_defaults(func=_run, pending_action=_resolve(decision))
+
+    answer = pending_sub.add_parser("answer", parents=[common], help="answer a question or a client call")
+    answer.add_argument("correlation_id")
+    answer.add_argument("--result", type=_json_value, required=True, help="the answer, as JSON")
+    answer.set_defaults(func=_run, pending_action=_resolve("answer"))

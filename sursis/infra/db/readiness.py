@@ -1,0 +1,92 @@
+"""Is the database there and at the migrations' head? One clear sentence when it is not.
+
+A process that starts against an unmigrated database would otherwise fail on its first query with
+a long traceback ("no such table api_keys"), and on SQLite it would leave an empty file behind.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from sqlalchemy.engine import Connection
+
+# SQLAlchemy and Alembic are imported when a check runs: the command line imports this module
+# for every command, `sursis pending` and `--version` included.
+
+
+def shown_url(url: str) -> str:
+    """The URL as the service prints it: the password masked (`***`)."""
+    from sqlalchemy import exc
+    from sqlalchemy.engine import make_url
+
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except exc.ArgumentError:
+        return "(an unparsable database URL)"
+
+
+class DatabaseNotReady(Exception):
+    """The database cannot serve: missing, unreachable or not at head. `str()` says what to do."""
+
+
+def head_revision() -> str:
+    from alembic.script import ScriptDirectory
+
+    from sursis.infra.db.migrations import alembic_config
+
+    head = ScriptDirectory.from_config(alembic_config("")).get_current_head()
+    assert head is not None
+    return head
+
+
+def _sqlite_file(url: str) -> Path | None:
+    from sqlalchemy.engine import make_url
+
+    database = make_url(url).database
+    if not database or database == ":memory:" or database.startswith("file:"):
+        return None
+    return Path(database)
+
+
+def _current_revision(connection: Connection) -> str | None:
+    from alembic.runtime.migration import MigrationContext
+
+    return MigrationContext.configure(connection).get_current_revision()
+
+
+async def current_revision(url: str) -> str | None:
+    """The revision the database is at (None: never migrated); `DatabaseNotReady` when it cannot
+    be reached. Never creates an SQLite file."""
+    from sqlalchemy import exc
+
+    from sursis.infra.db.engine import create_engine, is_sqlite
+
+    if is_sqlite(url) and (path := _sqlite_file(url)) is not None and not path.exists():
+        return None
+    engine = create_engine(url)
+    try:
+        async with engine.connect() as connection:
+            return await connection.run_sync(_current_revision)
+    except (OSError, exc.DBAPIError) as error:
+        raise DatabaseNotReady(f"cannot reach the database {shown_url(url)}: {_reason(error)}") from None
+    finally:
+        await engine.dispose()
+
+
+def _reason(error: BaseException) -> str:
+    original = getattr(error, "orig", None) or error
+    text = str(original).splitlines()[0] if str(original) else type(original).__name__
+    return text[:200]
+
+
+async def require_head(url: str) -> None:
+    """Raise `DatabaseNotReady` unless the database is reachable and at the migrations' head."""
+    current = await current_revision(url)
+    head = head_revision()
+    if current != head:
+        raise DatabaseNotReady(
+            f"the database {shown_url(url)} is not migrated "
+            f"(revision {current or 'none'}, head {head}): run `sursis migrate`"
+        )
