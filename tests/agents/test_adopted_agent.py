@@ -152,16 +152,20 @@ def test_adoption_refuses_what_it_cannot_serve() -> None:
         adopt(Agent())
     with pytest.raises(ToolDeclarationError, match="does not have: nope"):
         adopt(support_agent(), tools={"nope": ToolOptions(category="read")})
-    with pytest.raises(ToolDeclarationError, match="approval may gate only server and client"):
+    with pytest.raises(ToolDeclarationError, match="a mutate tool must be gated, so its executor must be"):
         adopt(support_agent(), tools={"refund": ToolOptions(executor="human")})
+    with pytest.raises(ToolDeclarationError, match="agent 'support': tool 'refund': a mutate tool always"):
+        adopt(support_agent(), tools={"refund": ToolOptions(approval="auto")})
     with pytest.raises(ToolDeclarationError, match="tool 'refund': 'bogus' is not a valid Category"):
         adopt(support_agent(), tools={"refund": ToolOptions(category="bogus")})
 
 
 async def test_an_option_saying_auto_runs_a_requires_approval_tool_without_asking(database_url: str) -> None:
+    # A requires_approval tool counts as `mutate`, which always waits for a person: running it
+    # unattended means saying it changes nothing that needs one.
     REFUNDS.clear()
     model = ScriptedModel().call("refund", order_id="A4", amount=1).text("Refunded A4.")
-    definition = adopt(support_agent(), tools={"refund": ToolOptions(approval="auto")})
+    definition = adopt(support_agent(), tools={"refund": ToolOptions(approval="auto", category="suggest")})
     async with Service.open(database_url, agents=[definition], model=model.model) as svc:
         conversation = await svc.start_conversation("support")
         run = await svc.send(conversation.id, "refund A4")

@@ -83,6 +83,8 @@ def adopt(
 def _declare(agent: str, tool: Tool[Any], options: ToolOptions) -> DeclaredTool:
     try:
         return _declared(agent, tool, options)
+    except ToolDeclarationError as exc:  # the spec names the tool already
+        raise ToolDeclarationError(f"agent {agent!r}: {exc}") from exc
     except ValueError as exc:  # an option of no known value (category="bogus")
         raise ToolDeclarationError(f"agent {agent!r}, tool {tool.name!r}: {exc}") from exc
 
