@@ -84,6 +84,11 @@ class FakeSlack:
     refused: list[tuple[str, str]] = field(default_factory=list)
     messages: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
     fail_next: int = 0
+    rate_limit_next: int = 0
+    """Answer this many next calls 429 with `Retry-After: retry_after`, as Slack's rate limits do."""
+    retry_after: int = 4
+    attempted_at: list[tuple[str, float]] = field(default_factory=list)
+    """(method, monotonic time) of every authenticated call, refused or not."""
     _clock: float = 1_700_000_000.0
     changed: asyncio.Event = field(default_factory=asyncio.Event)
 
@@ -105,11 +110,12 @@ class FakeSlack:
         headers = {k.decode().lower(): v.decode() for k, v in scope["headers"]}
         method = scope["path"].rsplit("/", 1)[-1]
         status, answer = self.answer(method, headers, scope.get("query_string", b"").decode(), body)
+        extra = [(b"retry-after", str(self.retry_after).encode())] if status == 429 else []
         await send(
             {
                 "type": "http.response.start",
                 "status": status,
-                "headers": [(b"content-type", b"application/json; charset=utf-8")],
+                "headers": [(b"content-type", b"application/json; charset=utf-8"), *extra],
             }
         )
         await send({"type": "http.response.body", "body": json.dumps(answer).encode()})
@@ -123,6 +129,11 @@ class FakeSlack:
             self.refused.append((method, "unknown_method"))
             return 404, {"ok": False, "error": "unknown_method"}
         args = self._arguments(headers, query, body)
+        self.attempted_at.append((method, time.monotonic()))
+        if self.rate_limit_next > 0:
+            self.rate_limit_next -= 1
+            self.calls.append((method + ":limited", args))
+            return 429, {"ok": False, "error": "ratelimited"}
         missing = [name for name in REQUIRED[method] if not args.get(name)]
         if method in ("chat.postMessage", "chat.update") and not (args.get("text") or args.get("blocks")):
             missing.append("text")
