@@ -14,14 +14,14 @@ from typing import Any
 
 import structlog
 from litestar import Request, Response, Router, post
-from litestar.di import NamedDependency
+from litestar.di import NamedDependency, Provide
 from litestar.status_codes import HTTP_200_OK
 from pydantic import SecretStr
 
 from sursis.app.openapi_contract import SLACK_SIGNATURE_SCHEME
 from sursis.app.routes.provide import service
+from sursis.app.routes.slack_interactions import on_payload, provide_slack_web
 from sursis.app.schemas.slack import (
-    BlockActions,
     EventCallback,
     MessageEvent,
     UrlVerification,
@@ -31,9 +31,7 @@ from sursis.app.schemas.slack import (
     plain_text,
     signed_text,
 )
-from sursis.domain.channels.slack import SlackInbound, SlackMessage, SlackPress
-from sursis.domain.states import Decision
-from sursis.infra.channels.slack_messages import DECISION_OF_ACTION, parse_correlation_id
+from sursis.domain.channels.slack import SlackInbound, SlackMessage
 
 PERSON_SUBTYPES = frozenset({None, "thread_broadcast", "file_share"})
 """Message subtypes that are a person writing; the others (bots, this one too, edits, deletions,
@@ -94,21 +92,6 @@ async def slack_events(
     return Response({"ok": True, "outcome": received.outcome.value}, status_code=HTTP_200_OK)
 
 
-def button_press(payload: dict[str, Any]) -> SlackPress | None:
-    """The Approve or Deny press a `block_actions` payload carries; None for anything else."""
-    actions = fits(BlockActions, payload)
-    if actions is None:
-        return None
-    action = actions.actions[0]
-    decision = DECISION_OF_ACTION.get(action.action_id)
-    correlation_id = parse_correlation_id(action.value)
-    channel_id = actions.channel.id if actions.channel else None
-    team_id = actions.team_id
-    if decision is None or correlation_id is None or team_id is None or channel_id is None:
-        return None
-    return SlackPress(team_id, actions.user.id, channel_id, correlation_id, Decision(decision))
-
-
 @post(
     "/v1/channels/slack/interactions",
     tags=["channels"],
@@ -119,18 +102,15 @@ async def slack_interactions(
     request: Request[Any, Any, Any],
     slack: NamedDependency[SlackInbound],
     slack_signing_secret: NamedDependency[SecretStr | None],
-) -> Response[dict[str, Any]]:
-    """Slack's interactivity request URL (form-encoded `payload`): an Approve or Deny press decides
-    the pending call as the presser's mapped key, as `POST /v1/pending/{id}/resolve` would. A
-    presser who may not decide it, or a press on a call already decided, gets an ephemeral notice
+    slack_web: NamedDependency[Any],
+) -> Response[Any]:
+    """Slack's interactivity request URL (form-encoded `payload`): Approve or Deny decides the
+    pending call as the presser's mapped key, as `POST /v1/pending/{id}/resolve` would; "Deny with a
+    reason…" and "Ask for a revision…" open a modal whose submission decides with what was written.
+    A presser who may not decide it, or a press on a call already decided, gets an ephemeral notice
     and changes nothing."""
     payload = form_payload(await signed_body(request, slack_signing_secret))
-    press = button_press(payload)
-    if press is None:
-        return Response({"ok": True, "outcome": "ignored"}, status_code=HTTP_200_OK)
-    decided = await slack.press(press)
-    log.info("slack.press", correlation_id=str(press.correlation_id), decided=decided)
-    return Response({"ok": True, "outcome": "decided" if decided else "refused"}, status_code=HTTP_200_OK)
+    return await on_payload(payload, slack, slack_web)
 
 
 def slack_router() -> Router:
@@ -140,6 +120,7 @@ def slack_router() -> Router:
         route_handlers=[slack_events, slack_interactions],
         dependencies={
             "slack": service("slack"),
+            "slack_web": Provide(provide_slack_web, sync_to_thread=False),
             "slack_signing_secret": service("settings.slack_signing_secret"),
         },
     )
