@@ -128,3 +128,18 @@ async def test_a_429_from_slack_is_retried_after_its_retry_after(slack_world: Sl
 def test_sign_is_slacks_algorithm_over_the_raw_bytes() -> None:
     headers = sign(b"\xff", timestamp=int(time.time()))
     assert headers["X-Slack-Signature"].startswith("v0=")
+
+
+async def test_mentions_reach_the_model_by_name(slack_world: SlackWorldFactory) -> None:
+    async with slack_world() as world:
+        await world.map_user("U1", "operator")
+        body = event_body("Ev1", "U1", "ask <@U0USER> and <@U0NOBODY> &amp; <!here>", "1700000001.000100")
+        assert (await world.send_event(body)).json()["outcome"] == "queued"
+        [reply] = await world.slack.wait_for("chat.postMessage")
+        assert "ECHO: ask @mara and @U0NOBODY &amp; @here" in reply["text"]
+        assert [args["user"] for args in world.slack.of("users.info")] == ["U0USER", "U0NOBODY"]
+        # Looked up once: a second mention of the same person is answered from what was kept.
+        again = event_body("Ev2", "U1", "thanks <@U0USER>", "1700000002.000100")
+        assert (await world.send_event(again)).json()["outcome"] == "queued"
+        await world.slack.wait_for("chat.postMessage", 2)
+        assert len(world.slack.of("users.info")) == 2

@@ -20,7 +20,12 @@ from pydantic import SecretStr
 
 from sursis.app.openapi_contract import SLACK_SIGNATURE_SCHEME
 from sursis.app.routes.provide import service
-from sursis.app.routes.slack_interactions import on_payload, provide_slack_web
+from sursis.app.routes.slack_interactions import (
+    UserNames,
+    on_payload,
+    provide_slack_names,
+    provide_slack_web,
+)
 from sursis.app.schemas.slack import (
     EventCallback,
     MessageEvent,
@@ -28,6 +33,7 @@ from sursis.app.schemas.slack import (
     fits,
     form_payload,
     json_object,
+    mentioned_users,
     plain_text,
     signed_text,
 )
@@ -46,16 +52,16 @@ async def signed_body(request: Request[Any, Any, Any], secret: SecretStr | None)
     return signed_text(body, request.headers, secret.get_secret_value() if secret else None)
 
 
-def person_message(envelope: EventCallback) -> SlackMessage | None:
+async def person_message(envelope: EventCallback, names: UserNames) -> SlackMessage | None:
     """The person's message an `event_callback` carries; None for anything else (bots included).
-    Its text is plain text: Slack's entities decoded, mentions and links spelled out."""
+    Its text is plain text: Slack's entities decoded, mentions (by name) and links spelled out."""
     event = fits(MessageEvent, envelope.event)
     if event is None or event.bot_id or event.subtype not in PERSON_SUBTYPES:
         return None
     team_id = envelope.team_id or event.team
     if team_id is None:
         return None
-    text = plain_text(event.text)
+    text = plain_text(event.text, await names.names(mentioned_users(event.text)))
     return SlackMessage(
         envelope.event_id, team_id, event.channel, event.user, event.ts, event.thread_ts, text
     )
@@ -71,6 +77,7 @@ async def slack_events(
     request: Request[Any, Any, Any],
     slack: NamedDependency[SlackInbound],
     slack_signing_secret: NamedDependency[SecretStr | None],
+    slack_names: NamedDependency[Any],
 ) -> Response[dict[str, Any]]:
     """Slack's Events API request URL: answers the `url_verification` challenge; a person's message
     in a channel or thread becomes a message of the thread's conversation (a new thread starts
@@ -79,7 +86,7 @@ async def slack_events(
     if (challenge := fits(UrlVerification, envelope)) is not None:
         return Response({"challenge": challenge.challenge}, status_code=HTTP_200_OK)
     callback = fits(EventCallback, envelope)
-    message = person_message(callback) if callback is not None else None
+    message = await person_message(callback, slack_names) if callback is not None else None
     if message is None:
         return Response({"ok": True, "outcome": "ignored"}, status_code=HTTP_200_OK)
     received = await slack.receive(message)
@@ -121,6 +128,7 @@ def slack_router() -> Router:
         dependencies={
             "slack": service("slack"),
             "slack_web": Provide(provide_slack_web, sync_to_thread=False),
+            "slack_names": Provide(provide_slack_names, sync_to_thread=False),
             "slack_signing_secret": service("settings.slack_signing_secret"),
         },
     )

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 import uuid
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
@@ -51,6 +52,62 @@ def provide_slack_web(state: State) -> Any:
     if "slack_web" not in state:
         state.slack_web = slack_client(state.container.settings)
     return state.slack_web
+
+
+MAX_LOOKUPS = 10
+NAMES_KEPT_SECONDS = 3600.0
+
+
+class UserNames:
+    """Slack users' display names for mentions, looked up with `users.info` (at most `MAX_LOOKUPS`
+    per message, within `SLACK_CALL_SECONDS / 2` in all) and kept for an hour in this process. A
+    name that cannot be had in time stays the user id."""
+
+    def __init__(self, web: AsyncWebClient | None, *, max_kept: int = 10_000) -> None:
+        self._web = web
+        self._kept: dict[str, tuple[float, str]] = {}
+        self._max_kept = max_kept
+
+    async def names(self, user_ids: list[str]) -> dict[str, str]:
+        now = time.monotonic()
+        known = {
+            u: name for u in user_ids if (kept := self._kept.get(u)) and kept[0] > now for name in [kept[1]]
+        }
+        missing = [u for u in user_ids if u not in known][:MAX_LOOKUPS]
+        if self._web is None or not missing:
+            return known
+        try:
+            async with asyncio.timeout(SLACK_CALL_SECONDS / 2):
+                found = await asyncio.gather(*(self._lookup(u) for u in missing))
+        except TimeoutError:
+            return known
+        if len(self._kept) + len(found) > self._max_kept:
+            self._kept.clear()
+        for user_id, name in zip(missing, found, strict=True):
+            if name:
+                known[user_id] = name
+                self._kept[user_id] = (now + NAMES_KEPT_SECONDS, name)
+        return known
+
+    async def _lookup(self, user_id: str) -> str | None:
+        assert self._web is not None
+        try:
+            answer = await self._web.users_info(user=user_id)
+        except SLACK_ERRORS:
+            return None
+        user = answer.get("user") or {}
+        profile = user.get("profile") or {}
+        for name in (profile.get("display_name"), profile.get("real_name"), user.get("name")):
+            if isinstance(name, str) and name.strip():
+                return name.strip()[:80]
+        return None
+
+
+def provide_slack_names(state: State) -> Any:
+    """The mention names of this app (one cache per app)."""
+    if "slack_names" not in state:
+        state.slack_names = UserNames(provide_slack_web(state))
+    return state.slack_names
 
 
 class ModalMetadata(SlackModel):
