@@ -70,9 +70,11 @@ class UserNames:
 
     async def names(self, user_ids: list[str]) -> dict[str, str]:
         now = time.monotonic()
-        known = {
-            u: name for u in user_ids if (kept := self._kept.get(u)) and kept[0] > now for name in [kept[1]]
-        }
+        known: dict[str, str] = {}
+        for user_id in user_ids:
+            kept = self._kept.get(user_id)
+            if kept is not None and kept[0] > now:
+                known[user_id] = kept[1]
         missing = [u for u in user_ids if u not in known][:MAX_LOOKUPS]
         if self._web is None or not missing:
             return known

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 import uuid
 from collections import defaultdict
 from collections.abc import Callable
@@ -286,7 +287,7 @@ def retry_after(exc: Exception) -> float | None:
         seconds = float(str(value))
     except ValueError:
         return None
-    return min(max(seconds, 0.0), MAX_RETRY_AFTER_SECONDS) if seconds == seconds else None
+    return min(max(seconds, 0.0), MAX_RETRY_AFTER_SECONDS) if math.isfinite(seconds) else None
 
 
 def _describe(exc: Exception) -> str:
