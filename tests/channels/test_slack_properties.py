@@ -73,6 +73,25 @@ PRESS = {
 }
 
 
+SUBMISSION = {
+    "type": "view_submission",
+    "team": {"id": TEAM, "domain": "example"},
+    "user": {"id": "U1", "team_id": TEAM},
+    "view": {
+        "id": "V0VIEW",
+        "type": "modal",
+        "callback_id": "sursis_decision",
+        "private_metadata": json.dumps(
+            {
+                "correlation_id": "00000000-0000-4000-8000-000000000000",
+                "decision": "revise",
+                "channel_id": CHANNEL,
+                "message_ts": "1700000001.000100",
+            }
+        ),
+        "state": {"values": {"reason": {"reason": {"type": "plain_text_input", "value": "shorter"}}}},
+    },
+}
 FRESH_EVENT = {("event_id",): st.uuids().map(lambda u: f"Ev{u.hex[:16].upper()}")}
 
 
@@ -132,7 +151,7 @@ def as_form(variant: Variant) -> bytes:
 
 
 @EDGE
-@given(variant=near_valid(PRESS))
+@given(variant=st.one_of(near_valid(PRESS), near_valid(SUBMISSION)))
 async def test_near_valid_slack_interactions(world: tuple[SlackWorld, Stored], variant: Variant) -> None:
     await check(
         world, "/v1/channels/slack/interactions", "application/x-www-form-urlencoded", as_form(variant)
