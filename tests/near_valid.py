@@ -133,3 +133,32 @@ def near_valid(
         strategy = {"retype": OTHER_TYPES, "range": OUT_OF_RANGE, "time": TIMESTAMPS}[operation]
         parent[key] = draw(strategy)
     return Variant(json.dumps(document).encode(), f"{operation} at {list(path)}")
+
+
+def every_variant(example: Any) -> list[Variant]:
+    """Systematic variants, besides the drawn ones: each place dropped, each given a value of
+    another type, each timestamp naive, at +14:00 and malformed, and the body cut short."""
+    variants: list[Variant] = []
+    for path in paths(example):
+        original = _parent(example, path)[path[-1]]
+        changes: list[tuple[str, Any]] = [
+            ("drop", None),
+            ("retype", [] if not isinstance(original, list) else {}),
+        ]
+        if isinstance(original, str) and original[:4].isdigit() and "T" in original:
+            changes += [
+                ("time", "2026-11-25T06:00:00"),
+                ("time", "2026-11-25T06:00:00+14:00"),
+                ("time", "2026-11-25T25:00:00Z"),
+            ]
+        for operation, value in changes:
+            document = copy.deepcopy(example)
+            parent = _parent(document, path)
+            if operation == "drop":
+                del parent[path[-1]]
+            else:
+                parent[path[-1]] = value
+            variants.append(Variant(json.dumps(document).encode(), f"{operation} at {list(path)}"))
+    encoded = json.dumps(example).encode()
+    variants.append(Variant(encoded[: len(encoded) // 2], "cut short"))
+    return variants

@@ -20,7 +20,7 @@ from sursis.infra.db import tables as t
 from sursis.infra.db.engine import create_engine
 from tests.channels.conftest import SlackWorld, SlackWorldFactory
 from tests.channels.slack_fake import CHANNEL, TEAM, sign
-from tests.near_valid import EDGE, TIMESTAMPS, Variant, near_valid
+from tests.near_valid import EDGE, TIMESTAMPS, Variant, every_variant, near_valid
 
 PROBLEM = "application/problem+json"
 # The fake Slack is served from another thread, whose use of `random` hypothesis would take for
@@ -185,3 +185,17 @@ async def test_malformed_slack_timestamps_are_a_bad_signature(
     assert response.status_code == 401, (timestamp, response.text)
     assert response.json()["code"] == "bad_signature"
     assert await stored.snapshot() == before
+
+
+async def test_each_field_of_each_slack_example_dropped_or_mistyped(world: tuple[SlackWorld, Stored]) -> None:
+    for index, variant in enumerate(every_variant(MESSAGE_EVENT)):
+        body = variant.body.replace(b'"Ev0PV7S0P4"', f'"EvEvery{index}"'.encode())
+        await check(world, "/v1/channels/slack/events", "application/json", body)
+    for example in (PRESS, SUBMISSION):
+        for variant in every_variant(example):
+            await check(
+                world,
+                "/v1/channels/slack/interactions",
+                "application/x-www-form-urlencoded",
+                as_form(variant),
+            )
