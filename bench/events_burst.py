@@ -32,7 +32,8 @@ DEFAULT_URL = "postgresql+asyncpg://postgres@127.0.0.1:5432/bench"
 
 
 def event(i: int, run: str) -> dict[str, Any]:
-    """The i-th event of a burst: scan completed, anomaly, config change, or a change to nothing."""
+    """The i-th event of a burst, in the documented shapes (docs/customer-agent.md): scan completed
+    (with its `completed_at`), anomaly, config change (with rubrics), or a change to nothing."""
     event_id = f"burst-{run}-{i}"
     match i % 4:
         case 0:
@@ -45,13 +46,16 @@ def event(i: int, run: str) -> dict[str, Any]:
                 "failures": [{"test": "refunds", "error": "cites a policy not in the sources"}]
                 if i % 8 == 0
                 else [],
+                "completed_at": f"2026-11-25T06:{i // 60 % 60:02d}:{i % 60:02d}Z",
             }
             return {"id": event_id, "type": "scan.completed", "data": {"scan": scan}}
         case 1:
             data = {"kind": "cost_spike", "metric": "judge_cost_usd", "baseline": 4.0, "observed": 4.0 + i}
             return {"id": event_id, "type": "anomaly.detected", "data": data}
         case 2:
-            data = {"old": {"score_threshold": 0.7}, "new": {"score_threshold": 0.71 + (i % 10) / 100}}
+            rubric = {"name": "faithfulness", "description": "stays in the sources", "threshold": 0.8}
+            new = {"score_threshold": 0.71 + (i % 10) / 100, "rubrics": [rubric]}
+            data = {"old": {"score_threshold": 0.7}, "new": new}
             return {"id": event_id, "type": "workspace.config_changed", "data": data}
         case _:
             return {

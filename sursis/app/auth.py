@@ -190,15 +190,36 @@ def rate_limit_key(request: Request[Any, Any, Any]) -> str:
     return "addr:" + client_address(request)
 
 
-def v1_middleware(rate_limit_per_minute: int) -> list[DefineMiddleware]:
+INGEST = "platform_ingest"
+"""Route option (`opt={INGEST: True}`) of the routes a platform posts bursts to (`POST /v1/events`):
+they are counted by their own limit, not the per-key limit of the other requests."""
+
+
+def ingest_rate_limit_key(request: Request[Any, Any, Any]) -> str:
+    return "ingest:" + rate_limit_key(request)
+
+
+async def is_ingest(request: Request[Any, Any, Any]) -> bool:
+    return bool(request.route_handler.opt.get(INGEST))
+
+
+def v1_middleware(rate_limit_per_minute: int, ingest_per_minute: int = 0) -> list[DefineMiddleware]:
     """Outermost first: authentication (which limits attempts per address before any key lookup),
-    then the per-key rate limit."""
-    if rate_limit_per_minute <= 0:
-        return [DefineMiddleware(ApiKeyAuthentication)]
-    limit = RateLimitConfig(
-        rate_limit=("minute", rate_limit_per_minute), identifier_for_request=rate_limit_key
-    )
-    return [
-        DefineMiddleware(ApiKeyAuthentication, attempts=FailedAttempts(rate_limit_per_minute)),
-        limit.middleware,
-    ]
+    then the per-key rate limit of ordinary requests, then the per-key limit of ingestion routes."""
+    attempts = FailedAttempts(rate_limit_per_minute) if rate_limit_per_minute > 0 else None
+    middleware = [DefineMiddleware(ApiKeyAuthentication, attempts=attempts)]
+    if rate_limit_per_minute > 0:
+        limit = RateLimitConfig(
+            rate_limit=("minute", rate_limit_per_minute),
+            identifier_for_request=rate_limit_key,
+            exclude_opt_key=INGEST,
+        )
+        middleware.append(limit.middleware)
+    if ingest_per_minute > 0:
+        ingest = RateLimitConfig(
+            rate_limit=("minute", ingest_per_minute),
+            identifier_for_request=ingest_rate_limit_key,
+            check_throttle_handler=is_ingest,
+        )
+        middleware.append(ingest.middleware)
+    return middleware

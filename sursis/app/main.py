@@ -118,7 +118,7 @@ def create_app(
     v1 = Router(
         path="/",
         route_handlers=route_handlers(),
-        middleware=v1_middleware(settings.rate_limit_per_minute),
+        middleware=v1_middleware(settings.rate_limit_per_minute, settings.events_rate_limit_per_minute),
         security=[{SECURITY_SCHEME: []}],
     )
     return Litestar(

@@ -54,7 +54,10 @@ class Settings(BaseSettings):
     max_content_chars: int = 32_000
     max_body_bytes: int = 1_048_576
     rate_limit_per_minute: int = Field(default=600, ge=0)
-    """Requests per minute per API key on /v1; 0 turns the limit off."""
+    """Requests per minute per API key on /v1 (except `POST /v1/events`); 0 turns the limit off."""
+    events_rate_limit_per_minute: int = Field(default=6_000, ge=0)
+    """Platform events (`POST /v1/events`) per minute per API key, counted apart from the other
+    requests: a platform posts in bursts; 0 turns the limit off."""
     migrate_on_start: bool = True
     admin_key_file: str | None = None
     """Where `serve` writes the first admin key (mode 0600) when stdout is not a terminal."""

@@ -9,8 +9,8 @@ import sqlalchemy as sa
 from litestar.testing import AsyncTestClient
 
 from sursis.app.container import Container
+from sursis.app.schemas.platform_events import EventIn, platform_event
 from sursis.domain.access import Role
-from sursis.domain.customer.events import PlatformEvent, PlatformEventType
 from sursis.domain.customer.intake import EventIntakeService
 from sursis.domain.records import Principal
 from sursis.infra.db import customer_tables as c
@@ -228,7 +228,7 @@ async def test_a_failure_inside_the_transaction_leaves_nothing(container: Contai
     factory = container.uow
     intake = EventIntakeService(lambda: FailingRows(factory._sessions), container.notifier)
     system = Principal(id="sys", role=Role.SYSTEM, workspace="default")
-    event = PlatformEvent(new_id(), PlatformEventType.SCAN_COMPLETED, "default", scan_completed("e")["data"])
+    event = platform_event(EventIn.model_validate(scan_completed(new_id())), "default")
 
     with pytest.raises(RuntimeError, match="disk full"):
         await intake.receive(system, event)

@@ -7,6 +7,7 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 
+import httpx
 import pytest
 from litestar.testing import AsyncTestClient
 
@@ -70,10 +71,17 @@ SlackWorldFactory = Callable[..., AbstractAsyncContextManager[SlackWorld]]
 @pytest.fixture
 def slack_world(seeded: str, keys: KeyMaker, admin_key: IssuedKey) -> SlackWorldFactory:
     @asynccontextmanager
-    async def start(**overrides: Any) -> AsyncIterator[SlackWorld]:
+    async def start(*, over_http: bool = True, **overrides: Any) -> AsyncIterator[SlackWorld]:
+        """`over_http`: the app served on a socket too, for routes that call Slack while they answer
+        (the test client would hold the loop the fake Slack answers on)."""
         fake = FakeSlack()
         async with serve(fake) as url:
             app = create_app(slack_settings(seeded, url, **overrides))
+            if over_http:
+                async with serve(app) as app_url, httpx.AsyncClient(base_url=app_url, timeout=30) as client:
+                    client.headers.update(bearer(admin_key.secret))
+                    yield SlackWorld(client, fake, seeded, keys)  # type: ignore[arg-type]
+                return
             async with AsyncTestClient(app=app) as http:
                 http.headers.update(bearer(admin_key.secret))
                 yield SlackWorld(http, fake, seeded, keys)

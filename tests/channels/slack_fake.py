@@ -44,10 +44,13 @@ def event_body(
     return json.dumps(envelope).encode()
 
 
-def press_body(user: str, correlation_id: str, action: str, message_ts: str) -> bytes:
+def press_body(
+    user: str, correlation_id: str, action: str, message_ts: str, *, trigger_id: str = "1337.42.abcdef"
+) -> bytes:
     """An interactivity request: form-encoded `payload` of a `block_actions` press."""
     payload = {
         "type": "block_actions",
+        "trigger_id": trigger_id,
         "team": {"id": TEAM, "domain": "example"},
         "user": {"id": user, "team_id": TEAM},
         "channel": {"id": CHANNEL},
@@ -66,13 +69,41 @@ def press_body(user: str, correlation_id: str, action: str, message_ts: str) -> 
     return urlencode({"payload": json.dumps(payload)}).encode()
 
 
+def submission_body(user: str, view: dict[str, Any], reason: str | None) -> bytes:
+    """An interactivity request: the `view_submission` of a modal this service opened, with what
+    the person typed in its text input (None: left empty)."""
+    values = {
+        block["block_id"]: {block["element"]["action_id"]: {"type": "plain_text_input", "value": reason}}
+        for block in view["blocks"]
+        if block["type"] == "input"
+    }
+    payload = {
+        "type": "view_submission",
+        "team": {"id": TEAM, "domain": "example"},
+        "user": {"id": user, "team_id": TEAM},
+        "trigger_id": "1338.42.abcdef",
+        "view": {
+            "id": "V0VIEW",
+            "type": "modal",
+            "callback_id": view["callback_id"],
+            "private_metadata": view.get("private_metadata", ""),
+            "state": {"values": values},
+        },
+    }
+    return urlencode({"payload": json.dumps(payload)}).encode()
+
+
 REQUIRED = {
     "chat.postMessage": ("channel",),
     "chat.update": ("channel", "ts"),
     "chat.postEphemeral": ("channel", "user", "text"),
     "conversations.replies": ("channel", "ts"),
     "conversations.history": ("channel",),
+    "views.open": ("trigger_id", "view"),
+    "users.info": ("user",),
 }
+USERS = {"U0USER": {"display_name": "mara", "real_name": "Mara Lind"}}
+"""The workspace's people `users.info` knows."""
 
 
 @dataclass
@@ -84,6 +115,11 @@ class FakeSlack:
     refused: list[tuple[str, str]] = field(default_factory=list)
     messages: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
     fail_next: int = 0
+    rate_limit_next: int = 0
+    """Answer this many next calls 429 with `Retry-After: retry_after`, as Slack's rate limits do."""
+    retry_after: int = 4
+    attempted_at: list[tuple[str, float]] = field(default_factory=list)
+    """(method, monotonic time) of every authenticated call, refused or not."""
     _clock: float = 1_700_000_000.0
     changed: asyncio.Event = field(default_factory=asyncio.Event)
 
@@ -105,11 +141,12 @@ class FakeSlack:
         headers = {k.decode().lower(): v.decode() for k, v in scope["headers"]}
         method = scope["path"].rsplit("/", 1)[-1]
         status, answer = self.answer(method, headers, scope.get("query_string", b"").decode(), body)
+        extra = [(b"retry-after", str(self.retry_after).encode())] if status == 429 else []
         await send(
             {
                 "type": "http.response.start",
                 "status": status,
-                "headers": [(b"content-type", b"application/json; charset=utf-8")],
+                "headers": [(b"content-type", b"application/json; charset=utf-8"), *extra],
             }
         )
         await send({"type": "http.response.body", "body": json.dumps(answer).encode()})
@@ -123,6 +160,11 @@ class FakeSlack:
             self.refused.append((method, "unknown_method"))
             return 404, {"ok": False, "error": "unknown_method"}
         args = self._arguments(headers, query, body)
+        self.attempted_at.append((method, time.monotonic()))
+        if self.rate_limit_next > 0:
+            self.rate_limit_next -= 1
+            self.calls.append((method + ":limited", args))
+            return 429, {"ok": False, "error": "ratelimited"}
         missing = [name for name in REQUIRED[method] if not args.get(name)]
         if method in ("chat.postMessage", "chat.update") and not (args.get("text") or args.get("blocks")):
             missing.append("text")
@@ -175,6 +217,18 @@ class FakeSlack:
 
     def _chat_postEphemeral(self, args: dict[str, Any]) -> dict[str, Any]:
         return {"ok": True, "message_ts": self._next_ts()}
+
+    def _views_open(self, args: dict[str, Any]) -> dict[str, Any]:
+        view = args["view"] if isinstance(args["view"], dict) else json.loads(args["view"])
+        if view.get("type") != "modal" or not view.get("title") or not view.get("blocks"):
+            return {"ok": False, "error": "invalid_arguments"}
+        return {"ok": True, "view": {"id": "V0VIEW", **view}}
+
+    def _users_info(self, args: dict[str, Any]) -> dict[str, Any]:
+        profile = USERS.get(args["user"])
+        if profile is None:
+            return {"ok": False, "error": "user_not_found"}
+        return {"ok": True, "user": {"id": args["user"], "name": profile["display_name"], "profile": profile}}
 
     def _conversations_replies(self, args: dict[str, Any]) -> dict[str, Any]:
         thread = args["ts"]

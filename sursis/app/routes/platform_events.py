@@ -10,6 +10,7 @@ from litestar.openapi import ResponseSpec
 from litestar.params import JSONBody, QueryParameter
 from litestar.status_codes import HTTP_200_OK, HTTP_202_ACCEPTED
 
+from sursis.app.auth import INGEST, requires
 from sursis.app.routes.provide import services
 from sursis.app.schemas.pending import decode_cursor, encode_cursor
 from sursis.app.schemas.platform_events import (
@@ -26,6 +27,7 @@ from sursis.app.schemas.validation import (
     MAX_WORKSPACE_CHARS,
     WORKSPACE_PATTERN,
 )
+from sursis.domain.access import Permission
 from sursis.domain.customer.intake import EventIntakeService
 from sursis.domain.records import Principal
 
@@ -42,6 +44,8 @@ Cursor = Annotated[
     tags=["events"],
     status_code=HTTP_202_ACCEPTED,
     dependencies=services("intake"),
+    guards=[requires(Permission.POST_EVENTS)],
+    opt={INGEST: True},
     responses={HTTP_200_OK: ResponseSpec(EventAccepted, description="Posted before: `duplicate` is true")},
 )
 async def post_event(
@@ -53,7 +57,9 @@ async def post_event(
 
     The event, the rows it carries and, when it warrants one, a conversation of the `customer`
     agent with its first run queued are stored in one transaction. Posting an id again changes
-    nothing and answers 200 with `duplicate: true`; a new event answers 202.
+    nothing and answers 200 with `duplicate: true`; a new event answers 202. Events are limited
+    per key by `SURSIS_EVENTS_RATE_LIMIT_PER_MINUTE`, apart from the key's other requests (429 with
+    `Retry-After` beyond).
     """
     workspace = intake.workspace_for(principal, data.workspace)
     received = await intake.receive(principal, platform_event(data, workspace))

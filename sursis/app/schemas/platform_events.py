@@ -6,15 +6,24 @@ import uuid
 from datetime import datetime
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from sursis.app.schemas.conversations import ConversationOut, conversation_out
 from sursis.app.schemas.validation import JsonObject, Strict, UtcDatetime, WorkspaceName
-from sursis.domain.customer.events import Intake, ListedConversation, PlatformEvent, PlatformEventType
+from sursis.domain.customer.events import (
+    Intake,
+    ListedConversation,
+    PlatformEvent,
+    PlatformEventType,
+    Rubric,
+    ScanReport,
+)
 from sursis.domain.errors import ValidationFailed
 
 EventId = Annotated[str, Field(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9._:\-]+$")]
 Name = Annotated[str, Field(min_length=1, max_length=100)]
+Number = Annotated[float, Field(allow_inf_nan=False)]
+MAX_RUBRICS = 100
 
 
 class ScanFailure(Strict):
@@ -39,14 +48,40 @@ class ScanCompletedData(Strict):
 class AnomalyData(Strict):
     kind: Literal["quality_regression", "cost_spike"]
     metric: Name
-    baseline: float
-    observed: float
+    baseline: Number
+    observed: Number
     scan_id: EventId | None = None
+
+
+class RubricIn(Strict):
+    """One rubric: a name, a pass threshold between 0 and 1, a weight (at least 0, at most 1,000)."""
+
+    name: Name
+    description: Annotated[str, Field(max_length=2000)] = ""
+    threshold: Annotated[float, Field(ge=0, le=1)]
+    weight: Annotated[float, Field(ge=0, le=1000)] = 1.0
+
+
+class FrameworkConfig(BaseModel):
+    """A workspace's evaluation framework configuration: free-form, except `rubrics`, which when
+    present is a list of valid rubrics with distinct names (it replaces the workspace's rubrics)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    rubrics: list[RubricIn] = Field(default_factory=list, max_length=MAX_RUBRICS)
+
+    @field_validator("rubrics")
+    @classmethod
+    def distinct_names(cls, rubrics: list[RubricIn]) -> list[RubricIn]:
+        names = [r.name for r in rubrics]
+        if len(set(names)) != len(names):
+            raise ValueError("rubric names must be distinct")
+        return rubrics
 
 
 class ConfigChangedData(Strict):
     old: JsonObject
-    new: JsonObject
+    new: FrameworkConfig
 
 
 DATA_SCHEMAS: dict[str, type[Strict]] = {
@@ -80,9 +115,30 @@ def platform_event(body: EventIn, workspace: str) -> PlatformEvent:
         id=body.id,
         type=PlatformEventType(body.type),
         workspace=workspace,
-        data=data.model_dump(mode="json"),
+        data=data.model_dump(mode="json", exclude_unset=True),
         occurred_at=body.occurred_at,
+        scan=scan_report(data.scan) if isinstance(data, ScanCompletedData) else None,
+        rubrics=replaced_rubrics(data.new) if isinstance(data, ConfigChangedData) else None,
     )
+
+
+def scan_report(scan: ScanResult) -> ScanReport:
+    return ScanReport(
+        id=scan.id,
+        status=scan.status,
+        verdict=scan.verdict,
+        scores=dict(scan.scores),
+        changeset=dict(scan.changeset),
+        failures=tuple((f.test, f.error) for f in scan.failures),
+        completed_at=scan.completed_at,
+    )
+
+
+def replaced_rubrics(config: FrameworkConfig) -> tuple[Rubric, ...] | None:
+    """The rubrics a new configuration sets; None when it leaves them as they are (no `rubrics`)."""
+    if "rubrics" not in config.model_fields_set:
+        return None
+    return tuple(Rubric(r.name, r.description, r.threshold, r.weight) for r in config.rubrics)
 
 
 class EventAccepted(BaseModel):

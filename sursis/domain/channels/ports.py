@@ -7,7 +7,14 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Protocol
 
-from sursis.domain.channels.records import ChannelBinding, Digest, DigestItem, SlackAddress, SlackIdentity
+from sursis.domain.channels.records import (
+    ChannelBinding,
+    Digest,
+    DigestItem,
+    DigestItemKind,
+    SlackAddress,
+    SlackIdentity,
+)
 
 
 class ChannelRepository(Protocol):
@@ -69,6 +76,12 @@ class ChannelRepository(Protocol):
 
     async def claim_digests(self, now: datetime, claimed_until: datetime, limit: int) -> list[Digest]:
         """Due digests moved to `sending` (attempts counted up) with their binding and items."""
+        ...
+
+    async def listed_earlier(
+        self, binding_id: uuid.UUID, kind: DigestItemKind, digest_id: uuid.UUID, limit: int
+    ) -> list[DigestItem]:
+        """The newest `limit` items of `kind` a binding's other digests listed (earlier windows)."""
         ...
 
     async def finish_digest(

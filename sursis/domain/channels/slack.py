@@ -25,7 +25,7 @@ from sursis.domain.channels.records import (
 from sursis.domain.errors import Forbidden, NotFound, RunActive, Stale, ValidationFailed
 from sursis.domain.pending_calls import PendingCallService, Resolution
 from sursis.domain.ports import RunNotifier, UnitOfWork, UnitOfWorkFactory
-from sursis.domain.records import Conversation, Principal, Run
+from sursis.domain.records import Conversation, PendingCall, Principal, Run
 from sursis.domain.run_queue import check_content, queue_message
 from sursis.domain.states import Decision
 
@@ -65,13 +65,15 @@ class SlackMessage:
 
 @dataclass(frozen=True, slots=True)
 class SlackPress:
-    """An Approve or Deny button pressed on an approval message."""
+    """A decision taken in Slack on an approval message: a button pressed (Approve, Deny), or a
+    modal submitted (deny with a reason, ask for a revision) with what the person wrote."""
 
     team_id: str
     user_id: str
     channel_id: str
     correlation_id: uuid.UUID
     decision: Decision
+    reason: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -215,28 +217,31 @@ class SlackInbound:
         principal.require(Permission.CONVERSE)
         return conversation
 
-    async def press(self, press: SlackPress) -> bool:
+    async def press(self, press: SlackPress) -> PendingCall | None:
         """Decide a pending call as the presser's mapped principal, through the same path as
-        `POST /v1/pending/{id}/resolve`. True when it was decided; otherwise the presser gets an
-        ephemeral notice and nothing changes."""
+        `POST /v1/pending/{id}/resolve`: the call as decided; None when it was not, and then the
+        presser gets an ephemeral notice and nothing changes."""
         async with self._uow() as uow:
             principal = await mapped_principal(uow, press.team_id, press.user_id)
-        notice: str | None = None
+        notice = ""
+        decided: PendingCall | None = None
         if principal is None:
             notice = UNMAPPED_NOTICE.format(user_id=press.user_id)
         else:
             try:
-                await self._decisions.resolve_pending(
+                decided = await self._decisions.resolve_pending(
                     principal,
                     press.correlation_id,
-                    Resolution(press.decision, reason=f"decided in Slack by {press.user_id}"),
+                    Resolution(press.decision, reason=press.reason or f"decided in Slack by {press.user_id}"),
                 )
             except Stale as stale:
                 notice = f"Nothing changed: {stale}" + _who(stale.extra)
             except (Forbidden, NotFound) as refused:
                 notice = f"Nothing changed: you may not decide this call ({refused})."
-        if notice is None:
-            return True
+            except ValidationFailed as invalid:
+                notice = f"Nothing changed: {invalid}"
+        if decided is not None:
+            return decided
         async with self._uow() as uow:
             call = await uow.pending.get(press.correlation_id)
             workspace = call.workspace if call else self._notice_workspace
@@ -245,7 +250,7 @@ class SlackInbound:
                 uow, workspace, address, notice, self._clock(), ephemeral_user=press.user_id
             )
             await uow.commit()
-        return False
+        return None
 
 
 def _who(extra: dict[str, Any]) -> str:

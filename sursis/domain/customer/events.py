@@ -24,14 +24,45 @@ class PlatformEventType(StrEnum):
 
 
 @dataclass(frozen=True, slots=True)
+class ScanReport:
+    """A scan's result as a `scan.completed` event carries it, validated: what the `scans` row holds."""
+
+    id: str
+    status: str
+    verdict: str | None
+    scores: dict[str, float]
+    changeset: dict[str, Any]
+    failures: tuple[tuple[str, str], ...]
+    """(test, error) pairs."""
+    completed_at: datetime | None
+
+    def failures_json(self) -> list[dict[str, str]]:
+        return [{"test": test, "error": error} for test, error in self.failures]
+
+
+@dataclass(frozen=True, slots=True)
+class Rubric:
+    """One rubric of a workspace's evaluation framework (threshold between 0 and 1, weight >= 0)."""
+
+    name: str
+    description: str
+    threshold: float
+    weight: float
+
+
+@dataclass(frozen=True, slots=True)
 class PlatformEvent:
-    """One validated event. `data` has the shape its type's schema (docs/customer-agent.md) gives."""
+    """One validated event. `data` has the shape its type's schema (docs/customer-agent.md) gives,
+    as JSON (what is stored with the event); `scan` and `rubrics` are its typed parts that become
+    rows: `scan` for a `scan.completed`, `rubrics` when a `workspace.config_changed` replaces them."""
 
     id: str
     type: PlatformEventType
     workspace: str
     data: dict[str, Any]
     occurred_at: datetime | None = None
+    scan: ScanReport | None = None
+    rubrics: tuple[Rubric, ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -150,13 +150,15 @@ async def _apply(uow: UnitOfWork, event: PlatformEvent, now: datetime) -> None:
     ws = event.workspace
     match event.type:
         case PlatformEventType.SCAN_COMPLETED:
-            scan = data["scan"]
+            scan = event.scan
+            if scan is None:
+                raise ValueError("a scan.completed event without its scan")
             await uow.customer.upsert_scan(ws, scan, now)
             await uow.customer.add_errors(
                 ws,
                 [
-                    {"source": "scan", "scan_id": scan["id"], "message": f"{f['test']}: {f['error']}"}
-                    for f in scan.get("failures") or []
+                    {"source": "scan", "scan_id": scan.id, "message": f"{test}: {error}"}
+                    for test, error in scan.failures
                 ],
                 now,
             )
@@ -167,7 +169,6 @@ async def _apply(uow: UnitOfWork, event: PlatformEvent, now: datetime) -> None:
                 ws, [{"source": "anomaly", "scan_id": data.get("scan_id"), "message": message}], now
             )
         case PlatformEventType.CONFIG_CHANGED:
-            new = data["new"]
-            await uow.customer.set_framework(ws, new, now)
-            if "rubrics" in new:
-                await uow.customer.set_rubrics(ws, new["rubrics"])
+            await uow.customer.set_framework(ws, data["new"], now)
+            if event.rubrics is not None:
+                await uow.customer.set_rubrics(ws, event.rubrics)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import html
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -22,17 +23,42 @@ from email.utils import format_datetime, make_msgid
 import aiosmtplib
 import structlog
 
+from sursis.domain.audit import actor_names
 from sursis.domain.channels.records import Digest, DigestItem, DigestItemKind
-from sursis.domain.ports import UnitOfWorkFactory
+from sursis.domain.ports import UnitOfWork, UnitOfWorkFactory
+from sursis.domain.records import PendingCall
 from sursis.infra.faults import crash_point
 
 log = structlog.get_logger("sursis.channels.email")
 
+WAITING = "Waiting for you"
+STILL_WAITING = "Still waiting from earlier digests"
+DECIDED = "Decided before this digest was sent"
 HEADINGS = {
-    DigestItemKind.APPROVAL_WAITING: "Waiting for you",
     DigestItemKind.CONVERSATION_STARTED: "Conversations the service started",
     DigestItemKind.RUN_FAILED: "Runs that failed",
 }
+EARLIER_LIMIT = 50
+"""How many of a binding's earlier waiting lines are looked at again for "still waiting"."""
+
+
+@dataclass(frozen=True, slots=True)
+class Line:
+    """One line of a digest as sent: the item and what is true of it at send time."""
+
+    item: DigestItem
+    note: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class DigestView:
+    """A digest's sections as they stand when it is sent, in order, empty ones left out."""
+
+    sections: tuple[tuple[str, tuple[Line, ...]], ...]
+
+    @property
+    def count(self) -> int:
+        return sum(len(lines) for _, lines in self.sections)
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,12 +134,50 @@ class DigestSender:
             sent += await self._send(digest)
         return sent
 
+    async def as_it_stands(self, digest: Digest) -> DigestView:
+        """The digest as true now: of its waiting calls, those still waiting and those decided
+        since (with the decision and who made it), then the binding's calls listed by earlier
+        digests that still wait ("waiting since ..."), then the other notices."""
+        async with self._uow.reader() as uow:
+            waiting: list[Line] = []
+            decided: list[Line] = []
+            listed: set[str] = set()
+            for item in digest.items:
+                if item.kind is not DigestItemKind.APPROVAL_WAITING:
+                    continue
+                listed.add(str(item.data.get("correlation_id")))
+                call = await _call_of(uow, item)
+                if call is None or call.status.value == "awaiting":
+                    waiting.append(Line(item))
+                else:
+                    decided.append(Line(item, await _decision(uow, call)))
+            still: list[Line] = []
+            earlier = await uow.channels.listed_earlier(
+                digest.binding.id, DigestItemKind.APPROVAL_WAITING, digest.id, EARLIER_LIMIT
+            )
+            for item in sorted(earlier, key=lambda i: i.created_at):
+                key = str(item.data.get("correlation_id"))
+                if key in listed:
+                    continue
+                listed.add(key)
+                call = await _call_of(uow, item)
+                if call is not None and call.status.value == "awaiting":
+                    still.append(Line(item, f"waiting since {_when(item.created_at)}"))
+        sections: list[tuple[str, tuple[Line, ...]]] = [
+            (WAITING, tuple(waiting)),
+            (STILL_WAITING, tuple(still)),
+            (DECIDED, tuple(decided)),
+        ]
+        for kind, heading in HEADINGS.items():
+            sections.append((heading, tuple(Line(i) for i in digest.items if i.kind is kind)))
+        return DigestView(tuple((heading, lines) for heading, lines in sections if lines))
+
     async def _send(self, digest: Digest) -> int:
         crash_point("digest_claimed")
         error: str | None = None
         try:
             await aiosmtplib.send(
-                self.compose(digest),
+                self.compose(digest, await self.as_it_stands(digest)),
                 hostname=self._smtp.host,
                 port=self._smtp.port,
                 start_tls=self._smtp.starttls,
@@ -137,10 +201,10 @@ class DigestSender:
         log.info("digest.attempt", digest_id=str(digest.id), items=len(digest.items), error=error)
         return 1 if error is None else 0
 
-    def compose(self, digest: Digest) -> EmailMessage:
-        """The digest as text and HTML, each item with a link to the inbox."""
+    def compose(self, digest: Digest, view: DigestView) -> EmailMessage:
+        """The digest as text and HTML, each line with a link to the inbox."""
         message = EmailMessage()
-        count = len(digest.items)
+        count = view.count
         message["Subject"] = f"Sursis digest: {count} notice{'s' if count != 1 else ''}"
         message["From"] = self._smtp.sender
         message["To"] = digest.binding.email or ""
@@ -148,19 +212,21 @@ class DigestSender:
         message["Message-ID"] = make_msgid(idstring=digest.id.hex)
         message["X-Sursis-Digest-Id"] = str(digest.id)
         inbox = self._inbox_url
-        lines = [f"What happened until {digest.window_end.isoformat()}:", ""]
-        parts = [f"<p>What happened until {html.escape(digest.window_end.isoformat())}:</p>"]
-        for kind, heading in HEADINGS.items():
-            items = [i for i in digest.items if i.kind is kind]
-            if not items:
-                continue
+        sent_at = _when(self._clock())
+        lines = [f"What happened until {digest.window_end.isoformat()}, as it stands at {sent_at}:", ""]
+        parts = [
+            f"<p>What happened until {html.escape(digest.window_end.isoformat())}, "
+            f"as it stands at {html.escape(sent_at)}:</p>"
+        ]
+        for heading, section in view.sections:
             lines += [heading, "-" * len(heading)]
             parts.append(f"<h2>{html.escape(heading)}</h2><ul>")
-            for item in items:
-                link = inbox_link(inbox, item)
-                lines.append(f"* {item.summary}\n  {link}")
+            for line in section:
+                link = inbox_link(inbox, line.item)
+                summary = f"{line.item.summary} ({line.note})" if line.note else line.item.summary
+                lines.append(f"* {summary}\n  {link}")
                 anchor = f'<a href="{html.escape(link)}">open in the inbox</a>'
-                parts.append(f"<li>{html.escape(item.summary)} — {anchor}</li>")
+                parts.append(f"<li>{html.escape(summary)} — {anchor}</li>")
             lines.append("")
             parts.append("</ul>")
         lines.append(f"Inbox: {inbox}")
@@ -168,3 +234,24 @@ class DigestSender:
         message.set_content("\n".join(lines))
         message.add_alternative("<html><body>" + "".join(parts) + "</body></html>", subtype="html")
         return message
+
+
+def _when(moment: datetime) -> str:
+    return moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+async def _call_of(uow: UnitOfWork, item: DigestItem) -> PendingCall | None:
+    try:
+        correlation_id = uuid.UUID(str(item.data.get("correlation_id")))
+    except ValueError:
+        return None
+    return await uow.pending.get(correlation_id)
+
+
+async def _decision(uow: UnitOfWork, call: PendingCall) -> str:
+    """`approved by mara at ...`: what became of a call, by whom (a key's name), and when."""
+    names = await actor_names(uow, [call.resolved_by])
+    who = names.get(call.resolved_by or "") or call.resolved_by
+    by = f" by {who}" if who else ""
+    at = f" at {_when(call.resolved_at)}" if call.resolved_at else ""
+    return f"{call.status.value}{by}{at}"

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 import uuid
 from collections import defaultdict
 from collections.abc import Callable
@@ -106,11 +107,12 @@ class SlackDeliverer:
 
     async def _deliver(self, item: OutboxItem) -> None:
         crash_point("slack_claimed")
+        wait: float | None = None
         try:
             posted = await self._send(item)
             error = None
         except (SlackApiError, SlackClientError, aiohttp.ClientError, TimeoutError, ThreadNotStarted) as exc:
-            posted, error = None, _describe(exc)
+            posted, error, wait = None, _describe(exc), retry_after(exc)
         crash_point("slack_posted")
         now = self._clock()
         async with self._uow() as uow:
@@ -127,9 +129,10 @@ class SlackDeliverer:
                 letter = await uow.outbox.mark_dead(item, error, cluster, now)
                 log.warning("slack.dead_lettered", outbox_id=item.id, dead_letter=letter, error=error)
             else:
-                await uow.outbox.schedule_retry(
-                    item.id, error, now + self._policy.backoff(item.attempts), now
-                )
+                delay = self._policy.backoff(item.attempts)
+                if wait is not None:
+                    delay = max(delay, timedelta(seconds=wait))
+                await uow.outbox.schedule_retry(item.id, error, now + delay, now)
             await uow.commit()
         log.info("slack.attempt", outbox_id=item.id, attempt=item.attempts, ok=error is None, error=error)
 
@@ -267,6 +270,24 @@ class SlackDeliverer:
 async def _decider_name(uow: UnitOfWork, actor: str | None) -> str:
     names = await actor_names(uow, [actor])
     return names.get(actor or "") or actor or "someone"
+
+
+MAX_RETRY_AFTER_SECONDS = 3600
+
+
+def retry_after(exc: Exception) -> float | None:
+    """The seconds Slack asked to wait (a 429's `Retry-After`), or None; at most an hour."""
+    if not isinstance(exc, SlackApiError) or exc.response.status_code != 429:
+        return None
+    headers = {k.lower(): v for k, v in (exc.response.headers or {}).items()}
+    value = headers.get("retry-after")
+    if isinstance(value, list):
+        value = value[0] if value else None
+    try:
+        seconds = float(str(value))
+    except ValueError:
+        return None
+    return min(max(seconds, 0.0), MAX_RETRY_AFTER_SECONDS) if math.isfinite(seconds) else None
 
 
 def _describe(exc: Exception) -> str:

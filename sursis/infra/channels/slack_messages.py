@@ -12,13 +12,24 @@ from slack_sdk.models.blocks import (
     Block,
     ButtonElement,
     ContextBlock,
+    InputBlock,
     MarkdownTextObject,
+    PlainTextInputElement,
     SectionBlock,
 )
+from slack_sdk.models.views import View
 
 APPROVE_ACTION = "sursis_approve"
 DENY_ACTION = "sursis_deny"
 DECISION_OF_ACTION = {APPROVE_ACTION: "approve", DENY_ACTION: "deny"}
+"""Buttons that decide at once."""
+DENY_WITH_REASON_ACTION = "sursis_deny_reason"
+REVISE_ACTION = "sursis_revise"
+MODAL_OF_ACTION = {DENY_WITH_REASON_ACTION: "deny", REVISE_ACTION: "revise"}
+"""Buttons that open a modal (`views.open`) asking what to tell the agent; its submission decides."""
+MODAL_CALLBACK = "sursis_decision"
+REASON_BLOCK = REASON_INPUT = "reason"
+MAX_REASON = 2000
 DELIVERY_METADATA = "sursis_delivery"
 """The `metadata.event_type` of every post: its `event_payload.delivery_id` lets a retried delivery
 find what an earlier attempt already posted."""
@@ -62,6 +73,10 @@ def approval_request(data: dict[str, Any]) -> SlackText:
                     text="Approve", action_id=APPROVE_ACTION, value=correlation_id, style="primary"
                 ),
                 ButtonElement(text="Deny", action_id=DENY_ACTION, value=correlation_id, style="danger"),
+                ButtonElement(
+                    text="Deny with a reason…", action_id=DENY_WITH_REASON_ACTION, value=correlation_id
+                ),
+                ButtonElement(text="Ask for a revision…", action_id=REVISE_ACTION, value=correlation_id),
             ],
         ),
         ContextBlock(elements=[MarkdownTextObject(text=f"correlation id `{correlation_id}`")]),
@@ -69,11 +84,45 @@ def approval_request(data: dict[str, Any]) -> SlackText:
     return SlackText(_clip(text), blocks)
 
 
-def approval_decided(data: dict[str, Any], status: str, decided_by: str) -> SlackText:
+def decision_modal(decision: str, private_metadata: str) -> View:
+    """The modal a "Deny with a reason…" or "Ask for a revision…" press opens: one text input,
+    required for a revision (what to change), optional for a denial."""
+    revise = decision == "revise"
+    label = "What should the agent change?" if revise else "Why is it denied? (the agent is told)"
+    return View(
+        type="modal",
+        callback_id=MODAL_CALLBACK,
+        private_metadata=private_metadata,
+        title="Ask for a revision" if revise else "Deny the call",
+        submit="Send" if revise else "Deny",
+        close="Cancel",
+        blocks=[
+            InputBlock(
+                block_id=REASON_BLOCK,
+                label=label,
+                optional=not revise,
+                element=PlainTextInputElement(action_id=REASON_INPUT, multiline=True, max_length=MAX_REASON),
+            )
+        ],
+    )
+
+
+def approval_acknowledged(data: dict[str, Any], status: str, user_id: str) -> SlackText:
+    """What a press shows at once (the run resumes; the deliverer's update follows): decided by the
+    presser, as a mention (`user_id` is a checked Slack id)."""
+    return approval_decided(data, status, f"<@{user_id}>", resuming=True)
+
+
+def approval_decided(
+    data: dict[str, Any], status: str, decided_by: str, *, resuming: bool = False
+) -> SlackText:
     """The approval message once decided: no buttons, and who decided."""
     tool = _escape(str(data.get("tool_name")))
-    mark = {"approved": "✅", "denied": "⛔"}.get(status, "•")
-    line = f"{mark} `{tool}` {status} by {_escape(decided_by)}"
+    mark = {"approved": "✅", "denied": "⛔", "revision_requested": "✏️"}.get(status, "•")
+    who = decided_by if resuming else _escape(decided_by)
+    line = f"{mark} `{tool}` {status} by {who}"
+    if resuming:
+        line += " — resuming the run…"
     effect = _escape(str(data.get("effect_description") or ""))
     blocks: list[Block] = [
         SectionBlock(text=MarkdownTextObject(text=_clip(f"{line}\n{effect}" if effect else line))),

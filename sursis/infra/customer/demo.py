@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any
 
+from sursis.domain.customer.events import Rubric, ScanReport
 from sursis.domain.ports import UnitOfWorkFactory
 
 RUBRICS: list[dict[str, Any]] = [
@@ -56,6 +57,18 @@ def _scans(now: datetime) -> list[dict[str, Any]]:
     ]
 
 
+def _report(scan: dict[str, Any]) -> ScanReport:
+    return ScanReport(
+        id=scan["id"],
+        status=scan["status"],
+        verdict=scan["verdict"],
+        scores=scan["scores"],
+        changeset=scan["changeset"],
+        failures=tuple((f["test"], f["error"]) for f in scan["failures"]),
+        completed_at=scan["completed_at"],
+    )
+
+
 async def seed_customer_demo(uow: UnitOfWorkFactory, workspace: str, now: datetime) -> int:
     """Insert the demo workspace rows unless its scans exist; returns how many scans were added."""
     async with uow() as u:
@@ -63,7 +76,7 @@ async def seed_customer_demo(uow: UnitOfWorkFactory, workspace: str, now: dateti
             return 0
         scans = _scans(now)
         for scan in scans:
-            await u.customer.upsert_scan(workspace, scan, now)
+            await u.customer.upsert_scan(workspace, _report(scan), now)
             await u.customer.add_errors(
                 workspace,
                 [
@@ -73,7 +86,9 @@ async def seed_customer_demo(uow: UnitOfWorkFactory, workspace: str, now: dateti
                 now,
             )
         await u.customer.set_framework(workspace, FRAMEWORK, now)
-        await u.customer.set_rubrics(workspace, RUBRICS)
+        await u.customer.set_rubrics(
+            workspace, [Rubric(r["name"], r["description"], r["threshold"], 1.0) for r in RUBRICS]
+        )
         await u.customer.set_onboarding(
             workspace,
             {

@@ -336,6 +336,23 @@ class SqlChannelRepository(SqlRepository):
             )
         return digests
 
+    async def listed_earlier(
+        self, binding_id: uuid.UUID, kind: DigestItemKind, digest_id: uuid.UUID, limit: int
+    ) -> list[DigestItem]:
+        i = ch.digest_items.c
+        rows = await self._session.execute(
+            sa.select(ch.digest_items)
+            .where(
+                i.binding_id == binding_id,
+                i.kind == kind.value,
+                i.digest_id.is_not(None),
+                i.digest_id != digest_id,
+            )
+            .order_by(i.id.desc())
+            .limit(limit)
+        )
+        return [_item(row) for row in rows]
+
     async def finish_digest(
         self,
         digest_id: uuid.UUID,

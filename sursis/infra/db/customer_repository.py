@@ -9,7 +9,14 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from sursis.domain.customer.events import Intake, ListedConversation, PlatformEvent, PlatformEventType
+from sursis.domain.customer.events import (
+    Intake,
+    ListedConversation,
+    PlatformEvent,
+    PlatformEventType,
+    Rubric,
+    ScanReport,
+)
 from sursis.domain.records import Conversation
 from sursis.infra.db import customer_tables as c
 from sursis.infra.db import tables as t
@@ -93,19 +100,19 @@ class SqlWorkspaceRepository(SqlRepository):
             ).scalar_one()
         )
 
-    async def upsert_scan(self, workspace: str, scan: Mapping[str, Any], now: datetime) -> None:
+    async def upsert_scan(self, workspace: str, scan: ScanReport, now: datetime) -> None:
         values = {
-            "status": scan["status"],
-            "verdict": scan.get("verdict"),
-            "scores": dict(scan.get("scores") or {}),
-            "changeset": dict(scan.get("changeset") or {}),
-            "failures": list(scan.get("failures") or []),
-            "completed_at": scan.get("completed_at") or now,
+            "status": scan.status,
+            "verdict": scan.verdict,
+            "scores": dict(scan.scores),
+            "changeset": dict(scan.changeset),
+            "failures": scan.failures_json(),
+            "completed_at": scan.completed_at or now,
             "updated_at": now,
         }
         statement = (
             self._insert(c.scans)
-            .values(workspace=workspace, id=scan["id"], **values)
+            .values(workspace=workspace, id=scan.id, **values)
             .on_conflict_do_update(index_elements=["workspace", "id"], set_=values)
         )
         await self._session.execute(statement)
@@ -140,7 +147,7 @@ class SqlWorkspaceRepository(SqlRepository):
         )
         return int((await self._session.execute(statement)).scalar_one())
 
-    async def set_rubrics(self, workspace: str, rubrics: Sequence[Mapping[str, Any]]) -> None:
+    async def set_rubrics(self, workspace: str, rubrics: Sequence[Rubric]) -> None:
         await self._session.execute(sa.delete(c.rubrics).where(c.rubrics.c.workspace == workspace))
         if rubrics:
             await self._session.execute(
@@ -148,10 +155,10 @@ class SqlWorkspaceRepository(SqlRepository):
                 [
                     {
                         "workspace": workspace,
-                        "name": r["name"],
-                        "description": r.get("description", ""),
-                        "threshold": float(r.get("threshold", 0.0)),
-                        "weight": float(r.get("weight", 1.0)),
+                        "name": r.name,
+                        "description": r.description,
+                        "threshold": r.threshold,
+                        "weight": r.weight,
                     }
                     for r in rubrics
                 ],
