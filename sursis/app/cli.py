@@ -1,4 +1,4 @@
-"""The `sursis` command: serve, worker, migrate, keys, demo seed."""
+"""The `sursis` command: serve, worker, migrate, keys, encryption, demo seed."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import uuid
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, TypeVar
 
+from sursis.app.cli_encryption import add_encryption_commands
 from sursis.app.logging import configure_logging
 from sursis.app.settings import Settings
 from sursis.domain.access import Role
@@ -234,6 +235,7 @@ def parser() -> argparse.ArgumentParser:
     revoke = keys_sub.add_parser("revoke", help="revoke a key by its id")
     revoke.add_argument("key_id", type=uuid.UUID)
     revoke.set_defaults(func=_keys_revoke)
+    add_encryption_commands(sub)
     demo = sub.add_parser("demo", help="demo data")
     demo_sub = demo.add_subparsers(dest="demo_command", required=True)
     seed = demo_sub.add_parser("seed", help="insert a few dead letters and failure clusters")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from pydantic import AliasChoices, Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
@@ -12,6 +14,11 @@ class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="SURSIS_", env_file=".env", extra="ignore")
 
     database_url: str = "sqlite+aiosqlite:///./sursis.db"
+    encryption_keys: SecretStr | None = None
+    """`KEY_ID:BASE64_32_BYTES` pairs, comma-separated, the first one active; set: conversation
+    content is encrypted at rest (docs/security.md). Off when neither this nor the file is set."""
+    encryption_keys_file: Path | None = None
+    """A file with the same content as `SURSIS_ENCRYPTION_KEYS` (read when that is unset)."""
     model: str = "scripted"
     openai_base_url: str | None = Field(
         default=None, validation_alias=AliasChoices("SURSIS_OPENAI_BASE_URL", "OPENAI_BASE_URL")

@@ -9,11 +9,14 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from sursis.domain.encryption import Cipher
 from sursis.domain.events import PENDING_EVENT_TYPES, EventType
 from sursis.domain.records import OutboxItem, StoredEvent, Webhook
 from sursis.domain.states import RunStatus
 from sursis.infra.db import tables as t
+from sursis.infra.db.repositories.base import session_cipher
 from sursis.infra.db.rows import row_values
+from sursis.infra.db.sealing import EVENTS
 
 DELIVERED = "delivered"
 PENDING = "pending"
@@ -49,8 +52,8 @@ def _advisory_key(conversation_id: uuid.UUID) -> int:
     return int.from_bytes(conversation_id.bytes[:8], "big", signed=True)
 
 
-def _event_from_row(row: Any) -> StoredEvent:
-    m = row._mapping
+def _event_from_row(row: Any, cipher: Cipher) -> StoredEvent:
+    m = EVENTS.open(cipher, row)
     return StoredEvent(
         id=m["id"],
         conversation_id=m["conversation_id"],
@@ -110,6 +113,7 @@ class SqlEventRepository:
 
     def __init__(self, session: AsyncSession) -> None:
         self._session = session
+        self._cipher = session_cipher(session)
         self.published: set[uuid.UUID] = set()
         self.pending_workspaces: set[str] = set()
         self.notified_runs: set[uuid.UUID] = set()
@@ -163,7 +167,7 @@ class SqlEventRepository:
     def _take_held(self) -> list[dict[str, Any]]:
         held, self._held = self._held, []
         if not self._postgres:
-            return held
+            return [EVENTS.seal(self._cipher, row) for row in held]
         for row in held:
             notification = run_notification(row["type"], row["data"])
             if notification is not None:
@@ -176,6 +180,7 @@ class SqlEventRepository:
                 run_channel=notification[0] if notification else None,
                 run_id=notification[1] if notification else None,
             )
+            EVENTS.seal(self._cipher, row)
         return held
 
     async def after(self, conversation_id: uuid.UUID, after_id: int, limit: int) -> list[StoredEvent]:
@@ -187,7 +192,7 @@ class SqlEventRepository:
             .order_by(c.id)
             .limit(limit)
         )
-        return [_event_from_row(row) for row in rows]
+        return [_event_from_row(row, self._cipher) for row in rows]
 
     async def pending_after(self, workspace: str | None, after_id: int, limit: int) -> list[StoredEvent]:
         await self.flush()
@@ -196,7 +201,7 @@ class SqlEventRepository:
         if workspace is not None:
             query = query.where(c.workspace == workspace)
         rows = await self._session.execute(query.order_by(c.id).limit(limit))
-        return [_event_from_row(row) for row in rows]
+        return [_event_from_row(row, self._cipher) for row in rows]
 
     async def last_pending_id(self, workspace: str | None, created_before: datetime | None) -> int:
         await self.flush()

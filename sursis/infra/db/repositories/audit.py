@@ -16,6 +16,7 @@ from sursis.domain.records import (
 from sursis.infra.db import tables as t
 from sursis.infra.db.repositories.base import SqlRepository
 from sursis.infra.db.rows import row_values
+from sursis.infra.db.sealing import AUDIT_LOG
 from sursis.infra.telemetry import current_trace_id, span_event
 
 
@@ -48,7 +49,9 @@ class SqlAuditRepository(SqlRepository):
     async def flush(self) -> None:
         if self._held:
             held, self._held = self._held, []
-            await self._session.execute(t.audit_log.insert(), held)
+            await self._session.execute(
+                t.audit_log.insert(), [AUDIT_LOG.seal(self._cipher, row) for row in held]
+            )
 
     async def search(
         self,
@@ -80,4 +83,4 @@ class SqlAuditRepository(SqlRepository):
             query = query.where(c.id < after_id if newest_first else c.id > after_id)
         order = c.id.desc() if newest_first else c.id
         rows = await self._session.execute(query.order_by(order).limit(limit))
-        return [AuditEntry(**row._mapping) for row in rows]
+        return [AuditEntry(**AUDIT_LOG.open(self._cipher, row)) for row in rows]
