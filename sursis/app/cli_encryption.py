@@ -76,6 +76,7 @@ def _rotate(settings: Settings, args: argparse.Namespace) -> int:
                     engine,
                     cipher,
                     batch_size=args.batch_size,
+                    pause_seconds=args.pause,
                     on_batch=lambda count: progress.advance(task, count),
                 )
             left = await rows_to_rotate(engine, active)
@@ -104,5 +105,8 @@ def add_encryption_commands(sub: Any) -> None:
         "rotate", help="re-encrypt every value under the active key, in batches, while the service runs"
     )
     rotate.add_argument("--batch-size", type=_batch_size, default=500, help="rows per transaction")
+    rotate.add_argument(
+        "--pause", type=float, default=0.0, help="seconds to wait between batches (less load on the service)"
+    )
     rotate.add_argument("--quiet", action="store_true", help="no progress bar")
     rotate.set_defaults(func=_rotate)

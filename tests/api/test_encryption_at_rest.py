@@ -3,8 +3,10 @@ are plaintext, a missing key is a clear 503 naming it, and `rotate` moves values
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import os
+import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -142,3 +144,45 @@ async def test_rotate_moves_every_value_to_the_new_key_and_the_old_one_can_go(
         for conversation_id in (plain_cid, cid):
             assert SECRET in str((await conversation(client, conversation_id))["messages"])
         assert SECRET in str((await client.get("/v1/audit", params={"conversation_id": cid})).json())
+
+
+async def test_runs_keep_completing_while_rotate_runs(seeded: str, admin_key: IssuedKey) -> None:
+    """`sursis encryption rotate`, in its own process as an operator runs it, beside a service
+    that keeps taking turns (the test client blocks this loop per request, so a task here would
+    not run beside them)."""
+    old, new = new_key("k1"), new_key("k2")
+    async with app_client(seeded, admin_key, old) as client:
+        for _ in range(4):
+            await approved_turn(client)
+    engine = create_engine(seeded)
+    try:
+        initial = await rows_to_rotate(engine, "k2")
+        remaining: list[int] = []
+        async with app_client(seeded, admin_key, f"{new},{old}") as client:
+            env = {**os.environ, "SURSIS_DATABASE_URL": seeded, "SURSIS_ENCRYPTION_KEYS": f"{new},{old}"}
+            rotating = await asyncio.create_subprocess_exec(
+                sys.executable,
+                "-m",
+                "sursis.app.cli",
+                "encryption",
+                "rotate",
+                "--batch-size=5",
+                "--pause=0.05",
+                env=env,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+            )
+            while rotating.returncode is None:
+                cid, _ = await approved_turn(client)
+                remaining.append(await rows_to_rotate(engine, "k2"))
+                await asyncio.sleep(0)
+            out, err = await rotating.communicate()
+            assert rotating.returncode == 0, err.decode()
+            assert SECRET in str((await conversation(client, cid))["messages"])
+        assert await rows_to_rotate(engine, "k2") == 0
+    finally:
+        await engine.dispose()
+    assert "rewrote" in out.decode()
+    assert any(0 < left < initial for left in remaining), (initial, remaining)
+    async with app_client(seeded, admin_key, new) as client:
+        assert SECRET in str((await conversation(client, cid))["messages"])

@@ -10,6 +10,7 @@ written before encryption was turned on are encrypted on the way.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -127,11 +128,13 @@ async def rotate(
     batch_size: int = 500,
     on_batch: Callable[[int], None] = lambda _: None,
     max_passes: int = 10,
+    pause_seconds: float = 0.0,
 ) -> int:
     """Re-encrypt every value not under the active key; `on_batch` is told each batch's row count.
 
     Passes repeat while rows remain (rows skipped because a turn held them, rows written by a
-    process that still had the old key), up to `max_passes`. Returns the rows rewritten."""
+    process that still had the old key), up to `max_passes`; `pause_seconds` between batches
+    leaves the database to the service's turns. Returns the rows rewritten."""
     key_id = cipher.active_key_id
     if key_id is None:
         raise ValueError("encryption is off: set SURSIS_ENCRYPTION_KEYS (the new key first) to rotate")
@@ -145,6 +148,8 @@ async def rotate(
                     break
                 rewritten += count
                 on_batch(count)
+                if pause_seconds:
+                    await asyncio.sleep(pause_seconds)
         if await rows_to_rotate(engine, key_id) == 0:
             break
     return rewritten
