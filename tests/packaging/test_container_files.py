@@ -91,3 +91,15 @@ def test_every_process_uses_the_compose_database() -> None:
         assert (url.drivername, url.host, url.port) == ("postgresql+asyncpg", "db", 5432)
         assert (url.username, url.database) == (db["POSTGRES_USER"], db["POSTGRES_DB"])
         assert url.password == re.sub(r"\$\{POSTGRES_PASSWORD:-([^}]*)\}", r"\1", db["POSTGRES_PASSWORD"])
+
+
+def test_every_compose_process_encrypts_with_the_same_keyring() -> None:
+    from sursis.infra.encryption import LocalKeyring
+
+    compose = _compose()
+    keyrings = set()
+    for name in ("migrate", "api", "worker"):
+        raw = compose["services"][name]["environment"]["SURSIS_ENCRYPTION_KEYS"]
+        keyrings.add(re.sub(r"\$\{SURSIS_ENCRYPTION_KEYS:-([^}]*)\}", r"\1", raw))
+    [keyring] = keyrings
+    assert LocalKeyring.parse(keyring).active_key_id == "compose-demo"

@@ -16,7 +16,7 @@ from sursis.domain.states import RunStatus
 from sursis.infra.db import tables as t
 from sursis.infra.db.repositories.base import session_cipher
 from sursis.infra.db.rows import row_values
-from sursis.infra.db.sealing import EVENTS
+from sursis.infra.db.sealing import DEAD_LETTERS, EVENTS, OUTBOX
 
 DELIVERED = "delivered"
 PENDING = "pending"
@@ -276,6 +276,7 @@ class SqlWebhookRepository:
 class SqlOutboxRepository:
     def __init__(self, session: AsyncSession) -> None:
         self._session = session
+        self._cipher = session_cipher(session)
 
     async def enqueue(self, workspace: str, topic: str, payload: dict[str, Any], now: datetime) -> int:
         outbox_id = await self._session.scalar(
@@ -283,7 +284,12 @@ class SqlOutboxRepository:
             .values(
                 workspace=workspace,
                 topic=topic,
-                payload=payload,
+                payload=OUTBOX.seal_value(
+                    self._cipher,
+                    "payload",
+                    payload,
+                    {"workspace": workspace, "topic": topic, "created_at": now},
+                ),
                 status=PENDING,
                 attempts=0,
                 last_error=None,
@@ -317,14 +323,14 @@ class SqlOutboxRepository:
             t.outbox.update()
             .where(c.id.in_(due.scalar_subquery()), c.status == PENDING)
             .values(attempts=c.attempts + 1, next_attempt_at=lease_until, updated_at=now)
-            .returning(c.id, c.workspace, c.topic, c.payload, c.attempts, c.source_event_id)
+            .returning(c.id, c.workspace, c.topic, c.payload, c.attempts, c.source_event_id, c.created_at)
         )
         items = [
             OutboxItem(
                 id=row.id,
                 workspace=row.workspace,
                 topic=row.topic,
-                payload=row.payload,
+                payload=OUTBOX.open_value(self._cipher, "payload", row.payload, row._mapping),
                 attempts=row.attempts,
                 source_event_id=row.source_event_id,
             )
@@ -374,7 +380,9 @@ class SqlOutboxRepository:
                     workspace=item.workspace,
                     outbox_id=item.id,
                     topic=item.topic,
-                    payload=item.payload,
+                    payload=DEAD_LETTERS.seal_value(
+                        self._cipher, "payload", item.payload, {"workspace": item.workspace, "id": letter_id}
+                    ),
                     error=error,
                     attempts=item.attempts,
                     cluster_id=cluster_id,

@@ -16,6 +16,8 @@ from typing import Any, Literal
 import sqlalchemy as sa
 
 from sursis.domain.encryption import Address, Cipher
+from sursis.infra.db import channel_tables as channels
+from sursis.infra.db import customer_tables as customer
 from sursis.infra.db import tables as t
 
 Kind = Literal["text", "json"]
@@ -50,10 +52,10 @@ class SealedTable:
     def key(self) -> tuple[sa.Column[Any], ...]:
         return tuple(self.table.primary_key.columns)
 
-    def address(self, column: str, values: Mapping[str, Any]) -> Address:
+    def address(self, column: str, values: Mapping[Any, Any]) -> Address:
         return Address(self.table.name, column, "/".join(_part(values[name]) for name in self.row))
 
-    def seal_value(self, cipher: Cipher, column: str, value: Any, values: Mapping[str, Any]) -> Any:
+    def seal_value(self, cipher: Cipher, column: str, value: Any, values: Mapping[Any, Any]) -> Any:
         if value is None:
             return None
         if self.columns[column] == "text":
@@ -63,7 +65,7 @@ class SealedTable:
         text = value if cipher.active_key_id is None else json.dumps(value, separators=(",", ":"))
         return cipher.seal(text, self.address(column, values))
 
-    def open_value(self, cipher: Cipher, column: str, stored: Any, values: Mapping[str, Any]) -> Any:
+    def open_value(self, cipher: Cipher, column: str, stored: Any, values: Mapping[Any, Any]) -> Any:
         if not isinstance(stored, str):
             return stored
         opened = cipher.open(stored, self.address(column, values))
@@ -112,6 +114,29 @@ AUDIT_LOG = SealedTable(
     t.audit_log, {"details": "json"}, ("workspace", "action", "at", "run_id", "correlation_id")
 )
 EVENTS = SealedTable(t.events, {"data": "json"}, ("conversation_id", "type", "created_at"))
+OUTBOX = SealedTable(t.outbox, {"payload": "json"}, ("workspace", "topic", "created_at"))
+DEAD_LETTERS = SealedTable(t.dead_letters, {"payload": "json"}, ("workspace", "id"))
+DIGEST_ITEMS = SealedTable(
+    channels.digest_items,
+    {"summary": "text", "data": "json"},
+    ("binding_id", "conversation_id", "kind", "created_at"),
+)
+DELEGATIONS = SealedTable(
+    customer.delegations,
+    {"messages": "text", "deferred": "json", "output": "text"},
+    ("conversation_id", "tool_call_id"),
+)
 
-SEALED_TABLES: list[SealedTable] = [MESSAGES, RUNS, PENDING_CALLS, TOOL_CALLS, AUDIT_LOG, EVENTS]
+SEALED_TABLES: list[SealedTable] = [
+    MESSAGES,
+    RUNS,
+    PENDING_CALLS,
+    TOOL_CALLS,
+    AUDIT_LOG,
+    EVENTS,
+    OUTBOX,
+    DEAD_LETTERS,
+    DELEGATIONS,
+    DIGEST_ITEMS,
+]
 """Every table with encrypted columns, in the order `rotate` walks them."""
