@@ -21,7 +21,9 @@ from sursis.infra.db.engine import create_engine
 from sursis.infra.db.rotation import PLAINTEXT_KEY, key_counts, rotate, rows_to_rotate
 from sursis.infra.db.tables import metadata
 from tests.api.http_calls import conversation, create_conversation, get_run, post_message, resolve, tool_calls
+from tests.api.test_webhooks import store_webhook_unchecked
 from tests.conftest import bearer, call, make_settings, script
+from tests.customer_scripts import delegation
 
 SECRET = "quartz-heron-7731"
 """Appears only in conversation content: the user's message, a tool's arguments and its result."""
@@ -74,6 +76,7 @@ async def tables_holding(database_url: str, text: str) -> dict[str, list[str]]:
 async def test_a_turn_stores_no_content_in_plaintext_and_reads_back_plaintext(
     seeded: str, admin_key: IssuedKey
 ) -> None:
+    await store_webhook_unchecked(seeded, "http://127.0.0.1:9/hooks")  # run.completed → the outbox
     async with app_client(seeded, admin_key, new_key("k1")) as client:
         cid, run_id = await approved_turn(client)
         shown = await conversation(client, cid)
@@ -91,6 +94,27 @@ async def test_a_turn_stores_no_content_in_plaintext_and_reads_back_plaintext(
         await engine.dispose()
     assert str(body).startswith("sursis:enc:1:k1:")
     assert str(args).startswith('"sursis:enc:1:k1:')
+    assert "outbox" in await tables_holding(seeded, "webhook:run.completed")  # the delivery was queued
+
+
+async def test_a_delegated_run_stores_its_specialist_s_payloads_sealed(
+    seeded: str, admin_key: IssuedKey
+) -> None:
+    async with app_client(seeded, admin_key, new_key("k1")) as client:
+        cid = await create_conversation(client, "customer")
+        change = call("apply_framework_change", changes={"score_threshold": 0.8}, reason=f"stricter {SECRET}")
+        content = script(
+            [delegation("framework-advisor", [call("get_framework_config")], [change])], text=SECRET
+        )
+        run = await post_message(client, cid, content)
+        assert run["status"] == "suspended", run
+        assert await tables_holding(seeded, SECRET) == {}
+        assert "delegations" in await tables_holding(seeded, "framework-advisor")
+        [pending] = run["pending"]
+        assert SECRET in str(pending["args"])
+        decided = await resolve(client, pending["correlation_id"], decision="approve")
+        assert decided.status_code == 200, decided.text
+        assert (await get_run(client, run["id"]))["status"] == "completed"
 
 
 async def test_without_keys_content_is_plaintext_and_still_reads_after_turning_encryption_on(
