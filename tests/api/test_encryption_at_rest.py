@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import json
 import os
 import sys
 from collections.abc import AsyncIterator
@@ -138,6 +139,11 @@ async def test_a_missing_key_is_a_503_naming_it(seeded: str, admin_key: IssuedKe
             assert problem["code"] == "encryption_key_unavailable"
             assert problem["key_id"] == "k1"
             assert "'k1'" in problem["detail"]
+        stream = await client.get(f"/v1/conversations/{cid}/events")
+        assert stream.status_code == 200
+        [error] = [line for line in stream.text.splitlines() if line.startswith("data:")]
+        assert "event: error" in stream.text
+        assert json.loads(error.removeprefix("data:"))["key_id"] == "k1"
 
 
 async def test_rotate_moves_every_value_to_the_new_key_and_the_old_one_can_go(
