@@ -18,7 +18,8 @@ class Settings(BaseSettings):
     """`KEY_ID:BASE64_32_BYTES` pairs, comma-separated, the first one active; set: conversation
     content is encrypted at rest (docs/security.md). Off when neither this nor the file is set."""
     encryption_keys_file: Path | None = None
-    """A file with the same content as `SURSIS_ENCRYPTION_KEYS` (read when that is unset)."""
+    """A file with the same content as `SURSIS_ENCRYPTION_KEYS` (used when that is unset), read again
+    when it changes: a key is added or made active without a restart."""
     model: str = "scripted"
     openai_base_url: str | None = Field(
         default=None, validation_alias=AliasChoices("SURSIS_OPENAI_BASE_URL", "OPENAI_BASE_URL")

@@ -17,7 +17,7 @@ from sursis.domain.encryption import (
     KeyringInvalid,
 )
 from sursis.infra.db.sealing import PENDING_CALLS
-from sursis.infra.encryption import PLAINTEXT, AesGcmCipher, LocalKeyring, load_keyring
+from sursis.infra.encryption import PLAINTEXT, AesGcmCipher, FileKeyring, LocalKeyring, load_keyring
 
 HERE = Address("messages", "body", "c1/1")
 
@@ -129,3 +129,28 @@ def test_the_keyring_comes_from_the_variable_or_the_file_and_never_prints(tmp_pa
     assert k1.split(":")[1] not in repr(keyring)
     settings = Settings(encryption_keys=k1)
     assert k1.split(":")[1] not in repr(settings) + str(settings.model_dump())
+
+
+def test_a_keyring_file_is_followed_as_it_changes_and_a_broken_edit_keeps_the_last_good_one(
+    tmp_path: Path,
+) -> None:
+    old, new = key("old"), key("new")
+    path = tmp_path / "keys"
+    path.write_text(f"{old}\n")
+    now = [0.0]
+    keyring = FileKeyring(path, interval=1.0, clock=lambda: now[0])
+    sealing = AesGcmCipher(keyring)
+    before = sealing.seal("hello", HERE)
+    assert keyring.active_key_id == "old"
+
+    path.write_text(f"{new}\n{old}\n")
+    assert keyring.active_key_id == "old"  # looked at once per interval, not per value
+    now[0] = 1.5
+    assert keyring.active_key_id == "new"
+    assert sealing.key_id_of(sealing.seal("hello", HERE)) == "new"
+    assert sealing.open(before, HERE) == "hello"
+
+    path.write_text("new:not-a-key\n")
+    now[0] = 3.0
+    assert keyring.key_ids == ("new", "old")
+    assert "not-a-key" not in repr(keyring)

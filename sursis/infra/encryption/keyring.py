@@ -5,9 +5,15 @@ from __future__ import annotations
 import base64
 import binascii
 import re
+import time
+from collections.abc import Callable
 from pathlib import Path
 
+import structlog
+
 from sursis.domain.encryption import Address, EncryptionKeyUnavailable, KeyringInvalid
+
+log = structlog.get_logger("sursis.encryption")
 
 KEY_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9.-]{0,31}")
 """Key ids appear in every stored value and in `LIKE` patterns: letters, digits, `.` and `-`."""
@@ -69,13 +75,69 @@ class LocalKeyring:
         return f"LocalKeyring(key_ids={self._ids!r})"
 
 
-def load_keyring(keys: str | None, keys_file: Path | None) -> LocalKeyring:
-    """The keyring the settings name: the variable's text, else the file's, else none (off)."""
+def _read(path: Path) -> LocalKeyring:
+    try:
+        return LocalKeyring.parse(path.read_text())
+    except OSError as exc:
+        raise KeyringError(f"cannot read the keyring file {str(path)!r}: {exc.strerror}") from None
+
+
+class FileKeyring:
+    """A `KeyManager` over a keyring file, read again when the file changes (looked at no more
+    than once per `interval` seconds): a key added or made active is used without a restart.
+    A file that no longer parses leaves the last good keyring in place (and is logged)."""
+
+    def __init__(
+        self, path: Path, interval: float = 1.0, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self._path = path
+        self._interval = interval
+        self._clock = clock
+        self._stamp = self._stat()
+        self._keys = _read(path)
+        self._next_look = clock() + interval
+
+    def _stat(self) -> tuple[int, int]:
+        try:
+            stat = self._path.stat()
+        except OSError:
+            return (0, 0)
+        return (stat.st_mtime_ns, stat.st_size)
+
+    def _current(self) -> LocalKeyring:
+        now = self._clock()
+        if now >= self._next_look:
+            self._next_look = now + self._interval
+            stamp = self._stat()
+            if stamp != self._stamp:
+                self._stamp = stamp
+                try:
+                    self._keys = _read(self._path)
+                    log.info("encryption.keyring_reloaded", key_ids=list(self._keys.key_ids))
+                except KeyringInvalid as exc:
+                    log.error("encryption.keyring_unreadable", error=exc.message)
+        return self._keys
+
+    @property
+    def active_key_id(self) -> str | None:
+        return self._current().active_key_id
+
+    @property
+    def key_ids(self) -> tuple[str, ...]:
+        return self._current().key_ids
+
+    def data_key(self, key_id: str, address: Address | None = None) -> bytes:
+        return self._current().data_key(key_id, address)
+
+    def __repr__(self) -> str:
+        return f"FileKeyring({str(self._path)!r}, key_ids={self._keys.key_ids!r})"
+
+
+def load_keyring(keys: str | None, keys_file: Path | None) -> LocalKeyring | FileKeyring:
+    """The keyring the settings name: the variable's text, else the file's (followed as it
+    changes), else none (off)."""
     if keys and keys.strip():
         return LocalKeyring.parse(keys)
     if keys_file is not None:
-        try:
-            return LocalKeyring.parse(keys_file.read_text())
-        except OSError as exc:
-            raise KeyringError(f"cannot read the keyring file {str(keys_file)!r}: {exc.strerror}") from None
+        return FileKeyring(keys_file)
     return LocalKeyring({})
