@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 from litestar.testing import AsyncTestClient
+from sqlalchemy.ext.asyncio import create_async_engine
 
 from sursis.app.main import create_app
 from sursis.domain.clock import utcnow
@@ -25,7 +26,6 @@ from sursis.infra.demo import seed_demo
 from tests.api.http_calls import conversation, tool_calls
 from tests.api.test_encryption_at_rest import SECRET, approved_turn, new_key
 from tests.conftest import PG_URL, SETUP, bearer, make_settings
-from tests.fresh_database import drop_database, fresh_database
 
 pytestmark = pytest.mark.skipif(shutil.which("pg_dump") is None, reason="needs the PostgreSQL client tools")
 
@@ -35,15 +35,31 @@ def libpq(url: str) -> str:
     return sa.make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
 
 
+async def _admin(statement: str) -> None:
+    """`CREATE` / `DROP DATABASE` with a generous timeout: on a busy server they wait for a checkpoint."""
+    admin_url = sa.make_url(PG_URL).set(database="postgres")
+    engine = create_async_engine(
+        admin_url, connect_args={"command_timeout": 300}, isolation_level="AUTOCOMMIT"
+    )
+    try:
+        async with engine.connect() as conn:
+            await conn.execute(sa.text(statement))
+    finally:
+        await engine.dispose()
+
+
 @pytest.fixture
 async def databases() -> AsyncIterator[tuple[str, str]]:
-    source, target = (
-        await fresh_database(PG_URL, "drill_source"),
-        await fresh_database(PG_URL, "drill_restored"),
-    )
-    yield source, target
-    await drop_database(source)
-    await drop_database(target)
+    """Two new databases next to the test database (dropped first if a killed run left them)."""
+    urls = []
+    for suffix in ("drill_source", "drill_restored"):
+        name = f"{sa.make_url(PG_URL).database}_{suffix}"
+        await _admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        await _admin(f'CREATE DATABASE "{name}"')
+        urls.append(sa.make_url(PG_URL).set(database=name).render_as_string(hide_password=False))
+    yield urls[0], urls[1]
+    for url in urls:
+        await _admin(f'DROP DATABASE IF EXISTS "{sa.make_url(url).database}" WITH (FORCE)')
 
 
 async def admin(url: str) -> IssuedKey:
