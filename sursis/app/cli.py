@@ -11,7 +11,7 @@ import uuid
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, TypeVar
 
-from sursis.app.cli_encryption import add_encryption_commands
+from sursis.app.cli_encryption import add_encryption_commands, check_keyring
 from sursis.app.logging import configure_logging
 from sursis.app.settings import Settings
 from sursis.domain.access import Role
@@ -248,6 +248,8 @@ def run(argv: list[str], settings: Settings) -> int:
     """Parse and run one command; a refused request (bad role, unknown key) exits with 2."""
     args = parser().parse_args(argv)
     try:
+        if args.command in ("serve", "worker"):
+            check_keyring(settings)  # a malformed keyring stops the start here, not in each process
         return int(args.func(settings, args))
     except ServiceError as exc:
         print(f"sursis: {exc.message}", file=sys.stderr)

@@ -10,6 +10,13 @@ from typing import Any
 from sursis.app.settings import Settings
 
 
+def check_keyring(settings: Settings) -> None:
+    """Raises `KeyringInvalid` (a clear message, no key material) if the configured keyring is malformed."""
+    from sursis.app.container import build_cipher
+
+    build_cipher(settings)
+
+
 def _status(settings: Settings, args: argparse.Namespace) -> int:
     from sursis.app.container import build_cipher
     from sursis.infra.db.engine import create_engine

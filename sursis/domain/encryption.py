@@ -9,21 +9,30 @@ local keyring is the first adapter, a KMS is another, and neither callers nor th
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Protocol
 
 from sursis.domain.errors import ServiceError
 
 
+def _part(value: object) -> str:
+    if isinstance(value, datetime):
+        return value.astimezone(UTC).isoformat()
+    return "" if value is None else str(value)
+
+
 @dataclass(frozen=True, slots=True)
 class Address:
-    """Where a value lives; bound to its ciphertext as associated data."""
+    """Where a value lives: its table, column and the values that name its row (formatted only
+    when a value is actually sealed or opened). Bound to its ciphertext as associated data."""
 
     table: str
     column: str
-    row: str
+    row: tuple[object, ...]
 
     def associated_data(self) -> bytes:
-        return f"sursis/1\x1f{self.table}\x1f{self.column}\x1f{self.row}".encode()
+        row = "/".join(map(_part, self.row))
+        return f"sursis/1\x1f{self.table}\x1f{self.column}\x1f{row}".encode()
 
 
 class EncryptionKeyUnavailable(ServiceError):

@@ -100,6 +100,7 @@ def test_rotate_refuses_without_a_keyring_and_a_bad_keyring_is_a_clean_error(
     assert "encryption is off" in capsys.readouterr().err
     short = base64.b64encode(b"sixteen byte key").decode()
     settings = make_settings("sqlite+aiosqlite:///unused.db", encryption_keys=f"k1:{short}")
-    assert run(["encryption", "status"], settings) == 2
-    err = capsys.readouterr().err
-    assert "must be 32 bytes, not 16" in err and short not in err
+    for command in (["encryption", "status"], ["serve"], ["worker"]):
+        assert run(command, settings) == 2, command
+        err = capsys.readouterr().err
+        assert "must be 32 bytes, not 16" in err and short not in err

@@ -19,7 +19,7 @@ from sursis.domain.encryption import (
 from sursis.infra.db.sealing import PENDING_CALLS
 from sursis.infra.encryption import PLAINTEXT, AesGcmCipher, FileKeyring, LocalKeyring, load_keyring
 
-HERE = Address("messages", "body", "c1/1")
+HERE = Address("messages", "body", ("c1", 1))
 
 
 def key(key_id: str) -> str:
@@ -39,9 +39,9 @@ def test_a_sealed_value_names_its_key_and_opens_only_at_its_address() -> None:
     assert sealing.open(stored, HERE) == "the user's words"
     assert sealing.seal("the user's words", HERE) != stored  # a fresh nonce each time
     for elsewhere in (
-        Address("messages", "body", "c1/2"),
-        Address("messages", "other", "c1/1"),
-        Address("runs", "body", "c1/1"),
+        Address("messages", "body", ("c1", 2)),
+        Address("messages", "other", ("c1", 1)),
+        Address("runs", "body", ("c1", 1)),
     ):
         with pytest.raises(EncryptedValueUnreadable) as raised:
             sealing.open(stored, elsewhere)

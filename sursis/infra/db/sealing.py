@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any, Literal
 
 import sqlalchemy as sa
@@ -23,10 +22,7 @@ from sursis.infra.db import tables as t
 Kind = Literal["text", "json"]
 
 
-def _part(value: Any) -> str:
-    if isinstance(value, datetime):
-        return value.astimezone(UTC).isoformat()
-    return "" if value is None else str(value)
+_dumps = json.JSONEncoder(separators=(",", ":")).encode
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,7 +49,7 @@ class SealedTable:
         return tuple(self.table.primary_key.columns)
 
     def address(self, column: str, values: Mapping[Any, Any]) -> Address:
-        return Address(self.table.name, column, "/".join(_part(values[name]) for name in self.row))
+        return Address(self.table.name, column, tuple([values[name] for name in self.row]))
 
     def seal_value(self, cipher: Cipher, column: str, value: Any, values: Mapping[Any, Any]) -> Any:
         if value is None:
@@ -62,7 +58,7 @@ class SealedTable:
             return cipher.seal(value, self.address(column, values))
         if cipher.active_key_id is None and not isinstance(value, str):
             return value
-        text = value if cipher.active_key_id is None else json.dumps(value, separators=(",", ":"))
+        text = value if cipher.active_key_id is None else _dumps(value)
         return cipher.seal(text, self.address(column, values))
 
     def open_value(self, cipher: Cipher, column: str, stored: Any, values: Mapping[Any, Any]) -> Any:

@@ -8,7 +8,6 @@ plaintext written before encryption was on (or with it off), read as it is.
 
 from __future__ import annotations
 
-import base64
 import binascii
 import os
 
@@ -51,7 +50,7 @@ class AesGcmCipher:
             return PLAIN + plaintext if plaintext.startswith(_RESERVED) else plaintext
         nonce = os.urandom(_NONCE_BYTES)
         sealed = self._aead_for(key_id, address).encrypt(nonce, plaintext.encode(), address.associated_data())
-        return f"{SEALED}{key_id}:{base64.b64encode(nonce + sealed).decode('ascii')}"
+        return f"{SEALED}{key_id}:{binascii.b2a_base64(nonce + sealed, newline=False).decode('ascii')}"
 
     def open(self, stored: str, address: Address) -> str:
         if not stored.startswith(_RESERVED):
@@ -63,7 +62,7 @@ class AesGcmCipher:
         key_id, _, encoded = stored[len(SEALED) :].partition(":")
         aead = self._aead_for(key_id, address)
         try:
-            raw = base64.b64decode(encoded, validate=True)
+            raw = binascii.a2b_base64(encoded, strict_mode=True)
             return aead.decrypt(raw[:_NONCE_BYTES], raw[_NONCE_BYTES:], address.associated_data()).decode()
         except (InvalidTag, binascii.Error, ValueError):
             raise EncryptedValueUnreadable(key_id, address) from None
