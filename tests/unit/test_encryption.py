@@ -46,6 +46,7 @@ def test_a_sealed_value_names_its_key_and_opens_only_at_its_address() -> None:
         with pytest.raises(EncryptedValueUnreadable) as raised:
             sealing.open(stored, elsewhere)
         assert raised.value.key_id == "k1"
+        assert (raised.value.code, status_for(raised.value)) == ("encrypted_value_unreadable", 500)
 
 
 def test_an_altered_value_does_not_open() -> None:
