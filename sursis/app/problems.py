@@ -30,7 +30,7 @@ STATUS_BY_ERROR: list[tuple[type[e.ServiceError], int]] = [
     (e.Forbidden, 403),
     (e.BadSignature, 401),
     (e.Unauthenticated, 401),
-    (EncryptionKeyUnavailable, 503),
+    (EncryptionKeyUnavailable, 500),
     (EncryptedValueUnreadable, 500),
 ]
 

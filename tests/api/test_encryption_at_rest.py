@@ -1,5 +1,5 @@
 """Encryption at rest through the real app: content is sealed in every table a turn writes, reads
-are plaintext, a missing key is a clear 503 naming it, and `rotate` moves values to a new key."""
+are plaintext, a missing key is a 500 with a code naming it, and `rotate` moves values to a new key."""
 
 from __future__ import annotations
 
@@ -128,13 +128,13 @@ async def test_without_keys_content_is_plaintext_and_still_reads_after_turning_e
         assert SECRET in str((await conversation(client, cid))["messages"])
 
 
-async def test_a_missing_key_is_a_503_naming_it(seeded: str, admin_key: IssuedKey) -> None:
+async def test_a_missing_key_is_a_500_with_a_code_naming_it(seeded: str, admin_key: IssuedKey) -> None:
     async with app_client(seeded, admin_key, new_key("k1")) as client:
         cid, run_id = await approved_turn(client)
     async with app_client(seeded, admin_key, new_key("k2")) as client:
         for path in (f"/v1/conversations/{cid}", f"/v1/runs/{run_id}/tool-calls"):
             response = await client.get(path)
-            assert response.status_code == 503, response.text
+            assert response.status_code == 500, response.text
             problem = response.json()
             assert problem["code"] == "encryption_key_unavailable"
             assert problem["key_id"] == "k1"

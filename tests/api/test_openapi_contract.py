@@ -63,7 +63,7 @@ def test_problem_codes_come_from_the_error_table() -> None:
         "world_exists",
     ]
     assert codes_for(422) == ["invalid_decision", "validation_failed"]
-    assert codes_for(503) == ["database_unavailable", "encryption_key_unavailable", "unavailable"]
+    assert codes_for(503) == ["database_unavailable", "unavailable"]
     assert codes_for(415) == ["unsupported_media_type"]
 
 

@@ -1,6 +1,6 @@
 """The recovery drill: dump an encrypted PostgreSQL database with `pg_dump`, restore it into a
 new one with `pg_restore`, and read every conversation with the keyring; without the key, every
-read fails with a 503 naming the missing key id (docs/runbooks/encryption.md)."""
+read fails with a 500 whose code and `key_id` name the missing key (docs/runbooks/encryption.md)."""
 
 from __future__ import annotations
 
@@ -118,6 +118,6 @@ async def test_a_restored_dump_reads_every_conversation_with_the_keyring_and_nam
         for cid, run_id in turns:
             for path in (f"/v1/conversations/{cid}", f"/v1/runs/{run_id}/tool-calls", f"/v1/runs/{run_id}"):
                 response = await client.get(path)
-                assert response.status_code == 503, (path, response.text)
+                assert response.status_code == 500, (path, response.text)
                 assert response.json()["code"] == "encryption_key_unavailable"
                 assert response.json()["key_id"] == "drill-1"

@@ -72,7 +72,7 @@ def test_older_keys_still_open_and_a_missing_key_is_named() -> None:
         cipher(k2).open(stored, HERE)
     assert raised.value.key_id == "k1"
     assert "'k1'" in raised.value.message and "messages.body" in raised.value.message
-    assert status_for(raised.value) == 503
+    assert status_for(raised.value) == 500
     with pytest.raises(EncryptionKeyUnavailable):
         PLAINTEXT.open(stored, HERE)
 
