@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import base64
 import json
 import os
 import statistics
@@ -439,6 +440,51 @@ async def bench_database(
     summary[f"{name}_storage_turn{last}_vs_turn10_ratio"] = round(late_bytes / early_bytes, 3)
 
 
+async def bench_encryption(
+    name: str, url: str, args: argparse.Namespace, log_dir: Path, summary: dict[str, Any]
+) -> None:
+    """CPU and wall time per approval turn with and without an encryption keyring, in one run:
+    two services over one database, turns alternating between them so both see the same load."""
+    turns = 20 if args.quick else args.encryption_turns
+    await fresh_database(url)
+    plain = OursSide(url, verify=False)
+    sealed = OursSide(url, verify=False, encryption_keys=f"bench:{base64.b64encode(os.urandom(32)).decode()}")
+    cpu: dict[str, list[float]] = {"off": [], "on": []}
+    wall: dict[str, list[float]] = {"off": [], "on": []}
+    await plain.open()
+    await sealed.open()
+    try:
+        conversations = {"off": await plain.new_conversation(), "on": await sealed.new_conversation()}
+        sides = {"off": plain, "on": sealed}
+        for _ in range(5):
+            for key, side in sides.items():
+                await side.turn(conversations[key])
+        for i in range(turns):
+            for key in ("off", "on") if i % 2 == 0 else ("on", "off"):
+                started_cpu, started = time.process_time(), time.perf_counter()
+                await sides[key].turn(conversations[key])
+                cpu[key].append((time.process_time() - started_cpu) * 1000)
+                wall[key].append((time.perf_counter() - started) * 1000)
+    finally:
+        await sealed.close()
+        await plain.close()
+    load = os.getloadavg()[0]
+    off_cpu, on_cpu = statistics.median(cpu["off"]), statistics.median(cpu["on"])
+    ratio = round(on_cpu / off_cpu, 3)
+    print(
+        f"\n{name}: encryption at rest, {turns} approval turns each way, alternating, in this process "
+        f"(median CPU ms per turn; wall p50 ms; 1-minute load average {load:.2f})"
+    )
+    print(f"  {'keyring':>8} {'CPU ms':>8} {'wall ms':>8}")
+    for key in ("off", "on"):
+        print(f"  {key:>8} {statistics.median(cpu[key]):>8.2f} {p50(wall[key]):>8.2f}")
+    print(f"  on / off CPU: {ratio}")
+    summary[f"{name}_encryption_off_cpu_ms"] = round(off_cpu, 2)
+    summary[f"{name}_encryption_on_cpu_ms"] = round(on_cpu, 2)
+    summary[f"{name}_encryption_cpu_ratio"] = ratio
+    summary[f"{name}_encryption_load_average"] = round(load, 2)
+
+
 async def bench_resolve(
     name: str, url: str, args: argparse.Namespace, log_dir: Path, summary: dict[str, Any]
 ) -> None:
@@ -496,6 +542,10 @@ async def main() -> None:
         "--skip-per-turn", action="store_true", help="skip the per-turn parts (HTTP, runner, floor, storage)"
     )
     parser.add_argument("--skip-resolve", action="store_true", help="skip the resolve latency part")
+    parser.add_argument("--skip-encryption", action="store_true", help="skip the encryption cost part")
+    parser.add_argument(
+        "--encryption-turns", type=int, default=200, help="turns each way in the encryption part (quick: 20)"
+    )
     parser.add_argument("--resolve-samples", type=int, default=200, help="resolve requests timed (quick: 20)")
     args = parser.parse_args()
 
@@ -513,6 +563,8 @@ async def main() -> None:
             await bench_database(name, urls[name], args, log_dir, summary)
         if not args.skip_resolve:
             await bench_resolve(name, urls[name], args, log_dir, summary)
+        if not args.skip_encryption:
+            await bench_encryption(name, urls[name], args, log_dir, summary)
     if not args.skip_throughput:
         print(
             "\nthroughput: approval turns per second (message -> suspended -> approve -> completed); CPU ms "

@@ -49,6 +49,8 @@ class OursSide:
     verify: bool = True
     """Read the run back after each turn (off while counting the server's transactions)."""
     history_turns: int | None = None
+    encryption_keys: str | None = None
+    """`SURSIS_ENCRYPTION_KEYS` for this side (None: encryption off)."""
     service: Service | None = None
     counter: DatabaseCounter = field(default_factory=DatabaseCounter)
     last: PhaseCounts = field(default_factory=PhaseCounts)
@@ -60,7 +62,11 @@ class OursSide:
         await fresh_database(url)
 
     async def open(self) -> None:
-        overrides = {} if self.history_turns is None else {"history_turns": self.history_turns}
+        overrides: dict[str, object] = (
+            {} if self.history_turns is None else {"history_turns": self.history_turns}
+        )
+        if self.encryption_keys is not None:
+            overrides["encryption_keys"] = self.encryption_keys
         self.counter.database = sa.engine.make_url(self.url).database  # not another library's engine
         self._stack = AsyncExitStack()
         self.service = await self._stack.enter_async_context(

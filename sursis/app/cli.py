@@ -1,5 +1,5 @@
-"""The `sursis` command: serve, worker, migrate, wait-ready, keys, demo seed, retention, audit verify
-(and `pending`)."""
+"""The `sursis` command: serve, worker, migrate, wait-ready, keys, encryption, demo seed, retention,
+audit verify (and `pending`)."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ import uuid
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, TypeVar
 
+from sursis.app.cli_encryption import add_encryption_commands, check_keyring
 from sursis.app.cli_retention import add_commands
 from sursis.app.logging import configure_logging
 from sursis.app.settings import Settings
@@ -371,6 +372,7 @@ def parser() -> argparse.ArgumentParser:
     revoke = keys_sub.add_parser("revoke", help="revoke a key by its id")
     revoke.add_argument("key_id", type=uuid.UUID)
     revoke.set_defaults(func=_keys_revoke)
+    add_encryption_commands(sub)
     demo = sub.add_parser("demo", help="demo data")
     demo_sub = demo.add_subparsers(dest="demo_command", required=True)
     seed = demo_sub.add_parser("seed", help="insert a few dead letters and failure clusters")
@@ -384,6 +386,8 @@ def run(argv: list[str], settings: Settings) -> int:
     """Parse and run one command; a refused request (bad role, unknown key) exits with 2."""
     args = parser().parse_args(argv)
     try:
+        if args.command in ("serve", "worker"):
+            check_keyring(settings)  # a malformed keyring stops the start here, not in each process
         return int(args.func(settings, args))
     except ServiceError as exc:
         print(f"sursis: {exc.message}", file=sys.stderr)

@@ -39,6 +39,7 @@ from sursis.infra.db.engine import create_engine, is_sqlite
 from sursis.infra.db.errors import database_unreachable
 from sursis.infra.db.listener import PgEventListener
 from sursis.infra.db.uow import SqlUnitOfWorkFactory
+from sursis.infra.encryption import AesGcmCipher, load_keyring
 from sursis.infra.notifier import LocalRunNotifier
 from sursis.infra.pg_notify import PostgresRunNotifier
 from sursis.infra.retention_loop import RetentionLoop
@@ -183,6 +184,12 @@ def telemetry_config(settings: Settings) -> TelemetryConfig:
     )
 
 
+def build_cipher(settings: Settings) -> AesGcmCipher:
+    """The cipher over the keyring the settings name (no keys: encryption off)."""
+    keys = settings.encryption_keys.get_secret_value() if settings.encryption_keys else None
+    return AesGcmCipher(load_keyring(keys, settings.encryption_keys_file))
+
+
 def build_container(
     settings: Settings,
     *,
@@ -211,6 +218,7 @@ def build_container(
         on_events=notifier.conversations_changed,
         on_pending=notifier.pending_changed,
         on_runs=notifier.runs_notified,
+        cipher=build_cipher(settings),
     )
     worlds = build_worlds(uow, utcnow, lease=timedelta(seconds=settings.lease_seconds))
     if agents is not None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated, Any
 
 from pydantic import AliasChoices, Field, SecretStr, field_validator
@@ -14,6 +15,12 @@ class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="SURSIS_", env_file=".env", extra="ignore")
 
     database_url: str = "sqlite+aiosqlite:///./sursis.db"
+    encryption_keys: SecretStr | None = None
+    """`KEY_ID:BASE64_32_BYTES` pairs, comma-separated, the first one active; set: conversation
+    content is encrypted at rest (docs/security.md). Off when neither this nor the file is set."""
+    encryption_keys_file: Path | None = None
+    """A file with the same content as `SURSIS_ENCRYPTION_KEYS` (used when that is unset), read again
+    when it changes: a key is added or made active without a restart."""
     model: str = "scripted"
     agents: Annotated[list[str], NoDecode] = Field(default_factory=list)
     """The agents to serve (`SURSIS_AGENTS`, comma-separated): built-in names, `package.module:NAME`

@@ -135,10 +135,12 @@ def test_compose_validates_and_refuses_to_start_without_a_password(tmp_path: Pat
     if command == ["docker-compose"]:
         text = text.replace("\nname: sursis\n", "\n")  # v1 predates the top-level `name`
     (tmp_path / "compose.yaml").write_text(text)
+    key = "SURSIS_ENCRYPTION_KEYS=k1:SLQjGhsKHkMaR6Isfvbla2J8IC5I8TqXh0WGTxup5hk=\n"
+    (tmp_path / ".env").write_text(key)  # the keyring given, the password not
     refused = subprocess.run([*command, "config", "-q"], cwd=tmp_path, capture_output=True, text=True)
     assert refused.returncode != 0
     assert "set POSTGRES_PASSWORD in .env" in refused.stderr
-    (tmp_path / ".env").write_text("POSTGRES_PASSWORD=pw-from-env-file\nSURSIS_PORT=18123\n")
+    (tmp_path / ".env").write_text("POSTGRES_PASSWORD=pw-from-env-file\nSURSIS_PORT=18123\n" + key)
     resolved = subprocess.run([*command, "config"], cwd=tmp_path, capture_output=True, text=True)
     assert resolved.returncode == 0, resolved.stderr
     config = yaml.safe_load(resolved.stdout)
@@ -147,3 +149,10 @@ def test_compose_validates_and_refuses_to_start_without_a_password(tmp_path: Pat
     [port] = api["ports"]
     published = str(port["published"]) if isinstance(port, dict) else port
     assert published in ("127.0.0.1:18123:8000/tcp", "18123"), published
+
+
+def test_every_compose_process_encrypts_with_the_same_keyring() -> None:
+    compose = _compose()
+    keyrings = {compose["services"][name]["environment"]["SURSIS_ENCRYPTION_KEYS"] for name in ("migrate", "api", "worker")}
+    [keyring] = keyrings
+    assert keyring.startswith("${SURSIS_ENCRYPTION_KEYS:?"), keyring  # from .env, no silent default

@@ -33,6 +33,7 @@ from sursis.app.schemas import (
 from sursis.app.settings import Settings
 from sursis.domain.access import Permission
 from sursis.domain.conversations import ConversationService
+from sursis.domain.encryption import EncryptedValueUnreadable, EncryptionKeyUnavailable
 from sursis.domain.events import EventService
 from sursis.domain.records import Principal
 from sursis.domain.webhooks import WebhookService
@@ -88,6 +89,21 @@ def provide_feeds(state: State) -> EventFeeds:
 
 
 FEEDS = {"feeds": Provide(provide_feeds, sync_to_thread=False)}
+
+
+async def ending_on_unreadable(
+    stream: AsyncIterator[ServerSentEventMessage],
+) -> AsyncIterator[ServerSentEventMessage]:
+    """`stream`, ended by an `error` event with the problem's `code` (and `key_id`) when a stored
+    event cannot be decrypted (docs/security.md), instead of a dropped connection."""
+    async with contextlib.aclosing(stream):  # type: ignore[type-var]
+        try:
+            async for message in stream:
+                yield message
+        except (EncryptionKeyUnavailable, EncryptedValueUnreadable) as exc:
+            yield ServerSentEventMessage(
+                event="error", data=json.dumps({"code": exc.code, "detail": exc.message, **exc.extra})
+            )
 
 
 async def stream_events(
@@ -154,7 +170,7 @@ async def conversation_events(
     (or `?after=`) delivers exactly what was missed. Each event's `id` is its stored id."""
     resume = _resume_from(last_event_id, after)
     await conversations.get_conversation(principal, conversation_id)
-    return ServerSentEvent(stream_events(feeds, principal, conversation_id, resume))
+    return ServerSentEvent(ending_on_unreadable(stream_events(feeds, principal, conversation_id, resume)))
 
 
 async def stream_pending_events(
@@ -211,7 +227,7 @@ async def pending_events(
     """
     resume = _resume_from(last_event_id, after) if last_event_id is not None or after is not None else None
     feeds.events.pending_scope(principal)
-    return ServerSentEvent(stream_pending_events(feeds, principal, resume))
+    return ServerSentEvent(ending_on_unreadable(stream_pending_events(feeds, principal, resume)))
 
 
 class WebhookController(Controller):

@@ -19,9 +19,11 @@ from sursis.domain.channels.records import (
     SlackAddress,
     SlackIdentity,
 )
+from sursis.domain.encryption import Cipher
 from sursis.infra.db import channel_tables as ch
 from sursis.infra.db.event_repositories import forget_delivery_targets
 from sursis.infra.db.repositories.base import SqlRepository, rowcount
+from sursis.infra.db.sealing import DIGEST_ITEMS
 
 PENDING, SENDING = "pending", "sending"
 
@@ -66,8 +68,8 @@ def _identity(row: Any) -> SlackIdentity:
     return SlackIdentity(m["team_id"], m["user_id"], m["key_id"], m["created_by"], m["created_at"])
 
 
-def _item(row: Any) -> DigestItem:
-    m = row._mapping
+def _item(row: Any, cipher: Cipher) -> DigestItem:
+    m = DIGEST_ITEMS.open(cipher, row)
     return DigestItem(
         binding_id=m["binding_id"],
         conversation_id=m["conversation_id"],
@@ -259,15 +261,18 @@ class SqlChannelRepository(SqlRepository):
         await self._session.execute(
             ch.digest_items.insert(),
             [
-                {
-                    "binding_id": item.binding_id,
-                    "conversation_id": item.conversation_id,
-                    "kind": item.kind.value,
-                    "summary": item.summary,
-                    "data": item.data,
-                    "created_at": item.created_at,
-                    "digest_id": None,
-                }
+                DIGEST_ITEMS.seal(
+                    self._cipher,
+                    {
+                        "binding_id": item.binding_id,
+                        "conversation_id": item.conversation_id,
+                        "kind": item.kind.value,
+                        "summary": item.summary,
+                        "data": item.data,
+                        "created_at": item.created_at,
+                        "digest_id": None,
+                    },
+                )
                 for item in items
             ],
         )
@@ -332,7 +337,13 @@ class SqlChannelRepository(SqlRepository):
             if binding is None:
                 continue
             digests.append(
-                Digest(row.id, binding, row.window_end, row.attempts, tuple(_item(r) for r in items))
+                Digest(
+                    row.id,
+                    binding,
+                    row.window_end,
+                    row.attempts,
+                    tuple(_item(r, self._cipher) for r in items),
+                )
             )
         return digests
 

@@ -11,6 +11,7 @@ import sqlalchemy as sa
 
 from sursis.infra.db import customer_tables as c
 from sursis.infra.db.repositories.base import SqlRepository
+from sursis.infra.db.sealing import DELEGATIONS
 
 
 @dataclass(slots=True)
@@ -39,7 +40,7 @@ class SqlDelegationRepository(SqlRepository):
                 )
             )
         ).first()
-        return Delegation(**dict(row._mapping)) if row is not None else None
+        return Delegation(**DELEGATIONS.open(self._cipher, row)) if row is not None else None
 
     async def save(self, delegation: Delegation) -> None:
         values = {
@@ -49,6 +50,11 @@ class SqlDelegationRepository(SqlRepository):
             "output": delegation.output,
             "updated_at": delegation.updated_at,
         }
+        DELEGATIONS.seal(
+            self._cipher,
+            values,
+            {"conversation_id": delegation.conversation_id, "tool_call_id": delegation.tool_call_id},
+        )
         statement = (
             self._insert(c.delegations)
             .values(

@@ -10,12 +10,15 @@ import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from sursis.domain.channels.records import BindingKind
+from sursis.domain.encryption import Cipher
 from sursis.domain.events import PENDING_EVENT_TYPES, EventType
 from sursis.domain.records import OutboxItem, StoredEvent, Webhook
 from sursis.domain.states import RunStatus
 from sursis.infra.db import channel_tables as ch
 from sursis.infra.db import tables as t
+from sursis.infra.db.repositories.base import session_cipher
 from sursis.infra.db.rows import row_values
+from sursis.infra.db.sealing import DEAD_LETTERS, EVENTS, OUTBOX
 
 DELIVERED = "delivered"
 PENDING = "pending"
@@ -51,8 +54,8 @@ def _advisory_key(conversation_id: uuid.UUID) -> int:
     return int.from_bytes(conversation_id.bytes[:8], "big", signed=True)
 
 
-def _event_from_row(row: Any) -> StoredEvent:
-    m = row._mapping
+def _event_from_row(row: Any, cipher: Cipher) -> StoredEvent:
+    m = EVENTS.open(cipher, row)
     return StoredEvent(
         id=m["id"],
         conversation_id=m["conversation_id"],
@@ -112,6 +115,7 @@ class SqlEventRepository:
 
     def __init__(self, session: AsyncSession) -> None:
         self._session = session
+        self._cipher = session_cipher(session)
         self.published: set[uuid.UUID] = set()
         self.pending_workspaces: set[str] = set()
         self.notified_runs: set[uuid.UUID] = set()
@@ -165,7 +169,7 @@ class SqlEventRepository:
     def _take_held(self) -> list[dict[str, Any]]:
         held, self._held = self._held, []
         if not self._postgres:
-            return held
+            return [EVENTS.seal(self._cipher, row) for row in held]
         for row in held:
             notification = run_notification(row["type"], row["data"])
             if notification is not None:
@@ -178,6 +182,7 @@ class SqlEventRepository:
                 run_channel=notification[0] if notification else None,
                 run_id=notification[1] if notification else None,
             )
+            EVENTS.seal(self._cipher, row)
         return held
 
     async def after(self, conversation_id: uuid.UUID, after_id: int, limit: int) -> list[StoredEvent]:
@@ -189,7 +194,7 @@ class SqlEventRepository:
             .order_by(c.id)
             .limit(limit)
         )
-        return [_event_from_row(row) for row in rows]
+        return [_event_from_row(row, self._cipher) for row in rows]
 
     async def pending_after(self, workspace: str | None, after_id: int, limit: int) -> list[StoredEvent]:
         await self.flush()
@@ -198,7 +203,7 @@ class SqlEventRepository:
         if workspace is not None:
             query = query.where(c.workspace == workspace)
         rows = await self._session.execute(query.order_by(c.id).limit(limit))
-        return [_event_from_row(row) for row in rows]
+        return [_event_from_row(row, self._cipher) for row in rows]
 
     async def last_pending_id(self, workspace: str | None, created_before: datetime | None) -> int:
         await self.flush()
@@ -306,6 +311,7 @@ class SqlWebhookRepository:
 class SqlOutboxRepository:
     def __init__(self, session: AsyncSession) -> None:
         self._session = session
+        self._cipher = session_cipher(session)
 
     async def enqueue(
         self,
@@ -321,7 +327,12 @@ class SqlOutboxRepository:
             .values(
                 workspace=workspace,
                 topic=topic,
-                payload=payload,
+                payload=OUTBOX.seal_value(
+                    self._cipher,
+                    "payload",
+                    payload,
+                    {"workspace": workspace, "topic": topic, "created_at": now},
+                ),
                 status=PENDING,
                 attempts=0,
                 last_error=None,
@@ -356,14 +367,14 @@ class SqlOutboxRepository:
             t.outbox.update()
             .where(c.id.in_(due.scalar_subquery()), c.status == PENDING)
             .values(attempts=c.attempts + 1, next_attempt_at=lease_until, updated_at=now)
-            .returning(c.id, c.workspace, c.topic, c.payload, c.attempts, c.source_event_id)
+            .returning(c.id, c.workspace, c.topic, c.payload, c.attempts, c.source_event_id, c.created_at)
         )
         items = [
             OutboxItem(
                 id=row.id,
                 workspace=row.workspace,
                 topic=row.topic,
-                payload=row.payload,
+                payload=OUTBOX.open_value(self._cipher, "payload", row.payload, row._mapping),
                 attempts=row.attempts,
                 source_event_id=row.source_event_id,
             )
@@ -413,7 +424,9 @@ class SqlOutboxRepository:
                     workspace=item.workspace,
                     outbox_id=item.id,
                     topic=item.topic,
-                    payload=item.payload,
+                    payload=DEAD_LETTERS.seal_value(
+                        self._cipher, "payload", item.payload, {"workspace": item.workspace, "id": letter_id}
+                    ),
                     error=error,
                     attempts=item.attempts,
                     cluster_id=cluster_id,

@@ -9,6 +9,8 @@ import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from sursis.infra.db import tables as t
+from sursis.infra.db.repositories.base import session_cipher
+from sursis.infra.db.sealing import DEAD_LETTERS, OUTBOX
 
 
 def _iso(row: dict[str, Any]) -> dict[str, Any]:
@@ -18,6 +20,7 @@ def _iso(row: dict[str, Any]) -> dict[str, Any]:
 class SqlOpsRepository:
     def __init__(self, session: AsyncSession) -> None:
         self._session = session
+        self._cipher = session_cipher(session)
 
     async def list_dead_letters(self, workspace: str, status: str | None, limit: int) -> list[dict[str, Any]]:
         c = t.dead_letters.c
@@ -45,7 +48,7 @@ class SqlOpsRepository:
         ).first()
         if row is None:
             return None
-        data = _iso(dict(row._mapping))
+        data = _iso(DEAD_LETTERS.open(self._cipher, row))
         data["event_id"] = data.pop("id")
         return data
 
@@ -60,7 +63,12 @@ class SqlOpsRepository:
             .values(
                 workspace=workspace,
                 topic=letter["topic"],
-                payload=letter["payload"],
+                payload=OUTBOX.seal_value(
+                    self._cipher,
+                    "payload",
+                    letter["payload"],
+                    {"workspace": workspace, "topic": letter["topic"], "created_at": now},
+                ),
                 status="pending",
                 attempts=0,
                 last_error=None,
@@ -139,7 +147,9 @@ class SqlOpsRepository:
         return {"cluster_id": row.id, "status": row.status, "notes": row.notes}
 
     async def add_dead_letter(self, row: dict[str, Any]) -> None:
-        await self._session.execute(t.dead_letters.insert().values(**row))
+        await self._session.execute(
+            t.dead_letters.insert().values(**DEAD_LETTERS.seal(self._cipher, dict(row)))
+        )
 
     async def add_cluster(self, row: dict[str, Any]) -> None:
         await self._session.execute(t.failure_clusters.insert().values(**row))

@@ -9,6 +9,7 @@ from typing import Self
 
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
+from sursis.domain.encryption import Cipher
 from sursis.infra.db.access_repositories import SqlApiKeyRepository, SqlAuthorizationRepository
 from sursis.infra.db.channel_repository import SqlChannelRepository
 from sursis.infra.db.customer_repository import SqlWorkspaceRepository
@@ -115,14 +116,17 @@ class SqlUnitOfWorkFactory:
         on_events: EventsListener | None = None,
         on_pending: PendingListener | None = None,
         on_runs: RunsListener | None = None,
+        cipher: Cipher | None = None,
     ) -> None:
         self.engine = engine
         self.on_events = on_events
         self.on_pending = on_pending
         self.on_runs = on_runs
-        self._sessions = async_sessionmaker(engine, expire_on_commit=False)
+        self.cipher = cipher
+        info = {"cipher": cipher} if cipher is not None else None
+        self._sessions = async_sessionmaker(engine, expire_on_commit=False, info=info)
         reader = engine.execution_options(**reader_options(engine))
-        self._readers = async_sessionmaker(reader, expire_on_commit=False)
+        self._readers = async_sessionmaker(reader, expire_on_commit=False, info=info)
 
     def __call__(self) -> SqlUnitOfWork:
         return SqlUnitOfWork(self._sessions, self.on_events, self.on_pending, self.on_runs)

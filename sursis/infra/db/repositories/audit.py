@@ -10,12 +10,14 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from sursis.domain.encryption import Cipher
 from sursis.domain.records import (
     AuditEntry,
 )
 from sursis.infra.db import tables as t
 from sursis.infra.db.repositories.base import SqlRepository
 from sursis.infra.db.rows import record_from_row, row_values
+from sursis.infra.db.sealing import AUDIT_LOG
 from sursis.infra.telemetry import current_trace_id, span_event
 
 
@@ -48,7 +50,9 @@ class SqlAuditRepository(SqlRepository):
     async def flush(self) -> None:
         if self._held:
             held, self._held = self._held, []
-            await self._session.execute(t.audit_log.insert(), held)
+            await self._session.execute(
+                t.audit_log.insert(), [AUDIT_LOG.seal(self._cipher, row) for row in held]
+            )
 
     async def search(
         self,
@@ -80,10 +84,10 @@ class SqlAuditRepository(SqlRepository):
             query = query.where(c.id < after_id if newest_first else c.id > after_id)
         order = c.id.desc() if newest_first else c.id
         rows = await self._session.execute(query.order_by(order).limit(limit))
-        return [audit_entry(row) for row in rows]
+        return [audit_entry(row, self._cipher) for row in rows]
 
 
-def audit_entry(row: Any) -> AuditEntry:
+def audit_entry(row: Any, cipher: Cipher) -> AuditEntry:
     """The record a stored audit row holds: the one place a row becomes plaintext content (for
-    reading and for the hash chain alike)."""
-    return record_from_row(AuditEntry, row)
+    reading and for the hash chain alike, so re-encryption never changes a row's hash)."""
+    return record_from_row(AuditEntry, AUDIT_LOG.open_row(cipher, row))

@@ -57,7 +57,7 @@ class SqlAuditChainRepository(SqlRepository):
         seq, prev = head.seq, head.hash
         links: list[dict[str, object]] = []
         for row in rows:
-            entry = audit_entry(row)
+            entry = audit_entry(row, self._cipher)
             seq, digest = seq + 1, audit_row_hash(prev, entry)
             links.append({"row_id": entry.id, "seq": seq, "prev_hash": prev, "hash": digest})
             prev = digest
@@ -82,7 +82,7 @@ class SqlAuditChainRepository(SqlRepository):
             .order_by(c.seq)
             .limit(limit)
         )
-        return [ChainLink(row.seq, row.prev_hash, row.hash, audit_entry(row)) for row in rows]
+        return [ChainLink(row.seq, row.prev_hash, row.hash, audit_entry(row, self._cipher)) for row in rows]
 
     async def cut(self, workspace: str, through: ChainLink, now: datetime) -> int:
         """Record `through` as the workspace's anchor, then delete the rows up to it (the guard

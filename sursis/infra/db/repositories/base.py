@@ -1,4 +1,5 @@
-"""What every SQL repository shares: its session, the dialect's insert, the affected row count."""
+"""What every SQL repository shares: its session, its cipher, the dialect's insert, the affected
+row count."""
 
 from __future__ import annotations
 
@@ -8,10 +9,14 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from sursis.domain.encryption import Cipher
+from sursis.infra.encryption import PLAINTEXT
+
 
 class SqlRepository:
     def __init__(self, session: AsyncSession) -> None:
         self._session = session
+        self._cipher = session_cipher(session)
 
     @property
     def _postgres(self) -> bool:
@@ -19,6 +24,12 @@ class SqlRepository:
 
     def _insert(self, table: sa.Table) -> Any:
         return dialect_insert(table, postgres=self._postgres)
+
+
+def session_cipher(session: AsyncSession) -> Cipher:
+    """The cipher a session's unit of work seals content with (`SqlUnitOfWorkFactory(cipher=)`)."""
+    cipher: Cipher = session.info.get("cipher", PLAINTEXT)
+    return cipher
 
 
 def dialect_insert(table: sa.Table, *, postgres: bool) -> Any:

@@ -13,6 +13,7 @@ from sursis.domain.records import (
 )
 from sursis.infra.db import tables as t
 from sursis.infra.db.repositories.base import SqlRepository
+from sursis.infra.db.sealing import MESSAGES
 
 _c = t.messages.c
 _INSERT = t.messages.insert()
@@ -41,14 +42,17 @@ class SqlMessageRepository(SqlRepository):
         await self._session.execute(
             _INSERT,
             [
-                {
-                    "conversation_id": conversation_id,
-                    "seq": last + i,
-                    "run_id": run_id,
-                    "body": body,
-                    "created_at": now,
-                    "channel": channel,
-                }
+                MESSAGES.seal(
+                    self._cipher,
+                    {
+                        "conversation_id": conversation_id,
+                        "seq": last + i,
+                        "run_id": run_id,
+                        "body": body,
+                        "created_at": now,
+                        "channel": channel,
+                    },
+                )
                 for i, body in enumerate(bodies, start=1)
             ],
         )
@@ -62,4 +66,4 @@ class SqlMessageRepository(SqlRepository):
         rows = await self._session.execute(
             _READ, {"conversation_id": conversation_id, "after_seq": after_seq}
         )
-        return [StoredMessage(**row._mapping) for row in rows]
+        return [StoredMessage(**MESSAGES.open(self._cipher, row)) for row in rows]

@@ -9,6 +9,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from sursis.domain.encryption import Cipher
 from sursis.domain.records import (
     PendingCall,
 )
@@ -17,10 +18,11 @@ from sursis.domain.tools import Category, Executor, PendingKind
 from sursis.infra.db import tables as t
 from sursis.infra.db.repositories.base import SqlRepository, rowcount
 from sursis.infra.db.rows import row_values
+from sursis.infra.db.sealing import PENDING_CALLS
 
 
-def _pending_from_row(row: Any) -> PendingCall:
-    m = dict(row._mapping)
+def _pending_from_row(row: Any, cipher: Cipher) -> PendingCall:
+    m = PENDING_CALLS.open(cipher, row)
     m["executor"] = Executor(m["executor"])
     m["kind"] = PendingKind(m["kind"])
     m["status"] = PendingStatus(m["status"])
@@ -66,11 +68,13 @@ _TRANSITION = {before_expiry: _transition_statement(before_expiry) for before_ex
 
 class SqlPendingCallRepository(SqlRepository):
     async def add(self, call: PendingCall) -> None:
-        await self._session.execute(_INSERT, row_values(call, t.pending_calls))
+        await self._session.execute(
+            _INSERT, PENDING_CALLS.seal(self._cipher, row_values(call, t.pending_calls))
+        )
 
     async def get(self, correlation_id: uuid.UUID) -> PendingCall | None:
         row = (await self._session.execute(_GET, {"correlation_id": correlation_id})).first()
-        return _pending_from_row(row) if row else None
+        return _pending_from_row(row, self._cipher) if row else None
 
     async def search(
         self,
@@ -101,14 +105,17 @@ class SqlPendingCallRepository(SqlRepository):
                 < sa.tuple_(sa.literal(created, t.UtcDateTime()), sa.literal(cid, sa.Uuid()))
             )
         query = query.order_by(c.created_at.desc(), c.correlation_id.desc()).limit(limit)
-        return [_pending_from_row(row) for row in await self._session.execute(query)]
+        return [_pending_from_row(row, self._cipher) for row in await self._session.execute(query)]
 
     async def for_run(self, run_id: uuid.UUID, status: PendingStatus | None = None) -> list[PendingCall]:
         c = t.pending_calls.c
         query = sa.select(t.pending_calls).where(c.run_id == run_id)
         if status is not None:
             query = query.where(c.status == status.value)
-        return [_pending_from_row(row) for row in await self._session.execute(query.order_by(c.created_at))]
+        return [
+            _pending_from_row(row, self._cipher)
+            for row in await self._session.execute(query.order_by(c.created_at))
+        ]
 
     async def by_tool_call_ids(self, conversation_id: uuid.UUID, ids: Sequence[str]) -> list[PendingCall]:
         if not ids:
@@ -116,7 +123,7 @@ class SqlPendingCallRepository(SqlRepository):
         rows = await self._session.execute(
             _BY_TOOL_CALL_IDS, {"conversation_id": conversation_id, "ids": list(ids)}
         )
-        return [_pending_from_row(row) for row in rows]
+        return [_pending_from_row(row, self._cipher) for row in rows]
 
     async def transition(
         self,
@@ -129,14 +136,15 @@ class SqlPendingCallRepository(SqlRepository):
         resolution: dict[str, Any] | None,
         before_expiry: bool = False,
     ) -> bool:
+        row = {"correlation_id": correlation_id}
         result = await self._session.execute(
             _TRANSITION[before_expiry],
             {
                 "b_correlation_id": correlation_id,
                 "b_status": target.value,
                 "b_resolved_by": resolved_by,
-                "b_reason": reason,
-                "b_resolution": resolution,
+                "b_reason": PENDING_CALLS.seal_value(self._cipher, "reason", reason, row),
+                "b_resolution": PENDING_CALLS.seal_value(self._cipher, "resolution", resolution, row),
                 "b_now": now,
             },
         )
@@ -150,7 +158,7 @@ class SqlPendingCallRepository(SqlRepository):
             .order_by(c.expires_at)
             .limit(limit)
         )
-        return [_pending_from_row(row) for row in rows]
+        return [_pending_from_row(row, self._cipher) for row in rows]
 
     async def count_awaiting(self) -> dict[PendingKind, int]:
         c = t.pending_calls.c

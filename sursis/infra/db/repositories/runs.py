@@ -11,6 +11,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from sursis.domain.encryption import Cipher
 from sursis.domain.records import (
     Run,
     RunError,
@@ -20,14 +21,16 @@ from sursis.domain.states import RunStatus
 from sursis.infra.db import tables as t
 from sursis.infra.db.repositories.base import SqlRepository, rowcount
 from sursis.infra.db.rows import record_from_row, row_values
+from sursis.infra.db.sealing import RUNS
 from sursis.infra.telemetry import current_trace_context
 
 
-def _run_from_row(row: Any) -> Run:
-    m = row._mapping
+def _run_from_row(row: Any, cipher: Cipher) -> Run:
+    opened = RUNS.open_row(cipher, row)
+    m = opened._mapping
     return record_from_row(
         Run,
-        row,
+        opened,
         status=RunStatus(m["status"]),
         error=RunError(**m["error"]) if m["error"] else None,
         usage=Usage.from_json(m["usage"]),
@@ -123,18 +126,21 @@ class SqlRunRepository(SqlRepository):
         """Insert a run; without a trace context of its own it keeps the current one (the request's)."""
         await self._session.execute(
             _INSERT,
-            row_values(
-                run,
-                t.runs,
-                error=dataclasses.asdict(run.error) if run.error else None,
-                usage=run.usage.to_json(),
-                trace_context=run.trace_context or current_trace_context(),
+            RUNS.seal(
+                self._cipher,
+                row_values(
+                    run,
+                    t.runs,
+                    error=dataclasses.asdict(run.error) if run.error else None,
+                    usage=run.usage.to_json(),
+                    trace_context=run.trace_context or current_trace_context(),
+                ),
             ),
         )
 
     async def get(self, run_id: uuid.UUID) -> Run | None:
         row = (await self._session.execute(_GET, {"b_run_id": run_id})).first()
-        return _run_from_row(row) if row else None
+        return _run_from_row(row, self._cipher) if row else None
 
     async def transition(
         self,
@@ -147,7 +153,7 @@ class SqlRunRepository(SqlRepository):
         result = await self._session.execute(
             t.runs.update()
             .where(t.runs.c.id == run_id, t.runs.c.status.in_([s.value for s in expected]))
-            .values(status=target.value, updated_at=now, **fields)
+            .values(status=target.value, updated_at=now, **RUNS.seal(self._cipher, fields, {"id": run_id}))
         )
         return rowcount(result) == 1
 
@@ -163,7 +169,7 @@ class SqlRunRepository(SqlRepository):
             _CLAIM[self._postgres], {"b_owner": owner, "b_lease_until": lease_until, "b_now": now}
         )
         row = result.first()
-        return _run_from_row(row) if row else None
+        return _run_from_row(row, self._cipher) if row else None
 
     async def renew_lease(self, run_id: uuid.UUID, owner: str, lease_until: datetime) -> bool:
         result = await self._session.execute(
@@ -259,8 +265,13 @@ class SqlRunRepository(SqlRepository):
             "b_run_id": run_id,
             "b_owner": owner,
             "b_status": status.value,
-            "b_output": output,
-            "b_error": {"code": error.code, "message": error.message} if error else None,
+            "b_output": RUNS.seal_value(self._cipher, "output", output, {"id": run_id}),
+            "b_error": RUNS.seal_value(
+                self._cipher,
+                "error",
+                {"code": error.code, "message": error.message} if error else None,
+                {"id": run_id},
+            ),
             "b_awaiting_count": awaiting_count,
             "b_now": now,
             "b_finished_at": now if status.finished else None,

@@ -8,6 +8,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from sursis.domain.encryption import Cipher
 from sursis.domain.records import (
     ToolCallMetadata,
     ToolCallRecord,
@@ -16,12 +17,16 @@ from sursis.domain.tools import Category
 from sursis.infra.db import tables as t
 from sursis.infra.db.repositories.base import SqlRepository, dialect_insert, rowcount
 from sursis.infra.db.rows import record_from_row, row_values
+from sursis.infra.db.sealing import TOOL_CALLS
 
 
-def _tool_call_from_row(row: Any) -> ToolCallRecord:
-    category = row.category
-    metadata = record_from_row(ToolCallMetadata, row, category=Category(category) if category else None)
-    return record_from_row(ToolCallRecord, row, metadata=metadata)
+def _tool_call_from_row(row: Any, cipher: Cipher) -> ToolCallRecord:
+    opened = TOOL_CALLS.open_row(cipher, row)
+    category = opened._mapping["category"]
+    metadata = record_from_row(
+        ToolCallMetadata, opened, category=Category(category) if category else None
+    )
+    return record_from_row(ToolCallRecord, opened, metadata=metadata)
 
 
 _c = t.tool_calls.c
@@ -39,7 +44,9 @@ _FOR_IDS = sa.select(t.tool_calls).where(
 
 class SqlToolCallRepository(SqlRepository):
     async def record(self, record: ToolCallRecord) -> bool:
-        values = row_values(record, t.tool_calls, **row_values(record.metadata, t.tool_calls))
+        values = TOOL_CALLS.seal(
+            self._cipher, row_values(record, t.tool_calls, **row_values(record.metadata, t.tool_calls))
+        )
         return rowcount(await self._session.execute(_RECORD[self._postgres], values)) == 1
 
     async def get(self, conversation_id: uuid.UUID, tool_call_id: str) -> ToolCallRecord | None:
@@ -51,7 +58,7 @@ class SqlToolCallRepository(SqlRepository):
                 )
             )
         ).first()
-        return _tool_call_from_row(row) if row else None
+        return _tool_call_from_row(row, self._cipher) if row else None
 
     async def for_ids(
         self, conversation_id: uuid.UUID, tool_call_ids: Sequence[str]
@@ -59,9 +66,11 @@ class SqlToolCallRepository(SqlRepository):
         rows = await self._session.execute(
             _FOR_IDS, {"conversation_id": conversation_id, "ids": list(tool_call_ids)}
         )
-        return {record.tool_call_id: record for record in map(_tool_call_from_row, rows)}
+        return {
+            record.tool_call_id: record for record in (_tool_call_from_row(row, self._cipher) for row in rows)
+        }
 
     async def for_run(self, run_id: uuid.UUID) -> list[ToolCallRecord]:
         c = t.tool_calls.c
         rows = await self._session.execute(sa.select(t.tool_calls).where(c.run_id == run_id).order_by(c.id))
-        return [_tool_call_from_row(row) for row in rows]
+        return [_tool_call_from_row(row, self._cipher) for row in rows]

@@ -1,0 +1,111 @@
+"""Encryption at rest: the ports repositories seal and open conversation content through.
+
+The domain sees plaintext only. Repositories hand a value and its *address* (table, column, row)
+to a `Cipher` on write and get the plaintext back on read; the address is the associated data, so
+a value copied to another row, column or table does not open. Keys come from a `KeyManager`: the
+local keyring is the first adapter, a KMS is another, and neither callers nor the cipher change.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Protocol
+
+from sursis.domain.errors import ServiceError
+
+
+def _part(value: object) -> str:
+    if isinstance(value, datetime):
+        return value.astimezone(UTC).isoformat()
+    return "" if value is None else str(value)
+
+
+@dataclass(frozen=True, slots=True)
+class Address:
+    """Where a value lives: its table, column and the values that name its row (formatted only
+    when a value is actually sealed or opened). Bound to its ciphertext as associated data."""
+
+    table: str
+    column: str
+    row: tuple[object, ...]
+
+    def associated_data(self) -> bytes:
+        row = "/".join(map(_part, self.row))
+        return f"sursis/1\x1f{self.table}\x1f{self.column}\x1f{row}".encode()
+
+
+class EncryptionKeyUnavailable(ServiceError):
+    """A stored value was sealed with a key the keyring does not hold (lost, or not configured)."""
+
+    code = "encryption_key_unavailable"
+
+    def __init__(self, key_id: str, address: Address | None = None) -> None:
+        where = f" ({address.table}.{address.column})" if address else ""
+        super().__init__(
+            f"a stored value{where} is encrypted with key {key_id!r}, which the keyring does not hold",
+            extra={"key_id": key_id},
+        )
+        self.key_id = key_id
+
+
+class EncryptedValueUnreadable(ServiceError):
+    """A sealed value failed authentication: it was altered, or moved from another row or column."""
+
+    code = "encrypted_value_unreadable"
+
+    def __init__(self, key_id: str, address: Address) -> None:
+        super().__init__(
+            f"a stored value ({address.table}.{address.column}) under key {key_id!r} does not "
+            "authenticate: it was altered or copied from another row",
+            extra={"key_id": key_id},
+        )
+        self.key_id = key_id
+
+
+class KeyringInvalid(ServiceError):
+    """The configured keyring is malformed; the message never contains key material."""
+
+    code = "keyring_invalid"
+
+
+class KeyManager(Protocol):
+    """The key-management port: names the active key and hands out data keys by id."""
+
+    @property
+    def active_key_id(self) -> str | None:
+        """The key new values are sealed with; `None`: encryption is off."""
+        ...
+
+    @property
+    def key_ids(self) -> tuple[str, ...]:
+        """Every key this manager can open values with, the active one first."""
+        ...
+
+    def data_key(self, key_id: str, address: Address | None = None) -> bytes:
+        """The 32-byte data key named `key_id`; raises `EncryptionKeyUnavailable` (naming the
+        value's `address` when given)."""
+        ...
+
+
+class Cipher(Protocol):
+    """Seals and opens one stored value. Strings in, strings out: what a column stores."""
+
+    @property
+    def active_key_id(self) -> str | None: ...
+
+    @property
+    def key_ids(self) -> tuple[str, ...]: ...
+
+    def seal(self, plaintext: str, address: Address) -> str:
+        """The stored form of `plaintext`: encrypted under the active key, or marked plain when
+        encryption is off."""
+        ...
+
+    def open(self, stored: str, address: Address) -> str:
+        """The plaintext of a stored value, whichever key (or none) it was sealed with."""
+        ...
+
+    def key_id_of(self, stored: str) -> str | None:
+        """The key a stored value is sealed with; `None` for a plaintext value."""
+        ...

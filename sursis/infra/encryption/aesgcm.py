@@ -1,0 +1,77 @@
+"""AES-256-GCM over a `KeyManager`: the cipher repositories seal conversation content with.
+
+A stored value says what it is. `sursis:enc:1:<key id>:<base64(nonce | ciphertext | tag)>` is
+sealed under that key, with the value's address (table, column, row) as associated data;
+`sursis:plain:<text>` is a plaintext value that happened to start with `sursis:`; anything else is
+plaintext written before encryption was on (or with it off), read as it is.
+"""
+
+from __future__ import annotations
+
+import binascii
+import os
+
+from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+from sursis.domain.encryption import Address, EncryptedValueUnreadable, KeyManager
+from sursis.infra.encryption.keyring import LocalKeyring
+
+SEALED = "sursis:enc:1:"
+PLAIN = "sursis:plain:"
+_RESERVED = "sursis:"
+_NONCE_BYTES = 12
+
+
+class AesGcmCipher:
+    """The `Cipher` port with AES-256-GCM; seals with the manager's active key, opens with any."""
+
+    def __init__(self, keys: KeyManager) -> None:
+        self._keys = keys
+        self._aead: dict[str, AESGCM] = {}
+
+    @property
+    def active_key_id(self) -> str | None:
+        return self._keys.active_key_id
+
+    @property
+    def key_ids(self) -> tuple[str, ...]:
+        return self._keys.key_ids
+
+    def _aead_for(self, key_id: str, address: Address) -> AESGCM:
+        aead = self._aead.get(key_id)
+        if aead is None:
+            aead = self._aead[key_id] = AESGCM(self._keys.data_key(key_id, address))
+        return aead
+
+    def seal(self, plaintext: str, address: Address) -> str:
+        key_id = self._keys.active_key_id
+        if key_id is None:
+            return PLAIN + plaintext if plaintext.startswith(_RESERVED) else plaintext
+        nonce = os.urandom(_NONCE_BYTES)
+        sealed = self._aead_for(key_id, address).encrypt(nonce, plaintext.encode(), address.associated_data())
+        return f"{SEALED}{key_id}:{binascii.b2a_base64(nonce + sealed, newline=False).decode('ascii')}"
+
+    def open(self, stored: str, address: Address) -> str:
+        if not stored.startswith(_RESERVED):
+            return stored
+        if stored.startswith(PLAIN):
+            return stored[len(PLAIN) :]
+        if not stored.startswith(SEALED):
+            return stored
+        key_id, _, encoded = stored[len(SEALED) :].partition(":")
+        aead = self._aead_for(key_id, address)
+        try:
+            raw = binascii.a2b_base64(encoded, strict_mode=True)
+            return aead.decrypt(raw[:_NONCE_BYTES], raw[_NONCE_BYTES:], address.associated_data()).decode()
+        except (InvalidTag, binascii.Error, ValueError):
+            raise EncryptedValueUnreadable(key_id, address) from None
+
+    def key_id_of(self, stored: str) -> str | None:
+        if not stored.startswith(SEALED):
+            return None
+        return stored[len(SEALED) :].partition(":")[0]
+
+
+PLAINTEXT = AesGcmCipher(LocalKeyring({}))
+"""Encryption off: values are stored as they are (and sealed ones still cannot be opened)."""
