@@ -153,6 +153,9 @@ def test_compose_validates_and_refuses_to_start_without_a_password(tmp_path: Pat
 
 def test_every_compose_process_encrypts_with_the_same_keyring() -> None:
     compose = _compose()
-    keyrings = {compose["services"][name]["environment"]["SURSIS_ENCRYPTION_KEYS"] for name in ("migrate", "api", "worker")}
+    keyrings = {
+        compose["services"][name]["environment"]["SURSIS_ENCRYPTION_KEYS"]
+        for name in ("migrate", "api", "worker")
+    }
     [keyring] = keyrings
     assert keyring.startswith("${SURSIS_ENCRYPTION_KEYS:?"), keyring  # from .env, no silent default

@@ -362,7 +362,7 @@ class SqlChannelRepository(SqlRepository):
             .order_by(i.id.desc())
             .limit(limit)
         )
-        return [_item(row) for row in rows]
+        return [_item(row, self._cipher) for row in rows]
 
     async def finish_digest(
         self,

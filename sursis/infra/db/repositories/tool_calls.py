@@ -23,9 +23,7 @@ from sursis.infra.db.sealing import TOOL_CALLS
 def _tool_call_from_row(row: Any, cipher: Cipher) -> ToolCallRecord:
     opened = TOOL_CALLS.open_row(cipher, row)
     category = opened._mapping["category"]
-    metadata = record_from_row(
-        ToolCallMetadata, opened, category=Category(category) if category else None
-    )
+    metadata = record_from_row(ToolCallMetadata, opened, category=Category(category) if category else None)
     return record_from_row(ToolCallRecord, opened, metadata=metadata)
 
 
