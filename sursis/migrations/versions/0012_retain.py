@@ -6,7 +6,7 @@ The append-only trigger of 0003 is narrowed, not lifted: a row may be sealed onc
 columns set from NULL, nothing else changed), and deleted only at or below its workspace's
 recorded anchor (a retention cut).
 
-Revision ID: 0011_retain
+Revision ID: 0012_retain
 Revises: 0011_categories
 """
 
@@ -15,7 +15,7 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
-revision: str = "0011_retain"
+revision: str = "0012_retain"
 down_revision: str | None = "0011_categories"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None

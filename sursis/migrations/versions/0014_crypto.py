@@ -3,16 +3,16 @@ changes nothing but `details` is allowed, so `sursis encryption rotate` can re-e
 under a new key (the plaintext those details hold does not change, so neither does a row's chain
 hash); every other update and delete is still refused
 
-Revision ID: 0011_crypto
-Revises: 0011_volume
+Revision ID: 0014_crypto
+Revises: 0013_volume
 """
 
 from collections.abc import Sequence
 
 from alembic import op
 
-revision: str = "0011_crypto"
-down_revision: str | None = "0011_volume"
+revision: str = "0014_crypto"
+down_revision: str | None = "0013_volume"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

@@ -5,8 +5,8 @@ outbox rows still to deliver are a few rows among millions of finished ones: eac
 partial index over its live state only, which stays as small as the live set and is the only one
 the hot statement can use. The inbox filters by workspace first (see docs/scaling.md).
 
-Revision ID: 0011_volume
-Revises: 0011_retain
+Revision ID: 0013_volume
+Revises: 0012_retain
 """
 
 from collections.abc import Sequence
@@ -14,8 +14,8 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
-revision: str = "0011_volume"
-down_revision: str | None = "0011_retain"
+revision: str = "0013_volume"
+down_revision: str | None = "0012_retain"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
