@@ -15,8 +15,9 @@ from sursis.infra.db.channel_repository import SqlChannelRepository
 from sursis.infra.db.customer_repository import SqlWorkspaceRepository
 from sursis.infra.db.delegation_repository import SqlDelegationRepository
 from sursis.infra.db.engine import reader_options
-from sursis.infra.db.event_repositories import SqlEventRepository, SqlOutboxRepository, SqlWebhookRepository
+from sursis.infra.db.event_repositories import SqlEventRepository, SqlWebhookRepository
 from sursis.infra.db.ops_repository import SqlOpsRepository
+from sursis.infra.db.outbox_repository import SqlOutboxRepository
 from sursis.infra.db.repositories import (
     SqlAuditRepository,
     SqlConversationRepository,
