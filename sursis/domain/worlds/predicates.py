@@ -119,11 +119,11 @@ def _line(node: ast.AST, default: int = 1) -> int:
 def _walk_with_lines(root: ast.AST) -> Iterator[tuple[ast.AST, int]]:
     """Every node under `root` (breadth first, as `ast.walk`) with its line: a node that has
     none (an operator such as `<<`, a context such as `Load`) is on its parent's line."""
-    todo = deque([(root, _line(root))])
-    while todo:
-        node, line = todo.popleft()
+    queue = deque([(root, _line(root))])
+    while queue:
+        node, line = queue.popleft()
         yield node, line
-        todo.extend((child, _line(child, line)) for child in ast.iter_child_nodes(node))
+        queue.extend((child, _line(child, line)) for child in ast.iter_child_nodes(node))
 
 
 def _check_node(node: ast.AST, line: int, local_names: set[str]) -> None:
