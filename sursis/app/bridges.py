@@ -6,8 +6,8 @@ import uuid
 
 from sursis.domain.errors import ToolUserError
 from sursis.domain.worlds.ports import Caller, WorldAgentRunner
-from sursis.infra.agents.observed import RunDeps
 from sursis.infra.agents.ops import AskWorld
+from sursis.infra.agents.run_deps import RunDeps
 from sursis.infra.worlds.runner import WorldBusy, WorldNotFound
 
 

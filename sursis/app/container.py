@@ -31,9 +31,9 @@ from sursis.domain.webhooks import WebhookService
 from sursis.infra.agents.assistant import assistant_agent
 from sursis.infra.agents.declarations import AgentDefinition, DeclaredToolCatalog
 from sursis.infra.agents.models import build_model
-from sursis.infra.agents.observed import PreApprovalPolicy
 from sursis.infra.agents.ops import ops_agent
 from sursis.infra.agents.policy import StoredPreApprovalPolicy
+from sursis.infra.agents.run_deps import PreApprovalPolicy
 from sursis.infra.customer.supervisor import customer_agents
 from sursis.infra.db.engine import create_engine, is_sqlite
 from sursis.infra.db.errors import database_unreachable

@@ -29,7 +29,7 @@ from sursis.domain.errors import Stale
 from sursis.domain.pending_calls import Resolution
 from sursis.domain.records import PendingCall, Principal, Run
 from sursis.domain.states import Decision, PendingStatus, RunStatus
-from sursis.infra.agents.observed import PreApprovalPolicy
+from sursis.infra.agents.run_deps import PreApprovalPolicy
 from sursis.infra.db.engine import create_engine, is_sqlite
 from sursis.infra.db.tables import pending_calls, runs
 from tests.conftest import call, make_settings, script

@@ -20,8 +20,8 @@ from sursis.domain.errors import ToolTerminalError, ToolUserError
 from sursis.domain.ports import UnitOfWorkFactory
 from sursis.domain.tools import Category, Executor, ToolSpec
 from sursis.infra.agents.declarations import AgentDefinition, DeclaredProviderTool, DeclaredTool
-from sursis.infra.agents.observed import RunDeps
 from sursis.infra.agents.progress import report_progress
+from sursis.infra.agents.run_deps import RunDeps
 
 INSTRUCTIONS = """You help the user of a web application. You can ask the user's browser where it is,
 open a link in the user's browser (an operator approves that first), search the web, and summarize

@@ -10,7 +10,7 @@ from pydantic_core import to_jsonable_python
 
 from sursis.domain.authorizations import first_covering
 from sursis.domain.ports import UnitOfWorkFactory
-from sursis.infra.agents.observed import PreApprovalPolicy
+from sursis.infra.agents.run_deps import PreApprovalPolicy
 
 
 class StoredPreApprovalPolicy(PreApprovalPolicy):

@@ -6,7 +6,7 @@ from typing import Any
 
 from pydantic_ai import RunContext
 
-from sursis.infra.agents.observed import RunDeps
+from sursis.infra.agents.run_deps import RunDeps
 
 
 async def report_progress(ctx: RunContext[RunDeps], progress: Any) -> None:

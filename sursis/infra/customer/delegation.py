@@ -24,7 +24,7 @@ from pydantic_ai.tools import DeferredToolRequests, DeferredToolResults
 
 from sursis.domain.errors import ToolPolicyError, ToolTerminalError
 from sursis.infra.agents.nested import DeferredTarget, defer_nested, requested_targets
-from sursis.infra.agents.observed import RunDeps
+from sursis.infra.agents.run_deps import RunDeps
 from sursis.infra.db.delegation_repository import Delegation
 from sursis.infra.db.uow import SqlUnitOfWork, SqlUnitOfWorkFactory
 from sursis.infra.faults import crash_point

@@ -9,7 +9,7 @@ from pydantic_ai import RunContext
 from sursis.domain.customer.intake import CUSTOMER_AGENT
 from sursis.domain.tools import ToolSpec
 from sursis.infra.agents.declarations import AgentDefinition, DeclaredTool
-from sursis.infra.agents.observed import RunDeps
+from sursis.infra.agents.run_deps import RunDeps
 from sursis.infra.customer.delegation import MAX_DELEGATIONS_PER_TURN, Delegations
 from sursis.infra.customer.specialists import SPECIALISTS, specialist_definitions
 from sursis.infra.db.uow import SqlUnitOfWorkFactory

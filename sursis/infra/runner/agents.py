@@ -15,10 +15,8 @@ from pydantic_ai.native_tools import SUPPORTED_NATIVE_TOOLS
 from pydantic_ai.tools import DeferredToolRequests
 
 from sursis.infra.agents.declarations import AgentDefinition, DeclaredProviderTool
-from sursis.infra.agents.observed import (
-    ObservedTools,
-    RunDeps,
-)
+from sursis.infra.agents.observed import ObservedTools
+from sursis.infra.agents.run_deps import RunDeps
 from sursis.infra.history import ContextRetentionView
 from sursis.infra.telemetry import Telemetry
 

@@ -13,9 +13,7 @@ from sursis.domain.clock import Clock
 from sursis.domain.ports import UnitOfWorkFactory
 from sursis.domain.tools import PendingKind
 from sursis.infra.agents.declarations import AgentDefinition
-from sursis.infra.agents.observed import (
-    PreApprovalPolicy,
-)
+from sursis.infra.agents.run_deps import PreApprovalPolicy
 from sursis.infra.history import MessageLogCache
 from sursis.infra.notifier import LocalRunNotifier
 from sursis.infra.runner.agents import serve_agent

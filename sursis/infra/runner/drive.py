@@ -25,9 +25,7 @@ from pydantic_core import to_json
 from sursis.domain.ports import UnitOfWork
 from sursis.domain.records import PendingCall, Run, RunError, ToolCallRecord
 from sursis.domain.states import RunStatus
-from sursis.infra.agents.observed import (
-    RunDeps,
-)
+from sursis.infra.agents.run_deps import RunDeps
 from sursis.infra.faults import crash_point
 from sursis.infra.runner.base import log
 from sursis.infra.runner.events import Announced

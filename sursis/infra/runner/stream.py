@@ -19,9 +19,7 @@ from pydantic_core import to_jsonable_python
 
 from sursis.domain.events import EventType, publish
 from sursis.domain.records import Run
-from sursis.infra.agents.observed import (
-    ProgressSink,
-)
+from sursis.infra.agents.run_deps import ProgressSink
 from sursis.infra.runner.base import log
 from sursis.infra.runner.events import Announced, EventPublishing, message_events
 

@@ -9,7 +9,7 @@ from pydantic_ai import RunContext
 
 from sursis.domain.clock import Clock
 from sursis.infra.agents.declarations import AgentDefinition, DeclaredTool
-from sursis.infra.agents.observed import RunDeps
+from sursis.infra.agents.run_deps import RunDeps
 from sursis.infra.db.uow import SqlUnitOfWorkFactory
 from sursis.infra.worlds.agent import world_agent
 from sursis.infra.worlds.corpus import RuleCorpus

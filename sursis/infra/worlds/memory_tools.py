@@ -14,7 +14,7 @@ from sursis.domain.errors import ToolPolicyError, ToolUserError
 from sursis.domain.tools import Category, ToolSpec
 from sursis.domain.worlds.memory import MemoryKind, MemoryRefused, MemoryTier
 from sursis.infra.agents.declarations import DeclaredTool
-from sursis.infra.agents.observed import RunDeps
+from sursis.infra.agents.run_deps import RunDeps
 from sursis.infra.worlds.memory import MemoryGateway, MemoryScope
 
 WorldOf = Callable[[RunContext[RunDeps]], Awaitable[uuid.UUID | None]]

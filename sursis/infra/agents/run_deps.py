@@ -1,0 +1,72 @@
+"""What every tool call of a segment can reach (`RunDeps`), and the pre-approval policy it asks."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from opentelemetry import trace
+
+from sursis.domain.clock import Clock
+from sursis.domain.ports import UnitOfWorkFactory
+from sursis.domain.records import AuditEntry, ToolCallRecord
+
+
+class PreApprovalPolicy:
+    """Decides whether a gated call is covered by a workspace pre-approval. Default: never.
+
+    Returns the covering authorization's id. Raising means "cannot tell": the call is gated.
+    """
+
+    async def covering_authorization(
+        self, workspace: str, tool_name: str, args: Mapping[str, Any], now: datetime
+    ) -> str | None:
+        return None
+
+
+ProgressSink = Callable[[str, str, Any], Awaitable[None]]
+"""`(tool_name, tool_call_id, progress)`: where a streaming tool's progress reports go."""
+BeforeEffect = Callable[[], Awaitable[None]]
+"""Stores what the segment has not stored yet, before a tool acts (see `RunDeps.before_effect`)."""
+
+
+@dataclass(slots=True)
+class RunDeps:
+    """What every tool call of one segment can reach."""
+
+    conversation_id: uuid.UUID
+    run_id: uuid.UUID
+    workspace: str
+    agent_name: str
+    uow: UnitOfWorkFactory
+    clock: Clock
+    policy: PreApprovalPolicy
+    progress: ProgressSink | None = None
+    agents: Mapping[str, Any] = field(default_factory=dict)
+    """The service's pydantic-ai agents by name, for a tool that runs another agent (delegation)."""
+    tracer: trace.Tracer | None = None
+    """The service's tracer, for spans a tool opens itself."""
+    announced: set[str] | None = None
+    """When given, a tool's successful result is published as `tool.result` in the transaction that
+    records the outcome, and its call id added here, so the segment does not publish it again."""
+    before_effect: BeforeEffect | None = None
+    """Called before a tool runs or a pre-approval is recorded: the segment stores the model
+    responses it holds back (a tool's effect must find its call in the log), so a segment whose
+    calls all wait for a person stores its response once, with the suspension."""
+    outcomes: dict[str, ToolCallRecord | None] | None = None
+    """Stored outcomes the segment read with the log, by tool call id (None: known to have none),
+    for the calls its log left unanswered; each is used once instead of a look-up of its own."""
+
+    def audit_entry(self, action: str, actor: str, details: dict[str, Any]) -> AuditEntry:
+        """An audit row about this segment's run."""
+        return AuditEntry(
+            action=action,
+            actor=actor,
+            workspace=self.workspace,
+            conversation_id=self.conversation_id,
+            run_id=self.run_id,
+            details=details,
+        )
