@@ -20,6 +20,7 @@ from sursis.app import openapi_contract, problems
 from sursis.app.auth import SECURITY_SCHEME, provide_principal, v1_middleware
 from sursis.app.container import Container, telemetry_config
 from sursis.app.http_methods import answer_options
+from sursis.app.logging import quiet_unless_configured
 from sursis.app.observability import bind_path_ids, http_telemetry, metrics
 from sursis.app.openapi_contract import SLACK_SIGNATURE_SCHEME
 from sursis.app.routes.channels_slack import slack_router
@@ -89,7 +90,11 @@ def create_app(
 ) -> Litestar:
     """The app over a `Service`: the given one (or one over the given container), or one built from
     the settings in the lifespan. Telemetry (tracer and meter providers) is the service's, the given
-    one, or built from the settings here; whoever builds it shuts it down."""
+    one, or built from the settings here; whoever builds it shuts it down.
+
+    Like `Service.open`, an app whose host has not configured structlog logs through the standard
+    `logging` module instead of structlog's default (tracebacks with their locals, on stdout)."""
+    quiet_unless_configured()
     if service is None and container is not None:
         service = Service(container)
     owns_telemetry = service is None and telemetry is None
