@@ -59,6 +59,11 @@ WEBHOOK_TOPIC_PREFIX = "webhook:"
 """Outbox rows whose topic starts with this are webhook deliveries (`webhook:pending.created`)."""
 
 
+DELIVERED_EVENT_TYPES: frozenset[str] = frozenset(t.value for t in WEBHOOK_EVENT_TYPES) | CHANNEL_EVENT_TYPES
+"""Events a webhook or a channel binding may be told of: when written, each is handed to
+`deliver` if its workspace has a webhook or its conversation a binding."""
+
+
 async def publish(
     uow: UnitOfWork,
     conversation_id: uuid.UUID,
@@ -67,35 +72,38 @@ async def publish(
     data: dict[str, Any],
     now: datetime,
 ) -> None:
-    """Store one event in the caller's transaction and queue its webhook deliveries and channel
-    notices with it.
+    """Store one event in the caller's transaction; its webhook deliveries and channel notices are
+    queued in the same transaction (`deliver`), so either commits with the event or neither does.
 
-    Events that nothing is delivered from (no webhook subscribed, no channel bound) are written with
-    the transaction's other events when it commits; one that is delivered carries its id, so it is
-    written at once. One look-up tells whether the workspace has webhooks or the conversation
-    bindings at all; only then are they read.
+    The event is held and written with the transaction's other events when it commits. The
+    statement that writes them also tells, for each event of a `DELIVERED_EVENT_TYPES` type,
+    whether its workspace has webhooks or its conversation bindings at all; only then are they read.
     """
-    webhook_type = event_type in WEBHOOK_EVENT_TYPES
-    channel_type = event_type.value in CHANNEL_EVENT_TYPES
-    if not (webhook_type or channel_type) or not await uow.webhooks.may_deliver(workspace, conversation_id):
-        uow.events.add(conversation_id, workspace, event_type.value, data, now)
-        return
-    hooks = await uow.webhooks.subscribed(workspace, event_type.value) if webhook_type else []
-    bindings = await uow.channels.bindings_for(conversation_id, workspace) if channel_type else []
-    if not hooks and not bindings:
-        uow.events.add(conversation_id, workspace, event_type.value, data, now)
-        return
-    event = await uow.events.append(conversation_id, workspace, event_type.value, data, now)
+    uow.events.add(conversation_id, workspace, event_type.value, data, now)
+
+
+async def deliver(uow: UnitOfWork, event: StoredEvent) -> None:
+    """Queue the webhook deliveries and channel notices of `event`, just written in this
+    transaction, whose workspace has webhooks or whose conversation has bindings."""
+    hooks = await uow.webhooks.subscribed(event.workspace, event.type) if event.type in _WEBHOOK_TYPES else []
+    bindings = (
+        await uow.channels.bindings_for(event.conversation_id, event.workspace)
+        if event.type in CHANNEL_EVENT_TYPES
+        else []
+    )
     if bindings:
         await fan_out(uow, event, bindings)
     for hook in hooks:
         await uow.outbox.enqueue(
-            workspace,
-            WEBHOOK_TOPIC_PREFIX + event_type.value,
+            event.workspace,
+            WEBHOOK_TOPIC_PREFIX + event.type,
             {"webhook_id": str(hook.id), "event": event.envelope()},
-            now,
-            conversation_id=conversation_id,
+            event.created_at,
+            conversation_id=event.conversation_id,
         )
+
+
+_WEBHOOK_TYPES = frozenset(t.value for t in WEBHOOK_EVENT_TYPES)
 
 
 def pending_link(correlation_id: uuid.UUID) -> dict[str, str]:

@@ -103,15 +103,15 @@ class PendingCallService:
                     "the call's arguments are not the ones you reviewed", extra={"args_hash": call.args_hash}
                 )
             record, details = self._checked(call, resolution)
-            if not await uow.pending.transition(
-                correlation_id,
+            requeued = await uow.pending.decide(
+                call,
                 target,
                 now,
                 resolved_by=principal.id,
                 reason=resolution.reason,
                 resolution=record,
-                before_expiry=True,
-            ):
+            )
+            if requeued is None:
                 fresh = await uow.pending.get(correlation_id) or call
                 if fresh.status is PendingStatus.AWAITING:
                     raise await self._expire_late(uow, fresh, now)
@@ -122,7 +122,6 @@ class PendingCallService:
                 ),
                 now,
             )
-            requeued = await uow.runs.resolve_one_awaiting(call.run_id, now)
             await _publish_resolution(uow, call, target, principal.id, requeued, now)
             await uow.commit()
         # What the conditional update wrote: no second read of the row.

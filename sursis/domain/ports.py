@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager
 from datetime import datetime
 from types import TracebackType
@@ -85,8 +85,18 @@ class RunRepository(Protocol):
         """Count one awaiting call down; requeue the run when it was the last. True if requeued."""
         ...
 
-    async def claim_next(self, owner: str, now: datetime, lease_until: datetime) -> Run | None:
-        """Lease the oldest queued run to `owner`, counting the claim in `claims`."""
+    async def claim_next(
+        self,
+        owner: str,
+        now: datetime,
+        lease_until: datetime,
+        *,
+        log_from: Mapping[uuid.UUID, int] | None = None,
+    ) -> Run | None:
+        """Lease the oldest queued run to `owner`, counting the claim in `claims`. With `log_from`
+        (a conversation's seq the caller has read up to), the claimed run's conversation log after
+        that seq (0 for a conversation it does not name) may be read by the same statement, for
+        this transaction's next `messages.read` of it."""
         ...
 
     async def renew_lease(self, run_id: uuid.UUID, owner: str, lease_until: datetime) -> bool: ...
@@ -160,6 +170,21 @@ class PendingCallRepository(Protocol):
         """
         ...
 
+    async def decide(
+        self,
+        call: PendingCall,
+        target: PendingStatus,
+        now: datetime,
+        *,
+        resolved_by: str,
+        reason: str | None,
+        resolution: dict[str, Any] | None,
+    ) -> bool | None:
+        """A person's decision: `transition(..., before_expiry=True)` and, when it wins,
+        `runs.resolve_one_awaiting(call.run_id)`, in one statement where the database allows it.
+        None for the loser; else whether the decision re-queued the run."""
+        ...
+
     async def overdue(self, now: datetime, limit: int) -> list[PendingCall]: ...
     async def count_awaiting(self) -> dict[PendingKind, int]:
         """How many calls await a decision right now, by kind."""
@@ -212,13 +237,13 @@ class EventRepository(Protocol):
     def add(
         self, conversation_id: uuid.UUID, workspace: str, event_type: str, data: dict[str, Any], now: datetime
     ) -> None:
-        """Hold one event, written with the transaction's other events when it commits."""
+        """Hold one event, written with the transaction's other events when it commits; ids of one
+        conversation increase in commit order."""
         ...
 
-    async def append(
-        self, conversation_id: uuid.UUID, workspace: str, event_type: str, data: dict[str, Any], now: datetime
-    ) -> StoredEvent:
-        """Insert one event now (after the held ones); ids of one conversation increase in commit order."""
+    def take_undelivered(self) -> list[StoredEvent]:
+        """The events written so far in this transaction that a webhook or a channel binding may
+        hear of (see `events.deliver`), each returned once."""
         ...
 
     async def after(self, conversation_id: uuid.UUID, after_id: int, limit: int) -> list[StoredEvent]: ...
@@ -238,10 +263,6 @@ class WebhookRepository(Protocol):
     async def for_workspace(self, workspace: str | None) -> list[Webhook]: ...
     async def delete(self, webhook_id: uuid.UUID) -> bool: ...
     async def subscribed(self, workspace: str, event_type: str) -> list[Webhook]: ...
-    async def may_deliver(self, workspace: str, conversation_id: uuid.UUID) -> bool:
-        """Whether any webhook of `workspace` or channel binding of the conversation exists: one
-        look-up, so that a transaction whose events nothing delivers reads neither list."""
-        ...
 
 
 class OutboxRepository(Protocol):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import itertools
 import uuid
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
@@ -111,6 +112,11 @@ class MessageLogCache:
         log = cached.extended(rows)
         self._store(conversation_id, log)
         return log
+
+    def positions(self, limit: int = 256) -> dict[uuid.UUID, int]:
+        """The last seq cached for each of the `limit` conversations read most recently: what a
+        claim that reads the claimed run's log in the same statement asks for (`log_from`)."""
+        return {cid: log.last_seq for cid, log in itertools.islice(reversed(self._entries.items()), limit)}
 
     def _store(self, conversation_id: uuid.UUID, log: ConversationLog) -> None:
         if self._max_messages <= 0 or len(log.messages) > self._max_messages:

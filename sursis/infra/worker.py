@@ -123,7 +123,9 @@ class Worker:
         now = self._clock()
         start = None
         async with self._uow() as uow:
-            run = await uow.runs.claim_next(self.id, now, now + self._lease)
+            run = await uow.runs.claim_next(
+                self.id, now, now + self._lease, log_from=self._runner.log_positions()
+            )
             exhausted = run is not None and run.claims > self._max_attempts
             if run is not None and not exhausted:
                 await uow.audit.append(self._segment_audit(run), now)

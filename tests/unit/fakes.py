@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from types import TracebackType
@@ -21,6 +21,7 @@ from typing import Any, Self
 
 from sursis.domain.channels.records import ChannelBinding, DigestItem
 from sursis.domain.customer.ports import WorkspaceRepository
+from sursis.domain.events import DELIVERED_EVENT_TYPES, deliver
 from sursis.domain.ports import (
     AuthorizationRepository,
     OpsRepository,
@@ -136,6 +137,10 @@ class FakeUnitOfWork:
 
     async def commit(self) -> None:
         await self.events.flush()
+        while undelivered := self.events.take_undelivered():
+            for event in undelivered:
+                await deliver(self, event)
+            await self.events.flush()
         if self._own is not None:
             self._store.tables = self._own
             self._own = copy.deepcopy(self._own)
@@ -239,7 +244,14 @@ class FakeRuns(_Repository):
         )
         return last
 
-    async def claim_next(self, owner: str, now: datetime, lease_until: datetime) -> Run | None:
+    async def claim_next(
+        self,
+        owner: str,
+        now: datetime,
+        lease_until: datetime,
+        *,
+        log_from: Mapping[uuid.UUID, int] | None = None,
+    ) -> Run | None:
         queued = [r for r in (await self._uow.write()).runs.values() if r.status is RunStatus.QUEUED]
         if not queued:
             return None
@@ -408,6 +420,27 @@ class FakePending(_Repository):
         )
         return True
 
+    async def decide(
+        self,
+        call: PendingCall,
+        target: PendingStatus,
+        now: datetime,
+        *,
+        resolved_by: str,
+        reason: str | None,
+        resolution: dict[str, Any] | None,
+    ) -> bool | None:
+        won = await self.transition(
+            call.correlation_id,
+            target,
+            now,
+            resolved_by=resolved_by,
+            reason=reason,
+            resolution=resolution,
+            before_expiry=True,
+        )
+        return await self._uow.runs.resolve_one_awaiting(call.run_id, now) if won else None
+
     async def overdue(self, now: datetime, limit: int) -> list[PendingCall]:
         rows = (await self._uow.read()).pending.values()
         found = [c for c in rows if c.status is PendingStatus.AWAITING and c.expires_at <= now]
@@ -498,6 +531,7 @@ class FakeEvents(_Repository):
     def __init__(self, uow: FakeUnitOfWork) -> None:
         super().__init__(uow)
         self._held: list[tuple[uuid.UUID, str, str, dict[str, Any], datetime]] = []
+        self._undelivered: list[StoredEvent] = []
 
     def add(
         self, conversation_id: uuid.UUID, workspace: str, event_type: str, data: dict[str, Any], now: datetime
@@ -507,13 +541,15 @@ class FakeEvents(_Repository):
     async def flush(self) -> None:
         held, self._held = self._held, []
         for row in held:
-            await self._write(*row)
+            event = await self._write(*row)
+            if event.type in DELIVERED_EVENT_TYPES and await self._uow.webhooks.may_deliver(
+                event.workspace, event.conversation_id
+            ):
+                self._undelivered.append(event)
 
-    async def append(
-        self, conversation_id: uuid.UUID, workspace: str, event_type: str, data: dict[str, Any], now: datetime
-    ) -> StoredEvent:
-        await self.flush()
-        return await self._write(conversation_id, workspace, event_type, data, now)
+    def take_undelivered(self) -> list[StoredEvent]:
+        undelivered, self._undelivered = self._undelivered, []
+        return undelivered
 
     async def _write(
         self, conversation_id: uuid.UUID, workspace: str, event_type: str, data: dict[str, Any], now: datetime

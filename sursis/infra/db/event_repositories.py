@@ -3,7 +3,10 @@ never commit."""
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import uuid
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -12,11 +15,12 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from sursis.domain.channels.records import BindingKind
 from sursis.domain.encryption import Cipher
-from sursis.domain.events import PENDING_EVENT_TYPES, EventType
+from sursis.domain.events import DELIVERED_EVENT_TYPES, PENDING_EVENT_TYPES, EventType
 from sursis.domain.records import StoredEvent, Webhook
 from sursis.domain.states import RunStatus
 from sursis.infra.db import channel_tables as ch
 from sursis.infra.db import tables as t
+from sursis.infra.db.held import encode_rows, held_params, take_held
 from sursis.infra.db.repositories.base import session_cipher
 from sursis.infra.db.rows import row_values
 from sursis.infra.db.sealing import EVENTS
@@ -51,6 +55,20 @@ def _advisory_key(conversation_id: uuid.UUID) -> int:
     return int.from_bytes(conversation_id.bytes[:8], "big", signed=True)
 
 
+def _stored(event_id: int, row: Mapping[str, Any] | StoredEvent) -> StoredEvent:
+    """A held row (plaintext) as the event it becomes once written with `event_id`."""
+    if isinstance(row, StoredEvent):
+        return dataclasses.replace(row, id=event_id)
+    return StoredEvent(
+        id=event_id,
+        conversation_id=row["conversation_id"],
+        workspace=row["workspace"],
+        type=row["type"],
+        data=row["data"],
+        created_at=row["created_at"],
+    )
+
+
 def _event_from_row(row: Any, cipher: Cipher) -> StoredEvent:
     m = EVENTS.open(cipher, row)
     return StoredEvent(
@@ -63,51 +81,112 @@ def _event_from_row(row: Any, cipher: Cipher) -> StoredEvent:
     )
 
 
-def _locked_insert() -> Any:
-    """One event row, inserted after its conversation's lock is taken and its notifications are
-    queued, in one statement: the sub-select's functions are volatile, so PostgreSQL evaluates
-    them (never pulls them up or drops them) before the row, and its id, is produced."""
-    text = sa.String()
-    side_effects = sa.select(
-        sa.func.pg_advisory_xact_lock(sa.bindparam("lock_key", type_=sa.BigInteger())).label("locked"),
-        sa.func.pg_notify(NOTIFY_CHANNEL, sa.bindparam("conversation", type_=text)).label("event"),
-        sa.case(
-            (
-                sa.bindparam("pending_workspace", type_=text).is_not(None),
-                sa.func.pg_notify(PENDING_CHANNEL, sa.bindparam("pending_workspace", type_=text)),
-            )
-        ).label("pending"),
-        sa.case(
-            (
-                sa.bindparam("run_channel", type_=text).is_not(None),
-                sa.func.pg_notify(
-                    sa.bindparam("run_channel", type_=text), sa.bindparam("run_id", type_=text)
-                ),
-            )
-        ).label("run"),
-    ).subquery("side_effects")
-    c = t.events.c
-    columns = [c.conversation_id, c.workspace, c.type, c.data, c.created_at]
-    row = sa.select(*(sa.bindparam(column.name, type_=column.type) for column in columns))
-    return t.events.insert().from_select(columns, row.select_from(side_effects))
+_EVENTS_WRITE = """
+    events_held AS (
+        SELECT * FROM jsonb_to_recordset(CAST(:events AS JSONB)) AS e(
+            ord integer, conversation_id uuid, workspace varchar, type varchar, data jsonb,
+            created_at timestamptz, lock_key bigint, pending_workspace text, run_channel text, run_id text)
+    ),
+    locked AS MATERIALIZED (
+        SELECT count(*) AS n FROM (
+            SELECT pg_advisory_xact_lock(k.lock_key)
+            FROM (SELECT DISTINCT lock_key FROM events_held ORDER BY lock_key) k
+        ) l
+    ),
+    notified AS MATERIALIZED (
+        SELECT count(*) AS n FROM (
+            SELECT pg_notify(:events_channel, h.conversation_id::text),
+                   CASE WHEN h.pending_workspace IS NOT NULL
+                        THEN pg_notify(:pending_channel, h.pending_workspace) END,
+                   CASE WHEN h.run_channel IS NOT NULL THEN pg_notify(h.run_channel, h.run_id) END
+            FROM events_held h
+        ) n
+    ),
+    written AS (
+        INSERT INTO events (conversation_id, workspace, type, data, created_at)
+        SELECT h.conversation_id, h.workspace, h.type, h.data, h.created_at
+        FROM events_held h, locked, notified
+        ORDER BY h.ord
+        RETURNING id, workspace, conversation_id, type
+    )
+    SELECT w.id, w.type IN ({delivered}) AND (
+        EXISTS (SELECT 1 FROM webhooks k WHERE k.workspace = w.workspace)
+        OR EXISTS (
+            SELECT 1 FROM channel_bindings b
+            WHERE b.workspace = w.workspace AND b.kind IN ({kinds})
+              AND (b.conversation_id = w.conversation_id OR b.conversation_id IS NULL)
+        )
+    ) AS deliver
+    FROM written w
+    ORDER BY w.id
+""".format(
+    delivered=", ".join(f"'{name}'" for name in sorted(DELIVERED_EVENT_TYPES)),
+    kinds=", ".join(f"'{kind.value}'" for kind in BindingKind),
+)
 
 
-_LOCKED_INSERT = _locked_insert()
+@functools.cache
+def _held_write(inserts: tuple[str, ...], with_events: bool) -> Any:
+    """A transaction's held rows (`held`: `inserts`, one CTE a table) and its events, written by
+    one statement on PostgreSQL: one round trip at commit instead of one per table.
+
+    Events are inserted in the order held (ids are drawn after the sort, so they increase in that
+    order). Their conversation locks are taken first, in key order, and their notifications
+    queued, before any event id is drawn: `locked` is read by the insert's join, so every lock is
+    held when the first row is produced. The statement answers each event's id and whether a
+    webhook or a channel binding may hear of it (the look-up of `_MAY_DELIVER`), so a transaction
+    whose events nothing delivers reads no more. Without events it writes the held rows alone
+    (a data-modifying CTE runs whether or not the query reads it).
+    """
+    ctes = list(inserts)
+    if with_events:
+        text = "WITH " + ",\n".join([*ctes, _EVENTS_WRITE])
+        return sa.text(text).bindparams(
+            sa.bindparam("events", type_=sa.Text()),
+            sa.bindparam("events_channel", NOTIFY_CHANNEL, type_=sa.Text()),
+            sa.bindparam("pending_channel", PENDING_CHANNEL, type_=sa.Text()),
+            *(sa.bindparam(f"held_{i}", type_=sa.Text()) for i in range(len(inserts))),
+        )
+    return sa.text("WITH " + ",\n".join(ctes) + "\nSELECT 1").bindparams(
+        *(sa.bindparam(f"held_{i}", type_=sa.Text()) for i in range(len(inserts)))
+    )
+
+
+def _may_deliver() -> Any:
+    b = ch.channel_bindings.c
+    webhooks = sa.select(t.webhooks.c.id).where(t.webhooks.c.workspace == sa.bindparam("workspace"))
+    bindings = sa.select(b.id).where(
+        b.workspace == sa.bindparam("workspace"),
+        b.kind.in_([k.value for k in BindingKind]),
+        sa.or_(b.conversation_id == sa.bindparam("conversation_id"), b.conversation_id.is_(None)),
+    )
+    return sa.select(sa.or_(webhooks.exists(), bindings.exists()))
+
+
+_MAY_DELIVER = _may_deliver()
+DELIVERY_INFO_KEY = "sursis.may_deliver"
+"""The session's `info` entry caching `may_deliver` for the transaction; adding or removing a
+webhook or a channel binding drops it (`forget_delivery_targets`)."""
+
+
+def forget_delivery_targets(session: AsyncSession) -> None:
+    session.info.pop(DELIVERY_INFO_KEY, None)
 
 
 class SqlEventRepository:
     """The append-only event log.
 
     Events are held and written together when the transaction commits (`flush`, called by the
-    unit of work), as its last writes. On PostgreSQL each row's insert first takes a
-    transaction-scoped advisory lock on its conversation, so ids of one conversation become
-    visible in increasing order: a reader polling `id > last_seen` cannot skip an event whose
-    transaction committed late (SQLite serializes every writer already); the same statement
-    queues the notifications, delivered on commit to the listeners of other processes.
-    `published` remembers the conversations touched and `pending_workspaces` the workspaces whose
-    pending calls were created or resolved, for wake-ups after commit in this process, through
-    the unit of work. A run's status event also notifies the run's channel (`notified_runs`), so
-    the notifier need not send it again after the commit.
+    unit of work), as its last writes, with the transaction's audit rows. On PostgreSQL the
+    statement first takes a transaction-scoped advisory lock on each event's conversation, so ids
+    of one conversation become visible in increasing order: a reader polling `id > last_seen`
+    cannot skip an event whose transaction committed late (SQLite serializes every writer already);
+    the same statement queues the notifications, delivered on commit to the listeners of other
+    processes. `published` remembers the conversations touched and `pending_workspaces` the
+    workspaces whose pending calls were created or resolved, for wake-ups after commit in this
+    process, through the unit of work. A run's status event also notifies the run's channel
+    (`notified_runs`), so the notifier need not send it again after the commit. The events written
+    that a webhook or a channel binding may hear of wait in `take_undelivered` for the unit of work.
     """
 
     def __init__(self, session: AsyncSession) -> None:
@@ -117,6 +196,7 @@ class SqlEventRepository:
         self.pending_workspaces: set[str] = set()
         self.notified_runs: set[uuid.UUID] = set()
         self._held: list[dict[str, Any]] = []
+        self._undelivered: list[StoredEvent] = []
 
     def add(
         self, conversation_id: uuid.UUID, workspace: str, event_type: str, data: dict[str, Any], now: datetime
@@ -134,39 +214,78 @@ class SqlEventRepository:
         if event_type in PENDING_EVENT_TYPES:
             self.pending_workspaces.add(workspace)
 
-    async def append(
-        self, conversation_id: uuid.UUID, workspace: str, event_type: str, data: dict[str, Any], now: datetime
-    ) -> StoredEvent:
-        await self.flush()
-        self.add(conversation_id, workspace, event_type, data, now)
-        [row] = self._take_held()
-        event_id = await self._session.scalar(self._insert().returning(t.events.c.id), row)
-        assert event_id is not None
-        return StoredEvent(
-            id=int(event_id),
-            conversation_id=conversation_id,
-            workspace=workspace,
-            type=event_type,
-            data=data,
-            created_at=now,
-        )
+    def take_undelivered(self) -> list[StoredEvent]:
+        undelivered, self._undelivered = self._undelivered, []
+        return undelivered
 
-    async def flush(self) -> None:
-        """Write the held events, in the order they were added: one statement, one round trip."""
-        if self._held:
-            await self._session.execute(self._insert(), self._take_held())
+    async def flush(self, audit: Sequence[dict[str, Any]] = ()) -> None:
+        """Write `audit` (sealed audit rows, in order), the inserts the session holds (`held`) and
+        the held events, in the order they were added: on PostgreSQL one statement for all, on
+        SQLite one for each (and one look-up per conversation whose events a webhook or a channel
+        binding may hear of)."""
+        if self._postgres:
+            await self._flush_postgres(audit)
+            return
+        if audit:
+            await self._session.execute(t.audit_log.insert(), list(audit))
+        if not self._held:
+            return
+        held, self._held = self._held, []
+        plain = [_stored(0, row) for row in held]
+        rows = [EVENTS.seal(self._cipher, row) for row in held]
+        if not await self._any_delivered(plain):
+            await self._session.execute(t.events.insert(), rows)
+            return
+        for row, event in zip(rows, plain, strict=True):  # ids needed: one insert each, in order
+            event_id = await self._session.scalar(t.events.insert().returning(t.events.c.id), row)
+            if event.type in DELIVERED_EVENT_TYPES and await self._may_deliver(event):
+                self._undelivered.append(_stored(int(event_id or 0), event))
 
-    def _insert(self) -> Any:
-        return _LOCKED_INSERT if self._postgres else t.events.insert()
+    async def _flush_postgres(self, audit: Sequence[dict[str, Any]]) -> None:
+        tables = take_held(self._session)
+        if audit:
+            tables[t.audit_log] = list(audit)
+        if not tables and not self._held:
+            return
+        inserts: list[str] = []
+        params: dict[str, str] = {}
+        for i, (table, rows) in enumerate(tables.items()):
+            cte, values = held_params(table, rows, f"held_{i}")
+            inserts.append(cte)
+            params.update(values)
+        if not self._held:
+            await self._session.execute(_held_write(tuple(inserts), False), params)
+            return
+        held, self._held = self._held, []
+        plain = [_stored(0, row) for row in held]
+        params["events"] = encode_rows([dict(r, ord=i) for i, r in enumerate(self._pg_rows(held))])
+        written = (await self._session.execute(_held_write(tuple(inserts), True), params)).all()
+        self._undelivered += [
+            _stored(id_, e) for (id_, deliver), e in zip(written, plain, strict=True) if deliver
+        ]
+
+    async def _any_delivered(self, events: Sequence[StoredEvent]) -> bool:
+        for event in events:
+            if event.type in DELIVERED_EVENT_TYPES and await self._may_deliver(event):
+                return True
+        return False
+
+    async def _may_deliver(self, event: StoredEvent) -> bool:
+        """Whether `event`'s workspace has a webhook or its conversation a binding: cached for the
+        transaction (`forget_delivery_targets` drops it)."""
+        known: dict[tuple[str, uuid.UUID], bool] = self._session.info.setdefault(DELIVERY_INFO_KEY, {})
+        key = (event.workspace, event.conversation_id)
+        found = known.get(key)
+        if found is None:
+            params = {"workspace": event.workspace, "conversation_id": event.conversation_id}
+            found = known[key] = bool(await self._session.scalar(_MAY_DELIVER, params))
+        return found
 
     @property
     def _postgres(self) -> bool:
         return self._session.get_bind().dialect.name == "postgresql"
 
-    def _take_held(self) -> list[dict[str, Any]]:
-        held, self._held = self._held, []
-        if not self._postgres:
-            return [EVENTS.seal(self._cipher, row) for row in held]
+    def _pg_rows(self, held: list[dict[str, Any]]) -> list[dict[str, Any]]:
         for row in held:
             notification = run_notification(row["type"], row["data"])
             if notification is not None:
@@ -174,7 +293,6 @@ class SqlEventRepository:
             pending = row["type"] in PENDING_EVENT_TYPES
             row.update(
                 lock_key=_advisory_key(row["conversation_id"]),
-                conversation=str(row["conversation_id"]),
                 pending_workspace=row["workspace"] if pending else None,
                 run_channel=notification[0] if notification else None,
                 run_id=notification[1] if notification else None,
@@ -234,27 +352,6 @@ _WORKSPACE_WEBHOOKS = (
 """Read by every transaction that publishes an event a webhook may subscribe to: built once."""
 
 
-def _may_deliver() -> Any:
-    b = ch.channel_bindings.c
-    webhooks = sa.select(t.webhooks.c.id).where(t.webhooks.c.workspace == sa.bindparam("workspace"))
-    bindings = sa.select(b.id).where(
-        b.workspace == sa.bindparam("workspace"),
-        b.kind.in_([k.value for k in BindingKind]),
-        sa.or_(b.conversation_id == sa.bindparam("conversation_id"), b.conversation_id.is_(None)),
-    )
-    return sa.select(sa.or_(webhooks.exists(), bindings.exists()))
-
-
-_MAY_DELIVER = _may_deliver()
-DELIVERY_INFO_KEY = "sursis.may_deliver"
-"""The session's `info` entry caching `may_deliver` for the transaction; adding or removing a
-webhook or a channel binding drops it (`forget_delivery_targets`)."""
-
-
-def forget_delivery_targets(session: AsyncSession) -> None:
-    session.info.pop(DELIVERY_INFO_KEY, None)
-
-
 class SqlWebhookRepository:
     def __init__(self, session: AsyncSession) -> None:
         self._session = session
@@ -286,16 +383,6 @@ class SqlWebhookRepository:
         forget_delivery_targets(self._session)
         result = await self._session.execute(t.webhooks.delete().where(t.webhooks.c.id == webhook_id))
         return int(result.rowcount) == 1  # type: ignore[attr-defined]
-
-    async def may_deliver(self, workspace: str, conversation_id: uuid.UUID) -> bool:
-        known: dict[tuple[str, uuid.UUID], bool] = self._session.info.setdefault(DELIVERY_INFO_KEY, {})
-        found = known.get((workspace, conversation_id))
-        if found is None:
-            params = {"workspace": workspace, "conversation_id": conversation_id}
-            found = known[(workspace, conversation_id)] = bool(
-                await self._session.scalar(_MAY_DELIVER, params)
-            )
-        return found
 
     async def subscribed(self, workspace: str, event_type: str) -> list[Webhook]:
         # Few webhooks per workspace: filtering the JSON list here stays portable across dialects.

@@ -10,6 +10,7 @@ from typing import Self
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from sursis.domain.encryption import Cipher
+from sursis.domain.events import deliver
 from sursis.infra.db.access_repositories import SqlApiKeyRepository, SqlAuthorizationRepository
 from sursis.infra.db.channel_repository import SqlChannelRepository
 from sursis.infra.db.customer_repository import SqlWorkspaceRepository
@@ -91,8 +92,11 @@ class SqlUnitOfWork:
     async def commit(self) -> None:
         if self._read_only:
             raise RuntimeError("a reader unit of work does not commit: use the factory's unit of work")
-        await self.audit.flush()
-        await self.events.flush()
+        await self.events.flush(audit=self.audit.take_held())
+        while undelivered := self.events.take_undelivered():
+            for event in undelivered:
+                await deliver(self, event)
+            await self.events.flush(audit=self.audit.take_held())
         await self.session.commit()
         self._committed = True
         if self.events.published:

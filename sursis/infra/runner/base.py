@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import timedelta
@@ -75,3 +76,7 @@ class RunnerBase:
         self._timeouts = timeouts.as_mapping()
         self._lease = lease
         self._policy = policy or PreApprovalPolicy()
+
+    def log_positions(self) -> dict[uuid.UUID, int]:
+        """How far this runner has read the logs of recently run conversations (`claim_next`)."""
+        return self._logs.positions()

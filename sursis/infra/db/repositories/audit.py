@@ -47,12 +47,14 @@ class SqlAuditRepository(SqlRepository):
             },
         )
 
+    def take_held(self) -> list[dict[str, Any]]:
+        """The held rows, sealed, for a writer that sends them with other rows (the events')."""
+        held, self._held = self._held, []
+        return [AUDIT_LOG.seal(self._cipher, row) for row in held]
+
     async def flush(self) -> None:
         if self._held:
-            held, self._held = self._held, []
-            await self._session.execute(
-                t.audit_log.insert(), [AUDIT_LOG.seal(self._cipher, row) for row in held]
-            )
+            await self._session.execute(t.audit_log.insert(), self.take_held())
 
     async def search(
         self,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime
+from typing import Any
 
 import sqlalchemy as sa
 
@@ -11,6 +12,7 @@ from sursis.domain.records import (
     Conversation,
 )
 from sursis.infra.db import tables as t
+from sursis.infra.db.held import HeldUpdate, flush_held, hold, holds
 from sursis.infra.db.repositories.base import SqlRepository, rowcount
 from sursis.infra.db.retention_tables import purged_conversations
 from sursis.infra.db.rows import row_values
@@ -30,23 +32,52 @@ _RELEASE_ACTIVE_RUN = (
 )
 
 
+_RELEASE_HELD = HeldUpdate(
+    "released",
+    "UPDATE conversations c SET active_run_id = NULL, updated_at = ("
+    "SELECT r.at FROM jsonb_to_recordset(CAST(:{param} AS JSONB)) AS r(conversation_id uuid, at timestamptz) "
+    "WHERE r.conversation_id = c.id LIMIT 1) "
+    "WHERE c.id = ANY(ARRAY(SELECT r.conversation_id "
+    "FROM jsonb_to_recordset(CAST(:{param} AS JSONB)) AS r(conversation_id uuid))) "
+    "AND c.active_run_id = ANY(ARRAY(SELECT r.run_id "
+    "FROM jsonb_to_recordset(CAST(:{param} AS JSONB)) AS r(run_id uuid)))",
+)
+"""`release_active_run`, held to the commit on PostgreSQL. The ids are compared with `= ANY` of
+arrays, which the primary key's index serves, rather than joined to the rows (a join the planner
+estimates at a hundred rows and hashes over the whole table). A run id belongs to one
+conversation, so matching ids and run ids apart frees only the conversations named."""
+
+
 class SqlConversationRepository(SqlRepository):
+    async def _execute(self, statement: Any, params: Any = None) -> Any:
+        """Execute `statement` after writing what this transaction holds (`held`)."""
+        await flush_held(self._session)
+        return await self._session.execute(statement, params)
+
+    async def _scalar(self, statement: Any, params: Any = None) -> Any:
+        await flush_held(self._session)
+        return await self._session.scalar(statement, params)
+
     async def add(self, conversation: Conversation) -> None:
-        await self._session.execute(_INSERT, row_values(conversation, t.conversations))
+        await self._execute(_INSERT, row_values(conversation, t.conversations))
 
     async def get(self, conversation_id: uuid.UUID) -> Conversation | None:
-        row = (await self._session.execute(_GET, {"conversation_id": conversation_id})).first()
+        row = (await self._execute(_GET, {"conversation_id": conversation_id})).first()
         return Conversation(**row._mapping) if row else None
 
     async def purged(self, conversation_id: uuid.UUID) -> str | None:
         p = purged_conversations
-        found = await self._session.scalar(sa.select(p.c.workspace).where(p.c.id == conversation_id))
+        found = await self._scalar(sa.select(p.c.workspace).where(p.c.id == conversation_id))
         return None if found is None else str(found)
 
     async def claim_active_run(self, conversation_id: uuid.UUID, run_id: uuid.UUID, now: datetime) -> bool:
         params = {"b_conversation_id": conversation_id, "b_run_id": run_id, "b_now": now}
-        return rowcount(await self._session.execute(_CLAIM_ACTIVE_RUN, params)) == 1
+        return rowcount(await self._execute(_CLAIM_ACTIVE_RUN, params)) == 1
 
     async def release_active_run(self, conversation_id: uuid.UUID, run_id: uuid.UUID, now: datetime) -> None:
+        if holds(self._session):
+            row = {"conversation_id": conversation_id, "run_id": run_id, "at": now}
+            hold(self._session, _RELEASE_HELD, [row])  # written at commit, with the events
+            return
         params = {"b_conversation_id": conversation_id, "b_run_id": run_id, "b_now": now}
         await self._session.execute(_RELEASE_ACTIVE_RUN, params)

@@ -12,8 +12,9 @@ from sursis.domain.records import (
     StoredMessage,
 )
 from sursis.infra.db import tables as t
+from sursis.infra.db.held import flush_held, hold, holds, take_read_ahead
 from sursis.infra.db.repositories.base import SqlRepository
-from sursis.infra.db.sealing import MESSAGES
+from sursis.infra.db.sealing import MESSAGES, OpenedRow
 
 _c = t.messages.c
 _INSERT = t.messages.insert()
@@ -39,30 +40,37 @@ class SqlMessageRepository(SqlRepository):
         last = after_seq if after_seq is not None else await self.last_seq(conversation_id)
         if not bodies:
             return last
-        await self._session.execute(
-            _INSERT,
-            [
-                MESSAGES.seal(
-                    self._cipher,
-                    {
-                        "conversation_id": conversation_id,
-                        "seq": last + i,
-                        "run_id": run_id,
-                        "body": body,
-                        "created_at": now,
-                        "channel": channel,
-                    },
-                )
-                for i, body in enumerate(bodies, start=1)
-            ],
-        )
+        rows = [
+            MESSAGES.seal(
+                self._cipher,
+                {
+                    "conversation_id": conversation_id,
+                    "seq": last + i,
+                    "run_id": run_id,
+                    "body": body,
+                    "created_at": now,
+                    "channel": channel,
+                },
+            )
+            for i, body in enumerate(bodies, start=1)
+        ]
+        take_read_ahead(self._session, conversation_id, last)  # no longer the whole tail
+        if holds(self._session):
+            hold(self._session, t.messages, rows)  # written at commit, with the events
+        else:
+            await self._session.execute(_INSERT, rows)
         return last + len(bodies)
 
     async def last_seq(self, conversation_id: uuid.UUID) -> int:
+        await flush_held(self._session)
         value = await self._session.scalar(_LAST_SEQ, {"conversation_id": conversation_id})
         return int(value or 0)
 
     async def read(self, conversation_id: uuid.UUID, after_seq: int = 0) -> list[StoredMessage]:
+        await flush_held(self._session)
+        kept = take_read_ahead(self._session, conversation_id, after_seq)
+        if kept is not None:
+            return [StoredMessage(**MESSAGES.open(self._cipher, OpenedRow(row))) for row in kept]
         rows = await self._session.execute(
             _READ, {"conversation_id": conversation_id, "after_seq": after_seq}
         )

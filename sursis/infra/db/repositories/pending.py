@@ -13,10 +13,12 @@ from sursis.domain.encryption import Cipher
 from sursis.domain.records import (
     PendingCall,
 )
-from sursis.domain.states import PendingStatus
+from sursis.domain.states import PendingStatus, RunStatus
 from sursis.domain.tools import Category, Executor, PendingKind
 from sursis.infra.db import tables as t
+from sursis.infra.db.held import flush_held, hold, holds
 from sursis.infra.db.repositories.base import SqlRepository, rowcount
+from sursis.infra.db.repositories.runs import resolve_one_awaiting_statement
 from sursis.infra.db.rows import row_values
 from sursis.infra.db.sealing import PENDING_CALLS
 
@@ -66,14 +68,37 @@ def _transition_statement(before_expiry: bool) -> Any:
 _TRANSITION = {before_expiry: _transition_statement(before_expiry) for before_expiry in (False, True)}
 
 
+def _decide_statement() -> Any:
+    """PostgreSQL: a person's decision and the run's re-queue in one statement. The run's row lock
+    still serializes concurrent deciders (each `UPDATE` of it re-reads the row it waited for), so
+    exactly one of them sees the count reach zero."""
+    decided = _TRANSITION[True].returning(_c.run_id).cte("decided")
+    requeued = resolve_one_awaiting_statement(sa.select(decided.c.run_id).scalar_subquery()).cte("requeued")
+    return sa.select(
+        sa.select(sa.func.count()).select_from(decided).scalar_subquery().label("decided"),
+        sa.select(requeued.c.status).scalar_subquery().label("status"),
+    )
+
+
+_DECIDE = _decide_statement()
+_RESOLVE_ONE_AWAITING = resolve_one_awaiting_statement(sa.bindparam("b_run_id"))
+
+
 class SqlPendingCallRepository(SqlRepository):
     async def add(self, call: PendingCall) -> None:
-        await self._session.execute(
-            _INSERT, PENDING_CALLS.seal(self._cipher, row_values(call, t.pending_calls))
-        )
+        row = PENDING_CALLS.seal(self._cipher, row_values(call, t.pending_calls))
+        if holds(self._session):
+            hold(self._session, t.pending_calls, [row])  # written at commit, with the events
+        else:
+            await self._session.execute(_INSERT, row)
+
+    async def _execute(self, statement: Any, params: Any = None) -> Any:
+        """Execute `statement` after writing the pending calls this transaction holds."""
+        await flush_held(self._session)
+        return await self._session.execute(statement, params)
 
     async def get(self, correlation_id: uuid.UUID) -> PendingCall | None:
-        row = (await self._session.execute(_GET, {"correlation_id": correlation_id})).first()
+        row = (await self._execute(_GET, {"correlation_id": correlation_id})).first()
         return _pending_from_row(row, self._cipher) if row else None
 
     async def search(
@@ -105,7 +130,7 @@ class SqlPendingCallRepository(SqlRepository):
                 < sa.tuple_(sa.literal(created, t.UtcDateTime()), sa.literal(cid, sa.Uuid()))
             )
         query = query.order_by(c.created_at.desc(), c.correlation_id.desc()).limit(limit)
-        return [_pending_from_row(row, self._cipher) for row in await self._session.execute(query)]
+        return [_pending_from_row(row, self._cipher) for row in await self._execute(query)]
 
     async def for_run(self, run_id: uuid.UUID, status: PendingStatus | None = None) -> list[PendingCall]:
         c = t.pending_calls.c
@@ -113,16 +138,13 @@ class SqlPendingCallRepository(SqlRepository):
         if status is not None:
             query = query.where(c.status == status.value)
         return [
-            _pending_from_row(row, self._cipher)
-            for row in await self._session.execute(query.order_by(c.created_at))
+            _pending_from_row(row, self._cipher) for row in await self._execute(query.order_by(c.created_at))
         ]
 
     async def by_tool_call_ids(self, conversation_id: uuid.UUID, ids: Sequence[str]) -> list[PendingCall]:
         if not ids:
             return []
-        rows = await self._session.execute(
-            _BY_TOOL_CALL_IDS, {"conversation_id": conversation_id, "ids": list(ids)}
-        )
+        rows = await self._execute(_BY_TOOL_CALL_IDS, {"conversation_id": conversation_id, "ids": list(ids)})
         return [_pending_from_row(row, self._cipher) for row in rows]
 
     async def transition(
@@ -137,7 +159,7 @@ class SqlPendingCallRepository(SqlRepository):
         before_expiry: bool = False,
     ) -> bool:
         row = {"correlation_id": correlation_id}
-        result = await self._session.execute(
+        result = await self._execute(
             _TRANSITION[before_expiry],
             {
                 "b_correlation_id": correlation_id,
@@ -150,9 +172,36 @@ class SqlPendingCallRepository(SqlRepository):
         )
         return rowcount(result) == 1
 
+    async def decide(
+        self,
+        call: PendingCall,
+        target: PendingStatus,
+        now: datetime,
+        *,
+        resolved_by: str,
+        reason: str | None,
+        resolution: dict[str, Any] | None,
+    ) -> bool | None:
+        row = {"correlation_id": call.correlation_id}
+        params = {
+            "b_correlation_id": call.correlation_id,
+            "b_status": target.value,
+            "b_resolved_by": resolved_by,
+            "b_reason": PENDING_CALLS.seal_value(self._cipher, "reason", reason, row),
+            "b_resolution": PENDING_CALLS.seal_value(self._cipher, "resolution", resolution, row),
+            "b_now": now,
+        }
+        if self._postgres:
+            decided, status = (await self._execute(_DECIDE, params)).one()
+            return None if decided == 0 else status == RunStatus.QUEUED.value
+        if rowcount(await self._execute(_TRANSITION[True], params)) != 1:
+            return None
+        found = (await self._execute(_RESOLVE_ONE_AWAITING, {"b_run_id": call.run_id, "b_now": now})).first()
+        return found is not None and found[0] == RunStatus.QUEUED.value
+
     async def overdue(self, now: datetime, limit: int) -> list[PendingCall]:
         c = t.pending_calls.c
-        rows = await self._session.execute(
+        rows = await self._execute(
             sa.select(t.pending_calls)
             .where(c.status == t.status_literal(PendingStatus.AWAITING.value), c.expires_at <= now)
             .order_by(c.expires_at)
@@ -162,7 +211,7 @@ class SqlPendingCallRepository(SqlRepository):
 
     async def count_awaiting(self) -> dict[PendingKind, int]:
         c = t.pending_calls.c
-        rows = await self._session.execute(
+        rows = await self._execute(
             sa.select(c.kind, sa.func.count())
             .where(c.status == t.status_literal(PendingStatus.AWAITING.value))
             .group_by(c.kind)
@@ -173,7 +222,7 @@ class SqlPendingCallRepository(SqlRepository):
         self, conversation_id: uuid.UUID, until: datetime, *, created_after: datetime
     ) -> int:
         c = t.pending_calls.c
-        result = await self._session.execute(
+        result = await self._execute(
             t.pending_calls.update()
             .where(
                 c.conversation_id == conversation_id,

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import json
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
+from sqlalchemy.dialects.postgresql import JSONB
 
 from sursis.domain.encryption import Cipher
 from sursis.domain.records import (
@@ -19,6 +21,7 @@ from sursis.domain.records import (
 )
 from sursis.domain.states import RunStatus
 from sursis.infra.db import tables as t
+from sursis.infra.db.held import flush_held, hold, holds, read_ahead
 from sursis.infra.db.repositories.base import SqlRepository, rowcount
 from sursis.infra.db.rows import record_from_row, row_values
 from sursis.infra.db.sealing import RUNS
@@ -43,20 +46,24 @@ _RUNNING = RunStatus.RUNNING.value
 # costs more Python than sending it (see docs/performance.md).
 _GET = sa.select(t.runs).where(_c.id == sa.bindparam("b_run_id"))
 _INSERT = t.runs.insert()
-_RESOLVE_ONE_AWAITING = (
-    t.runs.update()
-    .where(
-        _c.id == sa.bindparam("b_run_id"),
-        _c.status == RunStatus.SUSPENDED.value,
-        _c.awaiting_count > 0,
+
+
+def resolve_one_awaiting_statement(run_id: Any) -> Any:
+    """One awaiting call of the run `run_id` (an expression) decided: the run re-queued when it was
+    the last. Answers the run's new status."""
+    return (
+        t.runs.update()
+        .where(_c.id == run_id, _c.status == RunStatus.SUSPENDED.value, _c.awaiting_count > 0)
+        .values(
+            awaiting_count=_c.awaiting_count - 1,
+            status=sa.case((_c.awaiting_count == 1, RunStatus.QUEUED.value), else_=RunStatus.SUSPENDED.value),
+            updated_at=sa.bindparam("b_now"),
+        )
+        .returning(_c.status)
     )
-    .values(
-        awaiting_count=_c.awaiting_count - 1,
-        status=sa.case((_c.awaiting_count == 1, RunStatus.QUEUED.value), else_=RunStatus.SUSPENDED.value),
-        updated_at=sa.bindparam("b_now"),
-    )
-    .returning(_c.status)
-)
+
+
+_RESOLVE_ONE_AWAITING = resolve_one_awaiting_statement(sa.bindparam("b_run_id"))
 _HELD = (_c.id == sa.bindparam("b_run_id"), _c.lease_owner == sa.bindparam("b_owner"), _c.status == _RUNNING)
 _RECORD_PROGRESS = (
     t.runs.update()
@@ -91,6 +98,30 @@ def _claim_statement(postgres: bool) -> Any:
 
 
 _CLAIM = {postgres: _claim_statement(postgres) for postgres in (False, True)}
+_LOG_COLUMNS = ("seq", "run_id", "body", "created_at", "channel")
+
+
+def _claim_with_log() -> Any:
+    """PostgreSQL: the claim, and the claimed run's conversation log after the seq `b_log_from`
+    names for that conversation (0 when it names none), in one statement: one row per message (one
+    with no message when there is none), the run's columns on each."""
+    claimed = _claim_statement(True).cte("claimed")
+    m = t.messages.c
+    known = sa.cast(sa.bindparam("b_log_from", type_=sa.Text()), JSONB)
+    after = sa.func.coalesce(
+        sa.cast(known[sa.cast(claimed.c.conversation_id, sa.Text)].astext, sa.Integer), 0
+    )
+    joined = claimed.outerjoin(
+        t.messages, sa.and_(m.conversation_id == claimed.c.conversation_id, m.seq > after)
+    )
+    return (
+        sa.select(claimed, after.label("log_after"), *(m[name].label(f"log_{name}") for name in _LOG_COLUMNS))
+        .select_from(joined)
+        .order_by(m.seq)
+    )
+
+
+_CLAIM_WITH_LOG = _claim_with_log()
 
 
 @functools.cache
@@ -122,24 +153,35 @@ def _finish_statement(with_usage: bool, with_trace_context: bool, unless_cancel_
 
 
 class SqlRunRepository(SqlRepository):
+    async def _execute(self, statement: Any, params: Any = None) -> Any:
+        """Execute `statement` after writing what this transaction holds (`held`)."""
+        await flush_held(self._session)
+        return await self._session.execute(statement, params)
+
+    async def _scalar(self, statement: Any, params: Any = None) -> Any:
+        await flush_held(self._session)
+        return await self._session.scalar(statement, params)
+
     async def add(self, run: Run) -> None:
-        """Insert a run; without a trace context of its own it keeps the current one (the request's)."""
-        await self._session.execute(
-            _INSERT,
-            RUNS.seal(
-                self._cipher,
-                row_values(
-                    run,
-                    t.runs,
-                    error=dataclasses.asdict(run.error) if run.error else None,
-                    usage=run.usage.to_json(),
-                    trace_context=run.trace_context or current_trace_context(),
-                ),
+        """Insert a run (held to the commit on PostgreSQL); without a trace context of its own it
+        keeps the current one (the request's)."""
+        row = RUNS.seal(
+            self._cipher,
+            row_values(
+                run,
+                t.runs,
+                error=dataclasses.asdict(run.error) if run.error else None,
+                usage=run.usage.to_json(),
+                trace_context=run.trace_context or current_trace_context(),
             ),
         )
+        if holds(self._session):
+            hold(self._session, t.runs, [row])  # written at commit, with the events
+        else:
+            await self._session.execute(_INSERT, row)
 
     async def get(self, run_id: uuid.UUID) -> Run | None:
-        row = (await self._session.execute(_GET, {"b_run_id": run_id})).first()
+        row = (await self._execute(_GET, {"b_run_id": run_id})).first()
         return _run_from_row(row, self._cipher) if row else None
 
     async def transition(
@@ -150,7 +192,7 @@ class SqlRunRepository(SqlRepository):
         now: datetime,
         **fields: Any,
     ) -> bool:
-        result = await self._session.execute(
+        result = await self._execute(
             t.runs.update()
             .where(t.runs.c.id == run_id, t.runs.c.status.in_([s.value for s in expected]))
             .values(status=target.value, updated_at=now, **RUNS.seal(self._cipher, fields, {"id": run_id}))
@@ -160,19 +202,40 @@ class SqlRunRepository(SqlRepository):
     async def resolve_one_awaiting(self, run_id: uuid.UUID, now: datetime) -> bool:
         # One statement: the row lock (PostgreSQL) or the database lock (SQLite) serializes
         # concurrent resolvers, so exactly one of them sees the count reach zero.
-        result = await self._session.execute(_RESOLVE_ONE_AWAITING, {"b_run_id": run_id, "b_now": now})
+        result = await self._execute(_RESOLVE_ONE_AWAITING, {"b_run_id": run_id, "b_now": now})
         row = result.first()
         return row is not None and row[0] == RunStatus.QUEUED.value
 
-    async def claim_next(self, owner: str, now: datetime, lease_until: datetime) -> Run | None:
-        result = await self._session.execute(
-            _CLAIM[self._postgres], {"b_owner": owner, "b_lease_until": lease_until, "b_now": now}
-        )
-        row = result.first()
-        return _run_from_row(row, self._cipher) if row else None
+    async def claim_next(
+        self,
+        owner: str,
+        now: datetime,
+        lease_until: datetime,
+        *,
+        log_from: Mapping[uuid.UUID, int] | None = None,
+    ) -> Run | None:
+        params: dict[str, Any] = {"b_owner": owner, "b_lease_until": lease_until, "b_now": now}
+        if log_from is None or not self._postgres:
+            row = (await self._execute(_CLAIM[self._postgres], params)).first()
+            return _run_from_row(row, self._cipher) if row else None
+        params["b_log_from"] = json.dumps({str(k): v for k, v in log_from.items()})
+        rows = (await self._execute(_CLAIM_WITH_LOG, params)).all()
+        if not rows:
+            return None
+        run = _run_from_row(rows[0], self._cipher)
+        log = [
+            {
+                "conversation_id": run.conversation_id,
+                **{name: row._mapping[f"log_{name}"] for name in _LOG_COLUMNS},
+            }
+            for row in rows
+            if row._mapping["log_seq"] is not None
+        ]
+        read_ahead(self._session, run.conversation_id, int(rows[0]._mapping["log_after"]), log)
+        return run
 
     async def renew_lease(self, run_id: uuid.UUID, owner: str, lease_until: datetime) -> bool:
-        result = await self._session.execute(
+        result = await self._execute(
             t.runs.update()
             .where(
                 t.runs.c.id == run_id,
@@ -184,7 +247,7 @@ class SqlRunRepository(SqlRepository):
         return rowcount(result) == 1
 
     async def requeue_expired_leases(self, now: datetime) -> list[uuid.UUID]:
-        result = await self._session.execute(
+        result = await self._execute(
             t.runs.update()
             .where(t.runs.c.status == t.status_literal(_RUNNING), t.runs.c.lease_expires_at < now)
             .values(status=RunStatus.QUEUED.value, lease_owner=None, lease_expires_at=None, updated_at=now)
@@ -195,7 +258,7 @@ class SqlRunRepository(SqlRepository):
     async def record_progress(
         self, run_id: uuid.UUID, owner: str, usage: Usage, now: datetime, lease_until: datetime
     ) -> bool:
-        result = await self._session.execute(
+        result = await self._execute(
             _RECORD_PROGRESS,
             {
                 "b_run_id": run_id,
@@ -209,7 +272,7 @@ class SqlRunRepository(SqlRepository):
 
     async def release(self, run_id: uuid.UUID, owner: str, now: datetime) -> bool:
         """Give a running run back to the queue (graceful shutdown)."""
-        result = await self._session.execute(
+        result = await self._execute(
             t.runs.update()
             .where(
                 t.runs.c.id == run_id,
@@ -221,7 +284,7 @@ class SqlRunRepository(SqlRepository):
         return rowcount(result) == 1
 
     async def release_all(self, owner: str, now: datetime) -> int:
-        result = await self._session.execute(
+        result = await self._execute(
             t.runs.update()
             .where(t.runs.c.lease_owner == owner, t.runs.c.status == RunStatus.RUNNING.value)
             .values(status=RunStatus.QUEUED.value, lease_owner=None, lease_expires_at=None, updated_at=now)
@@ -232,7 +295,7 @@ class SqlRunRepository(SqlRepository):
         # FOR UPDATE (PostgreSQL; SQLite's write lock already covers it): a cancel cannot commit
         # between this read and the run state this transaction writes next.
         return bool(
-            await self._session.scalar(
+            await self._scalar(
                 sa.select(t.runs.c.cancel_requested).where(t.runs.c.id == run_id).with_for_update()
             )
         )
@@ -240,7 +303,7 @@ class SqlRunRepository(SqlRepository):
     async def count_by_status(self) -> dict[RunStatus, int]:
         c = t.runs.c
         active = [RunStatus.QUEUED.value, RunStatus.RUNNING.value, RunStatus.SUSPENDED.value]
-        rows = await self._session.execute(
+        rows = await self._execute(
             sa.select(c.status, sa.func.count())
             .where(c.status.in_([t.status_literal(s) for s in active]))
             .group_by(c.status)
@@ -281,4 +344,4 @@ class SqlRunRepository(SqlRepository):
         if trace_context is not None:
             params["b_trace_context"] = trace_context
         statement = _finish_statement(usage is not None, trace_context is not None, unless_cancel_requested)
-        return rowcount(await self._session.execute(statement, params)) == 1
+        return rowcount(await self._execute(statement, params)) == 1
