@@ -16,12 +16,10 @@ import time
 import uuid
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-import aiohttp
 import structlog
 from litestar import Response
 from litestar.datastructures import State
 from pydantic import Field
-from slack_sdk.errors import SlackApiError, SlackClientError
 
 from sursis.app.channel_wiring import slack_client
 from sursis.app.schemas.slack import (
@@ -43,7 +41,15 @@ if TYPE_CHECKING:
 log = structlog.get_logger("sursis.channels.slack")
 SLACK_CALL_SECONDS = 2.0
 """Slack wants an answer within three seconds: a call made while answering gets two."""
-SLACK_ERRORS = (SlackApiError, SlackClientError, aiohttp.ClientError, TimeoutError)
+
+
+def slack_errors() -> tuple[type[BaseException], ...]:
+    """What a failed Slack Web API call raises. Only a call through a client gets here, so the
+    Slack SDK and aiohttp (~10 MiB) are imported by the client, not by serving without Slack."""
+    from aiohttp import ClientError
+    from slack_sdk.errors import SlackApiError, SlackClientError
+
+    return (SlackApiError, SlackClientError, ClientError, TimeoutError)
 
 
 def provide_slack_web(state: State) -> Any:
@@ -95,7 +101,7 @@ class UserNames:
         assert self._web is not None
         try:
             answer = await self._web.users_info(user=user_id)
-        except SLACK_ERRORS:
+        except slack_errors():
             return None
         user = answer.get("user") or {}
         profile = user.get("profile") or {}
@@ -169,7 +175,7 @@ async def on_block_actions(
         try:
             async with asyncio.timeout(SLACK_CALL_SECONDS):
                 await web.views_open(trigger_id=actions.trigger_id, view=view)
-        except SLACK_ERRORS as exc:
+        except slack_errors() as exc:
             log.warning("slack.modal_not_opened", correlation_id=str(correlation_id), error=str(exc)[:200])
             return outcome("modal_failed")
         return outcome("modal_opened")
@@ -232,5 +238,5 @@ async def acknowledge(
             await web.chat_update(
                 channel=channel_id, ts=message_ts, text=text.text, blocks=text.block_dicts()
             )
-    except SLACK_ERRORS as exc:
+    except slack_errors() as exc:
         log.warning("slack.ack_failed", correlation_id=str(call.correlation_id), error=repr(exc)[:200])

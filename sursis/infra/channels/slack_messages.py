@@ -1,23 +1,20 @@
-"""What the service says in Slack: texts and Block Kit messages, built with `slack_sdk.models`."""
+"""What the service says in Slack: texts and Block Kit messages, built with `slack_sdk.models`.
+
+The Block Kit classes (~2.6 MiB with the Slack SDK) are imported by the messages that use them: the
+API answers Slack's requests with the constants and parsers here, and a process without Slack never
+builds a block.
+"""
 
 from __future__ import annotations
 
 import json
 import uuid
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from slack_sdk.models.blocks import (
-    ActionsBlock,
-    Block,
-    ButtonElement,
-    ContextBlock,
-    InputBlock,
-    MarkdownTextObject,
-    PlainTextInputElement,
-    SectionBlock,
-)
-from slack_sdk.models.views import View
+if TYPE_CHECKING:
+    from slack_sdk.models.blocks import Block
+    from slack_sdk.models.views import View
 
 APPROVE_ACTION = "sursis_approve"
 DENY_ACTION = "sursis_deny"
@@ -58,6 +55,14 @@ def _escape(text: str) -> str:
 
 def approval_request(data: dict[str, Any]) -> SlackText:
     """A pending approval with Approve and Deny buttons carrying its `correlation_id`."""
+    from slack_sdk.models.blocks import (
+        ActionsBlock,
+        ButtonElement,
+        ContextBlock,
+        MarkdownTextObject,
+        SectionBlock,
+    )
+
     correlation_id = str(data["correlation_id"])
     tool = _escape(str(data.get("tool_name")))
     effect = _escape(str(data.get("effect_description") or ""))
@@ -87,6 +92,9 @@ def approval_request(data: dict[str, Any]) -> SlackText:
 def decision_modal(decision: str, private_metadata: str) -> View:
     """The modal a "Deny with a reason…" or "Ask for a revision…" press opens: one text input,
     required for a revision (what to change), optional for a denial."""
+    from slack_sdk.models.blocks import InputBlock, PlainTextInputElement
+    from slack_sdk.models.views import View
+
     revise = decision == "revise"
     label = "What should the agent change?" if revise else "Why is it denied? (the agent is told)"
     return View(
@@ -117,6 +125,8 @@ def approval_decided(
     data: dict[str, Any], status: str, decided_by: str, *, resuming: bool = False
 ) -> SlackText:
     """The approval message once decided: no buttons, and who decided."""
+    from slack_sdk.models.blocks import ContextBlock, MarkdownTextObject, SectionBlock
+
     tool = _escape(str(data.get("tool_name")))
     mark = {"approved": "✅", "denied": "⛔", "revision_requested": "✏️"}.get(status, "•")
     who = decided_by if resuming else _escape(decided_by)

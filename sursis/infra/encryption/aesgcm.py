@@ -4,18 +4,22 @@ A stored value says what it is. `sursis:enc:1:<key id>:<base64(nonce | ciphertex
 sealed under that key, with the value's address (table, column, row) as associated data;
 `sursis:plain:<text>` is a plaintext value that happened to start with `sursis:`; anything else is
 plaintext written before encryption was on (or with it off), read as it is.
+
+`cryptography` (~8 MiB with OpenSSL's bindings) is imported when a key is first used: a service
+without encryption keys never loads it.
 """
 
 from __future__ import annotations
 
 import binascii
 import os
-
-from cryptography.exceptions import InvalidTag
-from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+from typing import TYPE_CHECKING
 
 from sursis.domain.encryption import Address, EncryptedValueUnreadable, KeyManager
 from sursis.infra.encryption.keyring import LocalKeyring
+
+if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 SEALED = "sursis:enc:1:"
 PLAIN = "sursis:plain:"
@@ -41,6 +45,8 @@ class AesGcmCipher:
     def _aead_for(self, key_id: str, address: Address) -> AESGCM:
         aead = self._aead.get(key_id)
         if aead is None:
+            from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
             aead = self._aead[key_id] = AESGCM(self._keys.data_key(key_id, address))
         return aead
 
@@ -61,6 +67,8 @@ class AesGcmCipher:
             return stored
         key_id, _, encoded = stored[len(SEALED) :].partition(":")
         aead = self._aead_for(key_id, address)
+        from cryptography.exceptions import InvalidTag
+
         try:
             raw = binascii.a2b_base64(encoded, strict_mode=True)
             return aead.decrypt(raw[:_NONCE_BYTES], raw[_NONCE_BYTES:], address.associated_data()).decode()
