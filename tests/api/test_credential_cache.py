@@ -3,6 +3,7 @@ refused on the next request in the same process, and within a notification's del
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -12,6 +13,7 @@ import sqlalchemy as sa
 from litestar import Litestar
 from litestar.testing import AsyncTestClient
 
+from sursis.app.cli import run
 from sursis.app.container import Container
 from sursis.app.main import create_app
 from sursis.domain.keys import IssuedKey
@@ -133,6 +135,19 @@ async def test_a_key_revoked_through_one_process_is_refused_by_another(
         assert revoked.status_code == 200, revoked.text
         # An hour of TTL: only the notification can make the other process refuse it.
         assert await eventually(lambda: _refused(second, issued.secret), limit=2)
+
+
+@PG
+async def test_a_key_revoked_by_the_command_line_is_refused_by_a_serving_api(
+    seeded: str, keys: KeyMaker
+) -> None:
+    issued = await keys.issue("operator")
+    async with app_client(seeded, credential_cache_seconds=3600) as client:
+        assert await me(client, issued.secret) == 200
+        assert await me(client, issued.secret) == 200
+        command = ["keys", "revoke", str(issued.key.id)]
+        assert await asyncio.to_thread(run, command, make_settings(seeded)) == 0
+        assert await eventually(lambda: _refused(client, issued.secret), limit=2)
 
 
 @PG
