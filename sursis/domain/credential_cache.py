@@ -1,11 +1,12 @@
 """Verified API keys kept for a few seconds, so a burst of requests with one key costs one lookup.
 
 An entry is found by the key's SHA-256 hash (never the secret) and holds the key's principal until
-`ttl` seconds after it was read. It is dropped at once when the key changes in this process
-(`forget`), when another process's change is notified (PostgreSQL `NOTIFY`), and the whole cache is
-dropped when the notifications may have been missed: while the listening connection is down the
-cache serves nothing (`suspend`), and it starts empty when the connection is back (`resume`). A
-revoked key therefore works at most until the notification arrives, and never longer than `ttl`.
+`ttl` seconds after it was read, or until the key's own expiry if that comes first. It is dropped
+at once when the key changes in this process (`forget`), when another process's change is
+notified (PostgreSQL `NOTIFY`), and the whole cache is dropped when the notifications may have
+been missed: while the listening connection is down the cache serves nothing (`suspend`), and it
+starts empty when the connection is back (`resume`). A revoked key therefore works at most until
+the notification arrives, and never longer than `ttl`.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Set
 from dataclasses import dataclass
+from datetime import datetime
 
 from sursis.domain.records import Principal
 
@@ -21,6 +23,8 @@ from sursis.domain.records import Principal
 class _Entry:
     principal: Principal
     until: float
+    expires_at: datetime | None
+    """The key's own expiry: a cached key stops working at it too."""
 
 
 class CredentialCache:
@@ -52,14 +56,15 @@ class CredentialCache:
     def live(self) -> bool:
         return self._live
 
-    def get(self, key_hash: str) -> Principal | None:
-        """The principal of a key verified less than `ttl` ago; None if not cached or not live."""
+    def get(self, key_hash: str, now: datetime) -> Principal | None:
+        """The principal of a key verified less than `ttl` ago and not expired at `now`; None if
+        not cached or not live."""
         if not self._live:
             return None
         entry = self._entries.get(key_hash)
         if entry is None:
             return None
-        if entry.until <= self._clock():
+        if entry.until <= self._clock() or (entry.expires_at is not None and entry.expires_at <= now):
             del self._entries[key_hash]
             return None
         return entry.principal
@@ -68,14 +73,17 @@ class CredentialCache:
         """Taken before a lookup reads the database, handed back to `put` with its answer."""
         return self._generation
 
-    def put(self, key_hash: str, principal: Principal, ticket: int) -> None:
-        """Keep a verified key's principal, unless a change was applied since `ticket` was taken."""
+    def put(
+        self, key_hash: str, principal: Principal, ticket: int, *, expires_at: datetime | None = None
+    ) -> None:
+        """Keep a verified key's principal (and its expiry), unless a change was applied since
+        `ticket` was taken."""
         if not self._live or ticket != self._generation:
             return
         self._entries.pop(key_hash, None)
         while len(self._entries) >= self._max_entries:
             del self._entries[next(iter(self._entries))]
-        self._entries[key_hash] = _Entry(principal, self._clock() + self._ttl)
+        self._entries[key_hash] = _Entry(principal, self._clock() + self._ttl, expires_at)
 
     def forget(self, key_ids: Set[str]) -> None:
         """Drop the entries of these keys (revoked or otherwise changed)."""

@@ -7,6 +7,7 @@ import re
 import secrets
 import uuid
 from dataclasses import dataclass
+from datetime import datetime
 
 from sursis.domain.access import Permission, Role
 from sursis.domain.clock import Clock, utcnow
@@ -62,20 +63,26 @@ class KeyService:
         if not secret.startswith(KEY_PREFIX) or len(secret) > MAX_KEY_CHARS:
             raise Unauthenticated("the API key is not valid")
         key_hash = hash_key(secret)
-        if self._cache is not None and (cached := self._cache.get(key_hash)) is not None:
+        if self._cache is not None and (cached := self._cache.get(key_hash, self._clock())) is not None:
             return cached
         ticket = self._cache.ticket() if self._cache is not None else 0
         async with self._uow.reader() as uow:
             key = await uow.api_keys.by_hash(key_hash)
-        if key is None or key.revoked_at is not None:
+        if key is None or not key.is_valid(self._clock()):
             raise Unauthenticated("the API key is not valid or was revoked")
         principal = key.principal()
         if self._cache is not None:
-            self._cache.put(key_hash, principal, ticket)
+            self._cache.put(key_hash, principal, ticket, expires_at=key.expires_at)
         return principal
 
     async def create(
-        self, principal: Principal, *, role: Role | str, workspace: str | None, name: str | None = None
+        self,
+        principal: Principal,
+        *,
+        role: Role | str,
+        workspace: str | None,
+        name: str | None = None,
+        expires_at: datetime | None = None,
     ) -> IssuedKey:
         principal.require(Permission.MANAGE_KEYS)
         try:
@@ -90,6 +97,8 @@ class KeyService:
         if len(name) > 200:
             raise _field_error("name", "at most 200 characters")
         now = self._clock()
+        if expires_at is not None and (expires_at.tzinfo is None or expires_at <= now):
+            raise _field_error("expires_at", "a moment in the future, with its time zone")
         secret = new_secret()
         key = ApiKey(
             id=uuid.uuid4(),
@@ -99,6 +108,7 @@ class KeyService:
             role=role,
             workspace=workspace,
             created_at=now,
+            expires_at=expires_at,
         )
         async with self._uow() as uow:
             await uow.api_keys.add(key)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -101,6 +102,33 @@ async def test_a_key_revoked_through_the_api_is_refused_on_the_very_next_request
     assert refused.status_code == never_valid.status_code == 401
     assert refused.headers["content-type"].startswith("application/problem+json")
     assert refused.json()["code"] == never_valid.json()["code"] == "unauthenticated"
+
+
+async def test_a_cached_key_is_refused_once_it_expires(seeded: str, admin_key: IssuedKey) -> None:
+    async with app_client(seeded, credential_cache_seconds=3600) as client:
+        expires_at = datetime.now(UTC) + timedelta(seconds=1)
+        made = await client.post(
+            "/v1/keys",
+            json={"role": "operator", "workspace": "default", "expires_at": expires_at.isoformat()},
+            headers=bearer(admin_key.secret),
+        )
+        assert made.status_code == 201, made.text
+        assert datetime.fromisoformat(made.json()["expires_at"]) == expires_at
+        secret = made.json()["key"]
+        statements = KeyStatements(container_of(client))
+        assert await me(client, secret) == 200
+        assert await me(client, secret) == 200
+        assert statements.take() == 1  # cached, with an hour of TTL left
+        assert await eventually(lambda: _refused(client, secret), limit=5)
+
+        refused = await client.get("/v1/me", headers=bearer(secret))
+        assert refused.json()["code"] == "unauthenticated"
+        past = await client.post(
+            "/v1/keys",
+            json={"role": "operator", "workspace": "default", "expires_at": "2020-01-01T00:00:00Z"},
+            headers=bearer(admin_key.secret),
+        )
+        assert past.status_code == 422, past.text
 
 
 @SQLITE
