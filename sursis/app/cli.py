@@ -10,6 +10,7 @@ import signal
 import sys
 import uuid
 from collections.abc import Awaitable, Callable, Coroutine
+from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 from sursis.app.cli_encryption import add_encryption_commands, check_keyring
@@ -284,7 +285,9 @@ def _demo_seed(settings: Settings, args: argparse.Namespace) -> int:
 def _keys_create(settings: Settings, args: argparse.Namespace) -> int:
     issued = _with_keys(
         settings,
-        lambda keys: keys.create(COMMAND_LINE, role=args.role, workspace=args.workspace, name=args.name),
+        lambda keys: keys.create(
+            COMMAND_LINE, role=args.role, workspace=args.workspace, name=args.name, expires_at=args.expires_at
+        ),
     )
     _print_new_key(issued, "New API key:")
     return 0
@@ -292,12 +295,15 @@ def _keys_create(settings: Settings, args: argparse.Namespace) -> int:
 
 def _keys_list(settings: Settings, args: argparse.Namespace) -> int:
     found = _with_keys(settings, lambda keys: keys.list_keys(COMMAND_LINE, include_revoked=args.all))
-    print(f"{'id':36}  {'prefix':12}  {'role':8}  {'workspace':16}  {'created':20}  {'revoked':20}  name")
+    print(
+        f"{'id':36}  {'prefix':12}  {'role':8}  {'workspace':16}  {'created':20}  {'revoked':20}  "
+        f"{'expires':20}  name"
+    )
     for key in found:
         print(
             f"{key.id!s:36}  {key.prefix:12}  {key.role.value:8}  {key.workspace or '(all)':16}  "
-            f"{key.created_at:%Y-%m-%d %H:%M:%S}Z  "
-            f"{f'{key.revoked_at:%Y-%m-%d %H:%M:%S}Z' if key.revoked_at else '-':20}  {key.name}"
+            f"{key.created_at:%Y-%m-%d %H:%M:%S}Z  {_moment(key.revoked_at):20}  "
+            f"{_moment(key.expires_at):20}  {key.name}"
         )
     return 0
 
@@ -306,6 +312,20 @@ def _keys_revoke(settings: Settings, args: argparse.Namespace) -> int:
     key = _with_keys(settings, lambda keys: keys.revoke(COMMAND_LINE, args.key_id))
     print(f"revoked {key.id} ({key.name}, {key.role.value})")
     return 0
+
+
+def _moment(at: datetime | None) -> str:
+    return f"{at.astimezone(UTC):%Y-%m-%d %H:%M:%S}Z" if at is not None else "-"
+
+
+def _aware_moment(value: str) -> datetime:
+    try:
+        at = datetime.fromisoformat(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError("an ISO 8601 moment, e.g. 2027-01-31T18:00:00Z") from None
+    if at.tzinfo is None:
+        raise argparse.ArgumentTypeError("give the time zone too, e.g. 2027-01-31T18:00:00Z")
+    return at
 
 
 def _positive(value: str) -> int:
@@ -365,6 +385,9 @@ def parser() -> argparse.ArgumentParser:
     create.add_argument("--role", required=True, choices=[r.value for r in Role])
     create.add_argument("--workspace", help="required for user and operator keys; admins see every workspace")
     create.add_argument("--name", help="a label for listings and the audit log")
+    create.add_argument(
+        "--expires-at", type=_aware_moment, help="refuse the key from then on (ISO 8601, with its zone)"
+    )
     create.set_defaults(func=_keys_create)
     listing = keys_sub.add_parser("list", help="list keys (never the keys themselves)")
     listing.add_argument("--all", action="store_true", help="include revoked keys")

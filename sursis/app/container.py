@@ -21,6 +21,7 @@ from sursis.domain.channels.admin import ChannelAdminService
 from sursis.domain.channels.slack import SlackInbound
 from sursis.domain.clock import utcnow
 from sursis.domain.conversations import ConversationService
+from sursis.domain.credential_cache import CredentialCache
 from sursis.domain.customer.intake import EventIntakeService
 from sursis.domain.events import ClientPresence, EventService
 from sursis.domain.keys import KeyService
@@ -77,6 +78,7 @@ class Container:
     channels: ChannelAdminService
     slack: SlackInbound
     listener: PgEventListener | None = None
+    credentials: CredentialCache | None = None
     owns_telemetry: bool = field(default=False)
 
     async def start(self, *, run_worker: bool) -> None:
@@ -95,6 +97,12 @@ class Container:
         """Wake this process's event streams on commits made elsewhere (PostgreSQL only)."""
         if self.listener is not None:
             self.listener.ensure_started()
+
+    def listen_for_key_changes(self) -> None:
+        """On PostgreSQL the credential cache serves only while this process hears of revocations
+        made by others: the API starts listening with the app, not with the first event stream."""
+        if self.credentials is not None:
+            self.listen_for_events()
 
     async def close(self) -> None:
         if self.listener is not None:
@@ -306,6 +314,12 @@ def build_container(
         settle=timedelta(seconds=settings.events_settle_seconds),
     )
     webhooks = WebhookService(uow, clock=utcnow, allow_private_hosts=settings.webhook_allow_private_hosts)
+    sqlite = is_sqlite(settings.database_url)
+    credentials = (
+        CredentialCache(settings.credential_cache_seconds, live=sqlite)
+        if settings.credential_cache_seconds > 0
+        else None
+    )
     return Container(
         settings=settings,
         uow=uow,
@@ -333,7 +347,8 @@ def build_container(
         audit=AuditService(uow),
         audit_chain=chain,
         retention=retention,
-        keys=KeyService(uow),
+        keys=KeyService(uow, cache=credentials),
+        credentials=credentials,
         authorizations=PreApprovalService(uow, catalog),
         runner=runner,
         worker=worker,
@@ -346,8 +361,11 @@ def build_container(
         channels=ChannelAdminService(uow, clock=utcnow),
         slack=slack,
         listener=None
-        if is_sqlite(settings.database_url)
+        if sqlite
         else PgEventListener(
-            settings.database_url, notifier.conversations_changed, on_pending=notifier.pending_changed
+            settings.database_url,
+            notifier.conversations_changed,
+            on_pending=notifier.pending_changed,
+            keys=credentials,
         ),
     )

@@ -111,6 +111,7 @@ def create_app(
         app.state.service = built
         app.state.container = built.container
         await built.start(run_worker=settings.run_worker)
+        built.container.listen_for_key_changes()
         try:
             yield
         finally:

@@ -65,6 +65,9 @@ class Settings(BaseSettings):
     events_rate_limit_per_minute: int = Field(default=6_000, ge=0)
     """Platform events (`POST /v1/events`) per minute per API key, counted apart from the other
     requests: a platform posts in bursts; 0 turns the limit off."""
+    credential_cache_seconds: float = Field(default=5.0, ge=0)
+    """How long the API keeps a verified key's principal in memory instead of looking the key up
+    again; revocations reach it at once all the same (docs/security.md); 0 turns the cache off."""
     migrate_on_start: bool = True
     admin_key_file: str | None = None
     """Where `serve` writes the first admin key (mode 0600) when stdout is not a terminal."""

@@ -7,9 +7,11 @@ import re
 import secrets
 import uuid
 from dataclasses import dataclass
+from datetime import datetime
 
 from sursis.domain.access import Permission, Role
 from sursis.domain.clock import Clock, utcnow
+from sursis.domain.credential_cache import CredentialCache
 from sursis.domain.errors import NotFound, Unauthenticated, ValidationFailed
 from sursis.domain.ports import UnitOfWorkFactory
 from sursis.domain.records import ApiKey, AuditEntry, Principal
@@ -48,22 +50,39 @@ def _field_error(field: str, message: str) -> ValidationFailed:
 class KeyService:
     """Key management (admins and the command line) and authentication (every `/v1` request)."""
 
-    def __init__(self, uow: UnitOfWorkFactory, *, clock: Clock = utcnow) -> None:
+    def __init__(
+        self, uow: UnitOfWorkFactory, *, clock: Clock = utcnow, cache: CredentialCache | None = None
+    ) -> None:
         self._uow = uow
         self._clock = clock
+        self._cache = cache
 
     async def authenticate(self, secret: str) -> Principal:
-        """The principal of a valid, unrevoked key; `Unauthenticated` for anything else."""
+        """The principal of a valid, unrevoked key; `Unauthenticated` for anything else.
+        Only valid keys are cached: a refused key is looked up (and refused) every time."""
         if not secret.startswith(KEY_PREFIX) or len(secret) > MAX_KEY_CHARS:
             raise Unauthenticated("the API key is not valid")
+        key_hash = hash_key(secret)
+        if self._cache is not None and (cached := self._cache.get(key_hash, self._clock())) is not None:
+            return cached
+        ticket = self._cache.ticket() if self._cache is not None else 0
         async with self._uow.reader() as uow:
-            key = await uow.api_keys.by_hash(hash_key(secret))
-        if key is None or key.revoked_at is not None:
+            key = await uow.api_keys.by_hash(key_hash)
+        if key is None or not key.is_valid(self._clock()):
             raise Unauthenticated("the API key is not valid or was revoked")
-        return key.principal()
+        principal = key.principal()
+        if self._cache is not None:
+            self._cache.put(key_hash, principal, ticket, expires_at=key.expires_at)
+        return principal
 
     async def create(
-        self, principal: Principal, *, role: Role | str, workspace: str | None, name: str | None = None
+        self,
+        principal: Principal,
+        *,
+        role: Role | str,
+        workspace: str | None,
+        name: str | None = None,
+        expires_at: datetime | None = None,
     ) -> IssuedKey:
         principal.require(Permission.MANAGE_KEYS)
         try:
@@ -78,6 +97,8 @@ class KeyService:
         if len(name) > 200:
             raise _field_error("name", "at most 200 characters")
         now = self._clock()
+        if expires_at is not None and (expires_at.tzinfo is None or expires_at <= now):
+            raise _field_error("expires_at", "a moment in the future, with its time zone")
         secret = new_secret()
         key = ApiKey(
             id=uuid.uuid4(),
@@ -87,6 +108,7 @@ class KeyService:
             role=role,
             workspace=workspace,
             created_at=now,
+            expires_at=expires_at,
         )
         async with self._uow() as uow:
             await uow.api_keys.add(key)
@@ -111,7 +133,11 @@ class KeyService:
                 await uow.audit.append(self._audit("key.revoked", principal.id, key), now)
                 await uow.commit()
                 key.revoked_at = now
-            return key
+        # Other processes hear of it from the commit (the repository's notification); this one
+        # at once. Forgotten even when it was already revoked: whatever this process holds goes.
+        if self._cache is not None:
+            self._cache.forget({str(key_id)})
+        return key
 
     async def create_first_admin(self, principal: Principal) -> IssuedKey | None:
         """An admin key when there are no keys at all (first start); None otherwise."""

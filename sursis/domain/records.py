@@ -369,6 +369,11 @@ class ApiKey:
     workspace: str | None
     created_at: datetime
     revoked_at: datetime | None = None
+    expires_at: datetime | None = None
+    """Refused from this moment on, like a revoked key (None: until revoked)."""
+
+    def is_valid(self, now: datetime) -> bool:
+        return self.revoked_at is None and (self.expires_at is None or now < self.expires_at)
 
     def principal(self) -> Principal:
         return Principal(id=str(self.id), role=self.role, workspace=self.workspace, name=self.name)

@@ -139,3 +139,21 @@ def test_off_a_terminal_the_first_key_goes_only_to_the_file_the_operator_names(
     assert stat.S_IMODE(key_file.stat().st_mode) == 0o600
     printed = capsys.readouterr().out
     assert KEY.findall(printed) == [] and str(key_file) in printed
+
+
+def test_a_key_made_with_an_expiry_lists_it_and_a_moment_without_a_zone_is_refused(
+    database_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    settings = make_settings(database_url)
+    create = ["keys", "create", "--role", "operator", "--workspace", "team-a", "--name", "temp"]
+    assert run([*create, "--expires-at", "2099-01-31T18:00:00+01:00"], settings) == 0
+    [secret] = KEY.findall(capsys.readouterr().out)
+    assert authenticate(database_url, secret).name == "temp"
+    assert run(["keys", "list"], settings) == 0
+    assert "2099-01-31 17:00:00Z" in capsys.readouterr().out
+
+    with pytest.raises(SystemExit) as refused:
+        run([*create, "--expires-at", "2099-01-31T18:00:00"], settings)
+    assert refused.value.code == 2
+    assert "time zone" in capsys.readouterr().err
+    assert run([*create, "--expires-at", "2020-01-01T00:00:00Z"], settings) == 2

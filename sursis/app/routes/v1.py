@@ -393,7 +393,9 @@ class KeyController(Controller):
         principal: NamedDependency[Principal],
     ) -> IssuedKeyOut:
         """Make a key (admins). The response is the only place the key is ever shown."""
-        issued = await keys.create(principal, role=data.role, workspace=data.workspace, name=data.name)
+        issued = await keys.create(
+            principal, role=data.role, workspace=data.workspace, name=data.name, expires_at=data.expires_at
+        )
         return issued_key_out(issued)
 
     @delete("/{key_id:uuid}", status_code=HTTP_200_OK)

@@ -6,7 +6,7 @@ import uuid
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
+from pydantic import AwareDatetime, BaseModel, BeforeValidator, ConfigDict, Field
 
 from sursis.app.schemas.validation import FromRecord, JsonObject, Strict, UtcDatetime, WorkspaceName
 from sursis.domain.access import Permission
@@ -59,6 +59,9 @@ class CreateKey(Strict):
     role: Literal["user", "operator", "admin"]
     workspace: WorkspaceName | None = None
     name: str | None = Field(default=None, min_length=1, max_length=200)
+    expires_at: AwareDatetime | None = Field(
+        default=None, description="The key is refused from then on (default: until revoked)."
+    )
 
 
 class ApiKeyOut(FromRecord):
@@ -69,6 +72,7 @@ class ApiKeyOut(FromRecord):
     workspace: str | None
     created_at: datetime
     revoked_at: datetime | None
+    expires_at: datetime | None
 
 
 class IssuedKeyOut(ApiKeyOut):

@@ -15,6 +15,10 @@ from sursis.domain.records import ApiKey, Authorization
 from sursis.infra.db import tables as t
 from sursis.infra.db.rows import row_values
 
+KEY_CHANNEL = "sursis_keys"
+"""`NOTIFY sursis_keys, '<key id>'` is sent in the transaction that changes a key (delivered on
+commit): every API process drops the key from its credential cache (`CredentialCache`)."""
+
 
 def _key_from_row(row: Any) -> ApiKey:
     m = dict(row._mapping)
@@ -64,7 +68,10 @@ class SqlApiKeyRepository:
         result = await self._session.execute(
             t.api_keys.update().where(c.id == key_id, c.revoked_at.is_(None)).values(revoked_at=now)
         )
-        return int(getattr(result, "rowcount", 0)) == 1
+        revoked = int(getattr(result, "rowcount", 0)) == 1
+        if revoked and self._session.get_bind().dialect.name == "postgresql":
+            await self._session.execute(sa.select(sa.func.pg_notify(KEY_CHANNEL, str(key_id))))
+        return revoked
 
 
 class SqlAuthorizationRepository:

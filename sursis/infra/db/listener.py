@@ -4,6 +4,9 @@ Every transaction that stores events for a conversation also sends `NOTIFY sursi
 '<conversation id>'` (delivered on commit). One connection per API process listens and wakes
 the streams of that conversation at once. It is only a wake-up: streams still poll the
 `events` table, so a lost notification (or a listener reconnecting) delays, never loses.
+
+The same connection hears `sursis_keys` (a key was revoked) for the credential cache, which is
+told when the connection is lost (it then serves nothing) and when it is back (it starts empty).
 """
 
 from __future__ import annotations
@@ -12,12 +15,13 @@ import asyncio
 import contextlib
 import uuid
 from collections.abc import Callable, Set
-from typing import Any
+from typing import Any, Protocol
 
 import asyncpg
 import structlog
 from sqlalchemy.engine import make_url
 
+from sursis.infra.db.access_repositories import KEY_CHANNEL
 from sursis.infra.db.event_repositories import NOTIFY_CHANNEL, PENDING_CHANNEL
 
 log = structlog.get_logger("sursis.events")
@@ -28,9 +32,18 @@ def asyncpg_dsn(database_url: str) -> str:
     return make_url(database_url).set(drivername="postgresql").render_as_string(hide_password=False)
 
 
+class KeyChanges(Protocol):
+    """What hears of key changes made by any process (the credential cache)."""
+
+    def forget(self, key_ids: Set[str]) -> None: ...
+    def suspend(self) -> None: ...
+    def resume(self) -> None: ...
+
+
 class PgEventListener:
     """Listens on `sursis_events` and calls `on_events({conversation_id})` for each notification,
-    and on `sursis_pending` (sent when pending calls are created or resolved) `on_pending({workspace})`."""
+    on `sursis_pending` (sent when pending calls are created or resolved) `on_pending({workspace})`,
+    and on `sursis_keys` `keys.forget({key_id})`."""
 
     def __init__(
         self,
@@ -38,11 +51,13 @@ class PgEventListener:
         on_events: Callable[[Set[uuid.UUID]], None],
         *,
         on_pending: Callable[[Set[str]], None] | None = None,
+        keys: KeyChanges | None = None,
         retry_seconds: float = 2.0,
     ) -> None:
         self._dsn = asyncpg_dsn(database_url)
         self._on_events = on_events
         self._on_pending = on_pending
+        self._keys = keys
         self._retry = retry_seconds
         self._task: asyncio.Task[None] | None = None
         self.listening = asyncio.Event()
@@ -71,15 +86,25 @@ class PgEventListener:
         connection = await asyncpg.connect(self._dsn, timeout=5)
         lost = asyncio.Event()
         try:
-            connection.add_termination_listener(lambda _connection: lost.set())
+            connection.add_termination_listener(lambda _connection: self._lost(lost))
             await connection.add_listener(NOTIFY_CHANNEL, self._notified)
             if self._on_pending is not None:
                 await connection.add_listener(PENDING_CHANNEL, self._pending_notified)
+            if self._keys is not None:
+                await connection.add_listener(KEY_CHANNEL, self._keys_notified)
+                self._keys.resume()
             self.listening.set()
             await lost.wait()
         finally:
+            self._lost(lost)
             with contextlib.suppress(OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError):
                 await connection.close(timeout=2)
+
+    def _lost(self, lost: asyncio.Event) -> None:
+        """The connection is gone (or going): key changes may be missed from now on."""
+        lost.set()
+        if self._keys is not None:
+            self._keys.suspend()
 
     def _notified(self, _connection: Any, _pid: int, _channel: str, payload: str) -> None:
         try:
@@ -91,3 +116,7 @@ class PgEventListener:
     def _pending_notified(self, _connection: Any, _pid: int, _channel: str, payload: str) -> None:
         if self._on_pending is not None and payload:
             self._on_pending({payload})
+
+    def _keys_notified(self, _connection: Any, _pid: int, _channel: str, payload: str) -> None:
+        if self._keys is not None and payload:
+            self._keys.forget({payload})

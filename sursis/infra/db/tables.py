@@ -246,6 +246,7 @@ api_keys = sa.Table(
     sa.Column("workspace", sa.String(100), nullable=True),
     sa.Column("created_at", UtcDateTime, nullable=False),
     sa.Column("revoked_at", UtcDateTime, nullable=True),
+    sa.Column("expires_at", UtcDateTime, nullable=True),
 )
 
 authorizations = sa.Table(
