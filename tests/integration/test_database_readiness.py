@@ -79,3 +79,18 @@ async def _upgrade(url: str) -> None:
     import asyncio
 
     await asyncio.to_thread(upgrade, url)
+
+
+def test_the_head_read_from_the_scripts_is_alembics_own() -> None:
+    from alembic.script import ScriptDirectory
+
+    from sursis.infra.db.migrations import alembic_config
+
+    assert head_revision() == ScriptDirectory.from_config(alembic_config("")).get_current_head()
+
+
+async def test_a_migrated_database_reads_as_the_head_without_alembic(database_url: str) -> None:
+    """Both databases (`database_url` is migrated by the fixture): the revision read directly from
+    `alembic_version` is the head, so `serve` starts."""
+    assert await current_revision(database_url) == head_revision()
+    await require_head(database_url)

@@ -43,3 +43,23 @@ def test_a_configured_slack_channel_loads_its_client_at_start_up(tmp_path: Path)
     """The Slack deliverer is one of the worker's loops, built with the service: the check above
     would see the libraries if they were loaded."""
     assert loaded_after_start_up(tmp_path, slack_bot_token="xoxb-test") == {"aiohttp", "slack_sdk"}
+
+
+def test_checking_the_database_is_at_the_head_loads_no_alembic(tmp_path: Path) -> None:
+    """`serve` and `worker` check the revision before starting: Alembic, Mako and the migration
+    scripts (about 9 MiB) load only where migrations run."""
+    from sursis.infra.db.migrations import upgrade
+
+    url = f"sqlite+aiosqlite:///{tmp_path / 'sursis.db'}"
+    upgrade(url)
+    check = (
+        "import asyncio, sys\n"
+        "from sursis.infra.db.readiness import require_head\n"
+        f"asyncio.run(require_head({url!r}))\n"
+        "print(' '.join(m for m in ('alembic', 'mako') if m in sys.modules))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", check], cwd=tmp_path, capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == []

@@ -6,6 +6,7 @@ a long traceback ("no such table api_keys"), and on SQLite it would leave an emp
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -31,13 +32,21 @@ class DatabaseNotReady(Exception):
     """The database cannot serve: missing, unreachable or not at head. `str()` says what to do."""
 
 
+_REVISION_LINE = re.compile(r"^(down_revision|revision)\b[^=\n]*=\s*(?:[\"']([^\"']+)[\"']|None)", re.M)
+
+
 def head_revision() -> str:
-    from alembic.script import ScriptDirectory
-
-    from sursis.infra.db.migrations import alembic_config
-
-    head = ScriptDirectory.from_config(alembic_config("")).get_current_head()
-    assert head is not None
+    """The newest migration's revision, read from the scripts' text: importing them (Alembic's
+    script directory) would load Alembic, Mako and every script into each serving process for one
+    string, about 9 MiB. The scripts form one chain (`tests/integration/test_database_readiness.py`
+    checks that this is Alembic's own head)."""
+    revisions: set[str] = set()
+    parents: set[str] = set()
+    for script in (Path(__file__).resolve().parents[2] / "migrations" / "versions").glob("*.py"):
+        for name, value in _REVISION_LINE.findall(script.read_text(encoding="utf-8")):
+            if value:
+                (revisions if name == "revision" else parents).add(value)
+    [head] = revisions - parents
     return head
 
 
@@ -51,9 +60,13 @@ def _sqlite_file(url: str) -> Path | None:
 
 
 def _current_revision(connection: Connection) -> str | None:
-    from alembic.runtime.migration import MigrationContext
+    """What Alembic's `alembic_version` table holds, read without loading Alembic."""
+    import sqlalchemy as sa
 
-    return MigrationContext.configure(connection).get_current_revision()
+    if not sa.inspect(connection).has_table("alembic_version"):
+        return None
+    found = connection.execute(sa.text("SELECT version_num FROM alembic_version")).scalar()
+    return None if found is None else str(found)
 
 
 async def current_revision(url: str) -> str | None:
