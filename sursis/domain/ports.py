@@ -152,6 +152,13 @@ class PendingCallRepository(Protocol):
     ) -> list[PendingCall]: ...
     async def for_run(self, run_id: uuid.UUID, status: PendingStatus | None = None) -> list[PendingCall]: ...
     async def by_tool_call_ids(self, conversation_id: uuid.UUID, ids: Sequence[str]) -> list[PendingCall]: ...
+    async def with_outcomes(
+        self, conversation_id: uuid.UUID, ids: Sequence[str]
+    ) -> tuple[list[PendingCall], dict[str, ToolCallRecord]]:
+        """`by_tool_call_ids` and the stored outcomes of those calls (`tool_calls.for_ids`), in one
+        statement where the database allows it: what a resumed segment starts from."""
+        ...
+
     async def transition(
         self,
         correlation_id: uuid.UUID,

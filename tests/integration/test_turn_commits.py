@@ -37,15 +37,15 @@ statement: message (3: the conversation read and taken; the run, audit and event
 run with its log; audit and event), the policy read (1),
 suspension (2: the run; the pending call, messages, audit and events). Each event's insert there
 also takes the conversation's lock and sends the notifications."""
-RESUME_STATEMENTS = {"sqlite": 23, "postgresql": 14}
+RESUME_STATEMENTS = {"sqlite": 23, "postgresql": 13}
 """SQLite: resolve (6: the call read and decided, the run, the delivery look-up, audit, events),
 claim with the segment's start (6: the run, the log, pending calls, stored outcomes, audit, event),
 the tool's effect (5: its own 3, the outcome, the event), the end (6: run, conversation, the
 delivery look-up, messages, audit, events).
 
 PostgreSQL: resolve (3: the call read; the call decided with the run re-queued; audit and
-events), claim (4: the run
-with its log, pending calls, stored outcomes; audit and event), the tool's effect (5: its own 3, the
+events), claim (3: the run
+with its log, the pending calls with their stored outcomes; audit and event), the tool's effect (5: its own 3, the
 outcome; the event), the end (2: the run; the conversation freed, messages, audit, events)."""
 SUSPEND_TRANSACTIONS = 4
 """Message, claim (the segment's start read in it), the policy read (a reader: a deferred BEGIN on

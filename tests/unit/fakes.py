@@ -393,6 +393,12 @@ class FakePending(_Repository):
         found = [c for c in rows if c.conversation_id == conversation_id and c.tool_call_id in ids]
         return sorted(found, key=lambda c: c.created_at)
 
+    async def with_outcomes(
+        self, conversation_id: uuid.UUID, ids: Sequence[str]
+    ) -> tuple[list[PendingCall], dict[str, ToolCallRecord]]:
+        calls = await self.by_tool_call_ids(conversation_id, ids)
+        return calls, await self._uow.tool_calls.for_ids(conversation_id, ids)
+
     async def transition(
         self,
         correlation_id: uuid.UUID,

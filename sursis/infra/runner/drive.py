@@ -151,8 +151,7 @@ class AgentRunner(Suspending, Leases, Streaming):
         history = shown.history()
         last_response, tail = unanswered_tool_calls(history)
         tail_ids = [p.tool_call_id for p in tail]
-        rows = await uow.pending.by_tool_call_ids(run.conversation_id, tail_ids)
-        recorded = await uow.tool_calls.for_ids(run.conversation_id, tail_ids) if tail_ids else {}
+        rows, recorded = await uow.pending.with_outcomes(run.conversation_id, tail_ids)
         producer_id = shown.run_ids[last_response] if tail and last_response is not None else None
         producer = await uow.runs.get(producer_id) if producer_id and producer_id != run.id else None
         return SegmentStart(stored.last_seq, started, history, tail, rows, recorded, producer)

@@ -8,19 +8,19 @@ from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
+from sqlalchemy.dialects.postgresql import ARRAY
 
 from sursis.domain.encryption import Cipher
-from sursis.domain.records import (
-    PendingCall,
-)
+from sursis.domain.records import PendingCall, ToolCallRecord
 from sursis.domain.states import PendingStatus, RunStatus
 from sursis.domain.tools import Category, Executor, PendingKind
 from sursis.infra.db import tables as t
 from sursis.infra.db.held import flush_held, hold, holds
 from sursis.infra.db.repositories.base import SqlRepository, rowcount
 from sursis.infra.db.repositories.runs import resolve_one_awaiting_statement
+from sursis.infra.db.repositories.tool_calls import SqlToolCallRepository, tool_call_from_row
 from sursis.infra.db.rows import row_values
-from sursis.infra.db.sealing import PENDING_CALLS
+from sursis.infra.db.sealing import PENDING_CALLS, OpenedRow
 
 
 def _pending_from_row(row: Any, cipher: Cipher) -> PendingCall:
@@ -81,7 +81,32 @@ def _decide_statement() -> Any:
 
 
 _DECIDE = _decide_statement()
+
+
+def _with_outcomes_statement() -> Any:
+    """PostgreSQL: the pending calls and the stored outcomes of the ids in `ids`, one row per pair
+    (columns `p_*` and `t_*`, either side empty), ordered by the calls' creation."""
+    ids = (
+        sa.func.unnest(sa.bindparam("ids", type_=ARRAY(sa.String())))
+        .table_valued("tool_call_id")
+        .render_derived(name="ids")
+    )
+    p, o = t.pending_calls, t.tool_calls
+    conversation = sa.bindparam("conversation_id", type_=sa.Uuid())
+    joined = ids.outerjoin(
+        p, sa.and_(p.c.conversation_id == conversation, p.c.tool_call_id == ids.c.tool_call_id)
+    ).outerjoin(o, sa.and_(o.c.conversation_id == conversation, o.c.tool_call_id == ids.c.tool_call_id))
+    columns = [c.label(f"p_{c.name}") for c in p.c] + [c.label(f"t_{c.name}") for c in o.c]
+    return sa.select(*columns).select_from(joined).order_by(p.c.created_at)
+
+
+_WITH_OUTCOMES = _with_outcomes_statement()
 _RESOLVE_ONE_AWAITING = resolve_one_awaiting_statement(sa.bindparam("b_run_id"))
+
+
+def _side(mapping: Any, prefix: str, table: sa.Table) -> OpenedRow:
+    """One table's columns of a joined row, under their own names."""
+    return OpenedRow({c.name: mapping[prefix + c.name] for c in table.c})
 
 
 class SqlPendingCallRepository(SqlRepository):
@@ -146,6 +171,26 @@ class SqlPendingCallRepository(SqlRepository):
             return []
         rows = await self._execute(_BY_TOOL_CALL_IDS, {"conversation_id": conversation_id, "ids": list(ids)})
         return [_pending_from_row(row, self._cipher) for row in rows]
+
+    async def with_outcomes(
+        self, conversation_id: uuid.UUID, ids: Sequence[str]
+    ) -> tuple[list[PendingCall], dict[str, ToolCallRecord]]:
+        if not ids:
+            return [], {}
+        if not self._postgres:
+            found = await self.by_tool_call_ids(conversation_id, ids)
+            return found, await SqlToolCallRepository(self._session).for_ids(conversation_id, ids)
+        rows = await self._execute(_WITH_OUTCOMES, {"conversation_id": conversation_id, "ids": list(ids)})
+        calls: dict[uuid.UUID, PendingCall] = {}
+        outcomes: dict[str, ToolCallRecord] = {}
+        for row in rows:
+            m = row._mapping
+            if m["p_correlation_id"] is not None and m["p_correlation_id"] not in calls:
+                call = _pending_from_row(_side(m, "p_", t.pending_calls), self._cipher)
+                calls[call.correlation_id] = call
+            if m["t_id"] is not None and m["t_tool_call_id"] not in outcomes:
+                outcomes[m["t_tool_call_id"]] = tool_call_from_row(_side(m, "t_", t.tool_calls), self._cipher)
+        return list(calls.values()), outcomes
 
     async def transition(
         self,

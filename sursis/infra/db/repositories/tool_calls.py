@@ -20,7 +20,7 @@ from sursis.infra.db.rows import record_from_row, row_values
 from sursis.infra.db.sealing import TOOL_CALLS
 
 
-def _tool_call_from_row(row: Any, cipher: Cipher) -> ToolCallRecord:
+def tool_call_from_row(row: Any, cipher: Cipher) -> ToolCallRecord:
     opened = TOOL_CALLS.open_row(cipher, row)
     category = opened._mapping["category"]
     metadata = record_from_row(ToolCallMetadata, opened, category=Category(category) if category else None)
@@ -56,7 +56,7 @@ class SqlToolCallRepository(SqlRepository):
                 )
             )
         ).first()
-        return _tool_call_from_row(row, self._cipher) if row else None
+        return tool_call_from_row(row, self._cipher) if row else None
 
     async def for_ids(
         self, conversation_id: uuid.UUID, tool_call_ids: Sequence[str]
@@ -65,10 +65,10 @@ class SqlToolCallRepository(SqlRepository):
             _FOR_IDS, {"conversation_id": conversation_id, "ids": list(tool_call_ids)}
         )
         return {
-            record.tool_call_id: record for record in (_tool_call_from_row(row, self._cipher) for row in rows)
+            record.tool_call_id: record for record in (tool_call_from_row(row, self._cipher) for row in rows)
         }
 
     async def for_run(self, run_id: uuid.UUID) -> list[ToolCallRecord]:
         c = t.tool_calls.c
         rows = await self._session.execute(sa.select(t.tool_calls).where(c.run_id == run_id).order_by(c.id))
-        return [_tool_call_from_row(row, self._cipher) for row in rows]
+        return [tool_call_from_row(row, self._cipher) for row in rows]
