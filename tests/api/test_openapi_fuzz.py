@@ -63,6 +63,8 @@ SEMANTIC_422 = {
     "POST /v1/pending/{correlation_id}/resolve": "the decision must fit the stored call",
     # `args_match` may only name parameters of the named tool; `expires_at` must be in the future.
     "POST /v1/authorizations": "args_match keys and expires_at are checked against the tool and now",
+    # A key's `expires_at` must be in the future: a key born expired could never be used.
+    "POST /v1/keys": "expires_at is checked against now",
     # A cursor is opaque: its shape is in the document, its content is checked when decoded.
     "GET /v1/pending": "a cursor of the right shape can still decode to nothing",
     "GET /v1/audit": "a cursor of the right shape can still decode to nothing",
