@@ -32,8 +32,8 @@ run: $(SERVE_STAMP) ## start the API with the in-process worker (SQLite, scripte
 migrate: $(STAMP) ## apply the migrations to SURSIS_DATABASE_URL
 	$(VENV)/bin/sursis migrate
 
-test: $(STAMP) ## run the tests (SQLite and PostgreSQL on 127.0.0.1:5432), then the example project's own
-	$(VENV)/bin/pytest -q
+test: $(STAMP) ## run the tests in two processes (SQLite and PostgreSQL on 127.0.0.1:5432), then the example project's own
+	$(VENV)/bin/pytest -q -n 2 --dist loadfile
 	cd examples/support-desk && ../../$(PY) -m pytest -q
 
 SOAK_KILLS ?= 1000

@@ -29,10 +29,24 @@ from sursis.infra.db.migrations import upgrade
 from sursis.infra.db.tables import metadata
 from sursis.infra.db.uow import SqlUnitOfWorkFactory
 from sursis.infra.demo import seed_demo
+from tests.fresh_database import ensure_database
 
 models.ALLOW_MODEL_REQUESTS = False
 
-PG_URL = os.environ.get("SURSIS_TEST_PG_URL", "postgresql+asyncpg://postgres@127.0.0.1:5432/test")
+
+def _worker_database(url: str) -> str:
+    """`make test` runs the tests in two processes (pytest-xdist): each gets a database of its own
+    next to the test database (`test_gw0`, `test_gw1`), and so do the databases derived from it."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if not worker:
+        return url
+    parsed = sa.make_url(url)
+    return parsed.set(database=f"{parsed.database}_{worker}").render_as_string(hide_password=False)
+
+
+PG_URL = _worker_database(
+    os.environ.get("SURSIS_TEST_PG_URL", "postgresql+asyncpg://postgres@127.0.0.1:5432/test")
+)
 
 
 @pytest.fixture(scope="session")
@@ -54,6 +68,7 @@ async def _reset_pg_schema(url: str) -> None:
 def pg_migrated() -> str:
     """The test database, emptied whatever it held, then migrated from scratch."""
     with ThreadPoolExecutor(max_workers=1) as pool:
+        pool.submit(asyncio.run, ensure_database(PG_URL)).result()
         pool.submit(asyncio.run, _reset_pg_schema(PG_URL)).result()
     upgrade(PG_URL)
     return PG_URL
