@@ -16,6 +16,7 @@ from sursis.app.settings import Settings
 from sursis.domain.agents import AgentCatalogService
 from sursis.domain.audit import AuditService
 from sursis.domain.audit_verify import AuditChainService
+from sursis.domain.authorization_cache import AuthorizationCache
 from sursis.domain.authorizations import PreApprovalService
 from sursis.domain.channels.admin import ChannelAdminService
 from sursis.domain.channels.slack import SlackInbound
@@ -216,10 +217,16 @@ def build_container(
     owns_telemetry = telemetry is None
     telemetry = telemetry or build_telemetry(telemetry_config(settings))
     engine = create_engine(settings.database_url, pool_size=settings.db_pool_size)
+    sqlite = is_sqlite(settings.database_url)
+    rules = (
+        AuthorizationCache(settings.policy_cache_seconds, live=sqlite)
+        if settings.policy_cache_seconds > 0 and policy is None
+        else None
+    )
     notifier = (
         LocalRunNotifier()
-        if is_sqlite(settings.database_url)
-        else PostgresRunNotifier(engine, settings.database_url)
+        if sqlite
+        else PostgresRunNotifier(engine, settings.database_url, authorizations=rules)
     )
     uow = SqlUnitOfWorkFactory(
         engine,
@@ -256,7 +263,7 @@ def build_container(
         timeouts=timeouts,
         lease=timedelta(seconds=settings.lease_seconds),
         telemetry=telemetry,
-        policy=policy or StoredPreApprovalPolicy(uow),
+        policy=policy or StoredPreApprovalPolicy(uow, rules),
         delta_interval=settings.events_delta_interval_seconds,
         history_cache_messages=settings.history_cache_messages,
         history_turns=settings.history_turns,
@@ -314,7 +321,6 @@ def build_container(
         settle=timedelta(seconds=settings.events_settle_seconds),
     )
     webhooks = WebhookService(uow, clock=utcnow, allow_private_hosts=settings.webhook_allow_private_hosts)
-    sqlite = is_sqlite(settings.database_url)
     credentials = (
         CredentialCache(settings.credential_cache_seconds, live=sqlite)
         if settings.credential_cache_seconds > 0
@@ -349,7 +355,7 @@ def build_container(
         retention=retention,
         keys=KeyService(uow, cache=credentials),
         credentials=credentials,
-        authorizations=PreApprovalService(uow, catalog),
+        authorizations=PreApprovalService(uow, catalog, changes=rules),
         runner=runner,
         worker=worker,
         telemetry=telemetry,

@@ -68,6 +68,10 @@ class Settings(BaseSettings):
     credential_cache_seconds: float = Field(default=5.0, ge=0)
     """How long the API keeps a verified key's principal in memory instead of looking the key up
     again; revocations reach it at once all the same (docs/security.md); 0 turns the cache off."""
+    policy_cache_seconds: float = Field(default=5.0, ge=0)
+    """How long a worker keeps a workspace's pre-approvals of a tool in memory instead of reading
+    them again for each gated call; creating or revoking one reaches every worker at once all the
+    same (docs/security.md); 0 turns the cache off."""
     migrate_on_start: bool = True
     admin_key_file: str | None = None
     """Where `serve` writes the first admin key (mode 0600) when stdout is not a terminal."""

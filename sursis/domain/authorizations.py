@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Set
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
 
 from sursis.domain.access import Permission
 from sursis.domain.clock import Clock, utcnow
@@ -45,6 +45,12 @@ def first_covering(
     return matching[0] if matching else None
 
 
+class AuthorizationChanges(Protocol):
+    """Told, after the commit, of the workspaces whose pre-approvals changed in this process."""
+
+    def forget(self, names: Set[str]) -> None: ...
+
+
 def _invalid(loc: list[str], message: str) -> ValidationFailed:
     return ValidationFailed(message, extra={"errors": [{"loc": loc, "msg": message}]})
 
@@ -52,10 +58,18 @@ def _invalid(loc: list[str], message: str) -> ValidationFailed:
 class PreApprovalService:
     """List, create and revoke pre-approvals (operators of the workspace, admins)."""
 
-    def __init__(self, uow: UnitOfWorkFactory, catalog: ToolCatalog, *, clock: Clock = utcnow) -> None:
+    def __init__(
+        self,
+        uow: UnitOfWorkFactory,
+        catalog: ToolCatalog,
+        *,
+        clock: Clock = utcnow,
+        changes: AuthorizationChanges | None = None,
+    ) -> None:
         self._uow = uow
         self._catalog = catalog
         self._clock = clock
+        self._changes = changes
 
     async def create(
         self,
@@ -99,6 +113,7 @@ class PreApprovalService:
             await uow.authorizations.add(authorization)
             await uow.audit.append(self._audit("authorization.created", principal, authorization), now)
             await uow.commit()
+        self._changed(ws)
         return authorization
 
     async def list_authorizations(
@@ -123,8 +138,13 @@ class PreApprovalService:
             if await uow.authorizations.revoke(authorization_id, now):
                 await uow.audit.append(self._audit("authorization.revoked", principal, authorization), now)
                 await uow.commit()
+                self._changed(authorization.workspace)
                 authorization.revoked_at = now
             return authorization
+
+    def _changed(self, workspace: str) -> None:
+        if self._changes is not None:
+            self._changes.forget({workspace})
 
     @staticmethod
     def _audit(action: str, principal: Principal, authorization: Authorization) -> AuditEntry:

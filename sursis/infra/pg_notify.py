@@ -13,6 +13,8 @@ from sqlalchemy import text
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from sursis.domain.notified_cache import Invalidations
+from sursis.infra.db.access_repositories import AUTHORIZATION_CHANNEL
 from sursis.infra.db.event_repositories import RUN_CHANNEL, WORK_CHANNEL
 from sursis.infra.faults import crash_point
 from sursis.infra.notifier import LocalRunNotifier
@@ -29,14 +31,17 @@ class PostgresRunNotifier(LocalRunNotifier):
 
     Notifications are an optimisation: a lost one only delays a worker until its next poll. A run
     whose change was notified in the transaction that made it (see `runs_notified`) is not
-    notified again.
+    notified again. The same connection hears `sursis_authorizations` for the pre-approval cache
+    (`authorizations`), which serves only while the connection is up.
     """
 
-    def __init__(self, engine: AsyncEngine, url: str) -> None:
+    def __init__(self, engine: AsyncEngine, url: str, *, authorizations: Invalidations | None = None) -> None:
         super().__init__()
         self._engine = engine
         self._dsn = asyncpg_dsn(url)
         self._listener: asyncio.Task[None] | None = None
+        self._authorizations = authorizations
+        self.listening = asyncio.Event()
 
     async def run_queued(self, run_id: uuid.UUID) -> None:
         crash_point("notify_queued")
@@ -77,17 +82,22 @@ class PostgresRunNotifier(LocalRunNotifier):
             try:
                 closed = asyncio.Event()
                 connection = await asyncpg.connect(self._dsn, timeout=5)
-                connection.add_termination_listener(lambda _c, done=closed: done.set())
+                connection.add_termination_listener(lambda _c, done=closed: self._lost(done))
                 await connection.add_listener(WORK_CHANNEL, self._on_work)
                 await connection.add_listener(RUN_CHANNEL, self._on_run)
+                if self._authorizations is not None:
+                    await connection.add_listener(AUTHORIZATION_CHANNEL, self._on_authorizations)
+                    self._authorizations.resume()
                 # A reconnect may have missed notifications: wake everyone to re-check.
                 self._work.set()
+                self.listening.set()
                 await closed.wait()
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
                 log.warning("listen.disconnected", error=str(exc)[:200])
             finally:
+                self._lost(closed)
                 if connection is not None and not connection.is_closed():
                     with contextlib.suppress(Exception):
                         await connection.close(timeout=2)
@@ -96,6 +106,17 @@ class PostgresRunNotifier(LocalRunNotifier):
     def _on_work(self, _conn: Any, _pid: int, _channel: str, payload: str) -> None:
         self._work.set()
         self._wake_run(payload)
+
+    def _lost(self, closed: asyncio.Event) -> None:
+        """The connection is gone (or going): authorization changes may be missed from now on."""
+        closed.set()
+        self.listening.clear()
+        if self._authorizations is not None:
+            self._authorizations.suspend()
+
+    def _on_authorizations(self, _conn: Any, _pid: int, _channel: str, payload: str) -> None:
+        if self._authorizations is not None and payload:
+            self._authorizations.forget({payload})
 
     def _on_run(self, _conn: Any, _pid: int, _channel: str, payload: str) -> None:
         self._wake_run(payload)

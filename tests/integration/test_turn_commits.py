@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import AsyncIterator
 from typing import Any
 
+import pytest
 import sqlalchemy as sa
 
-from sursis.app.container import Container
+from sursis.app.container import Container, build_container
 from sursis.domain.access import Role
 from sursis.domain.pending_calls import Resolution
 from sursis.domain.records import Principal
 from sursis.domain.states import Decision, PendingStatus, RunStatus
-from tests.conftest import call, script
+from sursis.infra.pg_notify import PostgresRunNotifier
+from tests.conftest import call, make_settings, script
 
 ADMIN = Principal(id="admin:test", role=Role.ADMIN, workspace=None)
 GATED = script([call("replay_dlq_event", event_id="evt_1001", reason="retry")], "replayed")
@@ -25,18 +29,20 @@ the run's end with the tool's result message, the final answer, its last text de
 closing events."""
 
 
-SUSPEND_STATEMENTS = {"sqlite": 16, "postgresql": 8}
+SUSPEND_STATEMENTS = {"sqlite": 15, "postgresql": 7}
 """SQLite: message (5: the conversation read and taken, the run, its audit row, its event), claim
-with the segment's start (4: the run, the log, audit, event), the pre-approval policy read (1),
-suspension (6: the run, the pending call, one look-up for webhooks or channel bindings, messages,
+with the segment's start (4: the run, the log, audit, event), suspension (6: the run, the pending call, one look-up for webhooks or channel bindings, messages,
 audit rows, events).
 
 PostgreSQL holds every write whose outcome nobody reads to the transaction's last statement
 (`held`), which also answers the delivery look-up, and a claim reads the run's log in the same
 statement: message (3: the conversation read and taken; the run, audit and event), claim (2: the
-run with its log; audit and event), the policy read (1),
-suspension (2: the run; the pending call, messages, audit and events). Each event's insert there
-also takes the conversation's lock and sends the notifications."""
+run with its log; audit and event), suspension (2: the run; the pending call, messages, audit and events). Each event's insert there
+also takes the conversation's lock and sends the notifications.
+
+The workspace's pre-approvals of the gated tool are read once (`POLICY_READ`), by the first gated
+call; later calls find them in the worker's policy cache until a change is notified."""
+POLICY_READ = 1
 RESUME_STATEMENTS = {"sqlite": 23, "postgresql": 13}
 """SQLite: resolve (6: the call read and decided, the run, the delivery look-up, audit, events),
 claim with the segment's start (6: the run, the log, pending calls, stored outcomes, audit, event),
@@ -47,10 +53,22 @@ PostgreSQL: resolve (3: the call read; the call decided with the run re-queued; 
 events), claim (3: the run
 with its log, the pending calls with their stored outcomes; audit and event), the tool's effect (5: its own 3, the
 outcome; the event), the end (2: the run; the conversation freed, messages, audit, events)."""
-SUSPEND_TRANSACTIONS = 4
-"""Message, claim (the segment's start read in it), the policy read (a reader: a deferred BEGIN on
-SQLite; on PostgreSQL it runs in autocommit, which SQLAlchemy still counts), suspension."""
+SUSPEND_TRANSACTIONS = 3
+"""Message, claim (the segment's start read in it), suspension; the first turn adds the policy read
+(a reader: a deferred BEGIN on SQLite; on PostgreSQL autocommit, which SQLAlchemy still counts)."""
 RESUME_TRANSACTIONS = 4
+
+
+@pytest.fixture
+async def container(seeded: str) -> AsyncIterator[Container]:
+    """The composition root with its policy cache live: on PostgreSQL that takes the listening
+    connection (a cache that might miss a revocation serves nothing); its seconds outlast the test."""
+    built = build_container(make_settings(seeded, policy_cache_seconds=3600))
+    await built.start(run_worker=False)
+    if isinstance(built.notifier, PostgresRunNotifier):
+        await asyncio.wait_for(built.notifier.listening.wait(), 10)
+    yield built
+    await built.close()
 
 
 async def test_an_approval_turn_makes_three_commits_to_suspend_and_four_to_finish(
@@ -76,8 +94,9 @@ async def test_an_approval_turn_makes_three_commits_to_suspend_and_four_to_finis
         run = await container.conversations.post_message(ADMIN, conversation.id, GATED)
         assert await worker.run_once()
         assert len(commits) == SUSPEND_COMMITS, f"turn {turn}: suspend path"
-        assert len(statements) == SUSPEND_STATEMENTS[dialect], (turn, statements)
-        assert len(begins) == SUSPEND_TRANSACTIONS, f"turn {turn}: suspend path"
+        first = POLICY_READ if turn == 0 else 0
+        assert len(statements) == SUSPEND_STATEMENTS[dialect] + first, (turn, statements)
+        assert len(begins) == SUSPEND_TRANSACTIONS + first, f"turn {turn}: suspend path"
 
         async with container.uow() as uow:
             [pending] = await uow.pending.for_run(run.id, PendingStatus.AWAITING)

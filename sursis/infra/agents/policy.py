@@ -8,6 +8,7 @@ from typing import Any
 
 from pydantic_core import to_jsonable_python
 
+from sursis.domain.authorization_cache import AuthorizationCache
 from sursis.domain.authorizations import first_covering
 from sursis.domain.ports import UnitOfWorkFactory
 from sursis.infra.agents.run_deps import PreApprovalPolicy
@@ -17,16 +18,23 @@ class StoredPreApprovalPolicy(PreApprovalPolicy):
     """Covered when an active authorization of the workspace matches the call.
 
     Raises on a broken rule or a database error; the tool wrapper then gates the call (fail closed).
+    With a `cache`, the rules of (workspace, tool) read in the last few seconds are not read again.
     """
 
-    def __init__(self, uow: UnitOfWorkFactory) -> None:
+    def __init__(self, uow: UnitOfWorkFactory, cache: AuthorizationCache | None = None) -> None:
         self._uow = uow
+        self._cache = cache
 
     async def covering_authorization(
         self, workspace: str, tool_name: str, args: Mapping[str, Any], now: datetime
     ) -> str | None:
-        async with self._uow.reader() as uow:
-            rules = await uow.authorizations.candidates(workspace, tool_name, now)
+        rules = self._cache.get(workspace, tool_name) if self._cache is not None else None
+        if rules is None:
+            ticket = self._cache.ticket() if self._cache is not None else 0
+            async with self._uow.reader() as uow:
+                rules = tuple(await uow.authorizations.candidates(workspace, tool_name, now))
+            if self._cache is not None:
+                self._cache.put(workspace, tool_name, rules, ticket)
         if not rules:
             return None
         covering = first_covering(rules, tool_name, to_jsonable_python(dict(args)), now)

@@ -74,6 +74,11 @@ class SqlApiKeyRepository:
         return revoked
 
 
+AUTHORIZATION_CHANNEL = "sursis_authorizations"
+"""`NOTIFY sursis_authorizations, '<workspace>'` is sent in the transaction that creates or revokes
+a pre-approval (delivered on commit): every worker drops the workspace from its policy cache."""
+
+
 class SqlAuthorizationRepository:
     def __init__(self, session: AsyncSession) -> None:
         self._session = session
@@ -82,6 +87,7 @@ class SqlAuthorizationRepository:
         await self._session.execute(
             t.authorizations.insert().values(row_values(authorization, t.authorizations))
         )
+        await self._notify(authorization.workspace)
 
     async def get(self, authorization_id: uuid.UUID) -> Authorization | None:
         row = (
@@ -114,8 +120,16 @@ class SqlAuthorizationRepository:
             t.authorizations.update()
             .where(c.id == authorization_id, c.revoked_at.is_(None))
             .values(revoked_at=now)
+            .returning(c.workspace)
         )
-        return int(getattr(result, "rowcount", 0)) == 1
+        workspace = result.scalar_one_or_none()
+        if workspace is not None:
+            await self._notify(workspace)
+        return workspace is not None
+
+    async def _notify(self, workspace: str) -> None:
+        if self._session.get_bind().dialect.name == "postgresql":
+            await self._session.execute(sa.select(sa.func.pg_notify(AUTHORIZATION_CHANNEL, workspace)))
 
 
 def _active(now: Any) -> tuple[Any, ...]:

@@ -15,12 +15,13 @@ import asyncio
 import contextlib
 import uuid
 from collections.abc import Callable, Set
-from typing import Any, Protocol
+from typing import Any
 
 import asyncpg
 import structlog
 from sqlalchemy.engine import make_url
 
+from sursis.domain.notified_cache import Invalidations
 from sursis.infra.db.access_repositories import KEY_CHANNEL
 from sursis.infra.db.event_repositories import NOTIFY_CHANNEL, PENDING_CHANNEL
 
@@ -30,14 +31,6 @@ log = structlog.get_logger("sursis.events")
 def asyncpg_dsn(database_url: str) -> str:
     """The plain `postgresql://` DSN asyncpg takes, from a SQLAlchemy URL."""
     return make_url(database_url).set(drivername="postgresql").render_as_string(hide_password=False)
-
-
-class KeyChanges(Protocol):
-    """What hears of key changes made by any process (the credential cache)."""
-
-    def forget(self, key_ids: Set[str]) -> None: ...
-    def suspend(self) -> None: ...
-    def resume(self) -> None: ...
 
 
 class PgEventListener:
@@ -51,7 +44,7 @@ class PgEventListener:
         on_events: Callable[[Set[uuid.UUID]], None],
         *,
         on_pending: Callable[[Set[str]], None] | None = None,
-        keys: KeyChanges | None = None,
+        keys: Invalidations | None = None,
         retry_seconds: float = 2.0,
     ) -> None:
         self._dsn = asyncpg_dsn(database_url)
