@@ -171,7 +171,7 @@ async def resolve_latency(url: str, samples: int, log_dir: Path) -> tuple[list[f
             for i in range(samples):
                 if i % 50 == 0:
                     conversation = await new_conversation(client, base)
-                resolves.append((await http_turn(client, base, conversation))[1])
+                resolves.append((await http_turn(client, base, conversation, wait_on_resolve=False))[1])
     finally:
         processes.stop_all()
     return resolves, layout.describe()

@@ -53,9 +53,18 @@ def p99(values: Sequence[float]) -> float:
 
 
 async def http_turn(
-    client: httpx.AsyncClient, base: str, conversation_id: str, content: str = GATED_TURN
+    client: httpx.AsyncClient,
+    base: str,
+    conversation_id: str,
+    content: str = GATED_TURN,
+    *,
+    wait_on_resolve: bool = True,
 ) -> tuple[float, float, float]:
-    """One approval turn over HTTP: (message -> suspended, resolve, resolve -> completed) in ms."""
+    """One approval turn over HTTP: (message -> suspended, resolve, resolve -> completed) in ms.
+
+    By default the resolve waits for the run (`?wait=`), so the turn is two requests and "resolve"
+    is the whole resumption; `wait_on_resolve=False` answers the resolve once the decision is
+    committed (what the resolve latency measures) and long-polls the run after it."""
     started = time.perf_counter()
     posted = await send(
         client,
@@ -69,11 +78,18 @@ async def http_turn(
         run = await settle(client, base, run["id"], "suspended")
     suspended = time.perf_counter()
     [pending] = run["pending"]
-    await send(
-        client, "POST", f"{base}/v1/pending/{pending['correlation_id']}/resolve", json={"decision": "approve"}
+    decided = await send(
+        client,
+        "POST",
+        f"{base}/v1/pending/{pending['correlation_id']}/resolve",
+        params={"wait": 30} if wait_on_resolve else None,
+        json={"decision": "approve"},
     )
     answered = time.perf_counter()
-    await settle(client, base, run["id"], "completed")
+    # The resolve waits for the run (one request); a service without `?wait=` on resolve answers
+    # with no `run`, and the turn then long-polls the run as before.
+    if (decided.json().get("run") or {}).get("status") != "completed":
+        await settle(client, base, run["id"], "completed")
     completed = time.perf_counter()
     return ms(suspended - started), ms(answered - suspended), ms(completed - suspended)
 

@@ -26,6 +26,7 @@ from sursis.client.models import (
     Message,
     PendingCall,
     PendingPage,
+    Resolved,
     Run,
     Usage,
 )
@@ -45,6 +46,7 @@ __all__ = [
     "PendingCall",
     "PendingPage",
     "RateLimitedError",
+    "Resolved",
     "Run",
     "RunActiveError",
     "StaleError",

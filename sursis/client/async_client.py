@@ -20,6 +20,7 @@ from sursis.client.models import (
     Event,
     PendingCall,
     PendingPage,
+    Resolved,
     Run,
 )
 
@@ -161,14 +162,22 @@ class AsyncClient:
         args: dict[str, Any] | None = None,
         result: Any = None,
         args_hash: str | None = None,
-    ) -> PendingCall:
+        wait: float = 0,
+    ) -> Resolved:
         """Decide a pending call: `approve` (with edited `args`), `deny`, `revise` or `answer`
-        (with `result`). A call decided already raises `StaleError`."""
+        (with `result`). A call decided already raises `StaleError`. With `wait`, the answer also
+        carries the call's run (`.run`) once it settled, waiting up to `wait` seconds."""
         body: dict[str, Any] = {"decision": decision}
         for name, value in (("reason", reason), ("args", args), ("result", result), ("args_hash", args_hash)):
             if value is not None:
                 body[name] = value
-        return await self._model(PendingCall, "POST", f"/v1/pending/{correlation_id}/resolve", json=body)
+        return await self._model(
+            Resolved,
+            "POST",
+            f"/v1/pending/{correlation_id}/resolve",
+            json=body,
+            params={"wait": wait} if wait else None,
+        )
 
     # Events
 

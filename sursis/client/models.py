@@ -85,6 +85,13 @@ class Run(Model):
         return self.status in SETTLED
 
 
+class Resolved(PendingCall):
+    """A decided call; with `wait`, its run once it settled (None without `wait`, or when the
+    service could not read the run after committing the decision)."""
+
+    run: Run | None = None
+
+
 class ConversationDetail(Conversation):
     messages: list[Message]
     active_run: Run | None

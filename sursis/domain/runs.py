@@ -77,6 +77,18 @@ class RunService:
                 raise
             return RunView(run, [])
 
+    async def wait_after_decision(
+        self, principal: Principal, run_id: uuid.UUID, wait: float
+    ) -> RunView | None:
+        """`wait_for_run` for the run of a call just decided. The decision is committed, so the
+        answer is never an error: None if the store cannot be read while waiting."""
+        try:
+            return await self.wait_for_run(principal, run_id, wait)
+        except Exception as exc:
+            if not self.store_unreachable(exc):
+                raise
+            return None
+
     async def list_tool_calls(self, principal: Principal, run_id: uuid.UUID) -> list[ToolCallRecord]:
         async with self.uow.reader() as uow:
             await _visible_run(uow, principal, run_id)

@@ -132,7 +132,7 @@ async def walk_through(client: Any, models: Any, *api: Any) -> None:
             body=models.ResolveBody(decision=models.ResolveBodyDecision.APPROVE),
         )
     ).parsed
-    assert isinstance(approved, models.PendingCallOut) and approved.status == "approved", approved
+    assert isinstance(approved, models.ResolvedOut) and approved.status == "approved", approved
 
     done = (await run_detail.asyncio_detailed(run.id, client=client, wait=10)).parsed
     assert isinstance(done, models.RunOut) and done.status == "completed", done

@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import collections
+import contextlib
 import json
 import os
 import random
@@ -164,11 +165,15 @@ class Workers:
                 stuck = now - born > 8
                 if self.crash and victim not in self._killed_by_us and (stuck or self._rng.random() < 0.003):
                     self._killed_by_us.add(victim)
-                    os.kill(victim, 9)
+                    # It may have died at its own fault point a moment ago (its exit still on
+                    # its way from the zygote): then there is nothing left to kill.
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(victim, 9)
 
     async def stop(self) -> None:
         for pid in list(self._alive):
-            os.kill(pid, 15)
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, 15)
         deadline = time.monotonic() + 15
         while self._alive and time.monotonic() < deadline:
             try:
@@ -177,7 +182,8 @@ class Workers:
             except TimeoutError:
                 continue
         for pid in list(self._alive):
-            os.kill(pid, 9)
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, 9)
         if self._zygote is not None:
             self._zygote.kill()
             self._zygote.wait()
@@ -410,7 +416,7 @@ async def soak(database_url: str, kills: int, workers: int, conversations: int, 
                 ]
                 while tally.total_kills < kills:
                     await asyncio.sleep(1)
-                    for task in loops:
+                    for task in (*loops, supervisor):
                         if task.done():
                             task.result()
                     print(f"  {time.monotonic() - started:6.0f}s  kills {tally.total_kills}", flush=True)

@@ -44,6 +44,7 @@ from sursis.app.schemas import (
     PostMessage,
     PrincipalOut,
     ResolveBody,
+    ResolvedOut,
     RunOut,
     ToolCallOut,
     api_key_out,
@@ -58,6 +59,7 @@ from sursis.app.schemas import (
     pending_out,
     pending_page,
     principal_out,
+    resolved_out,
     run_out,
     tool_call_out,
 )
@@ -244,15 +246,23 @@ class PendingController(Controller):
     ) -> PendingCallOut:
         return pending_out(await pending_calls.get_pending(principal, correlation_id), principal)
 
-    @post("/{correlation_id:uuid}/resolve", status_code=HTTP_200_OK)
+    @post("/{correlation_id:uuid}/resolve", status_code=HTTP_200_OK, dependencies=services("runs"))
     async def resolve(
         self,
         correlation_id: FromPath[uuid.UUID],
         data: JSONBody[ResolveBody],
         pending_calls: NamedDependency[PendingCallService],
+        runs: NamedDependency[RunService],
         principal: NamedDependency[Principal],
-    ) -> PendingCallOut:
-        """Decide a pending call. Answered once the decision is committed; the run resumes in a worker."""
+        wait: Wait = 0,
+    ) -> ResolvedOut:
+        """Decide a pending call. Answered once the decision is committed; the run resumes in a worker.
+
+        `?wait=` long-polls until the call's run settles (its next suspension or its end) and
+        answers with it in `run`: one request instead of a resolve and a `GET /v1/runs/{id}?wait=`.
+        Once the decision is committed the answer is never an error: if the run cannot be read
+        while waiting, `run` is null.
+        """
         call = await pending_calls.resolve_pending(
             principal,
             correlation_id,
@@ -264,7 +274,8 @@ class PendingController(Controller):
                 args_hash=data.args_hash,
             ),
         )
-        return pending_out(call, principal)
+        view = await runs.wait_after_decision(principal, call.run_id, wait) if wait > 0 else None
+        return resolved_out(pending_out(call, principal), run_out(view, principal) if view else None)
 
 
 class AuditController(Controller):

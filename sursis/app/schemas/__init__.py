@@ -41,7 +41,7 @@ from sursis.app.schemas.pending import (
     pending_out,
     pending_page,
 )
-from sursis.app.schemas.runs import RunOut, UsageOut, run_out, usage_out
+from sursis.app.schemas.runs import ResolvedOut, RunOut, UsageOut, resolved_out, run_out, usage_out
 from sursis.app.schemas.validation import (
     CURSOR_PATTERN,
     MAX_CURSOR_CHARS,
@@ -95,6 +95,7 @@ __all__ = [
     "PostMessage",
     "PrincipalOut",
     "ResolveBody",
+    "ResolvedOut",
     "RunOut",
     "Strict",
     "ToolCallOut",
@@ -122,6 +123,7 @@ __all__ = [
     "pending_page",
     "principal_out",
     "refuse_nul_characters",
+    "resolved_out",
     "run_out",
     "tool_call_out",
     "usage_out",

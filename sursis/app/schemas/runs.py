@@ -38,6 +38,23 @@ class RunOut(BaseModel):
     finished_at: datetime | None
 
 
+class ResolvedOut(PendingCallOut):
+    """A decided pending call, and with `?wait=` its run."""
+
+    run: RunOut | None = Field(
+        default=None,
+        description=(
+            "With `?wait=`: the call's run once it settled (the next suspension or the end) or as it "
+            "was when `wait` ran out. Null without `wait`, or when the run could not be read after "
+            "the decision was committed."
+        ),
+    )
+
+
+def resolved_out(call: PendingCallOut, run: RunOut | None) -> ResolvedOut:
+    return ResolvedOut.model_validate({**call.model_dump(), "run": run})
+
+
 def run_out(view: RunView, principal: Principal) -> RunOut:
     """By hand on purpose: a run is shown with its awaiting calls as the caller may see them."""
     run: Run = view.run
