@@ -173,9 +173,12 @@ def provide_principal(request: ASGIConnection[Any, Any, Any, Any]) -> Principal:
 
 def requires(permission: Permission) -> Guard:
     """A guard asking the role table before the body is read: a caller who may not act at all gets
-    403 whatever it sent, not 422 about a body it may not send. The service asks again itself."""
+    403 whatever it sent, not 422 about a body it may not send. The service asks again itself.
 
-    def guard(connection: ASGIConnection[Any, Any, Any, Any], _: BaseRouteHandler) -> None:
+    A coroutine on purpose: Litestar runs a plain function guard in its thread pool, a thread hop
+    on every request for a look-up in a table."""
+
+    async def guard(connection: ASGIConnection[Any, Any, Any, Any], _: BaseRouteHandler) -> None:
         provide_principal(connection).require(permission)
 
     return guard
