@@ -76,12 +76,14 @@ async def test_untrusted_result_is_rejected_with_field_errors(client: AsyncTestC
 
 
 async def test_client_call_expires_without_a_subscriber_and_lives_with_one(live: LiveFactory) -> None:
-    async with live(client_exec_timeout_seconds=0.5, sweep_seconds=0.1) as app:
+    # A grace of 1.5 s: the stream extends the call every 0.5 s, so a stream loop held up for up
+    # to a second by a busy machine still keeps it (a shorter grace made this test flaky there).
+    async with live(client_exec_timeout_seconds=1.5, sweep_seconds=0.1) as app:
         cid = await create_conversation(app.http, agent="assistant")  # type: ignore[arg-type]
         async with EventStream(app.http, cid) as browser:
             run = await post_message(app.http, cid, script([call("get_browser_location")]))  # type: ignore[arg-type]
             [pending] = run["pending"]
-            await asyncio.sleep(1.5)  # three times the grace, with a subscriber connected
+            await asyncio.sleep(4.5)  # three times the grace, with a subscriber connected
             kept = (await app.http.get(f"/v1/pending/{pending['correlation_id']}")).json()
             assert kept["status"] == "awaiting"
             # The subscriber was told of the call, and of nothing resolving it.
