@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable, Mapping, Set
+from collections.abc import Iterable, Mapping
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Any
 
 from sursis.domain.access import Permission
+from sursis.domain.authorization_cache import AuthorizationCache
 from sursis.domain.clock import Clock, utcnow
 from sursis.domain.errors import NotFound, ValidationFailed
 from sursis.domain.ports import ToolCatalog, UnitOfWorkFactory
@@ -45,12 +46,6 @@ def first_covering(
     return matching[0] if matching else None
 
 
-class AuthorizationChanges(Protocol):
-    """Told, after the commit, of the workspaces whose pre-approvals changed in this process."""
-
-    def forget(self, names: Set[str]) -> None: ...
-
-
 def _invalid(loc: list[str], message: str) -> ValidationFailed:
     return ValidationFailed(message, extra={"errors": [{"loc": loc, "msg": message}]})
 
@@ -64,7 +59,7 @@ class PreApprovalService:
         catalog: ToolCatalog,
         *,
         clock: Clock = utcnow,
-        changes: AuthorizationChanges | None = None,
+        changes: AuthorizationCache | None = None,
     ) -> None:
         self._uow = uow
         self._catalog = catalog

@@ -67,27 +67,20 @@ class RunService:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(changed.wait(), min(remaining, 1.0))
 
-    async def wait_after_queueing(self, principal: Principal, run: Run, wait: float) -> RunView:
-        """`wait_for_run` for a run just queued. Its message is committed, so the answer is never an
-        error: if the store cannot be read while waiting (busy pool, outage), the run as queued."""
-        try:
-            return await self.wait_for_run(principal, run.id, wait)
-        except Exception as exc:
-            if not self.store_unreachable(exc):
-                raise
-            return RunView(run, [])
-
-    async def wait_after_decision(
-        self, principal: Principal, run_id: uuid.UUID, wait: float
-    ) -> RunView | None:
-        """`wait_for_run` for the run of a call just decided. The decision is committed, so the
-        answer is never an error: None if the store cannot be read while waiting."""
+    async def wait_after_commit(self, principal: Principal, run_id: uuid.UUID, wait: float) -> RunView | None:
+        """`wait_for_run` after a commit that queued the run (a message, a decision): what was asked
+        is done, so the answer is never an error; None if the store cannot be read while waiting
+        (busy pool, outage)."""
         try:
             return await self.wait_for_run(principal, run_id, wait)
         except Exception as exc:
             if not self.store_unreachable(exc):
                 raise
             return None
+
+    async def wait_after_queueing(self, principal: Principal, run: Run, wait: float) -> RunView:
+        """`wait_after_commit` for a run just queued: the run as queued if it cannot be read."""
+        return await self.wait_after_commit(principal, run.id, wait) or RunView(run, [])
 
     async def list_tool_calls(self, principal: Principal, run_id: uuid.UUID) -> list[ToolCallRecord]:
         async with self.uow.reader() as uow:

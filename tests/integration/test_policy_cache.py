@@ -19,6 +19,9 @@ from tests.conftest import call, eventually, make_settings, script
 USER = Principal(id="user:bob", role="user", workspace="default")
 OPERATOR = Principal(id="operator:alice", role="operator", workspace="default")
 REPLAY = script([call("replay_dlq_event", event_id="evt_1001", reason="partner endpoint is back")], "done")
+PG = pytest.mark.parametrize("database_url", ["postgresql"], indirect=True)
+"""Changes made by other processes: SQLite is served by one process, whose own changes the first
+test covers, and its cache is live from the start."""
 LONG = 3600.0
 """Longer than any test: whatever a call sees, it did not see because the cache's seconds ran out."""
 
@@ -70,11 +73,10 @@ async def test_rules_are_read_once_and_a_change_in_this_process_applies_to_the_n
     assert await gated_turn(worker) is RunStatus.SUSPENDED, "a revoked one covers nothing, at once"
 
 
+@PG
 async def test_a_change_made_by_another_process_reaches_the_worker_by_notify(
     worker: Container, seeded: str
 ) -> None:
-    if not isinstance(worker.notifier, PostgresRunNotifier):
-        pytest.skip("SQLite is served by one process: no other process changes its pre-approvals")
     api = build_container(make_settings(seeded))
     try:
         assert await gated_turn(worker) is RunStatus.SUSPENDED  # the empty rules are now cached
@@ -94,11 +96,8 @@ async def _gated(container: Container) -> bool:
     return await gated_turn(container) is RunStatus.SUSPENDED
 
 
-async def test_the_cache_serves_nothing_while_the_worker_cannot_hear_changes(
-    worker: Container, seeded: str
-) -> None:
-    if not isinstance(worker.notifier, PostgresRunNotifier):
-        pytest.skip("SQLite: the cache is live from the start")
+@PG
+async def test_the_cache_serves_nothing_while_the_worker_cannot_hear_changes(worker: Container) -> None:
     reads = count_policy_reads(worker)
     assert await gated_turn(worker) is RunStatus.SUSPENDED
     assert await gated_turn(worker) is RunStatus.SUSPENDED

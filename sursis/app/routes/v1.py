@@ -274,7 +274,7 @@ class PendingController(Controller):
                 args_hash=data.args_hash,
             ),
         )
-        view = await runs.wait_after_decision(principal, call.run_id, wait) if wait > 0 else None
+        view = await runs.wait_after_commit(principal, call.run_id, wait) if wait > 0 else None
         return resolved_out(pending_out(call, principal), run_out(view, principal) if view else None)
 
 

@@ -52,7 +52,7 @@ class ResolvedOut(PendingCallOut):
 
 
 def resolved_out(call: PendingCallOut, run: RunOut | None) -> ResolvedOut:
-    return ResolvedOut.model_validate({**call.model_dump(), "run": run})
+    return ResolvedOut(**dict(call), run=run)
 
 
 def run_out(view: RunView, principal: Principal) -> RunOut:
