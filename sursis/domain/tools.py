@@ -111,6 +111,11 @@ class ToolSpec:
     streaming: bool = False
     context: ContextRetention | None = None
     """How long its results stay in the model's view; None: as long as their turn is shown."""
+    server: str | None = None
+    """The MCP server that provides the tool; None for a function tool."""
+    schema_digest: str | None = None
+    """A digest of what the model is told about the tool (description and input schema), so a
+    policy can tell when a tool it allowed has changed since (MCP tools)."""
     _resolved_approval: Approval = field(init=False, repr=False)
 
     def __post_init__(self) -> None:

@@ -31,7 +31,7 @@ from sursis.domain.ports import NoMetrics, ServiceMetrics, UnitOfWork
 from sursis.domain.records import ToolCallMetadata, ToolCallRecord
 from sursis.domain.sanitize import args_hash, sanitize
 from sursis.domain.tools import Category, Executor, PendingKind, ToolSpec
-from sursis.infra.agents.run_deps import RunDeps
+from sursis.infra.agents.run_deps import RunDeps, run_deps
 from sursis.infra.faults import crash_point
 from sursis.infra.telemetry import current_trace_id
 
@@ -75,7 +75,7 @@ async def record_effect(uow: UnitOfWork, ctx: RunContext[RunDeps], tool_name: st
     exists, the effect was applied by an earlier dispatch of the same call, and the caller's
     transaction must not commit (`AlreadyApplied` makes sure it rolls back).
     """
-    deps = ctx.deps
+    deps = run_deps(ctx)
     timing = _timing.get() or _CallTiming(deps.clock(), time.perf_counter())
     payload = ok_result(result)
     md = ToolCallMetadata(
@@ -176,7 +176,7 @@ class ObservedTools(AbstractCapability[RunDeps]):
         args: dict[str, Any],
         handler: WrapToolExecuteHandler,
     ) -> Any:
-        deps = ctx.deps
+        deps = run_deps(ctx)
         metadata = ctx.tool_call_metadata or {}
         redispatch = bool(metadata.get(REDISPATCH))
         approved = ctx.tool_call_approved and not redispatch
@@ -276,7 +276,7 @@ class ObservedTools(AbstractCapability[RunDeps]):
         handler: WrapToolExecuteHandler,
         metadata: Mapping[str, Any],
     ) -> Any:
-        deps = ctx.deps
+        deps = run_deps(ctx)
         if deps.outcomes is not None and call.tool_call_id in deps.outcomes:
             previous = deps.outcomes.pop(call.tool_call_id)
         else:

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 from opentelemetry import trace
+from pydantic_ai import RunContext
 
 from sursis.domain.clock import Clock
 from sursis.domain.ports import UnitOfWorkFactory
@@ -70,3 +72,19 @@ class RunDeps:
             run_id=self.run_id,
             details=details,
         )
+
+
+current_run_deps: ContextVar[RunDeps | None] = ContextVar("sursis_run_deps", default=None)
+"""The segment's `RunDeps` when the agent's tools get deps of their own (an adopted agent's)."""
+
+
+def run_deps(ctx: RunContext[Any]) -> RunDeps:
+    """The service's context of the call: `ctx.deps` for the service's own agents, otherwise the
+    segment's `RunDeps` set beside the agent's own deps. The one way the tool wrapper reaches it."""
+    deps = ctx.deps
+    if isinstance(deps, RunDeps):
+        return deps
+    current = current_run_deps.get()
+    if current is None:
+        raise RuntimeError("no sursis run context: the tool runs outside a segment")
+    return current
