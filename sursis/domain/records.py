@@ -10,6 +10,7 @@ from typing import Any
 
 from sursis.domain.access import PERMISSIONS, Permission, Role
 from sursis.domain.errors import Forbidden
+from sursis.domain.policy_decisions import PolicyDecision
 from sursis.domain.states import PendingStatus, RunStatus
 from sursis.domain.tools import Category, Executor, PendingKind
 
@@ -199,6 +200,9 @@ class PendingCall:
     category: Category | None = None
     """The tool's declared category (`read`, `suggest`, `mutate`); None for rows written before
     categories were recorded."""
+    policy: PolicyDecision | None = None
+    """The policy decision that made the call wait (whom it asks, the rule and the policy version);
+    None for a call no policy asked about (an elicitation, a client execution, older rows)."""
 
 
 @dataclass(slots=True)

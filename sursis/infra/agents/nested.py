@@ -15,8 +15,9 @@ from typing import Any
 from pydantic_ai.exceptions import CallDeferred
 from pydantic_ai.tools import DeferredToolRequests
 
+from sursis.domain.policy_decisions import PolicyDecision
 from sursis.domain.tools import PendingKind
-from sursis.infra.agents.observed import REVIEW
+from sursis.infra.agents.observed import POLICY, REVIEW
 
 NESTED = "nested"
 
@@ -31,6 +32,8 @@ class DeferredTarget:
     tool_name: str
     args: dict[str, Any]
     kind: PendingKind
+    policy: PolicyDecision | None = None
+    """The policy decision that asked for the call (an approval), from the deferral's metadata."""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -40,6 +43,7 @@ class DeferredTarget:
             "tool_name": self.tool_name,
             "args": self.args,
             "kind": self.kind.value,
+            "policy": self.policy.to_json() if self.policy is not None else None,
         }
 
     @classmethod
@@ -51,6 +55,7 @@ class DeferredTarget:
             tool_name=data["tool_name"],
             args=dict(data["args"]),
             kind=PendingKind(data["kind"]),
+            policy=PolicyDecision.from_json(data["policy"]) if data.get("policy") else None,
         )
 
 
@@ -72,7 +77,11 @@ def requested_targets(
         if isinstance(metadata.get(REVIEW), dict):
             # What the tool asks the person deciding to check, shown with the call's arguments.
             args = {**args, REVIEW: metadata[REVIEW]}
-        targets.append(DeferredTarget(agent, agent_path, part.tool_call_id, part.tool_name, args, kind))
+        policy = metadata.get(POLICY)
+        decision = PolicyDecision.from_json(policy) if isinstance(policy, dict) else None
+        targets.append(
+            DeferredTarget(agent, agent_path, part.tool_call_id, part.tool_name, args, kind, decision)
+        )
     return targets
 
 

@@ -42,6 +42,9 @@ EDITED_ARGS = "edited_args"
 REVIEW = "review"
 """Deferral metadata: what a gated tool asks the person deciding to check (a JSON object); the
 pending call shows it with the call's arguments under this key."""
+POLICY = "policy"
+"""Deferral metadata: the policy decision that asks for the call (`PolicyDecision.to_json()`); the
+pending call keeps it."""
 AUTO_APPROVED = "pending.auto_approved"
 _AUDIT_PAGE = 200
 

@@ -63,6 +63,7 @@ class Suspending(Ending):
                     + (spec.timeout_for(kind, self._timeouts) if spec else self._timeouts[kind]),
                     agent_path=target.agent_path,
                     category=spec.category if spec else None,
+                    policy=target.policy,
                 )
             )
         tool_events = self._tool_events(run, messages, announced)

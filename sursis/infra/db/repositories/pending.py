@@ -11,6 +11,7 @@ import sqlalchemy as sa
 from sqlalchemy.dialects.postgresql import ARRAY
 
 from sursis.domain.encryption import Cipher
+from sursis.domain.policy_decisions import PolicyDecision
 from sursis.domain.records import PendingCall, ToolCallRecord
 from sursis.domain.states import PendingStatus, RunStatus
 from sursis.domain.tools import Category, Executor, PendingKind
@@ -29,6 +30,7 @@ def _pending_from_row(row: Any, cipher: Cipher) -> PendingCall:
     m["kind"] = PendingKind(m["kind"])
     m["status"] = PendingStatus(m["status"])
     m["category"] = Category(m["category"]) if m["category"] else None
+    m["policy"] = PolicyDecision.from_json(m["policy"]) if m["policy"] else None
     return PendingCall(**m)
 
 
@@ -111,7 +113,8 @@ def _side(mapping: Any, prefix: str, table: sa.Table) -> OpenedRow:
 
 class SqlPendingCallRepository(SqlRepository):
     async def add(self, call: PendingCall) -> None:
-        row = PENDING_CALLS.seal(self._cipher, row_values(call, t.pending_calls))
+        policy = call.policy.to_json() if call.policy is not None else None
+        row = PENDING_CALLS.seal(self._cipher, row_values(call, t.pending_calls, policy=policy))
         if holds(self._session):
             hold(self._session, t.pending_calls, [row])  # written at commit, with the events
         else:
