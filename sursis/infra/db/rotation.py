@@ -153,3 +153,20 @@ async def rotate(
         if await rows_to_rotate(engine, key_id) == 0:
             break
     return rewritten
+
+
+async def compact(engine: AsyncEngine) -> list[str]:
+    """Rewrite the files of every table with encrypted columns, so the bytes of values a rotation
+    replaced are gone from them: `VACUUM FULL` per table on PostgreSQL (an exclusive lock on the
+    table while it is rewritten: run it in a quiet hour), `VACUUM` of the whole file on SQLite.
+    The write-ahead log and backups are not touched (see docs/runbooks/encryption.md)."""
+    async with engine.connect() as conn:
+        conn = await conn.execution_options(isolation_level="AUTOCOMMIT")
+        if conn.dialect.name != "postgresql":
+            await conn.exec_driver_sql("VACUUM")
+            return ["(the whole SQLite file)"]
+        names = []
+        for sealed in SEALED_TABLES:
+            await conn.exec_driver_sql(f'VACUUM FULL "{sealed.table.name}"')
+            names.append(sealed.table.name)
+        return names
