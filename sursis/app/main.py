@@ -119,7 +119,11 @@ def create_app(
         built = service or Service.from_settings(settings, telemetry=telemetry)
         app.state.service = built
         app.state.container = built.container
-        await built.start(run_worker=settings.run_worker)
+        try:
+            await built.start(run_worker=settings.run_worker)
+        except BaseException:
+            await built.close()  # refused at start (a keyring this database may not be used with)
+            raise
         built.container.listen_for_key_changes()
         try:
             yield
