@@ -11,7 +11,7 @@ import sys
 import uuid
 from collections.abc import Awaitable, Callable, Coroutine
 from datetime import UTC, datetime
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from sursis.app.cli_encryption import add_encryption_commands, check_keyring
 from sursis.app.cli_retention import add_commands
@@ -23,25 +23,26 @@ from sursis.domain.keys import WORKSPACE, IssuedKey, KeyService
 from sursis.domain.records import Principal
 from sursis.infra.db.readiness import DatabaseNotReady, require_head, shown_url
 
+if TYPE_CHECKING:
+    from sursis.app.storage import Storage
+    from sursis.infra.db.encryption_state import EncryptionState
+
 T = TypeVar("T")
 
 COMMAND_LINE = Principal(id="cli", role=Role.ADMIN, workspace=None, name="command line")
 """Whoever can run the command against the database administers it; audited as `cli`."""
 
 
+def with_storage(settings: Settings, use: Callable[[Storage], Awaitable[T]]) -> T:
+    """`sursis.app.storage.with_storage`, imported when a command needs the database (the command
+    line loads SQLAlchemy only then)."""
+    from sursis.app.storage import with_storage as run_with_storage
+
+    return run_with_storage(settings, use)
+
+
 def _with_keys(settings: Settings, use: Callable[[KeyService], Awaitable[T]]) -> T:
-    from sursis.infra.db.engine import create_engine
-    from sursis.infra.db.uow import SqlUnitOfWorkFactory
-
-    async def main() -> T:
-        await require_head(settings.database_url)
-        engine = create_engine(settings.database_url)
-        try:
-            return await use(KeyService(SqlUnitOfWorkFactory(engine)))
-        finally:
-            await engine.dispose()
-
-    return asyncio.run(main())
+    return with_storage(settings, lambda storage: use(storage.keys))
 
 
 def _print_new_key(issued: IssuedKey, headline: str) -> None:
@@ -133,7 +134,7 @@ def _serve(settings: Settings, args: argparse.Namespace) -> int:
         return 2
     if settings.migrate_on_start and is_sqlite(settings.database_url):
         upgrade(settings.database_url)
-    asyncio.run(require_head(settings.database_url))
+    encryption = with_storage(settings, lambda storage: _encryption_state(storage))
     bootstrap_admin_key(settings)
     print(f"Sursis API on http://{host}:{port}/v1  (OpenAPI docs: http://{host}:{port}/schema)", flush=True)
     print(
@@ -141,6 +142,7 @@ def _serve(settings: Settings, args: argparse.Namespace) -> int:
         f"worker: {'in-process' if settings.run_worker else 'off'}  processes: {args.workers}",
         flush=True,
     )
+    print(encryption.describe(), flush=True)
     # Event streams never end by themselves: give them a few seconds, then close them on shutdown.
     options: dict[str, Any] = {
         "host": host,
@@ -157,6 +159,10 @@ def _serve(settings: Settings, args: argparse.Namespace) -> int:
     else:
         uvicorn.run(create_app(settings), **options)
     return 0
+
+
+async def _encryption_state(storage: Storage) -> EncryptionState:
+    return storage.encryption
 
 
 def run_event_loop(main: Coroutine[Any, Any, None]) -> None:
@@ -186,7 +192,8 @@ def _worker(settings: Settings, args: argparse.Namespace) -> int:
         return supervise(one, args.processes, grace=settings.shutdown_grace_seconds)
     if args.concurrency:
         settings = settings.model_copy(update={"worker_concurrency": args.concurrency})
-    asyncio.run(require_head(settings.database_url))
+    encryption = with_storage(settings, lambda storage: _encryption_state(storage))
+    print(f"worker: {shown_url(settings.database_url)}  {encryption.describe()}", flush=True)
 
     async def main() -> None:
         service = Service.from_settings(settings)
@@ -259,24 +266,14 @@ def api_url(settings: Settings) -> str:
 
 def _demo_seed(settings: Settings, args: argparse.Namespace) -> int:
     from sursis.domain.clock import utcnow
-    from sursis.infra.db.engine import create_engine
     from sursis.infra.db.migrations import upgrade
-    from sursis.infra.db.uow import SqlUnitOfWorkFactory
     from sursis.infra.demo import demo_event_ids, seed_demo
 
     if not WORKSPACE.match(args.workspace):
         print("a workspace is 1-100 characters of letters, digits, '_', '.' or '-'", file=sys.stderr)
         return 2
     upgrade(settings.database_url)
-
-    async def main() -> int:
-        engine = create_engine(settings.database_url)
-        try:
-            return await seed_demo(SqlUnitOfWorkFactory(engine), args.workspace, utcnow())
-        finally:
-            await engine.dispose()
-
-    added = asyncio.run(main())
+    added = with_storage(settings, lambda storage: seed_demo(storage.uow, args.workspace, utcnow()))
     print(f"seeded {added} dead letters in workspace {args.workspace!r}")
     print(f"dead letters: {' '.join(demo_event_ids(args.workspace))}")
     return 0

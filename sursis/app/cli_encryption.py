@@ -1,35 +1,37 @@
-"""`sursis encryption status | rotate`: what each key protects, and re-encryption under the active key."""
+"""`sursis encryption status | rotate | compact`: what each key protects, re-encryption under the
+active key, and reclaiming the space old values still occupy on disk."""
 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import sys
 from typing import Any
 
 from sursis.app.settings import Settings
 
+LEFT_ON_DISK = (
+    "the old values are no longer readable through the service, but their bytes stay on disk: in\n"
+    "the tables' files until compacted (`sursis encryption compact`), in the write-ahead log until\n"
+    "it is recycled, and in every backup taken before now (docs/runbooks/encryption.md)"
+)
+
 
 def check_keyring(settings: Settings) -> None:
     """Raises `KeyringInvalid` (a clear message, no key material) if the configured keyring is malformed."""
-    from sursis.app.container import build_cipher
+    from sursis.app.storage import build_cipher
 
     build_cipher(settings)
 
 
 def _status(settings: Settings, args: argparse.Namespace) -> int:
-    from sursis.app.container import build_cipher
-    from sursis.infra.db.engine import create_engine
+    from sursis.app.storage import Storage, with_storage
+    from sursis.domain.encryption import key_check_value
     from sursis.infra.db.rotation import key_counts
 
-    cipher = build_cipher(settings)
-
-    async def main() -> int:
-        engine = create_engine(settings.database_url)
-        try:
-            counts = await key_counts(engine, cipher)
-        finally:
-            await engine.dispose()
+    async def main(storage: Storage) -> int:
+        cipher, state = storage.cipher, storage.encryption
+        counts = await key_counts(storage.uow.engine, cipher)
+        print(f"encryption: {'on' if state.on else 'off'}")
         print(f"active key: {cipher.active_key_id or '(none: encryption is off)'}")
         print(f"keyring: {', '.join(cipher.key_ids) or '(empty)'}")
         totals: dict[str, int] = {}
@@ -39,6 +41,15 @@ def _status(settings: Settings, args: argparse.Namespace) -> int:
         print(f"{'key':20} {'values':>10}")
         for key_id, count in totals.items():
             print(f"{key_id:20} {count:>10}")
+        if state.stored:
+            print()
+            print(f"{'key id':20} {'check value':18} {'in keyring':12} first used")
+            for stored in state.stored:
+                held = stored.key_id in cipher.key_ids
+                matches = held and key_check_value(cipher.keys.data_key(stored.key_id)) == stored.check_value
+                shown = "yes" if matches else "no"
+                used = f"{stored.first_used_at:%Y-%m-%d}"
+                print(f"{stored.key_id:20} {stored.check_value[:16]:18} {shown:12} {used}")
         if args.columns:
             print()
             for column in counts:
@@ -49,50 +60,60 @@ def _status(settings: Settings, args: argparse.Namespace) -> int:
             print(f"no value is under {', '.join(retired)}: safe to remove from the keyring")
         return 0
 
-    return asyncio.run(main())
+    return with_storage(settings, main)
 
 
 def _rotate(settings: Settings, args: argparse.Namespace) -> int:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-    from sursis.app.container import build_cipher
-    from sursis.infra.db.engine import create_engine
+    from sursis.app.storage import Storage, build_cipher, with_storage
     from sursis.infra.db.rotation import rotate, rows_to_rotate
 
-    cipher = build_cipher(settings)
-    if cipher.active_key_id is None:
+    if build_cipher(settings).active_key_id is None:
         print(
             "sursis: encryption is off: set SURSIS_ENCRYPTION_KEYS (the new key first) to rotate",
             file=sys.stderr,
         )
         return 2
-    active = cipher.active_key_id
 
-    async def main() -> int:
-        engine = create_engine(settings.database_url)
-        try:
-            total = await rows_to_rotate(engine, active)
-            columns: list[Any] = [
-                TextColumn(f"re-encrypting under {active}"),
-                BarColumn(),
-                MofNCompleteColumn(),
-            ]
-            with Progress(*columns, TimeRemainingColumn(), disable=args.quiet) as progress:
-                task = progress.add_task("rotate", total=total)
-                done = await rotate(
-                    engine,
-                    cipher,
-                    batch_size=args.batch_size,
-                    pause_seconds=args.pause,
-                    on_batch=lambda count: progress.advance(task, count),
-                )
-            left = await rows_to_rotate(engine, active)
-        finally:
-            await engine.dispose()
+    async def main(storage: Storage) -> int:
+        engine, cipher = storage.uow.engine, storage.cipher
+        active = cipher.active_key_id
+        assert active is not None
+        total = await rows_to_rotate(engine, active)
+        columns: list[Any] = [TextColumn(f"re-encrypting under {active}"), BarColumn(), MofNCompleteColumn()]
+        with Progress(*columns, TimeRemainingColumn(), disable=args.quiet) as progress:
+            task = progress.add_task("rotate", total=total)
+            done = await rotate(
+                engine,
+                cipher,
+                batch_size=args.batch_size,
+                pause_seconds=args.pause,
+                on_batch=lambda count: progress.advance(task, count),
+            )
+        left = await rows_to_rotate(engine, active)
         print(f"rewrote {done} rows; {left} rows still hold values under another key or in plaintext")
+        if done:
+            print(LEFT_ON_DISK)
         return 0 if left == 0 else 1
 
-    return asyncio.run(main())
+    return with_storage(settings, main)
+
+
+def _compact(settings: Settings, args: argparse.Namespace) -> int:
+    from sursis.app.storage import Storage, with_storage
+    from sursis.infra.db.rotation import compact
+
+    async def main(storage: Storage) -> int:
+        for table in await compact(storage.uow.engine):
+            print(f"compacted {table}")
+        print(
+            "the tables' files no longer hold the rewritten values; the write-ahead log and older "
+            "backups still may (docs/runbooks/encryption.md)"
+        )
+        return 0
+
+    return with_storage(settings, main)
 
 
 def _batch_size(value: str) -> int:
@@ -103,9 +124,11 @@ def _batch_size(value: str) -> int:
 
 
 def add_encryption_commands(sub: Any) -> None:
-    encryption = sub.add_parser("encryption", help="encryption at rest: status, rotate")
+    encryption = sub.add_parser("encryption", help="encryption at rest: status, rotate, compact")
     encryption_sub = encryption.add_subparsers(dest="encryption_command", required=True)
-    status = encryption_sub.add_parser("status", help="how many values each key still protects")
+    status = encryption_sub.add_parser(
+        "status", help="on or off, the active key, each key's check value and how many values it protects"
+    )
     status.add_argument("--columns", action="store_true", help="also per table and column")
     status.set_defaults(func=_status)
     rotate = encryption_sub.add_parser(
@@ -117,3 +140,9 @@ def add_encryption_commands(sub: Any) -> None:
     )
     rotate.add_argument("--quiet", action="store_true", help="no progress bar")
     rotate.set_defaults(func=_rotate)
+    compact = encryption_sub.add_parser(
+        "compact",
+        help="rewrite the encrypted tables' files so old values are gone from them "
+        "(PostgreSQL: VACUUM FULL, which locks each table while it runs; SQLite: VACUUM)",
+    )
+    compact.set_defaults(func=_compact)

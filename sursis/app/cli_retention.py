@@ -3,36 +3,67 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
+import sys
 import uuid
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import TypeVar
 
 from sursis.app.settings import Settings
 from sursis.domain.audit_chain import ChainReport
 from sursis.domain.audit_verify import AuditChainService
+from sursis.domain.keys import WORKSPACE
 from sursis.domain.records import Principal
-from sursis.domain.retention import RetentionPolicy, RetentionReport, RetentionService
+from sursis.domain.retention import MAX_DAYS, RetentionPolicy, RetentionReport, RetentionService
 
 T = TypeVar("T")
 Services = tuple[RetentionService, AuditChainService]
 
 
 def _with_services(settings: Settings, use: Callable[[Services], Awaitable[T]]) -> T:
-    from sursis.domain.clock import utcnow
-    from sursis.infra.db.engine import create_engine
-    from sursis.infra.db.uow import SqlUnitOfWorkFactory
+    """The command's retention and audit chain services, built by the composition root's storage
+    (the API's and the worker's cipher and signing key)."""
+    from sursis.app.storage import with_storage
 
-    async def main() -> T:
-        engine = create_engine(settings.database_url)
-        try:
-            uow = SqlUnitOfWorkFactory(engine)
-            retention = RetentionService(uow, utcnow, batch=settings.retention_batch)
-            return await use((retention, AuditChainService(uow, utcnow)))
-        finally:
-            await engine.dispose()
+    return with_storage(settings, lambda storage: use((storage.retention, storage.audit_chain)))
 
-    return asyncio.run(main())
+
+def workspace_name(value: str) -> str:
+    """A workspace as every other path takes it: 1-100 letters, digits, `_`, `.` or `-`."""
+    if not WORKSPACE.match(value):
+        raise argparse.ArgumentTypeError(
+            "a workspace is 1-100 characters of letters, digits, '_', '.' or '-'"
+        )
+    return value
+
+
+def period_days(value: str) -> int:
+    """A whole number of days, 1 to MAX_DAYS, as the API takes it."""
+    if not value.isdigit():
+        raise argparse.ArgumentTypeError(f"a whole number of days, 1 to {MAX_DAYS}")
+    days = int(value)
+    if not 1 <= days <= MAX_DAYS:
+        raise argparse.ArgumentTypeError(f"a whole number of days, 1 to {MAX_DAYS}")
+    return days
+
+
+def hold_reason(value: str) -> str:
+    if not 1 <= len(value.strip()) <= 2000 or "\x00" in value:
+        raise argparse.ArgumentTypeError("a reason of 1 to 2000 characters")
+    return value
+
+
+def expected_head(value: str) -> tuple[int, str]:
+    """`SEQ:HASH`, a head recorded from an earlier `verify`."""
+    seq, _, digest = value.partition(":")
+    if (
+        not seq.isdigit()
+        or int(seq) < 1
+        or len(digest) != 64
+        or not all(c in "0123456789abcdef" for c in digest)
+    ):
+        raise argparse.ArgumentTypeError("SEQ:HASH, e.g. 1042:9f86d0…(64 hex digits), from an earlier verify")
+    return int(seq), digest
 
 
 def _print_reports(reports: list[RetentionReport], verb: str) -> None:
@@ -103,15 +134,30 @@ def _holds(settings: Settings, args: argparse.Namespace, who: Principal) -> int:
 
 def _verify(settings: Settings, args: argparse.Namespace, _: Principal) -> int:
     """Exit 0 when every chain verifies, 1 when one does not."""
+    if args.expect is not None and args.workspace is None:
+        print("sursis: --expect checks one workspace's chain: give --workspace too", file=sys.stderr)
+        return 2
 
     async def verify(services: Services) -> list[ChainReport]:
         chain = services[1]
         if args.seal:
             await chain.seal_all()
-        return await chain.verify(args.workspace)
+        return await chain.verify(args.workspace, expect=args.expect)
 
+    return _print_chains(_with_services(settings, verify))
+
+
+def _checkpoint(settings: Settings, args: argparse.Namespace, _: Principal) -> int:
+    """Sign the head of every chain that verifies (exit 1 if one does not)."""
+    if settings.audit_signing_key_file is None:
+        print("sursis: set SURSIS_AUDIT_SIGNING_KEY_FILE to the private signing key", file=sys.stderr)
+        return 2
+    return _print_chains(_with_services(settings, lambda services: services[1].checkpoint(args.workspace)))
+
+
+def _print_chains(reports: list[ChainReport]) -> int:
     broken = 0
-    for report in _with_services(settings, verify):
+    for report in reports:
         line = (
             f"workspace {report.workspace}: {report.checked} rows checked from seq {report.anchor_seq + 1}, "
             f"head seq {report.head_seq} hash {report.head_hash}, {report.unsealed} not sealed yet"
@@ -126,6 +172,19 @@ def _verify(settings: Settings, args: argparse.Namespace, _: Principal) -> int:
     return 1 if broken else 0
 
 
+def _keygen(settings: Settings, args: argparse.Namespace, _: Principal) -> int:
+    from sursis.infra.encryption.signing import write_signing_key
+
+    try:
+        public = write_signing_key(args.path)
+    except FileExistsError:
+        print(f"sursis: {args.path} exists: a signing key is never overwritten", file=sys.stderr)
+        return 2
+    print(f"wrote the private signing key to {args.path} (mode 0600); its public key:")
+    print(public, end="")
+    return 0
+
+
 def add_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser], who: Principal) -> None:
     """Register `retention` and `audit` on the `sursis` parser; `who` is the command line's principal."""
 
@@ -135,28 +194,30 @@ def add_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser], who: 
     retention = sub.add_parser("retention", help="retention policies, legal holds, purges")
     r_sub = retention.add_subparsers(dest="retention_command", required=True)
     plan = r_sub.add_parser("plan", help="what a run would purge now, per table (changes nothing)")
-    plan.add_argument("--workspace")
+    plan.add_argument("--workspace", type=workspace_name)
     plan.set_defaults(func=bind(_plan))
     run = r_sub.add_parser("run", help="purge what the policies say is due, in batches")
-    run.add_argument("--workspace")
+    run.add_argument("--workspace", type=workspace_name)
     run.set_defaults(func=bind(_run))
     show = r_sub.add_parser("get", help="a workspace's policy")
-    show.add_argument("--workspace", required=True)
+    show.add_argument("--workspace", required=True, type=workspace_name)
     show.set_defaults(func=bind(_get))
     policy = r_sub.add_parser("set", help="set a workspace's policy (a period left out is kept forever)")
-    policy.add_argument("--workspace", required=True)
-    policy.add_argument("--conversation-days", type=int, help="purge conversations idle this many days")
+    policy.add_argument("--workspace", required=True, type=workspace_name)
     policy.add_argument(
-        "--audit-days", type=int, help="purge audit rows older than this (>= conversation days)"
+        "--conversation-days", type=period_days, help="purge conversations idle this many days"
+    )
+    policy.add_argument(
+        "--audit-days", type=period_days, help="purge audit rows older than this (>= conversation days)"
     )
     policy.set_defaults(func=bind(_set))
     hold = r_sub.add_parser("hold", help="place a legal hold on a workspace or one conversation")
-    hold.add_argument("--workspace", required=True)
+    hold.add_argument("--workspace", required=True, type=workspace_name)
     hold.add_argument("--conversation", type=uuid.UUID)
-    hold.add_argument("--reason", required=True)
+    hold.add_argument("--reason", required=True, type=hold_reason)
     hold.set_defaults(func=bind(_hold))
     holds = r_sub.add_parser("holds", help="list legal holds")
-    holds.add_argument("--workspace")
+    holds.add_argument("--workspace", type=workspace_name)
     holds.set_defaults(func=bind(_holds))
     release = r_sub.add_parser("release", help="release a legal hold by its id")
     release.add_argument("hold_id", type=uuid.UUID)
@@ -164,6 +225,23 @@ def add_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser], who: 
     audit = sub.add_parser("audit", help="the audit log's hash chain")
     a_sub = audit.add_subparsers(dest="audit_command", required=True)
     verify = a_sub.add_parser("verify", help="walk each workspace's chain; exit 1 at the first breach")
-    verify.add_argument("--workspace")
+    verify.add_argument("--workspace", type=workspace_name)
     verify.add_argument("--seal", action="store_true", help="seal the rows written since the last seal first")
+    verify.add_argument(
+        "--expect",
+        type=expected_head,
+        metavar="SEQ:HASH",
+        help="a head recorded earlier (outside the database): the chain must still hold it",
+    )
     verify.set_defaults(func=bind(_verify))
+    checkpoint = a_sub.add_parser(
+        "checkpoint",
+        help="verify each chain, then sign its head (the first checkpoint, or after a key change)",
+    )
+    checkpoint.add_argument("--workspace", type=workspace_name)
+    checkpoint.set_defaults(func=bind(_checkpoint))
+    keygen = a_sub.add_parser(
+        "keygen", help="write a new Ed25519 signing key (mode 0600); print its public key"
+    )
+    keygen.add_argument("path", type=Path)
+    keygen.set_defaults(func=bind(_keygen))

@@ -13,6 +13,13 @@ from sursis.app.agent_loading import BUILT_IN, check_no_clash, select_agents
 from sursis.app.bridges import ask_world_bridge
 from sursis.app.channel_wiring import channel_loops
 from sursis.app.settings import Settings
+from sursis.app.storage import (
+    build_audit_chain,
+    build_engine,
+    build_retention,
+    build_unit_of_work,
+    check_storage,
+)
 from sursis.domain.agents import AgentCatalogService
 from sursis.domain.audit import AuditService
 from sursis.domain.audit_verify import AuditChainService
@@ -37,11 +44,11 @@ from sursis.infra.agents.ops import ops_agent
 from sursis.infra.agents.policy import StoredPreApprovalPolicy
 from sursis.infra.agents.run_deps import PreApprovalPolicy
 from sursis.infra.customer.supervisor import customer_agents
-from sursis.infra.db.engine import create_engine, is_sqlite
+from sursis.infra.db.encryption_state import EncryptionState
+from sursis.infra.db.engine import is_sqlite
 from sursis.infra.db.errors import database_unreachable
 from sursis.infra.db.listener import PgEventListener
 from sursis.infra.db.uow import SqlUnitOfWorkFactory
-from sursis.infra.encryption import AesGcmCipher, load_keyring
 from sursis.infra.notifier import LocalRunNotifier
 from sursis.infra.pg_notify import PostgresRunNotifier
 from sursis.infra.retention_loop import RetentionLoop
@@ -81,8 +88,14 @@ class Container:
     listener: PgEventListener | None = None
     credentials: CredentialCache | None = None
     owns_telemetry: bool = field(default=False)
+    encryption: EncryptionState | None = None
+    """Set by `start`: whether encryption is on and the active key (the banner, `/readyz`)."""
 
     async def start(self, *, run_worker: bool) -> None:
+        """Start serving; refuses (`EncryptionRefused`) a keyring this database may not be used
+        with before anything runs."""
+        self.encryption = await check_storage(self.uow)
+        log.info("encryption.state", on=self.encryption.on, active_key_id=self.encryption.active_key_id)
         self.notifier.start()
         if run_worker:
             self.worker.start()
@@ -193,12 +206,6 @@ def telemetry_config(settings: Settings) -> TelemetryConfig:
     )
 
 
-def build_cipher(settings: Settings) -> AesGcmCipher:
-    """The cipher over the keyring the settings name (no keys: encryption off)."""
-    keys = settings.encryption_keys.get_secret_value() if settings.encryption_keys else None
-    return AesGcmCipher(load_keyring(keys, settings.encryption_keys_file))
-
-
 def build_container(
     settings: Settings,
     *,
@@ -216,7 +223,7 @@ def build_container(
     """
     owns_telemetry = telemetry is None
     telemetry = telemetry or build_telemetry(telemetry_config(settings))
-    engine = create_engine(settings.database_url, pool_size=settings.db_pool_size)
+    engine = build_engine(settings)
     sqlite = is_sqlite(settings.database_url)
     rules = (
         AuthorizationCache(settings.policy_cache_seconds, live=sqlite)
@@ -228,12 +235,12 @@ def build_container(
         if sqlite
         else PostgresRunNotifier(engine, settings.database_url, authorizations=rules)
     )
-    uow = SqlUnitOfWorkFactory(
+    uow = build_unit_of_work(
+        settings,
         engine,
         on_events=notifier.conversations_changed,
         on_pending=notifier.pending_changed,
         on_runs=notifier.runs_notified,
-        cipher=build_cipher(settings),
     )
     worlds = build_worlds(uow, utcnow, lease=timedelta(seconds=settings.lease_seconds))
     if agents is not None:
@@ -282,8 +289,8 @@ def build_container(
         clock=utcnow,
         poll_seconds=settings.webhook_poll_seconds,
     )
-    chain = AuditChainService(uow, utcnow)
-    retention = RetentionService(uow, utcnow, batch=settings.retention_batch)
+    chain = build_audit_chain(settings, uow)
+    retention = build_retention(settings, uow, chain)
     worker = Worker(
         uow,
         runner,

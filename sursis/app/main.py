@@ -31,6 +31,7 @@ from sursis.app.schemas import refuse_nul_characters
 from sursis.app.service import Service
 from sursis.app.settings import Settings
 from sursis.domain.errors import ServiceError
+from sursis.infra.db.encryption_state import EncryptionState
 from sursis.infra.db.engine import is_sqlite
 from sursis.infra.db.migrations import upgrade_async
 from sursis.infra.db.uow import SqlUnitOfWorkFactory
@@ -73,12 +74,20 @@ async def healthz() -> dict[str, str]:
     return {"status": "ok"}
 
 
-@get("/readyz", tags=["health"], dependencies=services("uow"))
-async def readyz(uow: NamedDependency[SqlUnitOfWorkFactory]) -> dict[str, str]:
-    """The database answers."""
+@get("/readyz", tags=["health"], dependencies=services("uow", "encryption"))
+async def readyz(
+    uow: NamedDependency[SqlUnitOfWorkFactory], encryption: NamedDependency[EncryptionState | None]
+) -> dict[str, str | None]:
+    """The database answers; whether stored content is encrypted, and under which key id (an id
+    names a key, it is no secret: every stored value carries it)."""
     async with uow() as work:
         await work.session.execute(sa.text("SELECT 1"))
-    return {"status": "ready"}
+    on = encryption is not None and encryption.on
+    return {
+        "status": "ready",
+        "encryption": "on" if on else "off",
+        "active_key_id": encryption.active_key_id if encryption is not None else None,
+    }
 
 
 def create_app(
@@ -110,7 +119,11 @@ def create_app(
         built = service or Service.from_settings(settings, telemetry=telemetry)
         app.state.service = built
         app.state.container = built.container
-        await built.start(run_worker=settings.run_worker)
+        try:
+            await built.start(run_worker=settings.run_worker)
+        except BaseException:
+            await built.close()  # refused at start (a keyring this database may not be used with)
+            raise
         built.container.listen_for_key_changes()
         try:
             yield

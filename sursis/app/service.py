@@ -148,7 +148,11 @@ class Service:
             telemetry=telemetry,
             actor=actor,
         )
-        await service.start(run_worker=run_worker)
+        try:
+            await service.start(run_worker=run_worker)
+        except BaseException:
+            await service.close()
+            raise
         try:
             yield service
         finally:

@@ -21,6 +21,9 @@ class Settings(BaseSettings):
     encryption_keys_file: Path | None = None
     """A file with the same content as `SURSIS_ENCRYPTION_KEYS` (used when that is unset), read again
     when it changes: a key is added or made active without a restart."""
+    audit_signing_key_file: Path | None = None
+    """An Ed25519 key (PEM) outside the database: a private key signs each audit chain head as it
+    is sealed, a public key only checks the signatures (`sursis audit verify`); docs/security.md."""
     model: str = "scripted"
     agents: Annotated[list[str], NoDecode] = Field(default_factory=list)
     """The agents to serve (`SURSIS_AGENTS`, comma-separated): built-in names, `package.module:NAME`

@@ -4,7 +4,10 @@ A row is written without its link (writers take no workspace-wide lock); the swe
 in batches under the workspace's chain head lock, giving each the next `seq` and
 `hash = audit_row_hash(prev_hash, row)`. `verify_chain` walks the links in `seq` order and names
 the first row edited, deleted or reordered. Retention cuts the chain at an anchor (the last
-purged row's `seq` and `hash`); verification then starts from the anchor.
+purged row's `seq` and `hash`); verification then starts from the anchor, and the anchor must be
+vouched for by a sealed purge row carrying it (and the anchor before it): an anchor moved by hand
+is a breach. A signed checkpoint (`audit_checkpoint.py`) and an expected `(seq, hash)` recorded
+outside the database catch a chain recomputed from an edited row.
 """
 
 from __future__ import annotations
@@ -50,12 +53,14 @@ def audit_row_hash(prev_hash: str, entry: AuditEntry) -> str:
 
 @dataclass(frozen=True, slots=True)
 class ChainLink:
-    """A sealed row as the chain sees it."""
+    """A sealed row as the chain sees it; `unreadable` names why its content did not open (its
+    `entry` then holds no details)."""
 
     seq: int
     prev_hash: str
     hash: str
     entry: AuditEntry
+    unreadable: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,6 +73,31 @@ class ChainHead:
     hash: str
     anchor_seq: int = 0
     anchor_hash: str = GENESIS
+    sealed_at: datetime | None = None
+    """The time of the newest sealed row: sealing refuses rows dated well before it."""
+
+    @property
+    def anchor(self) -> tuple[int, str]:
+        return (self.anchor_seq, self.anchor_hash)
+
+
+PURGE_ACTION = "retention.audit_purged"
+"""The row a retention cut leaves: `from_seq`/`from_hash` (the anchor before) and
+`through_seq`/`anchor_hash` (the anchor after)."""
+
+
+def purge_anchors(entry: AuditEntry) -> tuple[tuple[int, str] | None, tuple[int, str]] | None:
+    """(anchor before, anchor after) that a purge row vouches for; None for any other row. The
+    anchor before is None on rows written before purge rows carried it."""
+    if entry.action != PURGE_ACTION:
+        return None
+    d = entry.details
+    try:
+        after = (int(d["through_seq"]), str(d["anchor_hash"]))
+        before = (int(d["from_seq"]), str(d["from_hash"])) if "from_seq" in d else None
+    except (KeyError, TypeError, ValueError):
+        return None
+    return before, after
 
 
 class Breach(StrEnum):
@@ -77,6 +107,16 @@ class Breach(StrEnum):
     """A `seq` is missing: a row was deleted (or the newest rows, if the head is past the end)."""
     REORDERED = "reordered"
     """The row is intact but does not follow the row before it."""
+    UNREADABLE = "unreadable"
+    """The row's encrypted content does not open (a missing or wrong key, or altered bytes)."""
+    ANCHOR = "anchor_moved"
+    """The anchor is not the one the last purge row vouches for: moved without a purge."""
+    CHECKPOINT = "checkpoint"
+    """The signed checkpoint is missing, forged, or names a head the chain no longer has."""
+    EXPECTED = "expected_head"
+    """The chain does not hold the `(seq, hash)` the caller recorded."""
+    BACKDATED = "backdated"
+    """An unsealed row is dated before the chain's newest sealed row: sealing refuses it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,11 +134,19 @@ class ChainVerifier:
     head: ChainHead
     checked: int = 0
     finding: Finding | None = None
+    expect: dict[int, tuple[str, str]] = field(default_factory=dict)
+    """seq → (hash, who recorded it): heads recorded outside the database that the chain must
+    hold (an operator's `--expect`, the signed checkpoint)."""
     _seq: int = field(init=False)
     _hash: str = field(init=False)
+    _vouched: tuple[int, str] | None = field(init=False, default=None)
+    _vouched_by: int | None = field(init=False, default=None)
+    _expect_seen: set[int] = field(init=False, default_factory=set)
 
     def __post_init__(self) -> None:
         self._seq, self._hash = self.head.anchor_seq, self.head.anchor_hash
+        if (anchored := self.expect.get(self.head.anchor_seq)) and anchored[0] == self.head.anchor_hash:
+            self._expect_seen.add(self.head.anchor_seq)
 
     @property
     def last_seq(self) -> int:
@@ -121,12 +169,40 @@ class ChainVerifier:
             return Finding(
                 Breach.DELETED, self._seq + 1, row_id, f"seq {self._seq + 1} to {link.seq - 1} missing"
             )
+        if link.unreadable is not None:
+            return Finding(
+                Breach.UNREADABLE, link.seq, row_id, f"its content does not open ({link.unreadable})"
+            )
+        if (expected := self.expect.get(link.seq)) is not None:
+            if link.hash != expected[0]:
+                return Finding(
+                    _breach_of(expected[1]),
+                    link.seq,
+                    row_id,
+                    f"hash {link.hash}, not the {expected[1]} {expected[0]}",
+                )
+            self._expect_seen.add(link.seq)
         if audit_row_hash(link.prev_hash, link.entry) != link.hash:
             return Finding(Breach.EDITED, link.seq, row_id, "content does not match its hash")
         if link.prev_hash != self._hash:
             return Finding(
                 Breach.REORDERED, link.seq, row_id, "does not follow the row before it (moved or renumbered)"
             )
+        return self._check_purge(link)
+
+    def _check_purge(self, link: ChainLink) -> Finding | None:
+        anchors = purge_anchors(link.entry)
+        if anchors is None:
+            return None
+        before, after = anchors
+        if self._vouched is not None and before is not None and before != self._vouched:
+            return Finding(
+                Breach.ANCHOR,
+                link.seq,
+                link.entry.id,
+                "this purge does not start where the previous one ended",
+            )
+        self._vouched, self._vouched_by = after, link.seq
         return None
 
     def finish(self) -> Finding | None:
@@ -137,7 +213,36 @@ class ChainVerifier:
             )
         if self.finding is None and self.head.seq == self._seq and self.head.hash != self._hash:
             self.finding = Finding(Breach.EDITED, self._seq, None, "the last row does not match the head")
+        if self.finding is None and self.head.anchor_seq > 0 and self._vouched != self.head.anchor:
+            vouched = "no purge row" if self._vouched is None else f"the purge row at seq {self._vouched_by}"
+            self.finding = Finding(
+                Breach.ANCHOR,
+                self.head.anchor_seq,
+                None,
+                f"the anchor (seq {self.head.anchor_seq}) is not the one {vouched} vouches for: "
+                "rows were deleted without a purge",
+            )
+        for seq, (_, who) in sorted(self.expect.items()):
+            if self.finding is not None:
+                break
+            if seq in self._expect_seen:
+                continue
+            detail = (
+                f"the {who} seq {seq} was purged (the anchor is at {self.head.anchor_seq}): "
+                "it cannot be checked"
+                if seq < self.head.anchor_seq
+                else f"the chain has no row at the {who} seq {seq} (its head is at {self.head.seq})"
+            )
+            self.finding = Finding(_breach_of(who), seq, None, detail)
         return self.finding
+
+
+EXPECTED_BY_CALLER = "recorded hash"
+SIGNED = "signed hash"
+
+
+def _breach_of(who: str) -> Breach:
+    return Breach.CHECKPOINT if who == SIGNED else Breach.EXPECTED
 
 
 @dataclass(frozen=True, slots=True)

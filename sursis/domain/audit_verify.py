@@ -1,13 +1,31 @@
-"""Sealing and verifying the audit chain: the sweeper seals, `sursis audit verify` walks."""
+"""Sealing and verifying the audit chain: the sweeper seals (and signs the new head), `sursis audit
+verify` walks."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
-from datetime import datetime
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 
-from sursis.domain.audit_chain import ChainReport, ChainVerifier
-from sursis.domain.retention_ports import RetentionUnitOfWorkFactory
+from sursis.domain.audit_chain import (
+    EXPECTED_BY_CALLER,
+    SIGNED,
+    Breach,
+    ChainHead,
+    ChainReport,
+    ChainVerifier,
+    Finding,
+)
+from sursis.domain.audit_checkpoint import CheckpointSigner, checkpoint_finding, sign_head, signature_holds
+from sursis.domain.retention_ports import RetentionUnitOfWork, RetentionUnitOfWorkFactory
+
+BACKDATE_TOLERANCE = timedelta(seconds=60)
+"""How far before the newest sealed row a row may be dated and still be sealed: a transaction
+takes its time before it commits, a back-dated insert is older than that."""
+
+
+def _ignore(workspace: str, reason: str) -> None:
+    return None
 
 
 @dataclass
@@ -15,6 +33,11 @@ class AuditChainService:
     uow: RetentionUnitOfWorkFactory
     clock: Callable[[], datetime]
     batch: int = 1000
+    signer: CheckpointSigner | None = None
+    """Signs each new head (and checks checkpoints in `verify`); None: no checkpoints."""
+    tolerance: timedelta = BACKDATE_TOLERANCE
+    on_refused: Callable[[str, str], None] = field(default=_ignore)
+    """Told (workspace, reason) when a head is not signed because the chain moved unsigned."""
 
     async def seal(self, *, workspaces: int = 100) -> int:
         """One batch per workspace with unsealed rows, one transaction each; rows sealed."""
@@ -23,7 +46,7 @@ class AuditChainService:
         sealed = 0
         for workspace in pending:
             async with self.uow() as uow:
-                sealed += await uow.audit_chain.seal(workspace, self.batch, self.clock())
+                sealed += await self.seal_in(uow, workspace, self.clock())
                 await uow.commit()
         return sealed
 
@@ -33,24 +56,105 @@ class AuditChainService:
             total += sealed
         return total
 
-    async def verify(self, workspace: str | None = None) -> list[ChainReport]:
+    async def seal_in(
+        self, uow: RetentionUnitOfWork, workspace: str, now: datetime, *, cut_from: ChainHead | None = None
+    ) -> int:
+        """Seal one batch in the caller's transaction and sign the new head. `cut_from`: the head
+        before a retention cut this transaction made (the anchor it moved from)."""
+        before = await uow.audit_chain.head(workspace)
+        sealed = await uow.audit_chain.seal(workspace, self.batch, now, self.tolerance)
+        if sealed or cut_from is not None:
+            await self._sign(uow, workspace, now, cut_from or before)
+        return sealed
+
+    async def _sign(self, uow: RetentionUnitOfWork, workspace: str, now: datetime, before: ChainHead) -> None:
+        """Sign the head, unless the chain moved in a way no signed step explains: the last
+        checkpoint is missing (on a chain that had rows), forged, or its anchor is not the one
+        this step started from. A refusal leaves the old checkpoint, so `verify` fails."""
+        signer = self.signer
+        if signer is None or not signer.can_sign:
+            return
+        previous = await uow.audit_chain.checkpoint(workspace)
+        reason = None
+        if previous is None:
+            if before.seq > 0:
+                reason = "the chain has rows but no signed checkpoint: run `sursis audit checkpoint`"
+        elif not signature_holds(signer, previous):
+            reason = "the stored checkpoint's signature does not hold"
+        elif previous.anchor != before.anchor:
+            reason = "the anchor moved without a signed retention cut"
+        if reason is not None:
+            self.on_refused(workspace, reason)
+            return
+        head = await uow.audit_chain.head(workspace)
+        await uow.audit_chain.save_checkpoint(sign_head(signer, head, now))
+
+    async def checkpoint(self, workspace: str | None = None) -> list[ChainReport]:
+        """Verify each chain, then sign its head whatever checkpoint it had (the operator's
+        `sursis audit checkpoint`: the first one of a chain, or after a key change). A chain that
+        does not verify (checkpoints aside) is not signed."""
+        signer = self.signer
+        if signer is None or not signer.can_sign:
+            raise ValueError("no signing key: set SURSIS_AUDIT_SIGNING_KEY_FILE to a private key")
+        reports = await self.verify(workspace, checkpoints=False)
+        for report in reports:
+            if not report.ok:
+                continue
+            async with self.uow() as uow:
+                head = await uow.audit_chain.head(report.workspace, lock=True)
+                if head.seq > 0:
+                    await uow.audit_chain.save_checkpoint(sign_head(signer, head, self.clock()))
+                    await uow.commit()
+        return reports
+
+    async def verify(
+        self,
+        workspace: str | None = None,
+        *,
+        expect: tuple[int, str] | None = None,
+        checkpoints: bool = True,
+    ) -> list[ChainReport]:
         """Walk each workspace's chain from its anchor, page by page; each report names the first
-        breach found. Unsealed rows are counted, not checked (they are not chained yet)."""
+        breach found. Unsealed rows are counted, not checked (they are not chained yet), except
+        those sealing refuses as back-dated, which are a breach. `expect`: a `(seq, hash)` the
+        chain must hold (one workspace's, recorded outside the database); with a signer, the
+        signed checkpoint is checked too."""
         async with self.uow.reader() as uow:
             names = [workspace] if workspace is not None else await uow.audit_chain.workspaces()
             reports = []
             for name in names:
                 head = await uow.audit_chain.head(name)
-                verifier = ChainVerifier(head)
-                while True:
-                    links = await uow.audit_chain.links(name, verifier.last_seq, self.batch)
-                    if not verifier.feed(links) or len(links) < self.batch:
-                        break
-                finding = verifier.finish()
+                finding, signed = None, None
+                if self.signer is not None and checkpoints:
+                    signed = await uow.audit_chain.checkpoint(name)
+                    finding = checkpoint_finding(self.signer, head, signed)
+                checked = 0
+                if finding is None:
+                    expected = {}
+                    if signed is not None:
+                        expected[signed.seq] = (signed.hash, SIGNED)
+                    if expect is not None:
+                        expected[expect[0]] = (expect[1], EXPECTED_BY_CALLER)
+                    finding, checked = await self._walk(uow, head, expected)
                 unsealed = await uow.audit_chain.unsealed_count(name)
-                reports.append(
-                    ChainReport(
-                        name, verifier.checked, head.seq, head.hash, head.anchor_seq, unsealed, finding
+                if finding is None and (late := await uow.audit_chain.backdated_count(name, self.tolerance)):
+                    finding = Finding(
+                        Breach.BACKDATED,
+                        head.seq + 1,
+                        None,
+                        f"{late} unsealed row(s) dated before the chain's newest row: refused by sealing",
                     )
+                reports.append(
+                    ChainReport(name, checked, head.seq, head.hash, head.anchor_seq, unsealed, finding)
                 )
         return reports
+
+    async def _walk(
+        self, uow: RetentionUnitOfWork, head: ChainHead, expect: dict[int, tuple[str, str]]
+    ) -> tuple[Finding | None, int]:
+        verifier = ChainVerifier(head, expect=expect)
+        while True:
+            links = await uow.audit_chain.links(head.workspace, verifier.last_seq, self.batch)
+            if not verifier.feed(links) or len(links) < self.batch:
+                break
+        return verifier.finish(), verifier.checked

@@ -8,6 +8,8 @@ local keyring is the first adapter, a KMS is another, and neither callers nor th
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Protocol
@@ -67,6 +69,22 @@ class KeyringInvalid(ServiceError):
     """The configured keyring is malformed; the message never contains key material."""
 
     code = "keyring_invalid"
+
+
+class EncryptionRefused(ServiceError):
+    """The process may not use this database with its keyring: the database holds encrypted values
+    and the keyring is empty, or a key's bytes are not the ones the database knows under its id."""
+
+    code = "encryption_refused"
+
+
+KEY_CHECK_CONTEXT = b"sursis key check value/1"
+
+
+def key_check_value(key: bytes) -> str:
+    """A key's check value: HMAC-SHA256 of a fixed text under the key. It tells two keys apart and
+    reveals nothing about the key (recovering a key from it is recovering an HMAC key)."""
+    return hmac.new(key, KEY_CHECK_CONTEXT, hashlib.sha256).hexdigest()
 
 
 class KeyManager(Protocol):

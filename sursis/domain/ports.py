@@ -221,6 +221,10 @@ class AuditRepository(Protocol):
     """Append-only: there is no update or delete, by design."""
 
     async def append(self, entry: AuditEntry, now: datetime) -> None: ...
+    async def flush(self) -> None:
+        """Write the rows appended so far now rather than at commit."""
+        ...
+
     async def search(
         self,
         *,

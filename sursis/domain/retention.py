@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from sursis.domain.access import Permission
+from sursis.domain.audit_chain import PURGE_ACTION
+from sursis.domain.audit_verify import AuditChainService
 from sursis.domain.errors import NotFound, ValidationFailed
 from sursis.domain.ports import UnitOfWork
 from sursis.domain.records import AuditEntry, Principal
@@ -41,7 +43,7 @@ __all__ = [
 ]
 
 PURGED = "retention.conversation_purged"
-AUDIT_PURGED = "retention.audit_purged"
+AUDIT_PURGED = PURGE_ACTION
 
 
 @dataclass
@@ -64,6 +66,12 @@ class RetentionService:
     clock: Callable[[], datetime]
     batch: int = 50
     audit_batch: int = 1000
+    chain: AuditChainService | None = None
+    """Seals and signs the chain around a cut (one without a signer when not given)."""
+
+    def __post_init__(self) -> None:
+        if self.chain is None:
+            self.chain = AuditChainService(self.uow, self.clock, self.audit_batch)
 
     async def get_policy(self, principal: Principal, workspace: str) -> RetentionPolicy:
         principal.require(Permission.MANAGE_RETENTION)
@@ -219,8 +227,10 @@ class RetentionService:
         held = {hold.conversation_id for hold in holds}
         before = now - timedelta(days=policy.audit_days)
         chain = uow.audit_chain
+        sealer = self.chain
+        assert sealer is not None
         if not count_only:
-            await chain.seal(policy.workspace, self.audit_batch, now)
+            await sealer.seal_in(uow, policy.workspace, now)
         head = await chain.head(policy.workspace, lock=not count_only)
         after, total, last, stopped = head.anchor_seq, 0, None, False
         while True:
@@ -243,12 +253,18 @@ class RetentionService:
             return stopped, total
         purged = await chain.cut(policy.workspace, last, now)
         details = {
+            "from_seq": head.anchor_seq,
+            "from_hash": head.anchor_hash,
             "through_seq": last.seq,
             "anchor_hash": last.hash,
             "rows": purged,
             "audit_days": policy.audit_days,
         }
+        # The purge row vouches for the new anchor: it is sealed (and the head signed) in the
+        # cut's own transaction, so no reader sees a moved anchor without it.
         await uow.audit.append(AuditEntry(AUDIT_PURGED, actor, policy.workspace, details=details), now)
+        await uow.audit.flush()
+        await sealer.seal_in(uow, policy.workspace, now, cut_from=head)
         return stopped, purged
 
 

@@ -15,6 +15,7 @@ import structlog
 from sqlalchemy import exc as sa_exc
 
 from sursis.domain.clock import Clock
+from sursis.domain.encryption import EncryptedValueUnreadable, EncryptionKeyUnavailable
 from sursis.domain.events import publish_pending_resolved, publish_run_status
 from sursis.domain.pending_calls import EXPIRY_ACTOR, expire_overdue_call
 from sursis.domain.ports import UnitOfWork, UnitOfWorkFactory
@@ -121,7 +122,8 @@ class Worker:
         if self._stopping.is_set():
             return False
         now = self._clock()
-        start = None
+        start: SegmentStart | None = None
+        unreadable: EncryptionKeyUnavailable | EncryptedValueUnreadable | None = None
         async with self._uow() as uow:
             run = await uow.runs.claim_next(
                 self.id, now, now + self._lease, log_from=self._runner.log_positions()
@@ -130,10 +132,14 @@ class Worker:
             if run is not None and not exhausted:
                 await uow.audit.append(self._segment_audit(run), now)
                 await publish_run_status(uow, run, RunStatus.RUNNING.value, now)
-                start = await self._read_start(uow, run)
+                start, unreadable = await self._read_start(uow, run)
             await uow.commit()
         if run is None:
             return False
+        if unreadable is not None:
+            # Another attempt would meet the same key: the run fails now, visibly, with the code.
+            await self._runner.fail_unreadable(run, self.id, unreadable)
+            return True
         if exhausted:
             # Every earlier claim since the last persistence point ended without progress (a
             # crash, an error outside the segment's own handling): stop re-queuing the run.
@@ -150,20 +156,26 @@ class Worker:
                 await heartbeat
         return True
 
-    async def _read_start(self, uow: UnitOfWork, run: Run) -> SegmentStart | None:
+    async def _read_start(
+        self, uow: UnitOfWork, run: Run
+    ) -> tuple[SegmentStart | None, EncryptionKeyUnavailable | EncryptedValueUnreadable | None]:
         """What the segment starts from, read in the claim's transaction rather than one of its own.
 
         A log it cannot read (a row that does not decode) must not undo the claim: the claim still
         commits and the segment reads again, so the failure counts against the run's attempts
-        and a run that can never start is failed, not claimed forever.
+        and a run that can never start is failed, not claimed forever. A log that does not open (a
+        key missing from the keyring, or altered bytes) fails the run at once (second value).
         """
         try:
-            return await self._runner.read_segment(uow, run)
+            return await self._runner.read_segment(uow, run), None
         except sa_exc.SQLAlchemyError:
             raise
+        except (EncryptionKeyUnavailable, EncryptedValueUnreadable) as exc:
+            log.error("worker.segment_start_unreadable", run_id=str(run.id), code=exc.code, error=exc.message)
+            return None, exc
         except Exception as exc:
             log.warning("worker.segment_start_unreadable", run_id=str(run.id), error_class=type(exc).__name__)
-            return None
+            return None, None
 
     def _segment_audit(self, run: Run) -> AuditEntry:
         # Written in the claim transaction, before the segment's span exists: the row gets the

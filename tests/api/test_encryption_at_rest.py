@@ -15,7 +15,7 @@ from typing import Any
 import sqlalchemy as sa
 from litestar.testing import AsyncTestClient
 
-from sursis.app.container import build_cipher
+from sursis.app.storage import build_cipher
 from sursis.app.main import create_app
 from sursis.domain.keys import IssuedKey
 from sursis.infra.db.engine import create_engine

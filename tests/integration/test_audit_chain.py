@@ -14,7 +14,7 @@ import sqlalchemy as sa
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from sursis.domain.audit_chain import Breach
+from sursis.domain.audit_chain import GENESIS, PURGE_ACTION, Breach
 from sursis.domain.audit_verify import AuditChainService
 from sursis.domain.clock import utcnow
 from sursis.domain.records import AuditEntry
@@ -186,9 +186,13 @@ async def test_a_retention_cut_keeps_the_rest_of_the_chain_verifiable(
     async with uow_factory() as uow:
         [*_, through] = await uow.audit_chain.links("alpha", 0, 4)
         assert await uow.audit_chain.cut("alpha", through, utcnow() + timedelta(seconds=1)) == 4
+        # the purge row retention writes with a cut: it vouches for the anchor it moved from and to
+        vouch = {"from_seq": 0, "from_hash": GENESIS, "through_seq": through.seq, "anchor_hash": through.hash}
+        await uow.audit.append(AuditEntry(PURGE_ACTION, "system:test", "alpha", details=vouch), utcnow())
         await uow.commit()
+    await chain.seal_all()
     [report] = await chain.verify("alpha")
-    assert report.ok and report.anchor_seq == 4 and report.checked == 6
+    assert report.ok and report.anchor_seq == 4 and report.checked == 7
     # below the anchor nothing is left to delete; above it the guard still refuses
     with pytest.raises(DBAPIError, match="append-only"):
         async with engine.begin() as conn:

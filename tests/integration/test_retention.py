@@ -54,6 +54,8 @@ TABLES: dict[str, str] = {
     "audit_log": "kept: its own, longer period (retention cuts the chain)",
     "purged_conversations": "kept: the tombstone that answers 404 conversation_purged",
     "audit_chain_heads": "workspace-level",
+    "audit_checkpoints": "workspace-level",
+    "encryption_keys": "database-level (key check values: no content)",
     "retention_policies": "workspace-level",
     "legal_holds": "workspace-level (a hold keeps its conversation: it is never purged)",
     "api_keys": "workspace-level",

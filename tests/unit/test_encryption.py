@@ -121,6 +121,7 @@ def test_the_keyring_comes_from_the_variable_or_the_file_and_never_prints(tmp_pa
     k1, k2 = key("k1"), key("k2")
     path = tmp_path / "keys"
     path.write_text(f"# rotated 2026-11\n{k2}\n{k1}\n")
+    path.chmod(0o600)
     assert load_keyring(None, path).key_ids == ("k2", "k1")
     assert load_keyring(k1, path).key_ids == ("k1",)
     assert load_keyring(None, None).active_key_id is None
@@ -138,6 +139,7 @@ def test_a_keyring_file_is_followed_as_it_changes_and_a_broken_edit_keeps_the_la
     old, new = key("old"), key("new")
     path = tmp_path / "keys"
     path.write_text(f"{old}\n")
+    path.chmod(0o600)
     now = [0.0]
     keyring = FileKeyring(path, interval=1.0, clock=lambda: now[0])
     sealing = AesGcmCipher(keyring)

@@ -12,7 +12,8 @@ from sursis.app.schemas.validation import FromRecord, Strict, WorkspaceName
 from sursis.domain.audit_chain import ChainReport
 from sursis.domain.retention import MAX_DAYS, RetentionReport
 
-Days = Annotated[int, Field(ge=1, le=MAX_DAYS)]
+Days = Annotated[int, Field(ge=1, le=MAX_DAYS, strict=True)]
+"""A whole number of days: `"30"` (a string) or `30.0` is refused, as on the command line."""
 
 
 class PolicyIn(Strict):

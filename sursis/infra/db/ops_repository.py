@@ -10,7 +10,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from sursis.infra.db import tables as t
 from sursis.infra.db.repositories.base import session_cipher
-from sursis.infra.db.sealing import DEAD_LETTERS, OUTBOX
+from sursis.infra.db.sealing import DEAD_LETTERS, FAILURE_CLUSTERS, OUTBOX
 
 
 def _iso(row: dict[str, Any]) -> dict[str, Any]:
@@ -119,7 +119,7 @@ class SqlOpsRepository:
         ).first()
         if row is None:
             return None
-        data = _iso(dict(row._mapping))
+        data = _iso(FAILURE_CLUSTERS.open(self._cipher, row))
         data["cluster_id"] = data.pop("id")
         d = t.dead_letters.c
         events = await self._session.execute(
@@ -135,16 +135,17 @@ class SqlOpsRepository:
         self, workspace: str, cluster_id: str, status: str, notes: str, now: datetime
     ) -> dict[str, Any]:
         c = t.failure_clusters.c
+        sealed = FAILURE_CLUSTERS.seal_value(self._cipher, "notes", notes, {"id": cluster_id})
         result = await self._session.execute(
             t.failure_clusters.update()
             .where(c.workspace == workspace, c.id == cluster_id)
-            .values(status=status, notes=notes, updated_at=now)
-            .returning(c.id, c.status, c.notes)
+            .values(status=status, notes=sealed, updated_at=now)
+            .returning(c.id, c.status)
         )
         row = result.first()
         if row is None:
             raise LookupError(cluster_id)
-        return {"cluster_id": row.id, "status": row.status, "notes": row.notes}
+        return {"cluster_id": row.id, "status": row.status, "notes": notes}
 
     async def add_dead_letter(self, row: dict[str, Any]) -> None:
         await self._session.execute(

@@ -18,6 +18,7 @@ from sursis.infra.db import customer_tables as cu
 from sursis.infra.db import retention_tables as r
 from sursis.infra.db import tables as t
 from sursis.infra.db.repositories.base import SqlRepository, rowcount
+from sursis.infra.db.sealing import LEGAL_HOLDS
 from sursis.infra.worlds import tables as w
 
 Ids = list[uuid.UUID]
@@ -129,24 +130,26 @@ class SqlRetentionRepository(SqlRepository):
         query = sa.select(h).order_by(h.c.created_at, h.c.id)
         if workspace is not None:
             query = query.where(h.c.workspace == workspace)
-        return [LegalHold(**row._mapping) for row in await self._session.execute(query)]
+        return [self._hold(row) for row in await self._session.execute(query)]
+
+    def _hold(self, row: Any) -> LegalHold:
+        return LegalHold(**LEGAL_HOLDS.open(self._cipher, row))
 
     async def add_hold(self, hold: LegalHold) -> None:
-        await self._session.execute(
-            r.legal_holds.insert().values(
-                id=hold.id,
-                workspace=hold.workspace,
-                conversation_id=hold.conversation_id,
-                reason=hold.reason,
-                created_by=hold.created_by,
-                created_at=hold.created_at,
-            )
-        )
+        values = {
+            "id": hold.id,
+            "workspace": hold.workspace,
+            "conversation_id": hold.conversation_id,
+            "reason": hold.reason,
+            "created_by": hold.created_by,
+            "created_at": hold.created_at,
+        }
+        await self._session.execute(r.legal_holds.insert().values(**LEGAL_HOLDS.seal(self._cipher, values)))
 
     async def release_hold(self, hold_id: uuid.UUID) -> LegalHold | None:
         h = r.legal_holds
         row = (await self._session.execute(h.delete().where(h.c.id == hold_id).returning(h))).first()
-        return LegalHold(**row._mapping) if row else None
+        return self._hold(row) if row else None
 
     async def idle_conversations(self, workspace: str, before: datetime, limit: int | None) -> Ids:
         c, h = t.conversations.c, r.legal_holds.c

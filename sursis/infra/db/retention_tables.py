@@ -1,4 +1,5 @@
-"""Tables of retention and the audit chain. Mirrors migration 0011."""
+"""Tables of retention, the audit chain and the database's encryption state. Mirror migrations
+0012 and 0018."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ audit_chain_heads = sa.Table(
     sa.Column("anchor_seq", sa.BigInteger, nullable=False),
     sa.Column("anchor_hash", sa.String(64), nullable=False),
     sa.Column("updated_at", UtcDateTime, nullable=False),
+    sa.Column("sealed_at", UtcDateTime, nullable=True),
 )
 
 retention_policies = sa.Table(
@@ -46,3 +48,26 @@ purged_conversations = sa.Table(
     sa.Column("workspace", sa.String(100), nullable=False),
     sa.Column("purged_at", UtcDateTime, nullable=False),
 )
+
+audit_checkpoints = sa.Table(
+    "audit_checkpoints",
+    metadata,
+    sa.Column("workspace", sa.String(100), primary_key=True),
+    sa.Column("seq", sa.BigInteger, nullable=False),
+    sa.Column("hash", sa.String(64), nullable=False),
+    sa.Column("anchor_seq", sa.BigInteger, nullable=False),
+    sa.Column("anchor_hash", sa.String(64), nullable=False),
+    sa.Column("signed_at", UtcDateTime, nullable=False),
+    sa.Column("signer", sa.String(64), nullable=False),
+    sa.Column("signature", sa.String(200), nullable=False),
+)
+"""Each workspace's latest signed checkpoint of its chain head (migration 0018)."""
+
+encryption_keys = sa.Table(
+    "encryption_keys",
+    metadata,
+    sa.Column("key_id", sa.String(32), primary_key=True),
+    sa.Column("check_value", sa.String(64), nullable=False),
+    sa.Column("first_used_at", UtcDateTime, nullable=False),
+)
+"""The check value of every key id the database has used; a row says it holds encrypted values."""

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from sursis.domain.encryption import Cipher
 from sursis.infra.db.sealing import SEALED_TABLES, SealedTable
@@ -153,3 +153,26 @@ async def rotate(
         if await rows_to_rotate(engine, key_id) == 0:
             break
     return rewritten
+
+
+async def compact(engine: AsyncEngine) -> list[str]:
+    """Rewrite the files of every table with encrypted columns, so the bytes of values a rotation
+    replaced are gone from them: `VACUUM FULL` per table on PostgreSQL (an exclusive lock on the
+    table while it is rewritten: run it in a quiet hour), `VACUUM` of the whole file on SQLite.
+    The write-ahead log and backups are not touched (see docs/runbooks/encryption.md)."""
+    if engine.dialect.name != "postgresql":
+        # The service's SQLite engine begins a transaction on connect; VACUUM runs outside one.
+        plain = create_async_engine(engine.url, isolation_level="AUTOCOMMIT")
+        try:
+            async with plain.connect() as conn:
+                await conn.exec_driver_sql("VACUUM")
+        finally:
+            await plain.dispose()
+        return ["(the whole SQLite file)"]
+    async with engine.connect() as conn:
+        conn = await conn.execution_options(isolation_level="AUTOCOMMIT")
+        names = []
+        for sealed in SEALED_TABLES:
+            await conn.exec_driver_sql(f'VACUUM FULL "{sealed.table.name}"')
+            names.append(sealed.table.name)
+        return names

@@ -17,6 +17,7 @@ import sqlalchemy as sa
 from sursis.domain.encryption import Address, Cipher
 from sursis.infra.db import channel_tables as channels
 from sursis.infra.db import customer_tables as customer
+from sursis.infra.db import retention_tables as retention
 from sursis.infra.db import tables as t
 
 Kind = Literal["text", "json"]
@@ -123,6 +124,9 @@ DELEGATIONS = SealedTable(
     ("conversation_id", "tool_call_id"),
 )
 
+LEGAL_HOLDS = SealedTable(retention.legal_holds, {"reason": "text"}, ("id",))
+FAILURE_CLUSTERS = SealedTable(t.failure_clusters, {"notes": "text"}, ("id",))
+
 SEALED_TABLES: list[SealedTable] = [
     MESSAGES,
     RUNS,
@@ -134,5 +138,7 @@ SEALED_TABLES: list[SealedTable] = [
     DEAD_LETTERS,
     DELEGATIONS,
     DIGEST_ITEMS,
+    LEGAL_HOLDS,
+    FAILURE_CLUSTERS,
 ]
 """Every table with encrypted columns, in the order `rotate` walks them."""

@@ -35,6 +35,10 @@ class AesGcmCipher:
         self._aead: dict[str, AESGCM] = {}
 
     @property
+    def keys(self) -> KeyManager:
+        return self._keys
+
+    @property
     def active_key_id(self) -> str | None:
         return self._keys.active_key_id
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import binascii
 import re
+import stat
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -75,17 +76,60 @@ class LocalKeyring:
         return f"LocalKeyring(key_ids={self._ids!r})"
 
 
-def _read(path: Path) -> LocalKeyring:
+EMPTY_KEYRING = (
+    "the keyring holds no key: encryption cannot be turned off by an empty keyring; "
+    "unset the setting to run without encryption on a database that never had it"
+)
+
+
+def parse_keys(text: str, where: str) -> LocalKeyring:
+    """The keyring a configured setting holds; one that names no key at all (`","`, an empty or
+    comments-only file) is refused rather than read as "encryption off"."""
+    keys = LocalKeyring.parse(text)
+    if not keys.key_ids:
+        raise KeyringError(f"{where}: {EMPTY_KEYRING}")
+    return keys
+
+
+def check_file_mode(path: Path) -> None:
+    """Refuse a keyring file other users may read or write; warn when its group may read it.
+
+    Others: anyone with a shell on the host would hold every key. The group is only warned about:
+    orchestrators mount secrets readable by the service's group (Kubernetes `fsGroup`, 0440)."""
     try:
-        return LocalKeyring.parse(path.read_text())
+        mode = path.stat().st_mode
     except OSError as exc:
         raise KeyringError(f"cannot read the keyring file {str(path)!r}: {exc.strerror}") from None
+    if mode & (stat.S_IROTH | stat.S_IWOTH):
+        raise KeyringError(
+            f"the keyring file {str(path)!r} is readable or writable by other users "
+            f"(mode {stat.S_IMODE(mode):04o}): chmod 600 it"
+        )
+    if mode & (stat.S_IRGRP | stat.S_IWGRP):
+        log.warning(
+            "encryption.keyring_file_group_readable", path=str(path), mode=f"{stat.S_IMODE(mode):04o}"
+        )
+
+
+def _read(path: Path) -> LocalKeyring:
+    check_file_mode(path)
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise KeyringError(f"cannot read the keyring file {str(path)!r}: {exc.strerror}") from None
+    return parse_keys(text, f"the keyring file {str(path)!r}")
+
+
+KeyringCheck = Callable[[LocalKeyring], None]
+"""Raises `KeyringInvalid` for a keyring that may not replace the current one (e.g. a key whose
+bytes differ from the check value the database stores under its id)."""
 
 
 class FileKeyring:
     """A `KeyManager` over a keyring file, read again when the file changes (looked at no more
     than once per `interval` seconds): a key added or made active is used without a restart.
-    A file that no longer parses leaves the last good keyring in place (and is logged)."""
+    A file that no longer parses, names no key, or fails `check` leaves the last good keyring in
+    place, and is logged as an error."""
 
     def __init__(
         self, path: Path, interval: float = 1.0, clock: Callable[[], float] = time.monotonic
@@ -96,6 +140,7 @@ class FileKeyring:
         self._stamp = self._stat()
         self._keys = _read(path)
         self._next_look = clock() + interval
+        self.check: KeyringCheck | None = None
 
     def _stat(self) -> tuple[int, int]:
         try:
@@ -112,10 +157,18 @@ class FileKeyring:
             if stamp != self._stamp:
                 self._stamp = stamp
                 try:
-                    self._keys = _read(self._path)
-                    log.info("encryption.keyring_reloaded", key_ids=list(self._keys.key_ids))
+                    keys = _read(self._path)
+                    if self.check is not None:
+                        self.check(keys)
                 except KeyringInvalid as exc:
-                    log.error("encryption.keyring_unreadable", error=exc.message)
+                    log.error(
+                        "encryption.keyring_unreadable",
+                        error=exc.message,
+                        kept=list(self._keys.key_ids),
+                    )
+                else:
+                    self._keys = keys
+                    log.info("encryption.keyring_reloaded", key_ids=list(self._keys.key_ids))
         return self._keys
 
     @property
@@ -135,9 +188,10 @@ class FileKeyring:
 
 def load_keyring(keys: str | None, keys_file: Path | None) -> LocalKeyring | FileKeyring:
     """The keyring the settings name: the variable's text, else the file's (followed as it
-    changes), else none (off)."""
-    if keys and keys.strip():
-        return LocalKeyring.parse(keys)
+    changes), else none (off). A variable that is empty or blank counts as unset (compose's
+    `${VAR:-}`); one that names no key otherwise (`","`, only comments) is refused."""
+    if keys is not None and keys.strip():
+        return parse_keys(keys, "SURSIS_ENCRYPTION_KEYS")
     if keys_file is not None:
         return FileKeyring(keys_file)
     return LocalKeyring({})

@@ -10,6 +10,7 @@ from pydantic_ai.exceptions import (
 )
 from sqlalchemy import exc as sa_exc
 
+from sursis.domain.encryption import EncryptedValueUnreadable, EncryptionKeyUnavailable
 from sursis.domain.records import RunError
 from sursis.infra.db.errors import DatabaseFailure, database_failure
 from sursis.infra.telemetry import current_trace_id
@@ -46,6 +47,8 @@ def run_failure(exc: BaseException) -> RunError:
     (SQL, hosts, a provider's raw body); the details are in the logs, under the trace id."""
     trace_id = current_trace_id()
     details = f"details are in the service logs (trace {trace_id})" if trace_id else "details are in the logs"
+    if isinstance(exc, EncryptionKeyUnavailable | EncryptedValueUnreadable):
+        return RunError(exc.code, exc.message)
     if isinstance(exc, ModelHTTPError):
         return RunError("model_error", f"the model provider answered HTTP {exc.status_code}; {details}")
     if isinstance(exc, ModelAPIError):

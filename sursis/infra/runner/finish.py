@@ -12,6 +12,7 @@ from pydantic_ai.messages import (
 )
 
 from sursis.domain import run_lifecycle
+from sursis.domain.errors import ServiceError
 from sursis.domain.ports import UnitOfWork
 from sursis.domain.records import Run, RunError, Usage
 from sursis.domain.run_lifecycle import ToolEvents
@@ -151,6 +152,19 @@ class Ending(EventPublishing):
         if not ended:
             return False
         return await self._append(uow, run, messages, now, announced)
+
+    async def fail_unreadable(self, run: Run, owner: str, exc: ServiceError) -> RunStatus:
+        """Fail a run the worker just claimed whose log does not open (`encryption_key_unavailable`
+        or `encrypted_value_unreadable`, naming the key): no attempt can succeed until the key is
+        back, so the run is not left `running` or re-queued; the conversation is freed."""
+        with structlog.contextvars.bound_contextvars(
+            run_id=str(run.id), conversation_id=str(run.conversation_id)
+        ):
+            status = await self._finish(
+                run, owner, [], RunStatus.FAILED, run.usage, error=RunError(exc.code, exc.message)
+            )
+        await self._notifier.run_changed(run.id)
+        return status
 
     async def give_up(self, run: Run, owner: str, attempts: int) -> RunStatus:
         """Fail a run the worker just claimed whose last `attempts` segments all ended without

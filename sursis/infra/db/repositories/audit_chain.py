@@ -2,17 +2,42 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
+from typing import Any
 
 import sqlalchemy as sa
 
 from sursis.domain.audit_chain import GENESIS, ChainHead, ChainLink, audit_row_hash
+from sursis.domain.audit_checkpoint import Checkpoint
+from sursis.domain.encryption import EncryptedValueUnreadable, EncryptionKeyUnavailable
+from sursis.domain.records import AuditEntry
 from sursis.infra.db import retention_tables as r
 from sursis.infra.db import tables as t
 from sursis.infra.db.repositories.audit import audit_entry
 from sursis.infra.db.repositories.base import SqlRepository, rowcount
 
 UNSEALED = t.audit_log.c.seq.is_(None)
+
+
+def _opened(row: Any, cipher: Any) -> tuple[AuditEntry, str | None]:
+    """The row's entry, or (when its content does not open) the entry without details and why."""
+    try:
+        return audit_entry(row, cipher), None
+    except (EncryptionKeyUnavailable, EncryptedValueUnreadable) as exc:
+        m = row._mapping
+        entry = AuditEntry(
+            m["action"],
+            m["actor"],
+            m["workspace"],
+            m["conversation_id"],
+            m["run_id"],
+            m["correlation_id"],
+            details={},
+            id=m["id"],
+            at=m["at"],
+            trace_id=m["trace_id"],
+        )
+        return entry, exc.code
 
 
 class SqlAuditChainRepository(SqlRepository):
@@ -42,25 +67,34 @@ class SqlAuditChainRepository(SqlRepository):
         if row is None:
             return ChainHead(workspace, 0, GENESIS)
         m = row._mapping
-        return ChainHead(workspace, m["seq"], m["hash"], m["anchor_seq"], m["anchor_hash"])
+        return ChainHead(workspace, m["seq"], m["hash"], m["anchor_seq"], m["anchor_hash"], m["sealed_at"])
 
-    async def seal(self, workspace: str, limit: int, now: datetime) -> int:
-        """Seal up to `limit` of the workspace's unsealed rows, in id order; the number sealed."""
+    async def seal(self, workspace: str, limit: int, now: datetime, tolerance: timedelta) -> int:
+        """Seal up to `limit` of the workspace's unsealed rows, in id order; the number sealed.
+
+        A row dated more than `tolerance` before the newest sealed row is refused (left unsealed,
+        and reported by `verify`): a back-dated insert never enters the chain. A row whose content
+        does not open is left unsealed too (its hash cannot be computed)."""
         h = r.audit_chain_heads
         first = {"workspace": workspace, "seq": 0, "hash": GENESIS, "anchor_seq": 0, "anchor_hash": GENESIS}
         await self._session.execute(self._insert(h).values(**first, updated_at=now).on_conflict_do_nothing())
         head = await self.head(workspace, lock=True)
         c = t.audit_log.c
-        rows = await self._session.execute(
-            sa.select(t.audit_log).where(c.workspace == workspace, UNSEALED).order_by(c.id).limit(limit)
-        )
-        seq, prev = head.seq, head.hash
+        query = sa.select(t.audit_log).where(c.workspace == workspace, UNSEALED)
+        if head.sealed_at is not None:
+            query = query.where(c.at >= head.sealed_at - tolerance)
+        rows = await self._session.execute(query.order_by(c.id).limit(limit))
+        seq, prev, newest = head.seq, head.hash, head.sealed_at
         links: list[dict[str, object]] = []
         for row in rows:
-            entry = audit_entry(row, self._cipher)
+            entry, unreadable = _opened(row, self._cipher)
+            if unreadable is not None or entry.at is None:
+                continue
+            if newest is not None and entry.at < newest - tolerance:
+                continue  # dated before a row sealed earlier in this batch
             seq, digest = seq + 1, audit_row_hash(prev, entry)
             links.append({"row_id": entry.id, "seq": seq, "prev_hash": prev, "hash": digest})
-            prev = digest
+            prev, newest = digest, entry.at if newest is None else max(newest, entry.at)
         if not links:
             return 0
         await self._session.execute(
@@ -70,9 +104,46 @@ class SqlAuditChainRepository(SqlRepository):
             links,
         )
         await self._session.execute(
-            h.update().where(h.c.workspace == workspace).values(seq=seq, hash=prev, updated_at=now)
+            h.update()
+            .where(h.c.workspace == workspace)
+            .values(seq=seq, hash=prev, sealed_at=newest, updated_at=now)
         )
         return len(links)
+
+    async def backdated_count(self, workspace: str, tolerance: timedelta) -> int:
+        """Unsealed rows sealing refuses: dated more than `tolerance` before the newest sealed row."""
+        head = await self.head(workspace)
+        if head.sealed_at is None:
+            return 0
+        c = t.audit_log.c
+        query = sa.select(sa.func.count()).where(
+            c.workspace == workspace, UNSEALED, c.at < head.sealed_at - tolerance
+        )
+        return int(await self._session.scalar(query) or 0)
+
+    async def checkpoint(self, workspace: str) -> Checkpoint | None:
+        k = r.audit_checkpoints
+        row = (await self._session.execute(sa.select(k).where(k.c.workspace == workspace))).first()
+        return Checkpoint(**row._mapping) if row else None
+
+    async def save_checkpoint(self, checkpoint: Checkpoint) -> None:
+        k = r.audit_checkpoints
+        values = {
+            "workspace": checkpoint.workspace,
+            "seq": checkpoint.seq,
+            "hash": checkpoint.hash,
+            "anchor_seq": checkpoint.anchor_seq,
+            "anchor_hash": checkpoint.anchor_hash,
+            "signed_at": checkpoint.signed_at,
+            "signer": checkpoint.signer,
+            "signature": checkpoint.signature,
+        }
+        insert = self._insert(k).values(**values)
+        await self._session.execute(
+            insert.on_conflict_do_update(
+                index_elements=[k.c.workspace], set_={name: insert.excluded[name] for name in values}
+            )
+        )
 
     async def links(self, workspace: str, after_seq: int, limit: int) -> list[ChainLink]:
         c = t.audit_log.c
@@ -82,7 +153,7 @@ class SqlAuditChainRepository(SqlRepository):
             .order_by(c.seq)
             .limit(limit)
         )
-        return [ChainLink(row.seq, row.prev_hash, row.hash, audit_entry(row, self._cipher)) for row in rows]
+        return [ChainLink(row.seq, row.prev_hash, row.hash, *_opened(row, self._cipher)) for row in rows]
 
     async def cut(self, workspace: str, through: ChainLink, now: datetime) -> int:
         """Record `through` as the workspace's anchor, then delete the rows up to it (the guard

@@ -1,0 +1,133 @@
+"""The storage half of the composition root: the engine, the cipher, the unit of work and the
+services over them, built the same way for the API, the worker, embedded use and every command
+of the command line (none builds a unit of work of its own)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import TypeVar
+
+import structlog
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from sursis.app.settings import Settings
+from sursis.domain.audit_verify import AuditChainService
+from sursis.domain.clock import utcnow
+from sursis.domain.keys import KeyService
+from sursis.domain.retention import RetentionService
+from sursis.infra.db.encryption_state import EncryptionState, check_encryption
+from sursis.infra.db.engine import create_engine
+from sursis.infra.db.uow import EventsListener, PendingListener, RunsListener, SqlUnitOfWorkFactory
+from sursis.infra.encryption import AesGcmCipher, load_keyring
+from sursis.infra.encryption.signing import Ed25519Signer
+
+log = structlog.get_logger("sursis.audit")
+T = TypeVar("T")
+
+
+def build_cipher(settings: Settings) -> AesGcmCipher:
+    """The cipher over the keyring the settings name (no keys: encryption off)."""
+    keys = settings.encryption_keys.get_secret_value() if settings.encryption_keys else None
+    return AesGcmCipher(load_keyring(keys, settings.encryption_keys_file))
+
+
+def build_signer(settings: Settings) -> Ed25519Signer | None:
+    path = settings.audit_signing_key_file
+    return Ed25519Signer.from_file(path) if path is not None else None
+
+
+def build_engine(settings: Settings) -> AsyncEngine:
+    return create_engine(settings.database_url, pool_size=settings.db_pool_size)
+
+
+def build_unit_of_work(
+    settings: Settings,
+    engine: AsyncEngine | None = None,
+    *,
+    on_events: EventsListener | None = None,
+    on_pending: PendingListener | None = None,
+    on_runs: RunsListener | None = None,
+) -> SqlUnitOfWorkFactory:
+    engine = engine or build_engine(settings)
+    return SqlUnitOfWorkFactory(
+        engine, on_events=on_events, on_pending=on_pending, on_runs=on_runs, cipher=build_cipher(settings)
+    )
+
+
+def _signing_refused(workspace: str, reason: str) -> None:
+    log.error("audit.checkpoint_refused", workspace=workspace, reason=reason)
+
+
+def build_audit_chain(settings: Settings, uow: SqlUnitOfWorkFactory) -> AuditChainService:
+    return AuditChainService(uow, utcnow, signer=build_signer(settings), on_refused=_signing_refused)
+
+
+def build_retention(
+    settings: Settings, uow: SqlUnitOfWorkFactory, chain: AuditChainService
+) -> RetentionService:
+    return RetentionService(uow, utcnow, batch=settings.retention_batch, chain=chain)
+
+
+async def check_storage(uow: SqlUnitOfWorkFactory) -> EncryptionState:
+    """Refuse (`EncryptionRefused`) a keyring the database may not be used with; see
+    `infra/db/encryption_state.py`."""
+    cipher = uow.cipher
+    assert isinstance(cipher, AesGcmCipher)
+    return await check_encryption(uow.engine, cipher.keys, utcnow())
+
+
+@dataclass
+class Storage:
+    """What a command of the command line works with: the same unit of work (and cipher) and the
+    same services the API and the worker are built with."""
+
+    settings: Settings
+    uow: SqlUnitOfWorkFactory
+    encryption: EncryptionState
+    audit_chain: AuditChainService
+    retention: RetentionService
+    keys: KeyService
+
+    @property
+    def cipher(self) -> AesGcmCipher:
+        cipher = self.uow.cipher
+        assert isinstance(cipher, AesGcmCipher)
+        return cipher
+
+
+@asynccontextmanager
+async def open_storage(settings: Settings) -> AsyncIterator[Storage]:
+    """The storage of a command: checked to be at the migrations' head and usable with the
+    keyring (else `DatabaseNotReady` / `EncryptionRefused`), closed on exit."""
+    from sursis.infra.db.readiness import require_head
+
+    uow = build_unit_of_work(settings)  # a malformed keyring is refused first, without a connection
+    try:
+        await require_head(settings.database_url)
+        encryption = await check_storage(uow)
+        chain = build_audit_chain(settings, uow)
+        yield Storage(
+            settings,
+            uow,
+            encryption,
+            chain,
+            build_retention(settings, uow, chain),
+            KeyService(uow),
+        )
+    finally:
+        await uow.engine.dispose()
+
+
+def with_storage(settings: Settings, use: Callable[[Storage], Awaitable[T]]) -> T:
+    """Run `use` over the storage every command of the command line shares with the API and the
+    worker (same cipher, same services); refused before anything is read or written when the
+    database is not at head or may not be used with this keyring."""
+
+    async def main() -> T:
+        async with open_storage(settings) as storage:
+            return await use(storage)
+
+    return asyncio.run(main())

@@ -1,0 +1,48 @@
+"""data protection: the key check value of every key id a database has used (its presence says the
+database holds encrypted values), the time of each audit chain's newest sealed row (sealing refuses
+rows older than it), and each workspace's latest signed checkpoint of its chain head
+
+Revision ID: 0018_protection
+Revises: 0015_key_expiry
+"""
+
+from collections.abc import Sequence
+
+import sqlalchemy as sa
+from alembic import op
+
+revision: str = "0018_protection"
+down_revision: str | None = "0015_key_expiry"
+branch_labels: str | Sequence[str] | None = None
+depends_on: str | Sequence[str] | None = None
+
+TS = sa.DateTime(timezone=True)
+
+
+def upgrade() -> None:
+    op.create_table(
+        "encryption_keys",
+        sa.Column("key_id", sa.String(32), primary_key=True),
+        sa.Column("check_value", sa.String(64), nullable=False),
+        sa.Column("first_used_at", TS, nullable=False),
+    )
+    with op.batch_alter_table("audit_chain_heads") as batch:
+        batch.add_column(sa.Column("sealed_at", TS, nullable=True))
+    op.create_table(
+        "audit_checkpoints",
+        sa.Column("workspace", sa.String(100), primary_key=True),
+        sa.Column("seq", sa.BigInteger, nullable=False),
+        sa.Column("hash", sa.String(64), nullable=False),
+        sa.Column("anchor_seq", sa.BigInteger, nullable=False),
+        sa.Column("anchor_hash", sa.String(64), nullable=False),
+        sa.Column("signed_at", TS, nullable=False),
+        sa.Column("signer", sa.String(64), nullable=False),
+        sa.Column("signature", sa.String(200), nullable=False),
+    )
+
+
+def downgrade() -> None:
+    op.drop_table("audit_checkpoints")
+    with op.batch_alter_table("audit_chain_heads") as batch:
+        batch.drop_column("sealed_at")
+    op.drop_table("encryption_keys")
