@@ -18,6 +18,7 @@ from sursis.domain.audit_chain import (
 )
 from sursis.domain.audit_checkpoint import CheckpointSigner, checkpoint_finding, sign_head, signature_holds
 from sursis.domain.retention_ports import RetentionUnitOfWork, RetentionUnitOfWorkFactory
+from sursis.domain.retention_records import check_workspace
 
 BACKDATE_TOLERANCE = timedelta(seconds=60)
 """How far before the newest sealed row a row may be dated and still be sealed: a transaction
@@ -119,6 +120,8 @@ class AuditChainService:
         those sealing refuses as back-dated, which are a breach. `expect`: a `(seq, hash)` the
         chain must hold (one workspace's, recorded outside the database); with a signer, the
         signed checkpoint is checked too."""
+        if workspace is not None:
+            check_workspace(workspace)
         async with self.uow.reader() as uow:
             names = [workspace] if workspace is not None else await uow.audit_chain.workspaces()
             reports = []
