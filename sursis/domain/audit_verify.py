@@ -91,12 +91,13 @@ class AuditChainService:
         await uow.audit_chain.save_checkpoint(sign_head(signer, head, now))
 
     async def checkpoint(self, workspace: str | None = None) -> list[ChainReport]:
-        """Verify each chain, then sign its head whatever checkpoint it had (the operator's
-        `sursis audit checkpoint`: the first one of a chain, or after a key change). A chain that
-        does not verify (checkpoints aside) is not signed."""
+        """Seal what is unsealed, verify each chain, then sign its head whatever checkpoint it had
+        (the operator's `sursis audit checkpoint`: the first one of a chain, or after a key
+        change). A chain that does not verify (checkpoints aside) is not signed."""
         signer = self.signer
         if signer is None or not signer.can_sign:
             raise ValueError("no signing key: set SURSIS_AUDIT_SIGNING_KEY_FILE to a private key")
+        await self.seal_all()
         reports = await self.verify(workspace, checkpoints=False)
         for report in reports:
             if not report.ok:

@@ -21,8 +21,8 @@ from sqlalchemy.ext.asyncio import create_async_engine
 
 from sursis.app.cli import run as cli
 from sursis.app.main import create_app
-from sursis.domain.encryption import EncryptionRefused
 from sursis.domain.clock import utcnow
+from sursis.domain.encryption import EncryptionRefused
 from sursis.domain.keys import IssuedKey
 from sursis.infra.db.engine import create_engine
 from sursis.infra.db.migrations import upgrade
