@@ -36,6 +36,11 @@ async def first_lines(process: subprocess.Popen[str], wanted: str, seconds: floa
     return lines
 
 
+def spawn(args: list[str], env: dict[str, str]) -> subprocess.Popen[str]:
+    command = [sys.executable, "-m", "sursis.app.cli", *args]
+    return subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, text=True)
+
+
 async def stop(process: subprocess.Popen[str]) -> None:
     process.terminate()
     await asyncio.to_thread(process.wait, 30)
@@ -51,9 +56,7 @@ async def test_the_banners_and_readyz_say_encryption_is_on_and_a_start_without_k
     port = free_port()
     command = [sys.executable, "-m", "sursis.app.cli"]
     env = environment(url, new_key("banner-1"))
-    serve = subprocess.Popen(
-        [*command, "serve", "--port", str(port)], cwd=ROOT, env=env, stdout=subprocess.PIPE, text=True
-    )
+    serve = spawn(["serve", "--port", str(port)], env)
     try:
         lines = await first_lines(serve, "encryption:")
         assert lines[-1].strip() == "encryption: on  active key: banner-1", lines
@@ -67,7 +70,7 @@ async def test_the_banners_and_readyz_say_encryption_is_on_and_a_start_without_k
         assert ready.json() == {"status": "ready", "encryption": "on", "active_key_id": "banner-1"}
     finally:
         await stop(serve)
-    worker = subprocess.Popen([*command, "worker"], cwd=ROOT, env=env, stdout=subprocess.PIPE, text=True)
+    worker = spawn(["worker"], env)
     try:
         lines = await first_lines(worker, "encryption:")
         assert lines[-1].strip().endswith("encryption: on  active key: banner-1"), lines
