@@ -20,7 +20,7 @@ from sursis.domain.audit_checkpoint import CheckpointSigner, checkpoint_finding,
 from sursis.domain.retention_ports import RetentionUnitOfWork, RetentionUnitOfWorkFactory
 from sursis.domain.retention_records import check_workspace
 
-BACKDATE_TOLERANCE = timedelta(seconds=60)
+BACKDATE_TOLERANCE = timedelta(minutes=5)
 """How far before the newest sealed row a row may be dated and still be sealed: a transaction
 takes its time before it commits, a back-dated insert is older than that."""
 
