@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Protocol
 
-from sursis.domain.audit_chain import ChainHead, Finding
+from sursis.domain.audit_chain import Breach, ChainHead, Finding
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,8 +90,6 @@ def checkpoint_finding(
 ) -> Finding | None:
     """What is wrong with a chain's checkpoint, before its rows are walked (the walk then checks
     that the signed row still has the signed hash: `ChainVerifier.expect`)."""
-    from sursis.domain.audit_chain import Breach
-
     if checkpoint is None:
         if head.seq == 0:
             return None

@@ -18,8 +18,9 @@ from sursis.domain.audit_chain import (
 )
 from sursis.domain.audit_checkpoint import CheckpointSigner, checkpoint_finding, sign_head, signature_holds
 from sursis.domain.retention_ports import RetentionUnitOfWork, RetentionUnitOfWorkFactory
+from sursis.domain.retention_records import check_workspace
 
-BACKDATE_TOLERANCE = timedelta(seconds=60)
+BACKDATE_TOLERANCE = timedelta(minutes=5)
 """How far before the newest sealed row a row may be dated and still be sealed: a transaction
 takes its time before it commits, a back-dated insert is older than that."""
 
@@ -90,12 +91,13 @@ class AuditChainService:
         await uow.audit_chain.save_checkpoint(sign_head(signer, head, now))
 
     async def checkpoint(self, workspace: str | None = None) -> list[ChainReport]:
-        """Verify each chain, then sign its head whatever checkpoint it had (the operator's
-        `sursis audit checkpoint`: the first one of a chain, or after a key change). A chain that
-        does not verify (checkpoints aside) is not signed."""
+        """Seal what is unsealed, verify each chain, then sign its head whatever checkpoint it had
+        (the operator's `sursis audit checkpoint`: the first one of a chain, or after a key
+        change). A chain that does not verify (checkpoints aside) is not signed."""
         signer = self.signer
         if signer is None or not signer.can_sign:
             raise ValueError("no signing key: set SURSIS_AUDIT_SIGNING_KEY_FILE to a private key")
+        await self.seal_all()
         reports = await self.verify(workspace, checkpoints=False)
         for report in reports:
             if not report.ok:
@@ -119,6 +121,8 @@ class AuditChainService:
         those sealing refuses as back-dated, which are a breach. `expect`: a `(seq, hash)` the
         chain must hold (one workspace's, recorded outside the database); with a signer, the
         signed checkpoint is checked too."""
+        if workspace is not None:
+            check_workspace(workspace)
         async with self.uow.reader() as uow:
             names = [workspace] if workspace is not None else await uow.audit_chain.workspaces()
             reports = []

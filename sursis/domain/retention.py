@@ -27,6 +27,7 @@ from sursis.domain.retention_records import (
     ConversationPurged,
     LegalHold,
     RetentionPolicy,
+    check_workspace,
 )
 
 __all__ = [
@@ -75,6 +76,7 @@ class RetentionService:
 
     async def get_policy(self, principal: Principal, workspace: str) -> RetentionPolicy:
         principal.require(Permission.MANAGE_RETENTION)
+        check_workspace(workspace)
         async with self.uow.reader() as uow:
             return await uow.retention.policy(workspace) or RetentionPolicy(workspace)
 
@@ -96,6 +98,8 @@ class RetentionService:
 
     async def list_holds(self, principal: Principal, workspace: str | None) -> list[LegalHold]:
         principal.require(Permission.MANAGE_RETENTION)
+        if workspace is not None:
+            check_workspace(workspace)
         async with self.uow.reader() as uow:
             return await uow.retention.holds(workspace)
 
@@ -103,6 +107,9 @@ class RetentionService:
         self, principal: Principal, workspace: str, conversation_id: uuid.UUID | None, reason: str
     ) -> LegalHold:
         principal.require(Permission.MANAGE_RETENTION)
+        check_workspace(workspace)
+        if not reason.strip():
+            raise ValidationFailed("a legal hold needs a reason", extra={"field": "reason"})
         now = self.clock()
         hold = LegalHold(uuid.uuid4(), workspace, conversation_id, reason, principal.id, now)
         async with self.uow() as uow:
@@ -141,6 +148,8 @@ class RetentionService:
     async def plan(self, principal: Principal, workspace: str | None = None) -> list[RetentionReport]:
         """What `run` would purge now, per workspace with a policy; nothing is changed."""
         principal.require(Permission.MANAGE_RETENTION)
+        if workspace is not None:
+            check_workspace(workspace)
         reports: list[RetentionReport] = []
         now = self.clock()
         for policy in await self._policies(workspace):
@@ -160,6 +169,8 @@ class RetentionService:
     async def run(self, principal: Principal, workspace: str | None = None) -> list[RetentionReport]:
         """Purge everything the policies say is due, batch by batch, until nothing is left."""
         principal.require(Permission.MANAGE_RETENTION)
+        if workspace is not None:
+            check_workspace(workspace)
         reports = []
         for policy in await self._policies(workspace):
             report = RetentionReport(policy.workspace)

@@ -7,8 +7,20 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from sursis.domain.errors import NotFound, ValidationFailed
+from sursis.domain.keys import WORKSPACE
 
 MAX_DAYS = 36_500
+
+
+def check_workspace(name: str) -> None:
+    """`ValidationFailed` unless `name` is a workspace name as every path takes it: checked here,
+    in the domain, so no entry point (a route's path parameter, the command line, embedded code)
+    can store a policy or a hold under a name no other path accepts."""
+    if not WORKSPACE.match(name):
+        raise ValidationFailed(
+            "a workspace is 1-100 characters of letters, digits, '_', '.' or '-'",
+            extra={"field": "workspace"},
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,8 +36,11 @@ class RetentionPolicy:
     def check(self) -> None:
         """`ValidationFailed` unless the periods are in range and the audit log outlives what it
         describes (it may be kept forever, but not purged while conversations are kept)."""
+        check_workspace(self.workspace)
         for name, days in (("conversation_days", self.conversation_days), ("audit_days", self.audit_days)):
-            if days is not None and not 1 <= days <= MAX_DAYS:
+            if days is not None and (
+                isinstance(days, bool) or not isinstance(days, int) or not 1 <= days <= MAX_DAYS
+            ):
                 raise ValidationFailed(f"{name} must be between 1 and {MAX_DAYS}", extra={"field": name})
         if self.audit_days is not None and (
             self.conversation_days is None or self.audit_days < self.conversation_days

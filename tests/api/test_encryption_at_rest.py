@@ -15,8 +15,8 @@ from typing import Any
 import sqlalchemy as sa
 from litestar.testing import AsyncTestClient
 
-from sursis.app.storage import build_cipher
 from sursis.app.main import create_app
+from sursis.app.storage import build_cipher
 from sursis.domain.keys import IssuedKey
 from sursis.infra.db.engine import create_engine
 from sursis.infra.db.rotation import PLAINTEXT_KEY, key_counts, rotate, rows_to_rotate

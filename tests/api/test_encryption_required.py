@@ -22,7 +22,7 @@ from sursis.app.main import create_app
 from sursis.app.settings import Settings
 from sursis.domain.audit_verify import AuditChainService
 from sursis.domain.clock import utcnow
-from sursis.domain.encryption import EncryptionRefused
+from sursis.domain.encryption import EncryptionRefused, KeyManager
 from sursis.domain.keys import IssuedKey
 from sursis.domain.records import AuditEntry
 from sursis.infra.db.engine import create_engine
@@ -185,3 +185,39 @@ async def test_an_audit_row_that_does_not_open_is_a_finding_not_a_500(
         [report] = response.json()
         assert report["ok"] is False and report["finding"]["breach"] == "unreadable", report
         assert "encrypted_value_unreadable" in report["finding"]["detail"]
+
+
+async def test_a_reload_to_other_bytes_under_a_known_id_keeps_the_last_good_keyring(
+    database_url: str, tmp_path: Path
+) -> None:
+    from sursis.infra.db.encryption_state import check_encryption
+    from sursis.infra.encryption import FileKeyring
+
+    right, added = new_key("k1"), new_key("k2")
+    path = tmp_path / "keys"
+    path.write_text(right + "\n")
+    path.chmod(0o600)
+    now = [0.0]
+    keyring = FileKeyring(path, interval=1.0, clock=lambda: now[0])
+    engine = create_engine(database_url)
+    try:
+        await check_encryption(engine, keyring, utcnow())  # stores k1's check value, follows reloads
+        cipher = AesGcmCipher(keyring)
+        path.write_text(new_key("k1") + "\n")  # other bytes under k1: refused, k1 kept
+        now[0] += 2
+        with capture_logs() as logs:
+            assert keyring.key_ids == ("k1",)
+        [refused] = [e for e in logs if e["event"] == "encryption.keyring_unreadable"]
+        assert "'k1'" in refused["error"] and refused["log_level"] == "error"
+        assert key_check(keyring, "k1") == key_check(LocalKeyring.parse(right), "k1")
+        path.write_text(f"{added}\n{right}\n")  # a new key made active: taken
+        now[0] += 2
+        assert keyring.active_key_id == "k2" and cipher.active_key_id == "k2"
+    finally:
+        await engine.dispose()
+
+
+def key_check(keys: KeyManager, key_id: str) -> str:
+    from sursis.domain.encryption import key_check_value
+
+    return key_check_value(keys.data_key(key_id))

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import sqlalchemy as sa
 
 from sursis.app.cli import parser, run
 from sursis.domain.clock import utcnow
@@ -70,7 +71,7 @@ async def test_the_runbook_commands_report_and_rotate(
     database_url: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     commands = runbook_commands("sursis encryption")
-    assert {c.split()[2] for c in commands} == {"status", "rotate"}
+    assert {c.split()[2] for c in commands} == {"status", "rotate", "compact"}
     old, new = make_key("old-1"), make_key("new-2")
     assert LocalKeyring.parse(old).active_key_id == "old-1"
     await write_messages(database_url, None, ['{"written": "before encryption"}'])
@@ -104,3 +105,32 @@ def test_rotate_refuses_without_a_keyring_and_a_bad_keyring_is_a_clean_error(
         assert run(command, settings) == 2, command
         err = capsys.readouterr().err
         assert "must be 32 bytes, not 16" in err and short not in err
+
+
+@pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
+async def test_the_runbook_signs_and_verifies_the_audit_chain(
+    database_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tests.integration.test_audit_chain import write_rows
+
+    commands = runbook_commands("sursis audit")
+    assert [c.split()[2] for c in commands] == ["keygen", "checkpoint", "verify"]
+    engine = create_engine(database_url)
+    try:
+        await write_rows(engine, "default", 3)
+    finally:
+        await engine.dispose()
+    monkeypatch.chdir(tmp_path)
+    settings = make_settings(database_url, audit_signing_key_file="audit-signing.pem")
+    for command in commands:
+        assert await asyncio.to_thread(run, command.split()[1:], settings) == 0, command
+    out = capsys.readouterr().out
+    assert "BEGIN PUBLIC KEY" in out and "ok  workspace default" in out
+    engine = create_engine(database_url)
+    try:
+        async with engine.connect() as conn:
+            signed = (await conn.execute(sa.text("SELECT workspace, seq FROM audit_checkpoints"))).all()
+    finally:
+        await engine.dispose()
+    assert [tuple(row) for row in signed] == [("default", 3)]
+    assert (tmp_path / "audit-signing.pem").stat().st_mode & 0o077 == 0

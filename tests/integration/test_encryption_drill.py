@@ -1,6 +1,9 @@
 """The recovery drill: dump an encrypted PostgreSQL database with `pg_dump`, restore it into a
-new one with `pg_restore`, and read every conversation with the keyring; without the key, every
-read fails with a 500 whose code and `key_id` name the missing key (docs/runbooks/encryption.md)."""
+new one with `pg_restore`, and read every conversation with the keyring. The restored database
+still knows it is encrypted and the check value of each key: without a keyring, or with other
+bytes under the key's id, no process starts on it (one line, exit 2, naming the key); with a
+keyring that lacks the key, every read fails with a 500 whose code and `key_id` name it
+(docs/runbooks/encryption.md)."""
 
 from __future__ import annotations
 
@@ -16,8 +19,10 @@ import sqlalchemy as sa
 from litestar.testing import AsyncTestClient
 from sqlalchemy.ext.asyncio import create_async_engine
 
+from sursis.app.cli import run as cli
 from sursis.app.main import create_app
 from sursis.domain.clock import utcnow
+from sursis.domain.encryption import EncryptionRefused
 from sursis.domain.keys import IssuedKey
 from sursis.infra.db.engine import create_engine
 from sursis.infra.db.migrations import upgrade
@@ -89,7 +94,7 @@ async def run(*command: str) -> bytes:
 
 
 async def test_a_restored_dump_reads_every_conversation_with_the_keyring_and_names_a_missing_key(
-    databases: tuple[str, str], tmp_path: Path
+    databases: tuple[str, str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     source, target = databases
     await asyncio.to_thread(upgrade, source)
@@ -113,6 +118,15 @@ async def test_a_restored_dump_reads_every_conversation_with_the_keyring_and_nam
         for cid, run_id in turns:
             assert SECRET in str((await conversation(client, cid))["messages"])
             assert SECRET in str(await tool_calls(client, run_id))
+
+    wrong = new_key("drill-1")  # other bytes under the right id
+    for keys, said in ((wrong, "key 'drill-1' of the keyring is not the key"), (None, "(keys drill-1)")):
+        settings = make_settings(target, encryption_keys=keys)
+        assert await asyncio.to_thread(cli, ["encryption", "status"], settings) == 2
+        assert said in capsys.readouterr().err
+        with pytest.RaisesGroup(pytest.RaisesExc(EncryptionRefused, match=said), flatten_subgroups=True):
+            async with AsyncTestClient(app=create_app(settings)):
+                pass
 
     async with app_client(target, key, new_key("drill-2")) as client:
         for cid, run_id in turns:

@@ -116,8 +116,10 @@ class AuditChainController(Controller):
         principal: NamedDependency[Principal],
         workspace: Workspace = None,
     ) -> list[ChainOut]:
-        """Walk each workspace's audit chain from its anchor; each verdict names the first row
-        edited, deleted or reordered. Rows written since the last seal are counted, not checked."""
+        """Walk each workspace's audit chain from its anchor; each verdict names the first breach
+        (a row edited, deleted, reordered or unreadable, an anchor moved without a purge, a signed
+        checkpoint that does not hold, back-dated rows). Rows written since the last seal are
+        counted, not checked."""
         return [ChainOut.of(r) for r in await audit_chain.verify(workspace)]
 
 

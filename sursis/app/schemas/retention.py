@@ -6,14 +6,23 @@ import uuid
 from datetime import datetime
 from typing import Annotated
 
-from pydantic import Field
+from pydantic import BeforeValidator, Field
 
 from sursis.app.schemas.validation import FromRecord, Strict, WorkspaceName
 from sursis.domain.audit_chain import ChainReport
 from sursis.domain.retention import MAX_DAYS, RetentionReport
 
-Days = Annotated[int, Field(ge=1, le=MAX_DAYS, strict=True)]
-"""A whole number of days: `"30"` (a string) or `30.0` is refused, as on the command line."""
+
+def _whole_number(value: object) -> object:
+    # A field-level `strict=True` is not enough: the app validates bodies with `strict=False`,
+    # which overrides it, and `"30"` or `30.0` would become 30.
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError("a whole number of days, as a JSON number (not a string, not a fraction)")
+    return value
+
+
+Days = Annotated[int, BeforeValidator(_whole_number), Field(ge=1, le=MAX_DAYS)]
+"""A whole number of days: `"30"` (a string), `30.0` or `true` is refused, as on the command line."""
 
 
 class PolicyIn(Strict):

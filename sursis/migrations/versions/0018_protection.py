@@ -26,8 +26,7 @@ def upgrade() -> None:
         sa.Column("check_value", sa.String(64), nullable=False),
         sa.Column("first_used_at", TS, nullable=False),
     )
-    with op.batch_alter_table("audit_chain_heads") as batch:
-        batch.add_column(sa.Column("sealed_at", TS, nullable=True))
+    op.add_column("audit_chain_heads", sa.Column("sealed_at", TS, nullable=True))
     op.create_table(
         "audit_checkpoints",
         sa.Column("workspace", sa.String(100), primary_key=True),
@@ -43,6 +42,7 @@ def upgrade() -> None:
 
 def downgrade() -> None:
     op.drop_table("audit_checkpoints")
-    with op.batch_alter_table("audit_chain_heads") as batch:
-        batch.drop_column("sealed_at")
+    # Not a batch copy on SQLite: audit_log's delete trigger names audit_chain_heads, and renaming
+    # a copy into its place fails; both databases drop a column in place.
+    op.execute("ALTER TABLE audit_chain_heads DROP COLUMN sealed_at")
     op.drop_table("encryption_keys")
