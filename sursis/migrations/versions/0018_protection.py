@@ -3,7 +3,7 @@ database holds encrypted values), the time of each audit chain's newest sealed r
 rows older than it), and each workspace's latest signed checkpoint of its chain head
 
 Revision ID: 0018_protection
-Revises: 0015_key_expiry
+Revises: 0016_policy_stamp
 """
 
 from collections.abc import Sequence
@@ -12,7 +12,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision: str = "0018_protection"
-down_revision: str | None = "0015_key_expiry"
+down_revision: str | None = "0016_policy_stamp"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
