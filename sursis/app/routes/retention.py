@@ -7,19 +7,22 @@ from typing import Annotated, Any
 
 from litestar import Controller, delete, get, post, put
 from litestar.di import NamedDependency
-from litestar.params import FromPath, JSONBody, QueryParameter
+from litestar.params import FromPath, JSONBody, PathParameter, QueryParameter
 from litestar.status_codes import HTTP_200_OK, HTTP_201_CREATED, HTTP_204_NO_CONTENT
 
 from sursis.app.auth import requires
 from sursis.app.routes.provide import services
 from sursis.app.schemas.retention import ChainOut, HoldIn, HoldOut, PolicyIn, PolicyOut, ReportOut
-from sursis.app.schemas.validation import WorkspaceName
+from sursis.app.schemas.validation import MAX_WORKSPACE_CHARS, WORKSPACE_PATTERN
 from sursis.domain.access import Permission
 from sursis.domain.audit_verify import AuditChainService
 from sursis.domain.records import Principal
 from sursis.domain.retention import RetentionPolicy, RetentionService
 
-Workspace = Annotated[WorkspaceName | None, QueryParameter(description="One workspace; all by default")]
+_NAME = {"min_length": 1, "max_length": MAX_WORKSPACE_CHARS, "pattern": WORKSPACE_PATTERN}
+Workspace = Annotated[str | None, QueryParameter(description="One workspace; all by default", **_NAME)]
+"""A workspace's name in the query: checked, and documented, by the parameter's own constraints."""
+WorkspacePath = Annotated[str, PathParameter(**_NAME)]
 
 
 class RetentionController(Controller):
@@ -31,7 +34,7 @@ class RetentionController(Controller):
     @get("/policies/{workspace:str}")
     async def get_policy(
         self,
-        workspace: FromPath[WorkspaceName],
+        workspace: WorkspacePath,
         retention: NamedDependency[RetentionService],
         principal: NamedDependency[Principal],
     ) -> PolicyOut:
@@ -41,7 +44,7 @@ class RetentionController(Controller):
     @put("/policies/{workspace:str}", status_code=HTTP_200_OK)
     async def set_policy(
         self,
-        workspace: FromPath[WorkspaceName],
+        workspace: WorkspacePath,
         data: JSONBody[PolicyIn],
         retention: NamedDependency[RetentionService],
         principal: NamedDependency[Principal],
