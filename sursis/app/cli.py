@@ -21,7 +21,7 @@ from sursis.domain.access import Role
 from sursis.domain.errors import ServiceError
 from sursis.domain.keys import WORKSPACE, IssuedKey, KeyService
 from sursis.domain.records import Principal
-from sursis.infra.db.readiness import DatabaseNotReady, require_head, shown_url
+from sursis.infra.db.readiness import DatabaseNotReady, require_head, require_location, shown_url
 
 T = TypeVar("T")
 
@@ -131,6 +131,7 @@ def _serve(settings: Settings, args: argparse.Namespace) -> int:
     if args.workers > 1 and (refused := refuse_sqlite(settings.database_url, "serve --workers")):
         print(f"sursis: {refused}", file=sys.stderr)
         return 2
+    require_location(settings.database_url)
     if settings.migrate_on_start and is_sqlite(settings.database_url):
         upgrade(settings.database_url)
     asyncio.run(require_head(settings.database_url))
@@ -207,6 +208,7 @@ def _migrate(settings: Settings, _: argparse.Namespace) -> int:
 
     from sursis.infra.db.migrations import upgrade
 
+    require_location(settings.database_url)
     try:
         upgrade(settings.database_url)
     except (OSError, exc.DBAPIError) as error:

@@ -37,8 +37,9 @@ from sursis.infra.agents.ops import ops_agent
 from sursis.infra.agents.policy import StoredPreApprovalPolicy
 from sursis.infra.agents.run_deps import PreApprovalPolicy
 from sursis.infra.customer.supervisor import customer_agents
-from sursis.infra.db.engine import create_engine, is_sqlite
+from sursis.infra.db.engine import PoolLimits, create_engine, is_sqlite
 from sursis.infra.db.errors import database_unreachable
+from sursis.infra.db.listen_target import listen_url
 from sursis.infra.db.listener import PgEventListener
 from sursis.infra.db.uow import SqlUnitOfWorkFactory
 from sursis.infra.encryption import AesGcmCipher, load_keyring
@@ -193,6 +194,14 @@ def telemetry_config(settings: Settings) -> TelemetryConfig:
     )
 
 
+def pool_limits(settings: Settings) -> PoolLimits:
+    return PoolLimits(
+        size=settings.db_pool_size,
+        overflow=settings.db_pool_overflow,
+        timeout=settings.db_pool_timeout_seconds,
+    )
+
+
 def build_cipher(settings: Settings) -> AesGcmCipher:
     """The cipher over the keyring the settings name (no keys: encryption off)."""
     keys = settings.encryption_keys.get_secret_value() if settings.encryption_keys else None
@@ -216,18 +225,15 @@ def build_container(
     """
     owns_telemetry = telemetry is None
     telemetry = telemetry or build_telemetry(telemetry_config(settings))
-    engine = create_engine(settings.database_url, pool_size=settings.db_pool_size)
+    engine = create_engine(settings.database_url, limits=pool_limits(settings))
     sqlite = is_sqlite(settings.database_url)
+    listening = None if sqlite else listen_url(settings.database_url, settings.database_listen_url)
     rules = (
         AuthorizationCache(settings.policy_cache_seconds, live=sqlite)
         if settings.policy_cache_seconds > 0 and policy is None
         else None
     )
-    notifier = (
-        LocalRunNotifier()
-        if sqlite
-        else PostgresRunNotifier(engine, settings.database_url, authorizations=rules)
-    )
+    notifier = LocalRunNotifier() if sqlite else PostgresRunNotifier(engine, listening, authorizations=rules)
     uow = SqlUnitOfWorkFactory(
         engine,
         on_events=notifier.conversations_changed,
@@ -367,9 +373,9 @@ def build_container(
         channels=ChannelAdminService(uow, clock=utcnow),
         slack=slack,
         listener=None
-        if sqlite
+        if listening is None
         else PgEventListener(
-            settings.database_url,
+            listening,
             notifier.conversations_changed,
             on_pending=notifier.pending_changed,
             keys=credentials,
