@@ -22,6 +22,7 @@ from sursis.domain.errors import ServiceError
 from sursis.domain.keys import WORKSPACE, IssuedKey, KeyService
 from sursis.domain.records import Principal
 from sursis.infra.db.readiness import DatabaseNotReady, require_head, require_location, shown_url
+from sursis.infra.db.urls import InvalidDatabaseUrl
 
 T = TypeVar("T")
 
@@ -417,7 +418,7 @@ def run(argv: list[str], settings: Settings) -> int:
     except ServiceError as exc:
         print(f"sursis: {exc.message}", file=sys.stderr)
         return 2
-    except DatabaseNotReady as exc:
+    except (DatabaseNotReady, InvalidDatabaseUrl) as exc:
         print(f"sursis: {exc}", file=sys.stderr)
         return 2
 

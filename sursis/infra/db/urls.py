@@ -77,7 +77,7 @@ def normalized(url: str) -> str:
     listed = [unquote(o.partition("=")[2]) for o in options if o.startswith("host=")]
     others = [o for o in options if not o.startswith("host=")]
     if "," in hosts or (listed and not listed[0].startswith("/")):
-        if "," in hosts and listed:
+        if hosts and listed:
             raise InvalidDatabaseUrl("the database URL names hosts both before the path and as host= options")
         names = [_host_port(h) for h in (hosts.split(",") if "," in hosts else listed)]
         hosts = ""
