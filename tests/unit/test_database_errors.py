@@ -5,6 +5,7 @@ from __future__ import annotations
 import errno
 
 import pytest
+from asyncpg.exceptions import TargetServerAttributeNotMatched
 from sqlalchemy.exc import DataError, DBAPIError, IntegrityError, InterfaceError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 
@@ -32,6 +33,8 @@ CASES: list[tuple[BaseException, bool]] = [
     (dbapi("08006"), True),
     (dbapi("57P03"), True),
     (dbapi("53300"), True),
+    (dbapi("25006"), True),
+    (TargetServerAttributeNotMatched("None of the hosts match the target attribute requirement"), True),
     (DBAPIError("SELECT 1", {}, ConnectionResetError(errno.ECONNRESET, "reset")), True),
     (ConnectionRefusedError(errno.ECONNREFUSED, "Connection refused"), True),
     (TimeoutError(), True),

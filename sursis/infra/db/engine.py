@@ -102,7 +102,20 @@ def create_engine(
     )
     watch_sessions(engine)
     ping_idle_connections(engine)
+    drop_standby_connections(engine)
     return engine
+
+
+def drop_standby_connections(engine: AsyncEngine) -> None:
+    """A statement refused as read-only (SQLSTATE 25006) means the connection reached a standby:
+    the primary it was opened to was demoted. Treat it as a lost connection, so that the pool drops
+    its connections and the next ones find the primary (`target_session_attrs=read-write`)."""
+
+    @event.listens_for(engine.sync_engine, "handle_error")
+    def _on_error(context: Any) -> None:
+        original = context.original_exception
+        if getattr(original, "sqlstate", None) == "25006" or getattr(original, "pgcode", None) == "25006":
+            context.is_disconnect = True
 
 
 def unnamed_statement() -> str:
