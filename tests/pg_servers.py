@@ -63,13 +63,21 @@ class PgBouncer:
     as a busy production pooler does."""
 
     def __init__(
-        self, target_port: int, *, pool_mode: str = "transaction", pool_size: int = 4, host: str = "127.0.0.1"
+        self,
+        target_port: int,
+        *,
+        pool_mode: str = "transaction",
+        pool_size: int = 4,
+        host: str = "127.0.0.1",
+        database: str | None = None,
     ) -> None:
         if not PGBOUNCER.exists():
             raise FileNotFoundError(f"{PGBOUNCER} is missing: `apt-get install pgbouncer` (.ci/run does it)")
         self.target = (host, target_port)
         self.pool_mode = pool_mode
         self.pool_size = pool_size
+        self.database = database
+        """The one database served (a line a failover hook can rewrite); None: every database."""
         self.folder = owned_folder("sursis-pgbouncer-")
         self.port = free_port()
         self.process: subprocess.Popen[bytes] | None = None
@@ -84,7 +92,7 @@ class PgBouncer:
         _write(
             self.ini,
             f"""[databases]
-* = host={host} port={port}
+{self.database or "*"} = host={host} port={port}
 
 [pgbouncer]
 listen_addr = 127.0.0.1
