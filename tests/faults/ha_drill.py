@@ -295,7 +295,9 @@ def scenario(name: str, args: Any) -> dict[str, Any]:
         try:
             with service(topology, logs) as (_, bases):
                 headers = {"Authorization": f"Bearer {secret}"}
-                tally, failed_at, back_at, in_flight = asyncio.run(drive(topology, bases, headers, key_id, args))
+                tally, failed_at, back_at, in_flight = asyncio.run(
+                    drive(topology, bases, headers, key_id, args)
+                )
         except BaseException:
             print(f"{name}: the processes' logs are kept in {logs}", file=sys.stderr)
             raise

@@ -12,7 +12,7 @@ import errno
 import socket
 from enum import StrEnum
 
-from asyncpg.exceptions import TargetServerAttributeNotMatched
+from asyncpg.exceptions import PostgresError, TargetServerAttributeNotMatched
 from sqlalchemy.exc import (
     DataError,
     DBAPIError,
@@ -93,6 +93,11 @@ def database_failure(exc: BaseException) -> DatabaseFailure | None:
         if isinstance(exc, DataError):
             return DatabaseFailure.DATA
         return None
+    if isinstance(exc, PostgresError):
+        # A driver error that reached us unwrapped (asyncpg's own: a LISTEN connection, a new
+        # connection's first statement); "connection does not exist" is SQLSTATE 08003.
+        state = str(getattr(exc, "sqlstate", None) or "")
+        return SQLSTATES.get(state) or SQLSTATES.get(state[:2])
     if isinstance(exc, ConnectionError | TimeoutError | socket.gaierror | TargetServerAttributeNotMatched):
         # The last one: every host of a multi-host URL answered, none is a primary (a failover).
         return DatabaseFailure.UNREACHABLE

@@ -21,8 +21,9 @@ from dataclasses import dataclass
 from typing import Any
 from weakref import WeakKeyDictionary
 
+import asyncpg
 import structlog
-from sqlalchemy import event, util
+from sqlalchemy import event, exc, util
 from sqlalchemy.engine import Engine
 from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlalchemy.util import await_
@@ -59,7 +60,14 @@ def watch_sessions(engine: AsyncEngine) -> None:
 
     @event.listens_for(engine.sync_engine, "connect")
     def _on_connect(dbapi_connection: Any, record: Any) -> None:
-        pooled = await_(behind_pooler(dbapi_connection.driver_connection))
+        try:
+            pooled = await_(behind_pooler(dbapi_connection.driver_connection))
+        except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as error:
+            # A pooler that cannot reach its server answers the first statement, not the login.
+            # Raised as SQLAlchemy raises a driver's errors: the HTTP layer answers 503.
+            raise exc.InterfaceError(
+                "SELECT pg_backend_pid()", None, error, connection_invalidated=True
+            ) from error
         record.info[BEHIND_POOLER] = pooled
         if pooled:
             if count.pooled == 0:
