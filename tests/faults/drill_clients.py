@@ -79,11 +79,13 @@ class DrillClient:
                 self._tally.retry_after_missing += 1
             await asyncio.sleep(float(wait or 1))
 
-    async def run_until(self, stop: asyncio.Event) -> None:
+    async def run_until(self, stop: asyncio.Event, turns: int | None = None) -> None:
+        """Turns until `stop` is set, or `turns` of them."""
         created = await self.request("POST", "/v1/conversations", json={"agent": "ops"})
         created.raise_for_status()
         conversation = created.json()["id"]
-        while not stop.is_set():
+        while not stop.is_set() and (turns is None or turns > 0):
+            turns = None if turns is None else turns - 1
             turn = Turn(started=time.monotonic())
             self._tally.turns.append(turn)
             turn.status = await self.turn(conversation)
