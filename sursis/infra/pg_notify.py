@@ -14,7 +14,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from sursis.domain.notified_cache import Invalidations
 from sursis.infra.db.access_repositories import AUTHORIZATION_CHANNEL
 from sursis.infra.db.event_repositories import RUN_CHANNEL, WORK_CHANNEL
-from sursis.infra.db.listen_target import PollingFallback, connect_for_listening
+from sursis.infra.db.listen_target import PollingFallback, connect_for_listening, retry_after
 from sursis.infra.db.sessions import pinned_sessions
 from sursis.infra.faults import crash_point
 from sursis.infra.notifier import LocalRunNotifier
@@ -87,6 +87,7 @@ class PostgresRunNotifier(LocalRunNotifier):
         assert self._url is not None
         fallback = PollingFallback("runs", self._url)
         while True:
+            wait = 1.0
             connection: Any = None
             try:
                 closed = asyncio.Event()
@@ -106,12 +107,13 @@ class PostgresRunNotifier(LocalRunNotifier):
                 raise
             except Exception as exc:
                 fallback.lost(exc)
+                wait = retry_after(exc, wait)
             finally:
                 self._lost(closed)
                 if connection is not None and not connection.is_closed():
                     with contextlib.suppress(Exception):
                         await connection.close(timeout=2)
-            await asyncio.sleep(1)
+            await asyncio.sleep(wait)
 
     def _on_work(self, _conn: Any, _pid: int, _channel: str, payload: str) -> None:
         self._work.set()

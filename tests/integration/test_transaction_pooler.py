@@ -15,14 +15,17 @@ import pytest
 import sqlalchemy as sa
 from litestar.testing import AsyncTestClient
 from sqlalchemy.engine import make_url
+from structlog.testing import capture_logs
 
 from sursis.app.main import create_app
 from sursis.domain.clock import utcnow
+from sursis.infra.db import listen_target
 from sursis.infra.db.engine import create_engine
 from sursis.infra.db.migrations import upgrade_async
 from sursis.infra.db.sessions import BEHIND_POOLER, pinned_sessions
 from sursis.infra.db.uow import SqlUnitOfWorkFactory
 from sursis.infra.demo import seed_demo
+from sursis.infra.pg_notify import PostgresRunNotifier
 from tests.api.http_calls import create_conversation, get_run, post_message, resolve
 from tests.conftest import PG_URL, admin_headers, call, make_settings, script
 from tests.fresh_database import drop_database, fresh_database
@@ -132,3 +135,28 @@ async def test_a_connection_straight_to_postgresql_is_a_session_and_caches_state
     finally:
         await direct.dispose()
         await through.dispose()
+
+
+async def test_a_listen_url_that_reaches_the_pooler_is_not_used_and_said_once(
+    pg_migrated: str, pgbouncer: PgBouncer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """LISTEN through a transaction pooler would lose notifications without an error (a revoked
+    key served from the cache): such a URL is refused, and wake-ups fall back to polling."""
+    monkeypatch.setattr(listen_target, "POOLER_RETRY_SECONDS", 0.05)
+    engine = create_engine(pg_migrated)
+    notifier = PostgresRunNotifier(engine, pooled(pgbouncer, pg_migrated))
+    with capture_logs() as logs:
+        notifier.start()
+        try:
+            await asyncio.sleep(1.0)
+            assert not notifier.listening.is_set()
+        finally:
+            await notifier.stop()
+            await engine.dispose()
+    said = [entry for entry in logs if entry["event"] == "listen.polling"]
+    assert len(said) == 1
+    assert said[0]["error_class"] == "ListenNeedsSession"
+    with pytest.raises(listen_target.ListenNeedsSession):
+        await listen_target.connect_for_listening(pooled(pgbouncer, pg_migrated))
+    connection = await listen_target.connect_for_listening(pg_migrated)
+    await connection.close()

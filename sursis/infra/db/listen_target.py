@@ -4,7 +4,10 @@ LISTEN needs a session of its own: behind a transaction pooler the server connec
 `LISTEN` is handed to other clients right after, and its notifications reach nobody. So LISTEN
 connections go to `SURSIS_DATABASE_LISTEN_URL` (the database itself, or a session-mode pool),
 which defaults to the main URL and is given whole (every host, `target_session_attrs`) to
-asyncpg. `off` turns LISTEN off. Without a usable LISTEN connection wake-ups fall back to polling;
+asyncpg. `off` turns LISTEN off. A LISTEN URL that reaches a pooler (found as the pool's
+connections are: `sessions.behind_pooler`) is not used, whatever its pool mode, since a transaction
+pooler would lose notifications without an error: a revoked key would then be served from the
+cache until its time ran out. Without a usable LISTEN connection wake-ups fall back to polling;
 the log says so once per listener until it is back, not at each retry.
 """
 
@@ -15,6 +18,7 @@ from typing import Any
 import asyncpg
 import structlog
 
+from sursis.infra.db.sessions import behind_pooler
 from sursis.infra.db.urls import asyncpg_connect_kwargs, shown_url
 
 log = structlog.get_logger("sursis.listen")
@@ -31,9 +35,35 @@ def listen_url(database_url: str, configured: str | None) -> str | None:
     return configured
 
 
+POOLER_RETRY_SECONDS = 60.0
+"""How long a listener whose URL reached a pooler waits before it looks again."""
+
+
+class ListenNeedsSession(Exception):
+    """The LISTEN URL reaches a pooler, not PostgreSQL itself."""
+
+
 async def connect_for_listening(url: str) -> Any:
-    """One asyncpg connection for LISTEN to every host of `url` (the first that suits)."""
-    return await asyncpg.connect(**asyncpg_connect_kwargs(url), timeout=5, statement_cache_size=0)
+    """One asyncpg connection for LISTEN to every host of `url` (the first that suits); raises
+    `ListenNeedsSession` when it reaches a pooler."""
+    connection = await asyncpg.connect(**asyncpg_connect_kwargs(url), timeout=5, statement_cache_size=0)
+    try:
+        pooled = await behind_pooler(connection)
+    except BaseException:
+        connection.terminate()
+        raise
+    if pooled:
+        await connection.close(timeout=2)
+        raise ListenNeedsSession(
+            "the LISTEN URL reaches a pooler: LISTEN needs a session of its own "
+            "(set SURSIS_DATABASE_LISTEN_URL to PostgreSQL itself, or to `off`)"
+        )
+    return connection
+
+
+def retry_after(error: BaseException, usual: float) -> float:
+    """How long a listener waits before it connects again after `error`."""
+    return POOLER_RETRY_SECONDS if isinstance(error, ListenNeedsSession) else usual
 
 
 class PollingFallback:

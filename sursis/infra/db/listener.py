@@ -22,7 +22,12 @@ import asyncpg
 from sursis.domain.notified_cache import Invalidations
 from sursis.infra.db.access_repositories import KEY_CHANNEL
 from sursis.infra.db.event_repositories import NOTIFY_CHANNEL, PENDING_CHANNEL
-from sursis.infra.db.listen_target import PollingFallback, connect_for_listening
+from sursis.infra.db.listen_target import (
+    ListenNeedsSession,
+    PollingFallback,
+    connect_for_listening,
+    retry_after,
+)
 
 
 class PgEventListener:
@@ -62,12 +67,14 @@ class PgEventListener:
 
     async def _run(self) -> None:
         while True:
+            wait = self._retry
             try:
                 await self._listen()
-            except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+            except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, ListenNeedsSession) as exc:
                 self._fallback.lost(exc)
+                wait = retry_after(exc, self._retry)
             self.listening.clear()
-            await asyncio.sleep(self._retry)
+            await asyncio.sleep(wait)
 
     async def _listen(self) -> None:
         connection = await connect_for_listening(self._url)
