@@ -25,6 +25,7 @@ GATED_TURN = "approve a replay\nSCRIPT: " + json.dumps(
 
 @dataclass
 class Turn:
+    client: int
     started: float
     ended: float | None = None
     status: str | None = None
@@ -50,7 +51,10 @@ class Tally:
 class DrillClient:
     """One client with its own conversation, sending to the API processes in turn."""
 
-    def __init__(self, bases: list[str], headers: dict[str, str], tally: Tally, key_id: str) -> None:
+    def __init__(
+        self, bases: list[str], headers: dict[str, str], tally: Tally, key_id: str, number: int = 0
+    ) -> None:
+        self.number = number
         self._bases = bases
         self._next = 0
         self._http = httpx.AsyncClient(headers=headers, timeout=httpx.Timeout(40.0))
@@ -86,7 +90,7 @@ class DrillClient:
         conversation = created.json()["id"]
         while not stop.is_set() and (turns is None or turns > 0):
             turns = None if turns is None else turns - 1
-            turn = Turn(started=time.monotonic())
+            turn = Turn(client=self.number, started=time.monotonic())
             self._tally.turns.append(turn)
             turn.status = await self.turn(conversation)
             turn.ended = time.monotonic()

@@ -200,7 +200,7 @@ async def wait_listening(url: str, sessions: int, processes: list[subprocess.Pop
 async def drive(topology: Topology, bases: list[str], headers: dict[str, str], key_id: str, args: Any) -> Any:
     tally = Tally()
     stop = asyncio.Event()
-    clients = [DrillClient(bases, headers, tally, key_id) for _ in range(args.clients)]
+    clients = [DrillClient(bases, headers, tally, key_id, number) for number in range(args.clients)]
     tasks = [asyncio.create_task(c.run_until(stop)) for c in clients]
     await asyncio.sleep(args.before)
     failed_at = time.monotonic()
@@ -307,12 +307,17 @@ def scenario(name: str, args: Any) -> dict[str, Any]:
     finally:
         topology.stop()
     completed = tally.completed()
-    after = [t.ended for t in completed if t.started > failed_at and t.ended is not None]
+    # Every client completed a turn it started after the failure: the time until the last did.
+    firsts = [
+        min((t.ended for t in completed if t.client == c and t.started > failed_at and t.ended), default=None)
+        for c in range(args.clients)
+    ]
+    after = [] if None in firsts else [f for f in firsts if f is not None]
     in_flight_done = [t.ended - back_at for t in in_flight if t.ended is not None]
     return {
         "scenario": name,
         **figures,
-        "recovery_seconds": round(min(after) - failed_at, 2) if after else None,
+        "recovery_seconds": round(max(after) - failed_at, 2) if after else None,
         "database_back_seconds": round(back_at - failed_at, 2),
         "in_flight_done_after_back_seconds": round(max(in_flight_done), 2) if in_flight_done else 0.0,
         "in_flight_turns": len(in_flight),

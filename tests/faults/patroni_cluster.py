@@ -38,9 +38,6 @@ class PatroniCluster:
     role changes (the drill's PgBouncer hook), given the node's port as its first argument."""
 
     def __init__(self, on_role_change: Path | None = None) -> None:
-        for needed in (ETCD, PATRONI, PG_BIN / "initdb"):
-            if not needed.exists():
-                raise FileNotFoundError(f"{needed} is missing: `apt-get install patroni etcd-server`")
         self.folder = owned_folder("sursis-ha-")
         self.etcd_port, self.etcd_peer = free_port(), free_port()
         self.nodes = [Node(f"node{i}", free_port(), free_port()) for i in (1, 2)]
@@ -109,6 +106,9 @@ postgresql:
 {hook}"""
 
     def start(self, seconds: float = 90) -> PatroniCluster:
+        for needed in (ETCD, PATRONI, PG_BIN / "initdb"):
+            if not needed.exists():
+                raise FileNotFoundError(f"{needed} is missing: `apt-get install patroni etcd-server`")
         etcd_dir = self.folder / "etcd"
         self.etcd = subprocess.Popen(
             [

@@ -5,6 +5,8 @@ does not exist), each a working command or one line on stderr, never a traceback
 from __future__ import annotations
 
 import os
+import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -17,7 +19,8 @@ from sqlalchemy.engine import make_url
 
 from sursis.infra.db.listen_target import connect_for_listening, listen_url
 from sursis.infra.db.urls import InvalidDatabaseUrl, asyncpg_connect_kwargs, normalized, shown_url
-from tests.pg_servers import free_port
+from tests.faults.patroni_cluster import PatroniCluster
+from tests.pg_servers import PgBouncer, free_port
 
 PASSWORD = "p@ss:w/rd#?%&x"
 """Characters a generated password holds: each would cut an unencoded URL somewhere else."""
@@ -172,3 +175,39 @@ def test_an_sqlite_file_in_a_missing_folder_is_one_line_and_exit_2(
         "does not exist: create it or change SURSIS_DATABASE_URL"
     )
     assert not missing.parent.exists()
+
+
+OPERATIONS = Path(__file__).resolve().parents[2] / "docs" / "operations.md"
+
+
+def fenced(language: str) -> list[str]:
+    """The bodies of docs/operations.md's fenced blocks of `language`."""
+    return re.findall(rf"^```{language}\n(.*?)^```$", OPERATIONS.read_text(), re.MULTILINE | re.DOTALL)
+
+
+def test_the_url_forms_of_the_operations_guide_are_read_as_it_says() -> None:
+    [urls] = fenced("text")
+    forms = [line for line in urls.splitlines() if line]
+    assert len(forms) == 2
+    read = [asyncpg_connect_kwargs(url) for url in forms]
+    assert read[0] == read[1]
+    assert read[0]["host"] == ["db1", "db2"] and read[0]["port"] == [5432, 5432]
+    assert read[0]["target_session_attrs"] == "read-write"
+
+
+def test_the_settings_the_operations_guide_shows_are_those_the_drill_uses() -> None:
+    [pgbouncer] = fenced("ini")
+    [patroni] = fenced("yaml")
+    bouncer = PgBouncer(5432)
+    try:
+        bouncer._configure()
+        used = bouncer.ini.read_text().splitlines()
+    finally:
+        bouncer.stop()
+    assert all(line in used for line in pgbouncer.splitlines())
+    cluster = PatroniCluster()
+    try:
+        drill = cluster._config(cluster.nodes[0]).splitlines()
+    finally:
+        shutil.rmtree(cluster.folder)
+    assert all(line in drill for line in patroni.splitlines())
