@@ -17,6 +17,7 @@ the engine has been such a session (`pinned_sessions`).
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
 from typing import Any
 from weakref import WeakKeyDictionary
@@ -45,10 +46,15 @@ class SessionCount:
 _COUNTS: WeakKeyDictionary[Engine, SessionCount] = WeakKeyDictionary()
 
 
+FIRST_STATEMENT_SECONDS = 5.0
+"""How long a new connection's first statement may take: a pooler queues it until a server
+connection is free, and a connection that cannot get one in time is as good as unreachable."""
+
+
 async def behind_pooler(connection: Any) -> bool:
     """Whether the asyncpg `connection` reaches PostgreSQL through a pooler. The question runs in a
     transaction, so that even behind a transaction pooler it is answered by one server connection."""
-    async with connection.transaction():
+    async with asyncio.timeout(FIRST_STATEMENT_SECONDS), connection.transaction():
         backend = await connection.fetchval("SELECT pg_backend_pid()")
     return bool(backend != connection.get_server_pid())
 
