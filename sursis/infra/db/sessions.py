@@ -46,7 +46,7 @@ class SessionCount:
 _COUNTS: WeakKeyDictionary[Engine, SessionCount] = WeakKeyDictionary()
 
 
-FIRST_STATEMENT_SECONDS = 5.0
+FIRST_STATEMENT_SECONDS = 10.0
 """How long a new connection's first statement may take: a pooler queues it until a server
 connection is free, and a connection that cannot get one in time is as good as unreachable."""
 
@@ -68,7 +68,11 @@ def watch_sessions(engine: AsyncEngine) -> None:
     def _on_connect(dbapi_connection: Any, record: Any) -> None:
         try:
             pooled = await_(behind_pooler(dbapi_connection.driver_connection))
-        except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as error:
+        except BaseException as error:
+            # The pool never got this connection: close it here, whatever stopped the question.
+            dbapi_connection.driver_connection.terminate()
+            if not isinstance(error, OSError | asyncpg.PostgresError | asyncpg.InterfaceError):
+                raise
             # A pooler that cannot reach its server answers the first statement, not the login.
             # Raised as SQLAlchemy raises a driver's errors: the HTTP layer answers 503.
             raise exc.InterfaceError(
