@@ -211,3 +211,21 @@ def test_the_settings_the_operations_guide_shows_are_those_the_drill_uses() -> N
     finally:
         shutil.rmtree(cluster.folder)
     assert all(line in drill for line in patroni.splitlines())
+
+
+@pytest.mark.parametrize("command", ["serve", "worker"])
+def test_an_unreadable_listen_url_is_one_line_at_start(command: str, tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SURSIS_")}
+    env["SURSIS_DATABASE_URL"] = f"sqlite+aiosqlite:///{tmp_path / 'sursis.db'}"
+    env["SURSIS_DATABASE_LISTEN_URL"] = f"postgresql+asyncpg://app:{PASSWORD}@db:54x2/sursis"
+    done = subprocess.run(
+        [sys.executable, "-m", "sursis.app.cli", command],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 2
+    [line] = done.stderr.strip().splitlines()
+    assert line.startswith("sursis: SURSIS_DATABASE_LISTEN_URL: the database URL cannot be read")
+    assert "p@ss" not in done.stdout + done.stderr
