@@ -18,8 +18,8 @@ class Settings(BaseSettings):
     """Several hosts are `h1:5432,h2:5432` or `?host=h1:5432&host=h2:5432`, with
     `target_session_attrs=read-write` to follow a promotion (docs/operations.md)."""
     database_listen_url: str | None = None
-    """Where LISTEN connections go (PostgreSQL): a session, not a transaction pooler; default the
-    database URL; `off`: none, wake-ups by polling."""
+    """Where LISTEN connections go (PostgreSQL): PostgreSQL itself (a URL that reaches a pooler is
+    not used); default the database URL; `off`: none, wake-ups by polling."""
     encryption_keys: SecretStr | None = None
     """`KEY_ID:BASE64_32_BYTES` pairs, comma-separated, the first one active; set: conversation
     content is encrypted at rest (docs/security.md). Off when neither this nor the file is set."""
