@@ -4,7 +4,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 SERVE_STAMP := $(VENV)/.serve-installed
 
-.PHONY: help install run test soak lint migrate bench bench-peers bench-durability bench-volume image-smoke clean
+.PHONY: help install run test soak ha-drill lint migrate bench bench-peers bench-durability bench-volume image-smoke clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-17s %s\n", $$1, $$2}'
@@ -39,6 +39,15 @@ test: $(STAMP) ## run the tests in two processes (SQLite and PostgreSQL on 127.0
 SOAK_KILLS ?= 1000
 soak: $(STAMP) ## >= 1,000 SIGKILLs at every fault point on PostgreSQL (SURSIS_SOAK_PG_URL, created if missing; not part of make test)
 	$(PY) -m tests.faults.soak --kills $(SOAK_KILLS)
+
+ha-drill: $(STAMP) ## through PgBouncer (transaction mode), a Patroni failover, the same behind PgBouncer, a PostgreSQL restart, all under approval turns (installs patroni, etcd-server, pgbouncer when missing)
+	@missing=""; for tool in /usr/bin/patroni /usr/bin/etcd /usr/sbin/pgbouncer; do test -x $$tool || missing=1; done; \
+	if [ -n "$$missing" ]; then \
+	  sudo=""; [ "$$(id -u)" -eq 0 ] || sudo=sudo; \
+	  $$sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -qq patroni etcd-server pgbouncer; \
+	fi
+	$(PY) -m tests.faults.pooler_turns
+	$(PY) -m tests.faults.ha_drill
 
 lint: $(STAMP) ## ruff, mypy --strict, import-linter
 	$(VENV)/bin/ruff check sursis tests examples $(wildcard bench)

@@ -21,7 +21,8 @@ from sursis.domain.access import Role
 from sursis.domain.errors import ServiceError
 from sursis.domain.keys import WORKSPACE, IssuedKey, KeyService
 from sursis.domain.records import Principal
-from sursis.infra.db.readiness import DatabaseNotReady, require_head, shown_url
+from sursis.infra.db.readiness import DatabaseNotReady, require_head, require_location, shown_url
+from sursis.infra.db.urls import InvalidDatabaseUrl
 
 if TYPE_CHECKING:
     from sursis.app.storage import Storage
@@ -132,6 +133,7 @@ def _serve(settings: Settings, args: argparse.Namespace) -> int:
     if args.workers > 1 and (refused := refuse_sqlite(settings.database_url, "serve --workers")):
         print(f"sursis: {refused}", file=sys.stderr)
         return 2
+    require_location(settings.database_url)
     if settings.migrate_on_start and is_sqlite(settings.database_url):
         upgrade(settings.database_url)
     encryption = with_storage(settings, lambda storage: _encryption_state(storage))
@@ -214,6 +216,7 @@ def _migrate(settings: Settings, _: argparse.Namespace) -> int:
 
     from sursis.infra.db.migrations import upgrade
 
+    require_location(settings.database_url)
     try:
         upgrade(settings.database_url)
     except (OSError, exc.DBAPIError) as error:
@@ -402,17 +405,31 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+def _check_listen_url(settings: Settings) -> None:
+    """An unreadable `SURSIS_DATABASE_LISTEN_URL` is one line at start (`InvalidDatabaseUrl`)."""
+    from sursis.infra.db.listen_target import listen_url
+    from sursis.infra.db.urls import database_url
+
+    listening = listen_url(settings.database_url, settings.database_listen_url)
+    if listening is not None and listening != settings.database_url:
+        try:
+            database_url(listening)
+        except InvalidDatabaseUrl as error:
+            raise InvalidDatabaseUrl(f"SURSIS_DATABASE_LISTEN_URL: {error}") from None
+
+
 def run(argv: list[str], settings: Settings) -> int:
     """Parse and run one command; a refused request (bad role, unknown key) exits with 2."""
     args = parser().parse_args(argv)
     try:
         if args.command in ("serve", "worker"):
             check_keyring(settings)  # a malformed keyring stops the start here, not in each process
+            _check_listen_url(settings)
         return int(args.func(settings, args))
     except ServiceError as exc:
         print(f"sursis: {exc.message}", file=sys.stderr)
         return 2
-    except DatabaseNotReady as exc:
+    except (DatabaseNotReady, InvalidDatabaseUrl) as exc:
         print(f"sursis: {exc}", file=sys.stderr)
         return 2
 

@@ -47,6 +47,7 @@ from sursis.infra.customer.supervisor import customer_agents
 from sursis.infra.db.encryption_state import EncryptionState
 from sursis.infra.db.engine import is_sqlite
 from sursis.infra.db.errors import database_unreachable
+from sursis.infra.db.listen_target import listen_url
 from sursis.infra.db.listener import PgEventListener
 from sursis.infra.db.uow import SqlUnitOfWorkFactory
 from sursis.infra.notifier import LocalRunNotifier
@@ -225,16 +226,13 @@ def build_container(
     telemetry = telemetry or build_telemetry(telemetry_config(settings))
     engine = build_engine(settings)
     sqlite = is_sqlite(settings.database_url)
+    listening = None if sqlite else listen_url(settings.database_url, settings.database_listen_url)
     rules = (
         AuthorizationCache(settings.policy_cache_seconds, live=sqlite)
         if settings.policy_cache_seconds > 0 and policy is None
         else None
     )
-    notifier = (
-        LocalRunNotifier()
-        if sqlite
-        else PostgresRunNotifier(engine, settings.database_url, authorizations=rules)
-    )
+    notifier = LocalRunNotifier() if sqlite else PostgresRunNotifier(engine, listening, authorizations=rules)
     uow = build_unit_of_work(
         settings,
         engine,
@@ -374,9 +372,9 @@ def build_container(
         channels=ChannelAdminService(uow, clock=utcnow),
         slack=slack,
         listener=None
-        if sqlite
+        if listening is None
         else PgEventListener(
-            settings.database_url,
+            listening,
             notifier.conversations_changed,
             on_pending=notifier.pending_changed,
             keys=credentials,

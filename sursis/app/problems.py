@@ -58,6 +58,9 @@ def status_for(exc: e.ServiceError) -> int:
 
 RESERVED = frozenset({"type", "title", "status", "code", "detail"})
 
+RETRY_UNAVAILABLE_SECONDS = 2
+"""What a 503 asks the client to wait: a restart or a failover of the database takes seconds."""
+
 
 def problem(
     status: int,
@@ -79,6 +82,9 @@ def problem(
     headers = dict(headers or {})
     if "retry_after" in extra:
         headers["Retry-After"] = str(extra["retry_after"])
+    elif status == 503:
+        # Every 503 says when to come back (RFC 9110 §10.2.3).
+        headers.setdefault("Retry-After", str(RETRY_UNAVAILABLE_SECONDS))
     if status == 401:
         headers["WWW-Authenticate"] = 'Bearer realm="sursis"'
     return Response(content=body, status_code=status, media_type=PROBLEM, headers=headers)
@@ -173,7 +179,12 @@ def database_error_handler(request: Request[Any, Any, Any], exc: Exception) -> R
     failure = database_failure(exc)
     if failure is DatabaseFailure.UNREACHABLE:
         log.warning("database.unavailable", error=str(exc)[:200], path=request.url.path)
-        return problem(503, "database_unavailable", "the database is not reachable; try again shortly")
+        return problem(
+            503,
+            "database_unavailable",
+            "the database is not reachable or has no free connection; try again shortly",
+            {"retry_after": RETRY_UNAVAILABLE_SECONDS},
+        )
     cause = type(exc.orig).__name__ if isinstance(exc, DBAPIError) else type(exc).__name__
     if failure is DatabaseFailure.CONFLICT:
         log.warning("database.conflict", error_class=cause, path=request.url.path)

@@ -15,6 +15,11 @@ class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="SURSIS_", env_file=".env", extra="ignore")
 
     database_url: str = "sqlite+aiosqlite:///./sursis.db"
+    """Several hosts are `h1:5432,h2:5432` or `?host=h1:5432&host=h2:5432`, with
+    `target_session_attrs=read-write` to follow a promotion (docs/operations.md)."""
+    database_listen_url: str | None = None
+    """Where LISTEN connections go (PostgreSQL): PostgreSQL itself (a URL that reaches a pooler is
+    not used); default the database URL; `off`: none, wake-ups by polling."""
     encryption_keys: SecretStr | None = None
     """`KEY_ID:BASE64_32_BYTES` pairs, comma-separated, the first one active; set: conversation
     content is encrypted at rest (docs/security.md). Off when neither this nor the file is set."""
@@ -53,7 +58,11 @@ class Settings(BaseSettings):
     """Conversations purged per transaction (audit rows: 1,000 per transaction)."""
     shutdown_grace_seconds: float = 10.0
     db_pool_size: int = Field(default=10, ge=1)
-    """Connections a process keeps open to the database (and as many more under a burst)."""
+    """Connections a process keeps open to the database."""
+    db_pool_overflow: int = Field(default=10, ge=0)
+    """Connections a process opens beyond `db_pool_size` under a burst (closed when returned)."""
+    db_pool_timeout_seconds: float = Field(default=5.0, gt=0)
+    """How long a request waits for a free connection before it is answered 503 with `Retry-After`."""
     max_segment_attempts: int = Field(default=5, ge=1)
     """Consecutive claims of a run without progress before it fails (`segment_attempts_exhausted`)."""
     max_wait_seconds: float = 60.0

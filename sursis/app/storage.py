@@ -19,7 +19,7 @@ from sursis.domain.clock import utcnow
 from sursis.domain.keys import KeyService
 from sursis.domain.retention import RetentionService
 from sursis.infra.db.encryption_state import EncryptionState, check_encryption
-from sursis.infra.db.engine import create_engine
+from sursis.infra.db.engine import PoolLimits, create_engine
 from sursis.infra.db.uow import EventsListener, PendingListener, RunsListener, SqlUnitOfWorkFactory
 from sursis.infra.encryption import AesGcmCipher, load_keyring
 from sursis.infra.encryption.signing import Ed25519Signer
@@ -39,8 +39,17 @@ def build_signer(settings: Settings) -> Ed25519Signer | None:
     return Ed25519Signer.from_file(path) if path is not None else None
 
 
+def pool_limits(settings: Settings) -> PoolLimits:
+    """The process's share of the database's connections (docs/operations.md)."""
+    return PoolLimits(
+        size=settings.db_pool_size,
+        overflow=settings.db_pool_overflow,
+        timeout=settings.db_pool_timeout_seconds,
+    )
+
+
 def build_engine(settings: Settings) -> AsyncEngine:
-    return create_engine(settings.database_url, pool_size=settings.db_pool_size)
+    return create_engine(settings.database_url, limits=pool_limits(settings))
 
 
 def build_unit_of_work(

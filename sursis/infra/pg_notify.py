@@ -7,23 +7,19 @@ import contextlib
 import uuid
 from typing import Any
 
-import asyncpg
 import structlog
 from sqlalchemy import text
-from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from sursis.domain.notified_cache import Invalidations
 from sursis.infra.db.access_repositories import AUTHORIZATION_CHANNEL
 from sursis.infra.db.event_repositories import RUN_CHANNEL, WORK_CHANNEL
+from sursis.infra.db.listen_target import PollingFallback, connect_for_listening, retry_after
+from sursis.infra.db.sessions import pinned_sessions
 from sursis.infra.faults import crash_point
 from sursis.infra.notifier import LocalRunNotifier
 
 log = structlog.get_logger("sursis.notify")
-
-
-def asyncpg_dsn(sqlalchemy_url: str) -> str:
-    return make_url(sqlalchemy_url).set(drivername="postgresql").render_as_string(hide_password=False)
 
 
 class PostgresRunNotifier(LocalRunNotifier):
@@ -32,13 +28,16 @@ class PostgresRunNotifier(LocalRunNotifier):
     Notifications are an optimisation: a lost one only delays a worker until its next poll. A run
     whose change was notified in the transaction that made it (see `runs_notified`) is not
     notified again. The same connection hears `sursis_authorizations` for the pre-approval cache
-    (`authorizations`), which serves only while the connection is up.
+    (`authorizations`), which serves only while the connection is up. `listen_url` is where the
+    listening connection goes (`listen_target.listen_url`); None: no listening, polling only.
     """
 
-    def __init__(self, engine: AsyncEngine, url: str, *, authorizations: Invalidations | None = None) -> None:
+    def __init__(
+        self, engine: AsyncEngine, listen_url: str | None, *, authorizations: Invalidations | None = None
+    ) -> None:
         super().__init__()
         self._engine = engine
-        self._dsn = asyncpg_dsn(url)
+        self._url = listen_url
         self._listener: asyncio.Task[None] | None = None
         self._authorizations = authorizations
         self.listening = asyncio.Event()
@@ -58,14 +57,22 @@ class PostgresRunNotifier(LocalRunNotifier):
 
     async def _notify(self, channel: str, run_id: uuid.UUID) -> None:
         try:
+            notify = text("SELECT pg_notify(:c, :p)")
+            if not pinned_sessions(self._engine):
+                # Behind a transaction pooler a statement runs in a transaction (`sessions.py`).
+                async with self._engine.begin() as conn:
+                    await conn.execute(notify, {"c": channel, "p": str(run_id)})
+                return
             # One statement, no transaction around it: a notification needs no BEGIN/COMMIT.
             async with self._engine.connect() as conn:
                 autocommit = await conn.execution_options(isolation_level="AUTOCOMMIT")
-                await autocommit.execute(text("SELECT pg_notify(:c, :p)"), {"c": channel, "p": str(run_id)})
+                await autocommit.execute(notify, {"c": channel, "p": str(run_id)})
         except Exception as exc:
             log.warning("notify.failed", channel=channel, error=str(exc)[:200])
 
     def start(self) -> None:
+        if self._url is None:
+            return
         if self._listener is None:
             self._listener = asyncio.create_task(self._listen(), name="pg-listen")
 
@@ -77,11 +84,14 @@ class PostgresRunNotifier(LocalRunNotifier):
             self._listener = None
 
     async def _listen(self) -> None:
+        assert self._url is not None
+        fallback = PollingFallback("runs", self._url)
         while True:
+            wait = 1.0
             connection: Any = None
             try:
                 closed = asyncio.Event()
-                connection = await asyncpg.connect(self._dsn, timeout=5)
+                connection = await connect_for_listening(self._url)
                 connection.add_termination_listener(lambda _c, done=closed: self._lost(done))
                 await connection.add_listener(WORK_CHANNEL, self._on_work)
                 await connection.add_listener(RUN_CHANNEL, self._on_run)
@@ -91,17 +101,19 @@ class PostgresRunNotifier(LocalRunNotifier):
                 # A reconnect may have missed notifications: wake everyone to re-check.
                 self._work.set()
                 self.listening.set()
+                fallback.listening()
                 await closed.wait()
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
-                log.warning("listen.disconnected", error=str(exc)[:200])
+                fallback.lost(exc)
+                wait = retry_after(exc, wait)
             finally:
                 self._lost(closed)
                 if connection is not None and not connection.is_closed():
                     with contextlib.suppress(Exception):
                         await connection.close(timeout=2)
-            await asyncio.sleep(1)
+            await asyncio.sleep(wait)
 
     def _on_work(self, _conn: Any, _pid: int, _channel: str, payload: str) -> None:
         self._work.set()

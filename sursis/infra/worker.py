@@ -24,6 +24,7 @@ from sursis.domain.states import PendingStatus, RunStatus
 from sursis.infra.notifier import LocalRunNotifier
 from sursis.infra.runner import ACTOR, AgentRunner
 from sursis.infra.runner.drive import SegmentStart
+from sursis.infra.runner.failures import is_transient_database_error
 from sursis.infra.telemetry import Telemetry, trace_id_of
 from sursis.infra.webhook_delivery import WebhookDeliverer
 
@@ -76,6 +77,9 @@ class Worker:
         self.id = worker_id()
         self._stopping = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
+        self._running: set[uuid.UUID] = set()
+        self._claim_unsure = False
+        """A claim failed on a lost connection: its commit may have happened all the same."""
 
     def start(self) -> None:
         self._stopping.clear()
@@ -110,8 +114,12 @@ class Worker:
         while not self._stopping.is_set():
             try:
                 worked = await self.run_once()
-            except Exception:
-                log.exception("worker.loop_error", worker=self.id)
+            except Exception as exc:
+                if is_transient_database_error(exc):
+                    # An outage: one line per attempt, no traceback; claims resume when it ends.
+                    log.warning("worker.database_unavailable", worker=self.id, error_class=type(exc).__name__)
+                else:
+                    log.exception("worker.loop_error", worker=self.id)
                 worked = False
                 await asyncio.sleep(self._poll)
             if not worked and not self._stopping.is_set():
@@ -121,40 +129,66 @@ class Worker:
         """Claim and run one segment; False when there was nothing to do."""
         if self._stopping.is_set():
             return False
+        if self._claim_unsure:
+            await self._release_unsure_claims()
         now = self._clock()
         start: SegmentStart | None = None
         unreadable: EncryptionKeyUnavailable | EncryptedValueUnreadable | None = None
-        async with self._uow() as uow:
-            run = await uow.runs.claim_next(
-                self.id, now, now + self._lease, log_from=self._runner.log_positions()
-            )
-            exhausted = run is not None and run.claims > self._max_attempts
-            if run is not None and not exhausted:
-                await uow.audit.append(self._segment_audit(run), now)
-                await publish_run_status(uow, run, RunStatus.RUNNING.value, now)
-                start, unreadable = await self._read_start(uow, run)
-            await uow.commit()
-        if run is None:
-            return False
-        if unreadable is not None:
-            # Another attempt would meet the same key: the run fails now, visibly, with the code.
-            await self._runner.fail_unreadable(run, self.id, unreadable)
-            return True
-        if exhausted:
-            # Every earlier claim since the last persistence point ended without progress (a
-            # crash, an error outside the segment's own handling): stop re-queuing the run.
-            await self._runner.give_up(run, self.id, self._max_attempts)
-            return True
-        self._telemetry.metrics.run_status(RunStatus.RUNNING)
-        heartbeat = asyncio.create_task(self._heartbeat(run.id))
+        claimed: uuid.UUID | None = None
         try:
-            with structlog.contextvars.bound_contextvars(worker=self.id):
-                await self._runner.run_segment(run, self.id, self._stopping, start)
+            try:
+                async with self._uow() as uow:
+                    run = await uow.runs.claim_next(
+                        self.id, now, now + self._lease, log_from=self._runner.log_positions()
+                    )
+                    if run is not None:
+                        claimed = run.id
+                        self._running.add(claimed)
+                    exhausted = run is not None and run.claims > self._max_attempts
+                    if run is not None and not exhausted:
+                        await uow.audit.append(self._segment_audit(run), now)
+                        await publish_run_status(uow, run, RunStatus.RUNNING.value, now)
+                        start, unreadable = await self._read_start(uow, run)
+                    await uow.commit()
+            except Exception as exc:
+                if is_transient_database_error(exc):
+                    self._claim_unsure = True
+                raise
+            if run is None:
+                return False
+            if unreadable is not None:
+                # Another attempt would meet the same key: the run fails now, visibly, with the code.
+                await self._runner.fail_unreadable(run, self.id, unreadable)
+                return True
+            if exhausted:
+                # Every earlier claim since the last persistence point ended without progress (a
+                # crash, an error outside the segment's own handling): stop re-queuing the run.
+                await self._runner.give_up(run, self.id, self._max_attempts)
+                return True
+            self._telemetry.metrics.run_status(RunStatus.RUNNING)
+            heartbeat = asyncio.create_task(self._heartbeat(run.id))
+            try:
+                with structlog.contextvars.bound_contextvars(worker=self.id):
+                    await self._runner.run_segment(run, self.id, self._stopping, start)
+            finally:
+                heartbeat.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await heartbeat
+            return True
         finally:
-            heartbeat.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await heartbeat
-        return True
+            if claimed is not None:
+                self._running.discard(claimed)
+
+    async def _release_unsure_claims(self) -> None:
+        """After a claim whose commit went unanswered: give back any run this worker holds but
+        runs no segment of, instead of leaving it to its lease (raises while the database is away)."""
+        async with self._uow() as uow:
+            released = await uow.runs.release_all(self.id, self._clock(), keep=sorted(self._running))
+            await uow.commit()
+        self._claim_unsure = False
+        if released:
+            log.info("worker.unsure_claims_released", worker=self.id, released=released)
+            self._notifier.wake_all()
 
     async def _read_start(
         self, uow: UnitOfWork, run: Run

@@ -50,3 +50,21 @@ async def test_a_connection_just_returned_is_not_pinged(pg_migrated: str) -> Non
         assert pings == []
     finally:
         await engine.dispose()
+
+
+async def test_a_connection_that_reached_a_standby_is_dropped(pg_migrated: str) -> None:
+    """A read-only refusal (SQLSTATE 25006: the primary was demoted under the connection) counts as
+    a lost connection: the pool opens a new one, which `target_session_attrs` sends to the primary."""
+    engine = create_engine(pg_migrated, pool_size=1)
+    try:
+        async with engine.connect() as conn:
+            first = int((await conn.execute(sa.text("SELECT pg_backend_pid()"))).scalar_one())
+            await conn.execute(sa.text("SET SESSION default_transaction_read_only = on"))
+            await conn.commit()
+        with pytest.raises(sa.exc.DBAPIError) as refused:
+            async with engine.begin() as conn:
+                await conn.execute(sa.text("CREATE TABLE read_only_probe (i int)"))
+        assert refused.value.connection_invalidated
+        assert await backend_pid(engine) != first
+    finally:
+        await engine.dispose()

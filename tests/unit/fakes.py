@@ -342,8 +342,10 @@ class FakeRuns(_Repository):
     async def release(self, run_id: uuid.UUID, owner: str, now: datetime) -> bool:
         return await self._requeue(run_id, self._held(owner), now)
 
-    async def release_all(self, owner: str, now: datetime) -> int:
-        held = [r.id for r in (await self._uow.write()).runs.values() if self._held(owner)(r)]
+    async def release_all(self, owner: str, now: datetime, keep: Sequence[uuid.UUID] = ()) -> int:
+        held = [
+            r.id for r in (await self._uow.write()).runs.values() if self._held(owner)(r) and r.id not in keep
+        ]
         return sum([await self.release(run_id, owner, now) for run_id in held])
 
     async def count_by_status(self) -> dict[RunStatus, int]:

@@ -5,6 +5,11 @@ from __future__ import annotations
 import errno
 
 import pytest
+from asyncpg.exceptions import (
+    ConnectionDoesNotExistError,
+    TargetServerAttributeNotMatched,
+    UniqueViolationError,
+)
 from sqlalchemy.exc import DataError, DBAPIError, IntegrityError, InterfaceError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 
@@ -32,6 +37,10 @@ CASES: list[tuple[BaseException, bool]] = [
     (dbapi("08006"), True),
     (dbapi("57P03"), True),
     (dbapi("53300"), True),
+    (dbapi("25006"), True),
+    (ConnectionDoesNotExistError("connection was closed in the middle of operation"), True),
+    (UniqueViolationError("duplicate key"), False),
+    (TargetServerAttributeNotMatched("None of the hosts match the target attribute requirement"), True),
     (DBAPIError("SELECT 1", {}, ConnectionResetError(errno.ECONNRESET, "reset")), True),
     (ConnectionRefusedError(errno.ECONNREFUSED, "Connection refused"), True),
     (TimeoutError(), True),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from sursis.app.problems import status_for
+from sursis.app.problems import RETRY_UNAVAILABLE_SECONDS, problem, status_for
 from sursis.domain import errors as e
 from sursis.domain.states import (
     Decision,
@@ -108,3 +108,11 @@ def test_unexpected_errors_are_sanitized_terminal_errors() -> None:
 )
 def test_every_service_error_maps_to_one_status(error: e.ServiceError, status: int) -> None:
     assert status_for(error) == status
+
+
+@pytest.mark.parametrize("code", ["database_unavailable", "unavailable"])
+def test_every_503_says_when_to_come_back(code: str) -> None:
+    answer = problem(503, code, "try again shortly")
+    assert answer.headers["Retry-After"] == str(RETRY_UNAVAILABLE_SECONDS)
+    told = problem(503, code, "try again shortly", {"retry_after": 7})
+    assert told.headers["Retry-After"] == "7"

@@ -3,17 +3,25 @@
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import event, exc
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+
+from sursis.infra.db.sessions import watch_sessions
+from sursis.infra.db.urls import normalized
 
 READ_ONLY = "sursis_read_only"
 
 
 def reader_options(engine: AsyncEngine) -> dict[str, Any]:
     """The execution options of reader units of work: autocommit on PostgreSQL; on SQLite (whose
-    connections run in the driver's autocommit mode, `BEGIN` issued here) a deferred `BEGIN`."""
+    connections run in the driver's autocommit mode, `BEGIN` issued here) a deferred `BEGIN`.
+
+    On PostgreSQL a reader uses them only while the engine's connections are known to be sessions
+    of their own (`sessions.pinned_sessions`): behind a transaction pooler a statement outside a
+    transaction may be prepared on one server connection and executed on another."""
     if engine.dialect.name == "sqlite":
         return {READ_ONLY: True}
     return {"isolation_level": "AUTOCOMMIT", READ_ONLY: True}
@@ -23,7 +31,21 @@ def is_sqlite(url: str) -> bool:
     return url.startswith("sqlite")
 
 
-def create_engine(url: str, *, echo: bool = False, pool_size: int = 10) -> AsyncEngine:
+@dataclass(frozen=True, slots=True)
+class PoolLimits:
+    """A process's share of the database's connections (docs/operations.md, the connection budget)."""
+
+    size: int = 10
+    """Connections kept open."""
+    overflow: int = 10
+    """More opened under a burst, closed when returned."""
+    timeout: float = 5.0
+    """Seconds a request waits for a connection before it is answered 503 (`Retry-After`)."""
+
+
+def create_engine(
+    url: str, *, echo: bool = False, pool_size: int | None = None, limits: PoolLimits | None = None
+) -> AsyncEngine:
     """An async engine tuned for the dialect.
 
     On SQLite every transaction starts with `BEGIN IMMEDIATE`: writers queue on the database
@@ -32,6 +54,11 @@ def create_engine(url: str, *, echo: bool = False, pool_size: int = 10) -> Async
     A reader unit of work (`reader_options`), which never writes, starts with a deferred `BEGIN`.
 
     SQL parameters (key hashes, message text) are never put in an error's text (`hide_parameters`).
+
+    On PostgreSQL a new connection prepares only unnamed statements and caches none until it is
+    known to be a session of its own (`sessions.watch_sessions`): behind a transaction pooler
+    (PgBouncer in transaction mode) no prepared statement outlives its transaction. Every host of a
+    multi-host URL (`urls.py`) is passed on, with `target_session_attrs`.
     """
     if is_sqlite(url):
         engine = create_async_engine(url, echo=echo, hide_parameters=True, connect_args={"timeout": 30})
@@ -53,17 +80,48 @@ def create_engine(url: str, *, echo: bool = False, pool_size: int = 10) -> Async
             conn.exec_driver_sql("BEGIN" if reads_only else "BEGIN IMMEDIATE")
 
         return engine
+    limits = limits or PoolLimits()
+    if pool_size is not None:
+        limits = PoolLimits(size=pool_size, overflow=pool_size, timeout=limits.timeout)
     engine = create_async_engine(
-        url,
+        normalized(url),
         echo=echo,
         hide_parameters=True,
-        pool_size=pool_size,
-        max_overflow=pool_size,
-        pool_timeout=5,
-        connect_args={"timeout": 5, "command_timeout": 30},
+        pool_size=limits.size,
+        max_overflow=limits.overflow,
+        pool_timeout=limits.timeout,
+        connect_args={
+            "timeout": 5,
+            "command_timeout": 30,
+            # asyncpg's own cache names statements per connection (`__asyncpg_stmt_1__`), which
+            # collide behind a pooler; SQLAlchemy's cache is turned on per connection instead.
+            "statement_cache_size": 0,
+            "prepared_statement_cache_size": 0,
+            "prepared_statement_name_func": unnamed_statement,
+        },
     )
+    watch_sessions(engine)
     ping_idle_connections(engine)
+    drop_standby_connections(engine)
     return engine
+
+
+def drop_standby_connections(engine: AsyncEngine) -> None:
+    """A statement refused as read-only (SQLSTATE 25006) means the connection reached a standby:
+    the primary it was opened to was demoted. Treat it as a lost connection, so that the pool drops
+    its connections and the next ones find the primary (`target_session_attrs=read-write`)."""
+
+    @event.listens_for(engine.sync_engine, "handle_error")
+    def _on_error(context: Any) -> None:
+        original = context.original_exception
+        if getattr(original, "sqlstate", None) == "25006" or getattr(original, "pgcode", None) == "25006":
+            context.is_disconnect = True
+
+
+def unnamed_statement() -> str:
+    """The name of every statement prepared until a connection is known to be a session: the unnamed
+    statement, which the next statement's `Parse` replaces on the server."""
+    return ""
 
 
 PING_AFTER_IDLE_SECONDS = 5.0

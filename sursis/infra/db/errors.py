@@ -12,6 +12,7 @@ import errno
 import socket
 from enum import StrEnum
 
+from asyncpg.exceptions import PostgresError, TargetServerAttributeNotMatched
 from sqlalchemy.exc import (
     DataError,
     DBAPIError,
@@ -37,6 +38,9 @@ SQLSTATES: dict[str, DatabaseFailure] = {
     "57P02": DatabaseFailure.UNREACHABLE,
     "57P03": DatabaseFailure.UNREACHABLE,
     "53300": DatabaseFailure.UNREACHABLE,
+    # A read-only transaction: the connection reached a standby (a demoted primary, or a pooler
+    # not yet pointed at the new one). The primary is what is out of reach; the pool drops it.
+    "25006": DatabaseFailure.UNREACHABLE,
     # Serialization failures and deadlocks; insufficient resources; operator intervention
     # (statement timeout, query cancelled); system errors; a lock wait that timed out.
     "40": DatabaseFailure.TRANSIENT,
@@ -89,7 +93,13 @@ def database_failure(exc: BaseException) -> DatabaseFailure | None:
         if isinstance(exc, DataError):
             return DatabaseFailure.DATA
         return None
-    if isinstance(exc, ConnectionError | TimeoutError | socket.gaierror):
+    if isinstance(exc, PostgresError):
+        # A driver error that reached us unwrapped (asyncpg's own: a LISTEN connection, a new
+        # connection's first statement); "connection does not exist" is SQLSTATE 08003.
+        state = str(getattr(exc, "sqlstate", None) or "")
+        return SQLSTATES.get(state) or SQLSTATES.get(state[:2])
+    if isinstance(exc, ConnectionError | TimeoutError | socket.gaierror | TargetServerAttributeNotMatched):
+        # The last one: every host of a multi-host URL answered, none is a primary (a failover).
         return DatabaseFailure.UNREACHABLE
     if isinstance(exc, OSError) and (
         # asyncio reports a refused connection to several addresses (`localhost`) as a plain OSError.

@@ -18,25 +18,23 @@ from collections.abc import Callable, Set
 from typing import Any
 
 import asyncpg
-import structlog
-from sqlalchemy.engine import make_url
 
 from sursis.domain.notified_cache import Invalidations
 from sursis.infra.db.access_repositories import KEY_CHANNEL
 from sursis.infra.db.event_repositories import NOTIFY_CHANNEL, PENDING_CHANNEL
-
-log = structlog.get_logger("sursis.events")
-
-
-def asyncpg_dsn(database_url: str) -> str:
-    """The plain `postgresql://` DSN asyncpg takes, from a SQLAlchemy URL."""
-    return make_url(database_url).set(drivername="postgresql").render_as_string(hide_password=False)
+from sursis.infra.db.listen_target import (
+    ListenNeedsSession,
+    PollingFallback,
+    connect_for_listening,
+    retry_after,
+)
 
 
 class PgEventListener:
     """Listens on `sursis_events` and calls `on_events({conversation_id})` for each notification,
     on `sursis_pending` (sent when pending calls are created or resolved) `on_pending({workspace})`,
-    and on `sursis_keys` `keys.forget({key_id})`."""
+    and on `sursis_keys` `keys.forget({key_id})`. `database_url` is the LISTEN URL
+    (`listen_target.listen_url`)."""
 
     def __init__(
         self,
@@ -47,7 +45,8 @@ class PgEventListener:
         keys: Invalidations | None = None,
         retry_seconds: float = 2.0,
     ) -> None:
-        self._dsn = asyncpg_dsn(database_url)
+        self._url = database_url
+        self._fallback = PollingFallback("events", database_url)
         self._on_events = on_events
         self._on_pending = on_pending
         self._keys = keys
@@ -68,15 +67,17 @@ class PgEventListener:
 
     async def _run(self) -> None:
         while True:
+            wait = self._retry
             try:
                 await self._listen()
-            except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
-                log.warning("events.listener_lost", error=str(exc)[:200])
+            except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, ListenNeedsSession) as exc:
+                self._fallback.lost(exc)
+                wait = retry_after(exc, self._retry)
             self.listening.clear()
-            await asyncio.sleep(self._retry)
+            await asyncio.sleep(wait)
 
     async def _listen(self) -> None:
-        connection = await asyncpg.connect(self._dsn, timeout=5)
+        connection = await connect_for_listening(self._url)
         lost = asyncio.Event()
         try:
             connection.add_termination_listener(lambda _connection: self._lost(lost))
@@ -87,6 +88,7 @@ class PgEventListener:
                 await connection.add_listener(KEY_CHANNEL, self._keys_notified)
                 self._keys.resume()
             self.listening.set()
+            self._fallback.listening()
             await lost.wait()
         finally:
             self._lost(lost)

@@ -10,26 +10,41 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from sursis.infra.db.urls import InvalidDatabaseUrl, database_url, shown_url
+
 if TYPE_CHECKING:
     from sqlalchemy.engine import Connection
 
 # SQLAlchemy and Alembic are imported when a check runs: the command line imports this module
 # for every command, `sursis pending` and `--version` included.
 
-
-def shown_url(url: str) -> str:
-    """The URL as the service prints it: the password masked (`***`)."""
-    from sqlalchemy import exc
-    from sqlalchemy.engine import make_url
-
-    try:
-        return make_url(url).render_as_string(hide_password=True)
-    except exc.ArgumentError:
-        return "(an unparsable database URL)"
+__all__ = [
+    "DatabaseNotReady",
+    "current_revision",
+    "head_revision",
+    "require_head",
+    "require_location",
+    "shown_url",
+]
 
 
 class DatabaseNotReady(Exception):
     """The database cannot serve: missing, unreachable or not at head. `str()` says what to do."""
+
+
+def require_location(url: str) -> None:
+    """Raise `DatabaseNotReady` when the URL cannot be read, or names an SQLite file in a folder
+    that does not exist (SQLite makes the file, never its folder)."""
+    try:
+        database_url(url)
+    except InvalidDatabaseUrl as error:
+        raise DatabaseNotReady(str(error)) from None
+    path = _sqlite_file(url) if url.startswith("sqlite") else None
+    if path is not None and not path.parent.is_dir():
+        raise DatabaseNotReady(
+            f"the folder {str(path.parent)!r} of the SQLite database {shown_url(url)} does not exist: "
+            "create it or change SURSIS_DATABASE_URL"
+        )
 
 
 _REVISION_LINE = re.compile(r"^(down_revision|revision)\b[^=\n]*=\s*(?:[\"']([^\"']+)[\"']|None)", re.M)
@@ -76,6 +91,7 @@ async def current_revision(url: str) -> str | None:
 
     from sursis.infra.db.engine import create_engine, is_sqlite
 
+    require_location(url)
     if is_sqlite(url) and (path := _sqlite_file(url)) is not None and not path.exists():
         return None
     engine = create_engine(url)

@@ -29,6 +29,7 @@ from sursis.infra.db.repositories import (
 )
 from sursis.infra.db.repositories.audit_chain import SqlAuditChainRepository
 from sursis.infra.db.retention_repository import SqlRetentionRepository
+from sursis.infra.db.sessions import pinned_sessions
 
 EventsListener = Callable[[Set[uuid.UUID]], None]
 """Told, after a commit, which conversations got new events (in-process wake-ups)."""
@@ -140,5 +141,7 @@ class SqlUnitOfWorkFactory:
         """Reads without a transaction: on PostgreSQL the connection is in autocommit (no BEGIN
         and ROLLBACK round trips; at READ COMMITTED, the service's level, each statement of a
         transaction sees only what was committed before it anyway); on SQLite a plain deferred
-        `BEGIN`, a snapshot that does not take the write lock (`create_engine`)."""
-        return SqlUnitOfWork(self._readers, read_only=True)
+        `BEGIN`, a snapshot that does not take the write lock (`create_engine`). Behind a
+        transaction pooler a PostgreSQL reader runs in a transaction (`sessions.py`)."""
+        readers = self._readers if pinned_sessions(self.engine) else self._sessions
+        return SqlUnitOfWork(readers, read_only=True)

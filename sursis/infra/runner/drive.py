@@ -127,11 +127,12 @@ class AgentRunner(Suspending, Leases, Streaming):
             except Exception as exc:
                 if not is_transient_database_error(exc):
                     raise
-                # Nothing of the failed transaction was kept; the lease runs out and the run is
-                # claimed again, continuing from what the log holds.
+                # Nothing of the failed transaction was kept: the run goes back to the queue as
+                # soon as the database answers, and the next claim continues from the log.
                 span.record_exception(exc)
                 span.set_attribute("sursis.run.abandoned", True)
                 log.warning("run.segment_abandoned", error_class=type(exc).__name__, error=str(exc)[:300])
+                await self._release_after_blip(run, owner)
                 return None
             span.set_attribute("sursis.run.status", status.value)
             if status is RunStatus.FAILED:

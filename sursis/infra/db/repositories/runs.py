@@ -283,10 +283,13 @@ class SqlRunRepository(SqlRepository):
         )
         return rowcount(result) == 1
 
-    async def release_all(self, owner: str, now: datetime) -> int:
+    async def release_all(self, owner: str, now: datetime, keep: Sequence[uuid.UUID] = ()) -> int:
+        held = [t.runs.c.lease_owner == owner, t.runs.c.status == RunStatus.RUNNING.value]
+        if keep:
+            held.append(t.runs.c.id.not_in(list(keep)))
         result = await self._execute(
             t.runs.update()
-            .where(t.runs.c.lease_owner == owner, t.runs.c.status == RunStatus.RUNNING.value)
+            .where(*held)
             .values(status=RunStatus.QUEUED.value, lease_owner=None, lease_expires_at=None, updated_at=now)
         )
         return rowcount(result)
