@@ -16,6 +16,8 @@ through the entry-point group. Nothing here knows more about a built-in agent th
 from __future__ import annotations
 
 import importlib
+import os
+import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from importlib.metadata import EntryPoint, entry_points
@@ -69,6 +71,18 @@ def select_agents(names: Sequence[str]) -> AgentSelection:
     return AgentSelection(frozenset(built_in), _unique(loaded))
 
 
+def served_models(service_model: str, selection: AgentSelection) -> dict[str, str]:
+    """The model each served agent runs on, by agent (built-in groups by group name): the one an
+    agent names, else the service's (`SURSIS_MODEL`)."""
+    models = dict.fromkeys(sorted(selection.built_in), service_model)
+    for definition in selection.definitions:
+        model = definition.model
+        models[definition.name] = (
+            service_model if model is None else model if isinstance(model, str) else model.model_name
+        )
+    return models
+
+
 def _entry_points() -> list[EntryPoint]:
     return sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda ep: ep.name)
 
@@ -86,6 +100,7 @@ def _load_reference(reference: str) -> list[AgentDefinition]:
     module_name, _, attribute = reference.partition(":")
     if not module_name or not attribute:
         raise AgentLoadError(f"agents {reference!r}: expected package.module:NAME")
+    _current_directory_importable()
     try:
         module = importlib.import_module(module_name)
     except Exception as exc:
@@ -96,6 +111,14 @@ def _load_reference(reference: str) -> list[AgentDefinition]:
             raise AgentLoadError(f"agents {reference}: module {module_name} has no {attribute!r}")
         value = getattr(value, part)
     return definitions_from(value, reference)
+
+
+def _current_directory_importable() -> None:
+    """`module:NAME` is looked up from the directory the command runs in too, as uvicorn and
+    `python -m` do: `sursis serve --agents my_agents:desk` next to `my_agents.py` finds it."""
+    cwd = os.getcwd()
+    if cwd not in sys.path and "" not in sys.path:
+        sys.path.insert(0, cwd)
 
 
 def definitions_from(value: Any, source: str) -> list[AgentDefinition]:

@@ -92,10 +92,12 @@ def bootstrap_admin_key(settings: Settings, *, on_terminal: bool | None = None) 
     return issued
 
 
-def _with_agents(settings: Settings, args: argparse.Namespace) -> Settings | None:
+def _with_agents(settings: Settings, args: argparse.Namespace) -> tuple[Settings, str] | None:
     """The settings with the agents `--agents` names, loaded once here so that a name that cannot be
-    loaded is one line and exit code 2 before anything starts (None then)."""
-    from sursis.app.agent_loading import AgentLoadError, select_agents
+    loaded, or a model whose client library is missing, is one line and exit code 2 before anything
+    starts (None then); with the banner's word on the models the served agents use."""
+    from sursis.app.agent_loading import AgentLoadError, select_agents, served_models
+    from sursis.infra.agents.models import missing_provider_package
 
     if args.agents:
         settings = settings.model_copy(update={"agents": list(args.agents)})
@@ -106,9 +108,21 @@ def _with_agents(settings: Settings, args: argparse.Namespace) -> Settings | Non
     except AgentLoadError as exc:
         print(f"sursis: {exc}", file=sys.stderr)
         return None
+    models = served_models(settings.model, selection)
+    for name in dict.fromkeys(models.values()):
+        if (missing := missing_provider_package(name)) is not None:
+            print(f"sursis: {missing}", file=sys.stderr)
+            return None
     served = [*sorted(selection.built_in), *(d.name for d in selection.definitions)]
     print(f"agents: {', '.join(served) or '(none)'}", flush=True)
-    return settings
+    return settings, _models_banner(models)
+
+
+def _models_banner(models: dict[str, str]) -> str:
+    """`model: NAME` when every served agent uses one model, else each agent's."""
+    if len(set(models.values())) <= 1:
+        return f"model: {next(iter(models.values()), '(none)')}"
+    return "models: " + ", ".join(f"{agent}={model}" for agent, model in models.items())
 
 
 def _serve(settings: Settings, args: argparse.Namespace) -> int:
@@ -123,7 +137,7 @@ def _serve(settings: Settings, args: argparse.Namespace) -> int:
     loaded = _with_agents(settings, args)
     if loaded is None:
         return 2
-    settings = loaded
+    settings, models = loaded
     if args.no_worker:
         settings = settings.model_copy(update={"run_worker": False})
     host = args.host or settings.host
@@ -137,7 +151,7 @@ def _serve(settings: Settings, args: argparse.Namespace) -> int:
     bootstrap_admin_key(settings)
     print(f"Sursis API on http://{host}:{port}/v1  (OpenAPI docs: http://{host}:{port}/schema)", flush=True)
     print(
-        f"database: {shown_url(settings.database_url)}  model: {settings.model}  "
+        f"database: {shown_url(settings.database_url)}  {models}  "
         f"worker: {'in-process' if settings.run_worker else 'off'}  processes: {args.workers}",
         flush=True,
     )
@@ -177,7 +191,8 @@ def _worker(settings: Settings, args: argparse.Namespace) -> int:
     loaded = _with_agents(settings, args)
     if loaded is None:
         return 2
-    settings = loaded
+    settings, models = loaded
+    print(models, flush=True)
     if args.processes > 1:
         if refused := refuse_sqlite(settings.database_url, "worker --processes"):
             print(f"sursis: {refused}", file=sys.stderr)
