@@ -24,10 +24,12 @@ from importlib.metadata import EntryPoint, entry_points
 from typing import Any
 
 from pydantic_ai.agent import AbstractAgent
+from pydantic_ai.models import Model
 
 from sursis.domain.errors import ToolDeclarationError
 from sursis.infra.agents.adopted import adopt
 from sursis.infra.agents.declarations import AgentDefinition
+from sursis.infra.agents.models import missing_library
 
 ENTRY_POINT_GROUP = "sursis.agents"
 BUILT_IN = ("ops", "assistant", "customer", "world")
@@ -77,10 +79,16 @@ def served_models(service_model: str, selection: AgentSelection) -> dict[str, st
     models = dict.fromkeys(sorted(selection.built_in), service_model)
     for definition in selection.definitions:
         model = definition.model
-        models[definition.name] = (
-            service_model if model is None else model if isinstance(model, str) else model.model_name
-        )
+        models[definition.name] = service_model if model is None else model_label(model)
     return models
+
+
+def model_label(model: Model | str) -> str:
+    """`provider:name` of a model, as `SURSIS_MODEL` would name it."""
+    if isinstance(model, str):
+        return model
+    name = model.model_name
+    return name if ":" in name or not model.system else f"{model.system}:{name}"
 
 
 def _entry_points() -> list[EntryPoint]:
@@ -92,7 +100,8 @@ def _load_entry_point(entry_point: EntryPoint) -> list[AgentDefinition]:
     try:
         value = entry_point.load()
     except Exception as exc:
-        raise AgentLoadError(f"agents {source}: cannot import: {_one_line(exc)}") from exc
+        missing = missing_library(exc)
+        raise AgentLoadError(f"agents {source}: cannot import: {missing or _one_line(exc)}") from exc
     return definitions_from(value, source)
 
 
@@ -104,7 +113,9 @@ def _load_reference(reference: str) -> list[AgentDefinition]:
     try:
         module = importlib.import_module(module_name)
     except Exception as exc:
-        raise AgentLoadError(f"agents {reference}: cannot import {module_name}: {_one_line(exc)}") from exc
+        missing = missing_library(exc)
+        reason = missing if missing is not None else _one_line(exc)
+        raise AgentLoadError(f"agents {reference}: cannot import {module_name}: {reason}") from exc
     value: Any = module
     for part in attribute.split("."):
         if not hasattr(value, part):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import re
 
 from pydantic_ai.models import Model, infer_model
 
@@ -55,4 +56,23 @@ def missing_provider_package(name: str) -> str | None:
     return (
         f"model {name!r} needs the {module.split('.')[0]} package, which is not installed: "
         f"pip install 'sursis[{extra}]' (or sursis[all-models]; Docker: --build-arg SURSIS_EXTRAS={extra})"
+    )
+
+
+_PYDANTIC_AI_EXTRA = re.compile(r"pydantic-ai-slim\[([a-z-]+)\]")
+
+
+def missing_library(exc: BaseException) -> str | None:
+    """For an agent module that could not be imported because pydantic-ai lacks a provider's
+    client library (an `Agent(model="groq:...")` builds its model when it is made): which extra
+    of sursis installs it, in one line; None for any other error."""
+    if not isinstance(exc, ImportError):
+        return None
+    found = _PYDANTIC_AI_EXTRA.search(str(exc))
+    if found is None:
+        return None
+    extra = found.group(1)
+    return (
+        f"its model needs a client library that is not installed: pip install 'sursis[{extra}]' "
+        f"(or sursis[all-models]; Docker: --build-arg SURSIS_EXTRAS={extra})"
     )

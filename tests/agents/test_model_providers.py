@@ -1,0 +1,80 @@
+"""A model whose provider's client library is not installed stops `serve` and `worker` before the
+banner, in one line naming the extra that installs it (exit 2); the banner names the model each
+served agent actually uses."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from pydantic_ai import Agent
+
+from sursis.app.agent_loading import select_agents, served_models
+from sursis.app.cli import _models_banner
+from sursis.infra.agents.models import missing_provider_package
+
+AGENTS = """
+from pydantic_ai import Agent
+desk = Agent(name="desk", model="groq:llama-3.3-70b-versatile")
+"""
+
+
+def _sursis(tmp_path: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("SURSIS_")}
+    clean.update({"SURSIS_DATABASE_URL": f"sqlite+aiosqlite:///{tmp_path / 'x.db'}", **env})
+    return subprocess.run(
+        [sys.executable, "-m", "sursis.app.cli", *args],
+        cwd=tmp_path,
+        env=clean,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+@pytest.mark.parametrize("command", ["serve", "worker"])
+def test_an_agents_model_without_its_library_stops_the_start_in_one_line(
+    tmp_path: Path, command: str
+) -> None:
+    (tmp_path / "groq_agents.py").write_text(AGENTS)
+    done = _sursis(tmp_path, command, "--agents", "groq_agents:desk")
+    assert done.returncode == 2
+    # pydantic-ai builds an `Agent`'s model when the agent is made, so the module cannot be imported.
+    assert done.stderr.strip().splitlines() == [
+        "sursis: agents groq_agents:desk: cannot import groq_agents: its model needs a client library "
+        "that is not installed: pip install 'sursis[groq]' (or sursis[all-models]; Docker: "
+        "--build-arg SURSIS_EXTRAS=groq)"
+    ]
+    assert "Sursis API on" not in done.stdout
+
+
+def test_the_services_model_without_its_library_stops_the_start_too(tmp_path: Path) -> None:
+    done = _sursis(tmp_path, "serve", "--agents", "assistant", SURSIS_MODEL="mistral:mistral-large-latest")
+    assert done.returncode == 2
+    assert "pip install 'sursis[mistral]'" in done.stderr and len(done.stderr.strip().splitlines()) == 1
+    assert "Sursis API on" not in done.stdout
+
+
+def test_installed_libraries_and_plain_names_pass() -> None:
+    # `anthropic` is installed with the dev extra; `openai` with the service; others need nothing.
+    for name in ("anthropic:claude-sonnet-4-0", "openai:gpt-4.1-mini", "scripted", "test"):
+        assert missing_provider_package(name) is None, name
+
+
+def test_the_banner_names_the_model_each_agent_uses(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "not-used")
+    own = Agent(name="own", model="anthropic:claude-sonnet-4-0")
+    plain = Agent(name="plain")
+    monkeypatch.setitem(sys.modules, "banner_agents", type(sys)("banner_agents"))
+    sys.modules["banner_agents"].own = own  # type: ignore[attr-defined]
+    sys.modules["banner_agents"].plain = plain  # type: ignore[attr-defined]
+    selection = select_agents(["assistant", "banner_agents:own", "banner_agents:plain"])
+    models = served_models("scripted", selection)
+    assert models == {"assistant": "scripted", "own": "anthropic:claude-sonnet-4-0", "plain": "scripted"}
+    assert _models_banner(models) == (
+        "models: assistant=scripted, own=anthropic:claude-sonnet-4-0, plain=scripted"
+    )
+    assert _models_banner({"assistant": "scripted", "plain": "scripted"}) == "model: scripted"
