@@ -104,7 +104,7 @@ async def test_a_streamed_gated_call_is_approved_and_answered(
     REFUNDS.clear()
     server.respond = call_then_answer("refund", {"order_id": "A1", "amount": 5}, "Refunded 5 on A1.")
     async with Service.open(sqlite_url, agents=[desk(model)]) as svc:
-        conversation, run = await _turn(svc)
+        conversation, _ = await _turn(svc)
         [call] = await expect_pending(svc, tool_name="refund")
         assert call.args == {"order_id": "A1", "amount": 5}
         view = await resolve_and_settle(svc, call, "approve")
