@@ -124,3 +124,11 @@ def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+def test_the_agents_guide_shows_the_deps_factory_of_the_adopted_package_verbatim() -> None:
+    """The guide's deps factory is the one `tests/adoption` installs and serves."""
+    repo = Path(__file__).resolve().parents[2]
+    source = (repo / "tests/adoption/packages/orders-desk/orders_desk/agents.py").read_text()
+    block = source[source.index("@asynccontextmanager") :]
+    assert f"```python\n{block}```" in (repo / "docs" / "agents.md").read_text()

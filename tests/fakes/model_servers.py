@@ -21,12 +21,13 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from aiohttp import web
+
+from tests.fakes.threaded import serving
 
 
 @dataclass(frozen=True)
@@ -109,37 +110,16 @@ class FakeModelServer:
     # The server, in a thread of its own
 
     def __enter__(self) -> FakeModelServer:
-        started = threading.Event()
-        self._loop = asyncio.new_event_loop()
-
-        async def start() -> None:
-            app = web.Application()
-            app.router.add_post("/v1/chat/completions", self._handler("chat"))
-            app.router.add_post("/v1/responses", self._handler("responses"))
-            app.router.add_post("/v1/messages", self._handler("messages"))
-            self._runner = web.AppRunner(app, access_log=None)
-            await self._runner.setup()
-            site = web.TCPSite(self._runner, "127.0.0.1", 0)
-            await site.start()
-            port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-            self.url = f"http://127.0.0.1:{port}"
-            started.set()
-
-        def serve() -> None:
-            asyncio.set_event_loop(self._loop)
-            self._loop.run_until_complete(start())
-            self._loop.run_forever()
-
-        self._thread = threading.Thread(target=serve, daemon=True)
-        self._thread.start()
-        assert started.wait(10), "the fake model server did not start"
+        app = web.Application()
+        app.router.add_post("/v1/chat/completions", self._handler("chat"))
+        app.router.add_post("/v1/responses", self._handler("responses"))
+        app.router.add_post("/v1/messages", self._handler("messages"))
+        self._serving = serving(app)
+        self.url = self._serving.__enter__()
         return self
 
-    def __exit__(self, *_: object) -> None:
-        asyncio.run_coroutine_threadsafe(self._runner.cleanup(), self._loop).result(10)
-        self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join(10)
-        self._loop.close()
+    def __exit__(self, *exc: object) -> None:
+        self._serving.__exit__(None, None, None)
 
     def _handler(self, api: str) -> Callable[[web.Request], Any]:
         async def handle(http: web.Request) -> web.StreamResponse:

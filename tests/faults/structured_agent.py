@@ -37,9 +37,7 @@ def judge_model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
     )
 
 
-judge = Agent(
-    FunctionModel(judge_model), name="judge", output_type=Verdict, end_strategy="exhaustive"
-)
+judge = Agent(FunctionModel(judge_model), name="judge", output_type=Verdict, end_strategy="exhaustive")
 
 
 @judge.tool_plain
