@@ -111,6 +111,8 @@ class AdoptionHarness:
         self._stack = contextlib.ExitStack()
         self.base = ""
         self.headers: dict[str, str] = {}
+        self._shared: subprocess.Popen[bytes] | None = None
+        """A worker kept between turns that kill no worker."""
 
     # Start and stop
 
@@ -196,6 +198,11 @@ class AdoptionHarness:
         extra = {"SURSIS_CRASH_AT": crash_at} if crash_at else {}
         return self._spawn("worker", ["worker", "--concurrency", "2"], **extra)
 
+    def _stop_shared(self) -> None:
+        if self._shared is not None:
+            self.stop(self._shared)
+            self._shared = None
+
     @staticmethod
     def stop(process: subprocess.Popen[bytes]) -> None:
         if process.poll() is None:
@@ -217,8 +224,15 @@ class AdoptionHarness:
     def gated_turn(self, case: AdoptionCase, *, kill_at: str | None = None, seconds: float = 90) -> Turn:
         """Start a conversation with the case's agent, send its message, approve the gated call over
         HTTP and wait for the run to end; with `kill_at`, the worker dies there and another one
-        finishes. The workers started here are stopped before it returns."""
-        workers = [self.worker(crash_at=kill_at)]
+        finishes (both stopped before it returns); without, a worker kept between such turns runs it."""
+        if kill_at:
+            # The doomed worker must be the one that resumes the run: no other may claim it.
+            self._stop_shared()
+            workers = [self.worker(crash_at=kill_at)]
+        else:
+            workers = []
+            if self._shared is None or self._shared.poll() is not None:
+                self._shared = self.worker()
         killed = False
         try:
             with httpx.Client(base_url=self.base, headers=self.headers, timeout=30) as http:
