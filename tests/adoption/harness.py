@@ -147,6 +147,7 @@ class AdoptionHarness:
             SURSIS_SWEEP_SECONDS="0.5",
             SURSIS_WORKER_POLL_SECONDS="0.5",
             SURSIS_RATE_LIMIT_PER_MINUTE="0",
+            SURSIS_SHUTDOWN_GRACE_SECONDS="2",
             ORDERS_API_URL=self.api_url,
         )
         for case in self.cases.values():

@@ -24,6 +24,10 @@ def test_a_gated_call_approved_over_http_applies_its_effect_once(
         assert turn.run["output"] == case.output
     assert [e.kind for e in turn.effects] == [case.effect]
     assert len(turn.attempts) == 1
+    if case.package == "orders-desk":
+        # Its deps factory was told the workspace and the key that posted the message.
+        workspace, _, key_id = turn.effects[0].body["customer"].partition(":")
+        assert workspace == "default" and key_id not in ("", "None")
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
