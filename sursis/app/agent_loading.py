@@ -83,6 +83,17 @@ def served_models(service_model: str, selection: AgentSelection) -> dict[str, st
     return models
 
 
+def named_models(service_model: str, selection: AgentSelection) -> list[str]:
+    """The model names the served agents use, to be built from their names (not the `Model`s an
+    agent brings built): the service's when an agent names none, and the names agents give."""
+    names = [service_model] if selection.built_in else []
+    for definition in selection.definitions:
+        model = definition.model
+        if model is None or isinstance(model, str):
+            names.append(service_model if model is None else model)
+    return list(dict.fromkeys(names))
+
+
 def model_label(model: Model | str) -> str:
     """`provider:name` of a model, as `SURSIS_MODEL` would name it."""
     if isinstance(model, str):

@@ -55,3 +55,6 @@ def test_the_agents_are_in_the_catalog_with_their_models(adoption: AdoptionHarne
     for case in CASES:
         tools = {t["name"]: t for t in agents[case.agent]["tools"]}
         assert tools[case.gated_tool]["approval"] == "requires_approval"
+    # The banner names the model each agent uses.
+    banner = (adoption.work / "api-0.log").read_text()
+    assert "helpdesk=anthropic:claude-sonnet-4-0" in banner and "orders-desk=scripted" in banner, banner

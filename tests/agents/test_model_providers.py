@@ -78,3 +78,36 @@ def test_the_banner_names_the_model_each_agent_uses(monkeypatch: pytest.MonkeyPa
         "models: assistant=scripted, own=anthropic:claude-sonnet-4-0, plain=scripted"
     )
     assert _models_banner({"assistant": "scripted", "plain": "scripted"}) == "model: scripted"
+
+
+def test_every_providers_extra_is_in_the_project_and_in_all_models() -> None:
+    import tomllib
+
+    from sursis.infra.agents.models import _PROVIDER_PACKAGES
+
+    pyproject = Path(__file__).resolve().parents[2] / "pyproject.toml"
+    extras = tomllib.loads(pyproject.read_text())["project"]["optional-dependencies"]
+    [all_models] = extras["all-models"]
+    for _, extra in _PROVIDER_PACKAGES.values():
+        assert extras[extra] == [f"pydantic-ai-slim[{extra}]>=2.68,<3"], extra
+        assert extra in all_models.partition("[")[2].partition("]")[0].split(","), extra
+
+
+def test_a_service_model_without_its_api_key_stops_the_start_in_one_line(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "ANTHROPIC_API_KEY"}
+    done = subprocess.run(
+        [sys.executable, "-m", "sursis.app.cli", "serve", "--agents", "assistant"],
+        cwd=tmp_path,
+        env={
+            **{k: v for k, v in env.items() if not k.startswith("SURSIS_")},
+            "SURSIS_DATABASE_URL": f"sqlite+aiosqlite:///{tmp_path / 'x.db'}",
+            "SURSIS_MODEL": "anthropic:claude-sonnet-4-0",
+        },
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2
+    [line] = done.stderr.strip().splitlines()
+    assert line.startswith("sursis: model 'anthropic:claude-sonnet-4-0': ") and "ANTHROPIC_API_KEY" in line
+    assert "Sursis API on" not in done.stdout
