@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Iterator
 
 import pytest
@@ -21,4 +22,7 @@ def adoption(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AdoptionHarne
         with AdoptionHarness(bin_dir, url, root, CASES) as harness:
             yield harness
     finally:
-        asyncio.run(drop_database(url))
+        # On a busy server the drop's checkpoint can outlast the command timeout; the next session's
+        # `fresh_database` drops what is left, so a slow drop is not this session's failure.
+        with contextlib.suppress(TimeoutError):
+            asyncio.run(drop_database(url))

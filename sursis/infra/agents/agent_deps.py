@@ -44,7 +44,13 @@ DepsFactory = Callable[[RunInfo], Any]
 
 
 class DepsFactoryFailed(Exception):
-    """The deps factory of an agent raised; the message names the factory and the error."""
+    """The deps factory of an agent raised; the message (for the logs) names the factory and the
+    error; `summary` (for the run's caller) names the factory and the error's class only, since an
+    error's text may hold a host or a credential."""
+
+    def __init__(self, message: str, summary: str) -> None:
+        super().__init__(message)
+        self.summary = summary
 
 
 def factory_name(factory: DepsFactory) -> str:
@@ -56,11 +62,8 @@ def factory_name(factory: DepsFactory) -> str:
 
 def _failure(factory: DepsFactory, agent: str, exc: BaseException) -> DepsFactoryFailed:
     text = " ".join(str(exc).split()) or type(exc).__name__
-    return DepsFactoryFailed(
-        f"the deps factory {factory_name(factory)} of agent {agent!r} failed: {type(exc).__name__}: {text}"[
-            :500
-        ]
-    )
+    what = f"the deps factory {factory_name(factory)} of agent {agent!r} failed"
+    return DepsFactoryFailed(f"{what}: {type(exc).__name__}: {text}"[:500], f"{what} ({type(exc).__name__})")
 
 
 class OpenedDeps:

@@ -239,7 +239,7 @@ class AgentRunner(Suspending, Leases, Streaming):
             except DepsFactoryFailed as exc:
                 span.record_exception(exc)
                 log.error("run.deps_failed", error=str(exc), exc_info=exc.__cause__)
-                error = RunError("deps_failed", f"{exc}; details are in the service logs")
+                error = RunError("deps_failed", f"{exc.summary}; details are in the service logs")
                 return await self._finish(run, owner, [], RunStatus.FAILED, run.usage, error=error)
             token = current_run_deps.set(deps)
             stack.callback(current_run_deps.reset, token)
