@@ -52,10 +52,15 @@ def test_an_agents_model_without_its_library_stops_the_start_in_one_line(
 
 
 def test_the_services_model_without_its_library_stops_the_start_too(tmp_path: Path) -> None:
-    done = _sursis(tmp_path, "serve", "--agents", "assistant", SURSIS_MODEL="mistral:mistral-large-latest")
+    done = _sursis(tmp_path, "serve", "--agents", "assistant", SURSIS_MODEL="groq:llama-3.3-70b-versatile")
+    assert done.returncode == 2
+    [line] = done.stderr.strip().splitlines()
+    # The line docs/agents.md shows.
+    assert f"```\n{line}\n```" in (Path(__file__).resolve().parents[2] / "docs" / "agents.md").read_text()
+    assert "Sursis API on" not in done.stdout
+    done = _sursis(tmp_path, "worker", "--agents", "assistant", SURSIS_MODEL="mistral:mistral-large-latest")
     assert done.returncode == 2
     assert "pip install 'sursis[mistral]'" in done.stderr and len(done.stderr.strip().splitlines()) == 1
-    assert "Sursis API on" not in done.stdout
 
 
 def test_installed_libraries_and_plain_names_pass() -> None:
