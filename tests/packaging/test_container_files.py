@@ -173,3 +173,14 @@ def test_compose_passes_dot_env_and_the_extras_build_argument() -> None:
     dockerfile = (REPO / "Dockerfile").read_text()
     for extra in ("anthropic", "google", "groq", "mistral", "bedrock", "all-models"):
         assert extra in extras and f"`{extra}`" in dockerfile, extra
+
+
+def test_the_readmes_docker_steps_name_every_required_setting() -> None:
+    """What compose refuses to start without, the README's Docker steps say to set."""
+    readme = (REPO / "README.md").read_text()
+    steps = readme[readme.index("cp deploy/compose.env.example .env") :].split("\n", 1)[0]
+    required = set(re.findall(r"\$\{(\w+):\?", (REPO / "compose.yaml").read_text()))
+    assert required == {"POSTGRES_PASSWORD", "SURSIS_ENCRYPTION_KEYS"}
+    for name in required:
+        assert name in steps, name
+        assert f"\n{name}=" in (REPO / "deploy" / "compose.env.example").read_text(), name
