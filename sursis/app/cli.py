@@ -97,6 +97,7 @@ def _with_agents(settings: Settings, args: argparse.Namespace) -> tuple[Settings
     loaded, or a model whose client library is missing, is one line and exit code 2 before anything
     starts (None then); with the banner's word on the models the served agents use."""
     from sursis.app.agent_loading import AgentLoadError, named_models, select_agents, served_models
+    from sursis.app.model_check import models_banner, unusable_model
 
     if args.agents:
         settings = settings.model_copy(update={"agents": list(args.agents)})
@@ -114,37 +115,7 @@ def _with_agents(settings: Settings, args: argparse.Namespace) -> tuple[Settings
     models = served_models(settings.model, selection)
     served = [*sorted(selection.built_in), *(d.name for d in selection.definitions)]
     print(f"agents: {', '.join(served) or '(none)'}", flush=True)
-    return settings, _models_banner(models)
-
-
-def unusable_model(settings: Settings, name: str) -> str | None:
-    """Why the model `name` cannot be built here, in one line: its provider's library is missing
-    (naming the extra), or pydantic-ai refuses its configuration (an API key not set); None: usable.
-    Built once here, so that it fails before the banner rather than in the app."""
-    from pydantic_ai.exceptions import UserError
-
-    from sursis.infra.agents.models import build_model, missing_provider_package
-
-    missing = missing_provider_package(name)
-    if missing is not None:
-        return missing
-    key = settings.openai_api_key
-    try:
-        build_model(
-            name,
-            openai_base_url=settings.openai_base_url,
-            openai_api_key=key.get_secret_value() if key else None,
-        )
-    except UserError as exc:
-        return f"model {name!r}: {' '.join(str(exc).split())}"[:400]
-    return None
-
-
-def _models_banner(models: dict[str, str]) -> str:
-    """`model: NAME` when every served agent uses one model, else each agent's."""
-    if len(set(models.values())) <= 1:
-        return f"model: {next(iter(models.values()), '(none)')}"
-    return "models: " + ", ".join(f"{agent}={model}" for agent, model in models.items())
+    return settings, models_banner(models)
 
 
 def _serve(settings: Settings, args: argparse.Namespace) -> int:

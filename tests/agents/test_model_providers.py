@@ -13,7 +13,7 @@ import pytest
 from pydantic_ai import Agent
 
 from sursis.app.agent_loading import select_agents, served_models
-from sursis.app.cli import _models_banner
+from sursis.app.model_check import models_banner
 from sursis.infra.agents.models import missing_provider_package
 
 AGENTS = """
@@ -79,10 +79,10 @@ def test_the_banner_names_the_model_each_agent_uses(monkeypatch: pytest.MonkeyPa
     selection = select_agents(["assistant", "banner_agents:own", "banner_agents:plain"])
     models = served_models("scripted", selection)
     assert models == {"assistant": "scripted", "own": "anthropic:claude-sonnet-4-0", "plain": "scripted"}
-    assert _models_banner(models) == (
+    assert models_banner(models) == (
         "models: assistant=scripted, own=anthropic:claude-sonnet-4-0, plain=scripted"
     )
-    assert _models_banner({"assistant": "scripted", "plain": "scripted"}) == "model: scripted"
+    assert models_banner({"assistant": "scripted", "plain": "scripted"}) == "model: scripted"
 
 
 def test_every_providers_extra_is_in_the_project_and_in_all_models() -> None:
