@@ -33,7 +33,9 @@ if TYPE_CHECKING:
     from sursis.domain.states import Decision, PendingStatus, RunStatus
     from sursis.domain.tools import Approval, Category, Executor, PendingKind, ToolSpec
     from sursis.infra.agents.adopted import ToolOptions, adopt
+    from sursis.infra.agents.agent_deps import RunInfo
     from sursis.infra.agents.declarations import AgentDefinition, DeclaredTool
+    from sursis.infra.agents.run_deps import RunDeps, run_deps
 
 _EXPORTS: dict[str, tuple[str, str]] = {
     "Service": ("sursis.app.service", "Service"),
@@ -45,6 +47,9 @@ _EXPORTS: dict[str, tuple[str, str]] = {
     "DeclaredTool": ("sursis.infra.agents.declarations", "DeclaredTool"),
     "adopt": ("sursis.infra.agents.adopted", "adopt"),
     "ToolOptions": ("sursis.infra.agents.adopted", "ToolOptions"),
+    "RunInfo": ("sursis.infra.agents.agent_deps", "RunInfo"),
+    "RunDeps": ("sursis.infra.agents.run_deps", "RunDeps"),
+    "run_deps": ("sursis.infra.agents.run_deps", "run_deps"),
     "ToolSpec": ("sursis.domain.tools", "ToolSpec"),
     "Approval": ("sursis.domain.tools", "Approval"),
     "Category": ("sursis.domain.tools", "Category"),
@@ -95,6 +100,8 @@ __all__ = [
     "Role",
     "Run",
     "RunActive",
+    "RunDeps",
+    "RunInfo",
     "RunStatus",
     "RunView",
     "Service",
@@ -110,6 +117,7 @@ __all__ = [
     "ValidationFailed",
     "adopt",
     "configure_logging",
+    "run_deps",
 ]
 
 assert set(__all__) == set(_EXPORTS)

@@ -16,16 +16,20 @@ through the entry-point group. Nothing here knows more about a built-in agent th
 from __future__ import annotations
 
 import importlib
+import os
+import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from importlib.metadata import EntryPoint, entry_points
 from typing import Any
 
 from pydantic_ai.agent import AbstractAgent
+from pydantic_ai.models import Model
 
 from sursis.domain.errors import ToolDeclarationError
 from sursis.infra.agents.adopted import adopt
 from sursis.infra.agents.declarations import AgentDefinition
+from sursis.infra.agents.models import missing_library
 
 ENTRY_POINT_GROUP = "sursis.agents"
 BUILT_IN = ("ops", "assistant", "customer", "world")
@@ -69,6 +73,35 @@ def select_agents(names: Sequence[str]) -> AgentSelection:
     return AgentSelection(frozenset(built_in), _unique(loaded))
 
 
+def served_models(service_model: str, selection: AgentSelection) -> dict[str, str]:
+    """The model each served agent runs on, by agent (built-in groups by group name): the one an
+    agent names, else the service's (`SURSIS_MODEL`)."""
+    models = dict.fromkeys(sorted(selection.built_in), service_model)
+    for definition in selection.definitions:
+        model = definition.model
+        models[definition.name] = service_model if model is None else model_label(model)
+    return models
+
+
+def named_models(service_model: str, selection: AgentSelection) -> list[str]:
+    """The model names the served agents use, to be built from their names (not the `Model`s an
+    agent brings built): the service's when an agent names none, and the names agents give."""
+    names = [service_model] if selection.built_in else []
+    for definition in selection.definitions:
+        model = definition.model
+        if model is None or isinstance(model, str):
+            names.append(service_model if model is None else model)
+    return list(dict.fromkeys(names))
+
+
+def model_label(model: Model | str) -> str:
+    """`provider:name` of a model, as `SURSIS_MODEL` would name it."""
+    if isinstance(model, str):
+        return model
+    name = model.model_name
+    return name if ":" in name or not model.system else f"{model.system}:{name}"
+
+
 def _entry_points() -> list[EntryPoint]:
     return sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda ep: ep.name)
 
@@ -78,7 +111,8 @@ def _load_entry_point(entry_point: EntryPoint) -> list[AgentDefinition]:
     try:
         value = entry_point.load()
     except Exception as exc:
-        raise AgentLoadError(f"agents {source}: cannot import: {_one_line(exc)}") from exc
+        missing = missing_library(exc)
+        raise AgentLoadError(f"agents {source}: cannot import: {missing or _one_line(exc)}") from exc
     return definitions_from(value, source)
 
 
@@ -86,16 +120,27 @@ def _load_reference(reference: str) -> list[AgentDefinition]:
     module_name, _, attribute = reference.partition(":")
     if not module_name or not attribute:
         raise AgentLoadError(f"agents {reference!r}: expected package.module:NAME")
+    _current_directory_importable()
     try:
         module = importlib.import_module(module_name)
     except Exception as exc:
-        raise AgentLoadError(f"agents {reference}: cannot import {module_name}: {_one_line(exc)}") from exc
+        missing = missing_library(exc)
+        reason = missing if missing is not None else _one_line(exc)
+        raise AgentLoadError(f"agents {reference}: cannot import {module_name}: {reason}") from exc
     value: Any = module
     for part in attribute.split("."):
         if not hasattr(value, part):
             raise AgentLoadError(f"agents {reference}: module {module_name} has no {attribute!r}")
         value = getattr(value, part)
     return definitions_from(value, reference)
+
+
+def _current_directory_importable() -> None:
+    """`module:NAME` is looked up from the directory the command runs in too, as uvicorn and
+    `python -m` do: `sursis serve --agents my_agents:desk` next to `my_agents.py` finds it."""
+    cwd = os.getcwd()
+    if cwd not in sys.path and "" not in sys.path:
+        sys.path.insert(0, cwd)
 
 
 def definitions_from(value: Any, source: str) -> list[AgentDefinition]:

@@ -94,10 +94,12 @@ def bootstrap_admin_key(settings: Settings, *, on_terminal: bool | None = None) 
     return issued
 
 
-def _with_agents(settings: Settings, args: argparse.Namespace) -> Settings | None:
+def _with_agents(settings: Settings, args: argparse.Namespace) -> tuple[Settings, str] | None:
     """The settings with the agents `--agents` names, loaded once here so that a name that cannot be
-    loaded is one line and exit code 2 before anything starts (None then)."""
-    from sursis.app.agent_loading import AgentLoadError, select_agents
+    loaded, or a model whose client library is missing, is one line and exit code 2 before anything
+    starts (None then); with the banner's word on the models the served agents use."""
+    from sursis.app.agent_loading import AgentLoadError, named_models, select_agents, served_models
+    from sursis.app.model_check import models_banner, unusable_model
 
     if args.agents:
         settings = settings.model_copy(update={"agents": list(args.agents)})
@@ -108,9 +110,14 @@ def _with_agents(settings: Settings, args: argparse.Namespace) -> Settings | Non
     except AgentLoadError as exc:
         print(f"sursis: {exc}", file=sys.stderr)
         return None
+    for name in named_models(settings.model, selection):
+        if (unusable := unusable_model(settings, name)) is not None:
+            print(f"sursis: {unusable}", file=sys.stderr)
+            return None
+    models = served_models(settings.model, selection)
     served = [*sorted(selection.built_in), *(d.name for d in selection.definitions)]
     print(f"agents: {', '.join(served) or '(none)'}", flush=True)
-    return settings
+    return settings, models_banner(models)
 
 
 def _serve(settings: Settings, args: argparse.Namespace) -> int:
@@ -125,7 +132,7 @@ def _serve(settings: Settings, args: argparse.Namespace) -> int:
     loaded = _with_agents(settings, args)
     if loaded is None:
         return 2
-    settings = loaded
+    settings, models = loaded
     if args.no_worker:
         settings = settings.model_copy(update={"run_worker": False})
     host = args.host or settings.host
@@ -140,7 +147,7 @@ def _serve(settings: Settings, args: argparse.Namespace) -> int:
     bootstrap_admin_key(settings)
     print(f"Sursis API on http://{host}:{port}/v1  (OpenAPI docs: http://{host}:{port}/schema)", flush=True)
     print(
-        f"database: {shown_url(settings.database_url)}  model: {settings.model}  "
+        f"database: {shown_url(settings.database_url)}  {models}  "
         f"worker: {'in-process' if settings.run_worker else 'off'}  processes: {args.workers}",
         flush=True,
     )
@@ -185,7 +192,8 @@ def _worker(settings: Settings, args: argparse.Namespace) -> int:
     loaded = _with_agents(settings, args)
     if loaded is None:
         return 2
-    settings = loaded
+    settings, models = loaded
+    print(models, flush=True)
     if args.processes > 1:
         if refused := refuse_sqlite(settings.database_url, "worker --processes"):
             print(f"sursis: {refused}", file=sys.stderr)

@@ -89,7 +89,7 @@ def _show_call(call: PendingCall) -> None:
 
 async def _list(client: AsyncClient, args: argparse.Namespace) -> list[PendingCall]:
     page = await client.list_pending(
-        status=None if args.status == "all" else args.status,
+        status=args.status,
         kind=args.kind,
         tool_name=args.tool,
         limit=args.limit,

@@ -112,12 +112,34 @@ def configure_logging(
         logging.getLogger(name).propagate = True
 
 
+_ERROR_FIELDS = ("run_id", "agent", "error_class", "error")
+
+
+class UnconfiguredErrors(logging.Handler):
+    """On the `sursis` logger of an embedded service: while the host program has configured no
+    logging at all (the root logger has no handler), the service's errors (a run that failed, an
+    agent's deps factory that raised) still reach standard error, one line each; otherwise it
+    does nothing and the host's handlers decide."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.ERROR)
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if logging.getLogger().handlers:
+            return
+        message = record.getMessage()
+        extra = " ".join(f"{k}={record.__dict__[k]}" for k in _ERROR_FIELDS if k in record.__dict__)
+        sys.stderr.write(f"sursis {record.levelname.lower()}: {message} {extra}".rstrip() + "\n")
+
+
 def quiet_unless_configured() -> None:
     """For an embedded service: if the host program has not configured structlog, send the
     service's lines to the standard `logging` module (masked) instead of structlog's default of
-    printing them on stdout. With a `NullHandler` on `sursis`, they show only where the host
-    configures logging (e.g. `logging.basicConfig()`)."""
-    logging.getLogger("sursis").addHandler(logging.NullHandler())
+    printing them on stdout. They show where the host configures logging (e.g.
+    `logging.basicConfig()`); until it does, only errors do, on standard error (`UnconfiguredErrors`)."""
+    service_logger = logging.getLogger("sursis")
+    if not any(isinstance(h, UnconfiguredErrors) for h in service_logger.handlers):
+        service_logger.addHandler(UnconfiguredErrors())
     if structlog.is_configured():
         return
     structlog.configure(

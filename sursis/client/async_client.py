@@ -130,7 +130,8 @@ class AsyncClient:
         cursor: str | None = None,
         limit: int = 50,
     ) -> PendingPage:
-        """One page of the workspace's pending calls, newest first; `next_cursor` fetches the next."""
+        """One page of the workspace's pending calls, newest first; `next_cursor` fetches the next.
+        `status="all"` lists every status; None leaves it to the API (awaiting)."""
         params: dict[str, Any] = {"limit": limit}
         for name, value in (("status", status), ("kind", kind), ("tool_name", tool_name), ("cursor", cursor)):
             if value is not None:

@@ -87,7 +87,9 @@ class ConversationService:
         now = self.clock()
         async with self.uow() as uow:
             conversation = await visible_conversation(uow, principal, conversation_id)
-            run = await queue_message(uow, principal.id, conversation, content, now, channel)
+            run = await queue_message(
+                uow, principal.id, conversation, content, now, channel, role=principal.role.value
+            )
             await uow.commit()
         self.metrics.run_status(RunStatus.QUEUED)
         await self.notifier.run_queued(run.id)

@@ -137,6 +137,10 @@ class Run:
     """Segments started since the run last reached a persistence point (counted by the claim)."""
     channel: str = "web"
     """Where its input came from (`web`, `slack`, `email`, `system`); its messages carry it too."""
+    started_by: str | None = None
+    """The principal (API key id) that posted its message; None when none did (a domain event)."""
+    started_role: str | None = None
+    """That principal's role when it posted."""
 
     @classmethod
     def queued(
@@ -147,6 +151,8 @@ class Run:
         content: str,
         now: datetime,
         channel: str = "web",
+        started_by: str | None = None,
+        started_role: str | None = None,
     ) -> Run:
         """A new run of one user message, waiting in the queue for a worker."""
         return cls(
@@ -168,6 +174,8 @@ class Run:
             updated_at=now,
             finished_at=None,
             channel=channel,
+            started_by=started_by,
+            started_role=started_role,
         )
 
 

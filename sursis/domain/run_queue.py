@@ -25,12 +25,25 @@ def check_content(content: str, max_chars: int) -> None:
 
 
 async def queue_message(
-    uow: UnitOfWork, actor: str, conversation: Conversation, content: str, now: datetime, channel: str
+    uow: UnitOfWork,
+    actor: str,
+    conversation: Conversation,
+    content: str,
+    now: datetime,
+    channel: str,
+    role: str | None = None,
 ) -> Run:
     """The queued run of `content`, or `RunActive` (nothing written) while another run holds the
-    conversation."""
+    conversation. `actor` (with its `role`) is recorded as the run's starter."""
     run = Run.queued(
-        conversation.id, conversation.workspace, conversation.agent, content, now, channel=channel
+        conversation.id,
+        conversation.workspace,
+        conversation.agent,
+        content,
+        now,
+        channel=channel,
+        started_by=actor,
+        started_role=role,
     )
     if not await uow.conversations.claim_active_run(conversation.id, run.id, now):
         fresh = await uow.conversations.get(conversation.id)

@@ -7,6 +7,7 @@ traces or measures. Tests pass their own tracer provider (with an in-memory expo
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -22,7 +23,7 @@ from opentelemetry.sdk.metrics.export import MetricReader, PeriodicExportingMetr
 from opentelemetry.sdk.resources import SERVICE_NAME, Resource
 from opentelemetry.sdk.trace import TracerProvider as SdkTracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter, SimpleSpanProcessor
-from opentelemetry.sdk.trace.sampling import ALWAYS_OFF
+from opentelemetry.sdk.trace.sampling import ALWAYS_OFF, ALWAYS_ON, ParentBased, Sampler
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 from prometheus_client import CollectorRegistry
 from prometheus_client.exposition import choose_encoder
@@ -204,7 +205,7 @@ def build_telemetry(
         # Nothing would export a span: make them non-recording (they still carry trace ids, for the
         # logs and the runs' stored trace context), so nobody fills attributes no one reads;
         # pydantic-ai skips serialising the messages of a request whose span does not record.
-        sampler = None if traces_endpoint or config.console else ALWAYS_OFF
+        sampler = exporting_sampler() if traces_endpoint or config.console else ALWAYS_OFF
         tracer_provider = SdkTracerProvider(resource=resource, sampler=sampler)
         if traces_endpoint:
             from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
@@ -239,6 +240,16 @@ def _resource(service_name: str) -> Resource:
     if str(resource.attributes.get(SERVICE_NAME, "")).startswith("unknown_service"):
         resource = resource.merge(Resource({SERVICE_NAME: service_name}))
     return resource
+
+
+def exporting_sampler() -> Sampler | None:
+    """The sampler of a process that exports spans: `OTEL_TRACES_SAMPLER` when it is set (None lets
+    the SDK read it), else every trace, including one continued from a parent that was not sampled
+    elsewhere. An API process that exports nothing samples nothing, and the runs it queues carry its
+    unsampled trace context: a worker that exports must still record their segments."""
+    if os.environ.get("OTEL_TRACES_SAMPLER"):
+        return None
+    return ParentBased(ALWAYS_ON, remote_parent_not_sampled=ALWAYS_ON)
 
 
 def current_trace_context() -> dict[str, str] | None:

@@ -3,12 +3,20 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import re
 import shlex
+import signal
+import socket
+import subprocess
+import sys
+import time
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from litestar.testing import AsyncTestClient
 
@@ -66,4 +74,61 @@ def test_the_agents_guide_shows_the_examples_tool_options_verbatim() -> None:
     repo = Path(__file__).resolve().parents[2]
     source = (repo / "examples" / "support-desk" / "support_desk" / "agents.py").read_text()
     block = source[source.index("AGENTS = [") :]
+    assert f"```python\n{block}```" in (repo / "docs" / "agents.md").read_text()
+
+
+def test_the_readme_command_runs_as_written_from_the_folder_that_holds_the_file(tmp_path: Path) -> None:
+    """The README's line itself, in a shell in the folder of `my_agents.py`: nothing on PYTHONPATH."""
+    assert SNIPPET and SERVE
+    (tmp_path / "my_agents.py").write_text(SNIPPET.group(1))
+    port = _free_port()
+    key_file = tmp_path / "admin.key"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SURSIS_", "PYTHON"))}
+    env.update(
+        {
+            "PATH": f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}",
+            "SURSIS_DATABASE_URL": f"sqlite+aiosqlite:///{tmp_path / 'sursis.db'}",
+            "SURSIS_PORT": str(port),
+            "SURSIS_ADMIN_KEY_FILE": str(key_file),
+        }
+    )
+    log = tmp_path / "serve.log"
+    with log.open("w") as out:
+        server = subprocess.Popen(
+            SERVE.group(1), shell=True, cwd=tmp_path, env=env, stdout=out, stderr=subprocess.STDOUT
+        )
+    try:
+        base = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 60
+        while True:
+            assert server.poll() is None, log.read_text()
+            with contextlib.suppress(httpx.TransportError):
+                if httpx.get(f"{base}/readyz", timeout=2).status_code == 200:
+                    break
+            assert time.monotonic() < deadline, log.read_text()
+            time.sleep(0.2)
+        headers = {"Authorization": f"Bearer {key_file.read_text().strip()}"}
+        agents = httpx.get(f"{base}/v1/agents", headers=headers).json()
+        assert [a["name"] for a in agents] == ["desk"]
+        assert {t["name"]: t["approval"] for t in agents[0]["tools"]} == {
+            "lookup_order": "auto",
+            "refund": "requires_approval",
+        }
+    finally:
+        server.send_signal(signal.SIGTERM)
+        server.wait(timeout=20)
+    assert "agents: desk" in log.read_text()
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def test_the_agents_guide_shows_the_deps_factory_of_the_adopted_package_verbatim() -> None:
+    """The guide's deps factory is the one `tests/adoption` installs and serves."""
+    repo = Path(__file__).resolve().parents[2]
+    source = (repo / "tests/adoption/packages/orders-desk/orders_desk/agents.py").read_text()
+    block = source[source.index("@asynccontextmanager") :]
     assert f"```python\n{block}```" in (repo / "docs" / "agents.md").read_text()

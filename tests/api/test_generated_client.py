@@ -121,7 +121,9 @@ async def walk_through(client: Any, models: Any, *api: Any) -> None:
     [pending] = run.pending
     assert pending.effect_description == f"Replay DLQ event {event_id}"
 
-    page = (await list_pending.asyncio_detailed(client=client, status=models.PendingStatus.AWAITING)).parsed
+    page = (
+        await list_pending.asyncio_detailed(client=client, status=models.V1PendingListPendingStatus.AWAITING)
+    ).parsed
     assert isinstance(page, models.PendingPage)
     assert [p.correlation_id for p in page.items] == [pending.correlation_id]
 

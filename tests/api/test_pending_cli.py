@@ -74,6 +74,21 @@ async def test_an_operator_lists_shows_and_approves_a_call_from_the_command_line
         assert [(c["correlation_id"], c["status"]) for c in decided] == [(correlation_id, "approved")]
         assert decided[0]["resolved_by"] != "cli"
 
+        # A second call, still awaiting: `--status all` (and `status=all`) lists both.
+        awaiting = await suspended_call(app.http)
+        every = (await app.http.get("/v1/pending", params={"status": "all"})).json()["items"]
+        assert {(c["correlation_id"], c["status"]) for c in every} == {
+            (correlation_id, "approved"),
+            (awaiting, "awaiting"),
+        }
+        code, out, err = await sursis(
+            "pending", "list", "--status", "all", "--json", url=app.base_url, key=operator
+        )
+        assert code == 0, err
+        assert {c["correlation_id"] for c in json.loads(out)} == {correlation_id, awaiting}
+        bad = await app.http.get("/v1/pending", params={"status": "everything"})
+        assert (bad.status_code, bad.json()["code"]) == (422, "validation_failed"), bad.text
+
         code, out, err = await sursis(
             "pending", "deny", correlation_id, "--reason", "no", url=app.base_url, key=operator
         )

@@ -7,6 +7,7 @@ import json
 import re
 import shutil
 import subprocess
+import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -49,8 +50,11 @@ def test_the_image_is_built_in_stages_and_runs_the_wheel_as_a_non_root_user() ->
     assert not {"sursis", "pyproject.toml", "README.md"} & set(ignored)
     assert arguments(runtime, "COPY") == ["--from=build /wheels /tmp/wheels"]
     assert any(
-        "pip install --no-index --find-links /tmp/wheels sursis" in run for run in arguments(runtime, "RUN")
+        'pip install --no-index --find-links /tmp/wheels "sursis${SURSIS_EXTRAS:+[$SURSIS_EXTRAS]}"' in run
+        for run in arguments(runtime, "RUN")
     )
+    # The build argument for other model providers reaches both stages.
+    assert ("ARG", "SURSIS_EXTRAS") in build and ("ARG", "SURSIS_EXTRAS") in runtime
     [user] = arguments(runtime, "USER")
     assert user not in ("root", "0")
     instructions = [i for i, _ in runtime]
@@ -90,7 +94,7 @@ def test_compose_runs_postgresql_a_one_shot_migration_one_api_and_two_workers() 
     for service in (migrate, api, worker):
         command = [re.sub(r"\$\{[A-Z_]+:-([^}]*)\}", r"\1", part) for part in service["command"]]
         parser().parse_args(command)
-        assert service["build"] == "." and service["image"] == "sursis:local"
+        assert service["build"]["context"] == "." and service["image"] == "sursis:local"
 
 
 def test_compose_has_no_default_password_and_passes_the_model_through() -> None:
@@ -159,3 +163,24 @@ def test_every_compose_process_encrypts_with_the_same_keyring() -> None:
     }
     [keyring] = keyrings
     assert keyring.startswith("${SURSIS_ENCRYPTION_KEYS:?"), keyring  # from .env, no silent default
+
+
+def test_compose_passes_dot_env_and_the_extras_build_argument() -> None:
+    sursis = _compose()["services"]["api"]
+    assert sursis["env_file"] == [{"path": ".env", "required": False}]
+    assert sursis["build"]["args"] == {"SURSIS_EXTRAS": "${SURSIS_EXTRAS:-}"}
+    extras = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    dockerfile = (REPO / "Dockerfile").read_text()
+    for extra in ("anthropic", "google", "groq", "mistral", "bedrock", "all-models"):
+        assert extra in extras and f"`{extra}`" in dockerfile, extra
+
+
+def test_the_readmes_docker_steps_name_every_required_setting() -> None:
+    """What compose refuses to start without, the README's Docker steps say to set."""
+    readme = (REPO / "README.md").read_text()
+    steps = readme[readme.index("cp deploy/compose.env.example .env") :].split("\n", 1)[0]
+    required = set(re.findall(r"\$\{(\w+):\?", (REPO / "compose.yaml").read_text()))
+    assert required == {"POSTGRES_PASSWORD", "SURSIS_ENCRYPTION_KEYS"}
+    for name in required:
+        assert name in steps, name
+        assert f"\n{name}=" in (REPO / "deploy" / "compose.env.example").read_text(), name

@@ -7,11 +7,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import os
 import signal
 import socket
 import subprocess
-import sys
 import time
 import zipfile
 from collections.abc import Iterator
@@ -26,6 +24,7 @@ from sursis.infra.db.engine import create_engine
 from sursis.infra.db.migrations import alembic_config
 from tests.conftest import PG_URL
 from tests.fresh_database import drop_database, fresh_database
+from tests.packaging.installing import build_wheel, clean_env, fresh_venv
 
 pytestmark = pytest.mark.packaging
 
@@ -37,14 +36,7 @@ HEAD = ScriptDirectory.from_config(alembic_config("sqlite://")).get_current_head
 
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    dist = tmp_path_factory.mktemp("dist")
-    subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", "-w", str(dist), str(REPO)],
-        check=True,
-        capture_output=True,
-    )
-    [built] = dist.glob("sursis-*.whl")
-    return built
+    return build_wheel(tmp_path_factory.mktemp("dist"))
 
 
 @pytest.fixture(scope="module")
@@ -52,25 +44,10 @@ def venv(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A fresh venv with the wheel and its dependencies installed by pip (the local pip cache and
     configured indexes only), then the example project (its `sursis` dependency is the wheel);
     returns its `bin` directory."""
-    root = tmp_path_factory.mktemp("venv")
-    subprocess.run([sys.executable, "-m", "venv", str(root)], check=True)
-    for target in (wheel, EXAMPLE):
-        subprocess.run(
-            [str(root / "bin" / "pip"), "install", "--quiet", "--no-compile", str(target)],
-            check=True,
-            capture_output=True,
-            cwd=root,
-            env=_clean_env(root / "bin"),
-        )
-    return root / "bin"
+    return fresh_venv(tmp_path_factory.mktemp("venv"), [str(wheel)], [str(EXAMPLE)])
 
 
-def _clean_env(bin_dir: Path, **extra: str) -> dict[str, str]:
-    """The environment of a user's shell with only the venv on PATH: nothing from the checkout."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("SURSIS_", "PYTHON", "VIRTUAL_ENV"))}
-    env["PATH"] = f"{bin_dir}{os.pathsep}{env.get('PATH', '')}"
-    env.update(extra)
-    return env
+_clean_env = clean_env
 
 
 def _sursis(bin_dir: Path, cwd: Path, url: str, *args: str) -> subprocess.CompletedProcess[str]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
 from litestar import Controller, Response, delete, get, post
 from litestar.di import NamedDependency
@@ -209,6 +209,13 @@ class RunController(Controller):
         return run_out(await runs.cancel_run(principal, run_id), principal)
 
 
+PendingStatusFilter = Literal[
+    "awaiting", "approved", "denied", "revision_requested", "answered", "expired", "cancelled", "all"
+]
+"""A pending call's status, or `all` (one literal: a query parameter's union may hold one string type)."""
+assert set(get_args(PendingStatusFilter)) == {*PendingStatus, "all"}
+
+
 class PendingController(Controller):
     path = "/v1/pending"
     tags = ["pending"]
@@ -219,17 +226,17 @@ class PendingController(Controller):
         self,
         pending_calls: NamedDependency[PendingCallService],
         principal: NamedDependency[Principal],
-        status: FromQuery[PendingStatus | None] = PendingStatus.AWAITING,
+        status: FromQuery[PendingStatusFilter] = "awaiting",
         kind: FromQuery[PendingKind | None] = None,
         tool_name: FromQuery[str | None] = None,
         cursor: Cursor = None,
         limit: Annotated[int, QueryParameter(ge=1, le=200)] = 50,
     ) -> PendingPage:
-        """Pending calls of the caller's workspace, newest first."""
+        """Pending calls of the caller's workspace, newest first; `status=all`: of every status."""
         refuse_nul("tool_name", [tool_name])
         page = await pending_calls.list_pending(
             principal,
-            status=status,
+            status=None if status == "all" else PendingStatus(status),
             kind=kind,
             tool_name=tool_name,
             after=decode_cursor(cursor) if cursor else None,

@@ -177,7 +177,9 @@ class SlackInbound:
                 conversation = await self._start(uow, principal, message.thread, now)
             else:
                 conversation = await self._bound_conversation(uow, principal, binding)
-            run: Run = await queue_message(uow, principal.id, conversation, message.text, now, Channel.SLACK)
+            run: Run = await queue_message(
+                uow, principal.id, conversation, message.text, now, Channel.SLACK, role=principal.role.value
+            )
         except RunActive:
             await queue_slack_notice(uow, workspace, message.thread, BUSY_NOTICE, now)
             return Received(Outcome.BUSY, binding.conversation_id if binding else None)

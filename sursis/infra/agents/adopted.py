@@ -5,7 +5,8 @@ what every agent gets (the tool wrapper, `DeferredToolRequests` as an output, tr
 declared with `requires_approval=True` is gated by the wrapper like a declared gated tool (so
 pre-approvals apply to it), and a tool that raises `ApprovalRequired` or `CallDeferred` suspends
 into a pending call. What the agent cannot say about a tool (its category, effect text, timeout,
-who answers a deferred call) is given beside it as `ToolOptions`.
+who answers a deferred call) is given beside it as `ToolOptions`; its own deps are built per segment by
+the factory given as `deps` (see `sursis.infra.agents.agent_deps`).
 """
 
 from __future__ import annotations
@@ -24,7 +25,9 @@ from pydantic_ai.toolsets import FunctionToolset
 
 from sursis.domain.errors import ToolDeclarationError
 from sursis.domain.tools import Approval, Category, Executor, ToolSpec
+from sursis.infra.agents.agent_deps import DepsFactory
 from sursis.infra.agents.declarations import AgentDefinition, DeclaredTool
+from sursis.infra.agents.run_deps import RunDeps
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,14 +54,25 @@ def adopt(
     tools: Mapping[str, ToolOptions] | None = None,
     model: Model | str | None = None,
     conversational: bool = True,
+    deps: DepsFactory | None = None,
 ) -> AgentDefinition:
     """The definition serving `agent` under `name` (default: the agent's own `name`).
 
-    `model` replaces the agent's own model; with neither, the service's model is used.
+    `model` replaces the agent's own model; with neither, the service's model is used. `deps` builds
+    the agent's own deps (`ctx.deps` of its tools) for each segment from the run's `RunInfo`; without
+    it an agent that declares a `deps_type` is refused here, and `ctx.deps` is the service's `RunDeps`.
     """
     served = name or agent.name
     if not served:
         raise ToolDeclarationError("an adopted pydantic-ai Agent needs a name: Agent(..., name='...')")
+    if deps is not None and not callable(deps):
+        raise ToolDeclarationError(f"agent {served!r}: deps must be a factory taking the run's RunInfo")
+    deps_type = getattr(agent, "deps_type", None)
+    if deps is None and deps_type not in (None, type(None), Any, RunDeps, object):
+        raise ToolDeclarationError(
+            f"agent {served!r} declares deps_type={getattr(deps_type, '__name__', deps_type)}: "
+            "give the factory that builds them, adopt(agent, deps=factory)"
+        )
     options = dict(tools or {})
     declared: list[DeclaredTool] = []
     for toolset in agent.toolsets:
@@ -77,6 +91,7 @@ def adopt(
         conversational=conversational,
         model=model if model is not None else agent.model,
         adopted=agent,
+        deps=deps,
     )
 
 

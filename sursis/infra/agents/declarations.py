@@ -101,6 +101,9 @@ class AgentDefinition:
     adopted: AbstractAgent[Any, Any] | None = None
     """A pydantic-ai agent served as it is (instructions, output type, toolsets, model settings);
     `instructions` and `tools` then describe it for the catalog and the tool wrapper."""
+    deps: Callable[[Any], Any] | None = None
+    """An adopted agent's deps factory (`adopt(agent, deps=...)`, see `agent_deps.RunInfo`); None: its
+    tools get the service's `RunDeps` as `ctx.deps`."""
 
     def __post_init__(self) -> None:
         names = [t.spec.name for t in self.tools] + [p.spec.name for p in self.provider_tools]

@@ -17,7 +17,7 @@ from typing import Any
 
 import structlog
 from opentelemetry import trace
-from pydantic_ai import RunContext
+from pydantic_ai import RunContext, ToolReturn
 from pydantic_ai.capabilities import AbstractCapability
 from pydantic_ai.capabilities.abstract import WrapToolExecuteHandler
 from pydantic_ai.exceptions import ApprovalRequired, CallDeferred, ModelRetry, ToolFailed
@@ -46,6 +46,7 @@ POLICY = "policy"
 """Deferral metadata: the policy decision that asks for the call (`PolicyDecision.to_json()`); the
 pending call keeps it."""
 AUTO_APPROVED = "pending.auto_approved"
+EDITED_NOTE = "args_edited_by_operator"
 _AUDIT_PAGE = 200
 
 
@@ -142,9 +143,16 @@ class ObservedTools(AbstractCapability[RunDeps]):
     call's `execute_tool` span: the metadata lands on it as attributes.
     """
 
-    def __init__(self, specs: Mapping[str, ToolSpec], metrics: ServiceMetrics | None = None) -> None:
+    def __init__(
+        self,
+        specs: Mapping[str, ToolSpec],
+        metrics: ServiceMetrics | None = None,
+        *,
+        raw_results: bool = False,
+    ) -> None:
         self._specs = dict(specs)
         self._metrics: ServiceMetrics = metrics or NoMetrics()
+        self._raw_results = raw_results
 
     async def prepare_tools(
         self, ctx: RunContext[RunDeps], tool_defs: list[ToolDefinition]
@@ -287,7 +295,7 @@ class ObservedTools(AbstractCapability[RunDeps]):
                 previous = await uow.tool_calls.get(deps.conversation_id, call.tool_call_id)
         if previous is not None:
             # Dispatched before (a crashed segment): the stored outcome is the outcome.
-            return _replay(previous.result)
+            return self._shown(previous.result)
         if deps.before_effect is not None:
             await deps.before_effect()
         started_at = deps.clock()
@@ -301,7 +309,7 @@ class ObservedTools(AbstractCapability[RunDeps]):
             payload = ok_result(await handler(args))
             crash_point(f"tool_effect_committed:{spec.name}")
         except AlreadyApplied as exc:
-            return _replay(exc.payload)
+            return self._shown(exc.payload)
         except CallDeferred as exc:
             raise _deferred_with_kind(exc, spec) from None
         except (ApprovalRequired, ModelRetry, ToolFailed):
@@ -316,7 +324,7 @@ class ObservedTools(AbstractCapability[RunDeps]):
         finally:
             _timing.reset(token)
         if metadata.get(EDITED_ARGS) is not None:
-            payload["args_edited_by_operator"] = metadata[EDITED_ARGS]
+            payload[EDITED_NOTE] = metadata[EDITED_ARGS]
         ended_at = deps.clock()
         ok = bool(payload["ok"])
         span = trace.get_current_span()
@@ -364,7 +372,21 @@ class ObservedTools(AbstractCapability[RunDeps]):
             run_id=str(deps.run_id),
             conversation_id=str(deps.conversation_id),
         )
-        return _replay(payload)
+        return self._shown(payload)
+
+    def _shown(self, payload: Any) -> Any:
+        """What the model is told of an outcome: the `{"ok": ...}` envelope (a failure is a
+        `ToolFailed` either way), or, for an adopted agent, a success as its tool returned it, with an
+        operator's edit of the arguments told beside it."""
+        if not (self._raw_results and isinstance(payload, dict) and payload.get("ok") is True):
+            return _replay(payload)
+        result = payload.get("result")
+        edited = payload.get(EDITED_NOTE)
+        if edited is None:
+            return result
+        ran_with = json.dumps(edited, default=str)
+        note = f"An operator edited this call's arguments before it ran; it ran with {ran_with}."
+        return ToolReturn(return_value=result, content=note)
 
     @staticmethod
     async def _record_outcome(

@@ -95,6 +95,8 @@ runs = sa.Table(
     sa.Column("updated_at", UtcDateTime, nullable=False),
     sa.Column("finished_at", UtcDateTime, nullable=True),
     sa.Column("channel", sa.String(20), nullable=False, server_default="web"),
+    sa.Column("started_by", sa.String(200), nullable=True),
+    sa.Column("started_role", sa.String(20), nullable=True),
     # The queue: a partial index over the live states only (migration 0013_volume).
     sa.Index(
         "ix_runs_live_status_updated_at",

@@ -11,9 +11,12 @@ from pydantic_ai import Agent
 from pydantic_ai.agent import AbstractAgent
 from pydantic_ai.capabilities import AbstractCapability, NativeTool
 from pydantic_ai.models import Model
+from pydantic_ai.models.function import FunctionModel
+from pydantic_ai.models.wrapper import WrapperModel
 from pydantic_ai.native_tools import SUPPORTED_NATIVE_TOOLS
 from pydantic_ai.tools import DeferredToolRequests
 
+from sursis.infra.agents.agent_deps import DepsFactory
 from sursis.infra.agents.declarations import AgentDefinition, DeclaredProviderTool
 from sursis.infra.agents.observed import ObservedTools
 from sursis.infra.agents.run_deps import RunDeps
@@ -29,6 +32,23 @@ class ServedAgent:
 
     agent: AbstractAgent[RunDeps, Any]
     iter_options: Mapping[str, Any] = field(default_factory=dict)
+    deps: DepsFactory | None = None
+    """The adopted agent's own deps factory; None: its tools get the segment's `RunDeps`."""
+    streams: bool = True
+    """Whether its model answers streamed requests; otherwise each response is asked for whole."""
+    raw_results: bool = False
+    """Whether the model is shown its tools' results as pydantic-ai would show them (an adopted
+    agent) rather than in the `{"ok": ...}` envelope of the built-in agents."""
+
+
+def streams(model: Model) -> bool:
+    """Whether `model` serves streamed requests: a `FunctionModel` needs a stream function, and a
+    model class that does not override `request_stream` has none."""
+    while isinstance(model, WrapperModel):
+        model = model.wrapped
+    if isinstance(model, FunctionModel):
+        return model.stream_function is not None
+    return type(model).request_stream is not Model.request_stream
 
 
 def serve_agent(definition: AgentDefinition, model: Model, telemetry: Telemetry | None = None) -> ServedAgent:
@@ -36,7 +56,7 @@ def serve_agent(definition: AgentDefinition, model: Model, telemetry: Telemetry 
     the service's model choice, the tool wrapper and `DeferredToolRequests` as a further output."""
     adopted = definition.adopted
     if adopted is None:
-        return ServedAgent(build_agent(definition, model, telemetry))
+        return ServedAgent(build_agent(definition, model, telemetry), streams=streams(model))
     output_type = adopted.output_type
     outputs = (
         list(output_type)
@@ -47,15 +67,24 @@ def serve_agent(definition: AgentDefinition, model: Model, telemetry: Telemetry 
         outputs.append(DeferredToolRequests)
     return ServedAgent(
         adopted,
-        {"model": model, "output_type": outputs, "capabilities": _capabilities(definition, telemetry)},
+        {
+            "model": model,
+            "output_type": outputs,
+            "capabilities": _capabilities(definition, telemetry, raw_results=True),
+        },
+        deps=definition.deps,
+        streams=streams(model),
+        raw_results=True,
     )
 
 
 def _capabilities(
-    definition: AgentDefinition, telemetry: Telemetry | None
+    definition: AgentDefinition, telemetry: Telemetry | None, *, raw_results: bool = False
 ) -> list[AbstractCapability[RunDeps]]:
     telemetry = telemetry or Telemetry.disabled()
-    observed = ObservedTools({d.spec.name: d.spec for d in definition.tools}, telemetry.metrics)
+    observed = ObservedTools(
+        {d.spec.name: d.spec for d in definition.tools}, telemetry.metrics, raw_results=raw_results
+    )
     instrumentation = telemetry.agent_instrumentation()
     return [observed] if instrumentation is None else [instrumentation, observed]
 

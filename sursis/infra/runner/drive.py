@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,7 +26,8 @@ from pydantic_core import to_json
 from sursis.domain.ports import UnitOfWork
 from sursis.domain.records import PendingCall, Run, RunError, ToolCallRecord
 from sursis.domain.states import RunStatus
-from sursis.infra.agents.run_deps import RunDeps
+from sursis.infra.agents.agent_deps import DepsFactoryFailed, OpenedDeps, RunInfo
+from sursis.infra.agents.run_deps import RunDeps, current_run_deps
 from sursis.infra.faults import crash_point
 from sursis.infra.runner.base import log
 from sursis.infra.runner.events import Announced
@@ -178,20 +180,20 @@ class AgentRunner(Suspending, Leases, Streaming):
             # A crash after the final answer was stored but before the run was marked done.
             text = "".join(p.content for p in history[-1].parts if isinstance(p, TextPart))
             return await self._finish(run, owner, [], RunStatus.COMPLETED, run.usage, output=text)
+        served = self._served[run.agent]
         # Calls left by an earlier run that ended (cancelled, failed) were never performed.
         abandoned = producer is not None and producer.status.finished
-        results = deferred_results(tail, start.pending, abandoned)
+        results = deferred_results(tail, start.pending, abandoned, raw=served.raw_results)
         if results is not None:
             crash_point("segment_resumed")
         remaining = self._step_limit - run.usage.requests
         if remaining <= 0:
             return await self._step_limit_reached(run, owner, [], run.usage)
 
-        served = self._served[run.agent]
         agent = served.agent
         persisted = 0
         usage = run.usage
-        agent_run: AgentRun[RunDeps, Any] | None = None
+        agent_run: AgentRun[Any, Any] | None = None
 
         persisting = asyncio.Lock()
         cancel_seen = False
@@ -231,52 +233,69 @@ class AgentRunner(Suspending, Leases, Streaming):
         )
         span.set_attribute("sursis.segment.resumed", bool(results))
         log.info("run.segment_started", resumed=bool(results))
-        try:
-            async with agent.iter(
-                None if started else run.input,
-                message_history=history,
-                deferred_tool_results=results,
-                deps=deps,
-                usage_limits=UsageLimits(request_limit=remaining),
-                **served.iter_options,
-            ) as agent_run:
-                async for node in agent_run:
-                    if Agent.is_end_node(node):
-                        break
-                    if stopping.is_set():
-                        # Shutting down: store what is held back and give the run back here.
-                        new = agent_run.new_messages()
-                        if len(new) > persisted and not is_final_answer(new[-1]):
-                            await before_effect()
-                    if Agent.is_model_request_node(node):
-                        # Tool results reach the log with the next response; announce them now.
-                        await self._publish_request(run, node.request, announced)
-                        async with node.stream(agent_run.ctx) as stream:
-                            await self._stream_response(run, stream, announced)
-                result = agent_run.result
-                usage = run.usage.add(usage_record(agent_run.usage))
-                new = agent_run.new_messages()[persisted:]
-        except CancelRequested:
-            return await self._finish(run, owner, [], RunStatus.CANCELLED, usage)
-        except UsageLimitExceeded:
-            unsaved = agent_run.new_messages()[persisted:] if agent_run else []
-            return await self._step_limit_reached(run, owner, unsaved, usage, announced)
-        except (LeaseLost, Interrupted):
-            raise
-        except Exception as exc:
-            if is_transient_database_error(exc):
+        async with AsyncExitStack() as stack:
+            opened = None if served.deps is None else OpenedDeps(served.deps, run_info(run))
+            try:
+                own_deps = deps if opened is None else await stack.enter_async_context(opened)
+            except DepsFactoryFailed as exc:
+                span.record_exception(exc)
+                log.error("run.deps_failed", error=str(exc), exc_info=exc.__cause__)
+                error = RunError("deps_failed", f"{exc.summary}; details are in the service logs")
+                return await self._finish(run, owner, [], RunStatus.FAILED, run.usage, error=error)
+            token = current_run_deps.set(deps)
+            stack.callback(current_run_deps.reset, token)
+            try:
+                async with agent.iter(
+                    None if started else run.input,
+                    message_history=history,
+                    deferred_tool_results=results,
+                    deps=own_deps,
+                    usage_limits=UsageLimits(request_limit=remaining),
+                    **served.iter_options,
+                ) as agent_run:
+                    async for node in agent_run:
+                        if Agent.is_end_node(node):
+                            break
+                        if stopping.is_set():
+                            # Shutting down: store what is held back and give the run back here.
+                            new = agent_run.new_messages()
+                            if len(new) > persisted and not is_final_answer(new[-1]):
+                                await before_effect()
+                        if Agent.is_model_request_node(node):
+                            # Tool results reach the log with the next response; announce them now.
+                            await self._publish_request(run, node.request, announced)
+                            if served.streams:
+                                async with node.stream(agent_run.ctx) as stream:
+                                    await self._stream_response(run, stream, announced)
+                        elif Agent.is_call_tools_node(node) and not served.streams:
+                            # A model that does not stream: its text arrives as one delta.
+                            await self._deliver_response(run, node.model_response, announced)
+                    result = agent_run.result
+                    usage = run.usage.add(usage_record(agent_run.usage))
+                    new = agent_run.new_messages()[persisted:]
+            except CancelRequested:
+                return await self._finish(run, owner, [], RunStatus.CANCELLED, usage)
+            except UsageLimitExceeded:
+                unsaved = agent_run.new_messages()[persisted:] if agent_run else []
+                return await self._step_limit_reached(run, owner, unsaved, usage, announced)
+            except (LeaseLost, Interrupted):
                 raise
-            span.record_exception(exc)
-            log.exception("run.segment_error")
-            return await self._finish(
-                run,
-                owner,
-                agent_run.new_messages()[persisted:] if agent_run else [],
-                RunStatus.FAILED,
-                usage,
-                error=run_failure(exc),
-                announced=announced,
-            )
+            except Exception as exc:
+                if is_transient_database_error(exc):
+                    raise
+                span.record_exception(exc)
+                log.exception("run.segment_error")
+                if opened is not None:
+                    opened.failure = exc
+                return await self._finish(
+                    run,
+                    owner,
+                    agent_run.new_messages()[persisted:] if agent_run else [],
+                    RunStatus.FAILED,
+                    usage,
+                    error=run_failure(exc),
+                    announced=announced,
+                )
         if result is None:
             raise RuntimeError("agent run ended without a result")
         output = result.output
@@ -290,3 +309,17 @@ class AgentRunner(Suspending, Leases, Streaming):
 def output_text(output: Any) -> str:
     """A run's output as stored: the text answer, or an agent's structured output as JSON."""
     return output if isinstance(output, str) else to_json(output).decode()
+
+
+def run_info(run: Run) -> RunInfo:
+    """What an agent's deps factory is told of the run."""
+    return RunInfo(
+        workspace=run.workspace,
+        conversation_id=run.conversation_id,
+        run_id=run.id,
+        agent=run.agent,
+        channel=run.channel,
+        key_id=run.started_by,
+        role=run.started_role,
+        segment=run.segment,
+    )

@@ -101,8 +101,10 @@ class NotReady(Exception):
 
 
 def deferred_results(
-    tail: Sequence[ToolCallPart], rows: Sequence[PendingCall], abandoned: bool
+    tail: Sequence[ToolCallPart], rows: Sequence[PendingCall], abandoned: bool, *, raw: bool = False
 ) -> DeferredToolResults | None:
+    """What the model is told of the calls `tail` left unanswered. An answer is given in the
+    `{"ok": ...}` envelope of the built-in agents, or as it is (`raw`, an adopted agent)."""
     if not tail:
         return None
     latest: dict[str, PendingCall] = {}
@@ -134,7 +136,8 @@ def deferred_results(
             else:
                 results.approvals[call_id] = ToolDenied(denial_for(row))
         elif row.status is PendingStatus.ANSWERED:
-            results.calls[call_id] = ok_result((row.resolution or {}).get("result"))
+            answer = (row.resolution or {}).get("result")
+            results.calls[call_id] = answer if raw else ok_result(answer)
         elif row.status is PendingStatus.DENIED:
             results.calls[call_id] = ToolFailed(
                 policy_denial(

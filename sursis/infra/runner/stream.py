@@ -72,6 +72,24 @@ class Streaming(EventPublishing):
             else:
                 await self._publish_delta(run, text)
 
+    async def _deliver_response(self, run: Run, response: ModelResponse, announced: set[str]) -> None:
+        """Publish a response asked for whole (a model that does not stream) as a stream of it
+        would be: its provider tool calls and results, then its text as one delta, held for the
+        transaction that stores the response."""
+        definition = self._definitions[run.agent]
+        provided = [p for p in response.parts if isinstance(p, NativeToolCallPart | NativeToolReturnPart)]
+        if provided:
+            await self._publish_now(
+                run, message_events(run.id, [ModelResponse(parts=provided)], definition, announced)
+            )
+        text = "".join(p.content for p in response.parts if isinstance(p, TextPart))
+        if not text:
+            return
+        if isinstance(announced, Announced):
+            announced.held.append((EventType.MESSAGE_DELTA, {"run_id": str(run.id), "text": text}))
+        else:
+            await self._publish_delta(run, text)
+
     async def _publish_delta(self, run: Run, text: str) -> None:
         async with self._uow() as uow:
             await publish(
