@@ -1,7 +1,7 @@
 """runs: who started a run (`started_by`, `started_role`), for an adopted agent's deps factory
 
 Revision ID: 0019_agents
-Revises: 0015_key_expiry
+Revises: 0018_protection
 """
 
 from collections.abc import Sequence
@@ -10,7 +10,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision: str = "0019_agents"
-down_revision: str | None = "0015_key_expiry"
+down_revision: str | None = "0018_protection"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
