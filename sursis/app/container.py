@@ -109,6 +109,7 @@ class Container:
         if self.listener is not None:
             await self.listener.stop()
         await self.worker.stop(grace=self.settings.shutdown_grace_seconds)
+        await self.catalog.disconnect()
         await self.notifier.stop()
         await self.uow.engine.dispose()
         if self.owns_telemetry:

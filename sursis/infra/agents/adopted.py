@@ -25,6 +25,7 @@ from pydantic_ai.toolsets import FunctionToolset
 from sursis.domain.errors import ToolDeclarationError
 from sursis.domain.tools import Approval, Category, Executor, ToolSpec
 from sursis.infra.agents.declarations import AgentDefinition, DeclaredTool
+from sursis.infra.agents.mcp_tools import McpTools, mcp_servers
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,10 +52,13 @@ def adopt(
     tools: Mapping[str, ToolOptions] | None = None,
     model: Model | str | None = None,
     conversational: bool = True,
+    supervisor: str | None = None,
 ) -> AgentDefinition:
     """The definition serving `agent` under `name` (default: the agent's own `name`).
 
-    `model` replaces the agent's own model; with neither, the service's model is used.
+    `model` replaces the agent's own model; with neither, the service's model is used. Options may
+    name the tools of the agent's MCP servers, which are known once the servers are listed.
+    `supervisor` names a built-in supervisor (`customer`) that may delegate to the agent.
     """
     served = name or agent.name
     if not served:
@@ -66,7 +70,8 @@ def adopt(
             continue  # MCP servers and other toolsets: called as they are, described by their server
         for tool in toolset.tools.values():
             declared.append(_declare(served, tool, options.pop(tool.name, ToolOptions())))
-    if options:
+    servers = mcp_servers(agent.toolsets)
+    if options and not servers:
         raise ToolDeclarationError(
             f"agent {served!r}: options for tools it does not have: {', '.join(sorted(options))}"
         )
@@ -77,6 +82,8 @@ def adopt(
         conversational=conversational,
         model=model if model is not None else agent.model,
         adopted=agent,
+        mcp=McpTools(served, servers, options) if servers else None,
+        supervisor=supervisor,
     )
 
 

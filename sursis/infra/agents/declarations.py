@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import typing
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+import jsonschema  # type: ignore[import-untyped]
 from pydantic import TypeAdapter, ValidationError
 from pydantic_ai import Tool
 from pydantic_ai.agent import AbstractAgent
@@ -17,6 +18,9 @@ from pydantic_core import to_jsonable_python
 from sursis.domain.agents import AgentInfo, ToolInfo
 from sursis.domain.errors import ToolDeclarationError, ValidationFailed
 from sursis.domain.tools import Executor, ToolSpec
+
+if TYPE_CHECKING:
+    from sursis.infra.agents.mcp_tools import McpTools
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,6 +105,10 @@ class AgentDefinition:
     adopted: AbstractAgent[Any, Any] | None = None
     """A pydantic-ai agent served as it is (instructions, output type, toolsets, model settings);
     `instructions` and `tools` then describe it for the catalog and the tool wrapper."""
+    mcp: McpTools | None = None
+    """The adopted agent's MCP servers, whose tools are discovered at run time."""
+    supervisor: str | None = None
+    """The built-in supervisor that may delegate to this agent (`customer`), if any."""
 
     def __post_init__(self) -> None:
         names = [t.spec.name for t in self.tools] + [p.spec.name for p in self.provider_tools]
@@ -114,7 +122,7 @@ class AgentDefinition:
         for provided in self.provider_tools:
             if provided.spec.name == tool_name:
                 return provided.spec
-        return None
+        return self.mcp.spec(tool_name) if self.mcp is not None else None
 
     def declared(self, tool_name: str) -> DeclaredTool | None:
         return next((d for d in self.tools if d.spec.name == tool_name), None)
@@ -128,8 +136,15 @@ def _describe(definition: AgentDefinition) -> AgentInfo:
         description=(adopted.description if adopted is not None else None) or None,
         model=model if isinstance(model, str) or model is None else model.model_name,
         tools=(
-            *(ToolInfo(d.spec, d.tool.description) for d in definition.tools),
+            *(
+                ToolInfo(d.spec, d.tool.description, d.tool.function_schema.json_schema)
+                for d in definition.tools
+            ),
             *(ToolInfo(p.spec, None) for p in definition.provider_tools),
+            *(
+                ToolInfo(t.spec, t.description, t.input_schema, t.annotations)
+                for t in (definition.mcp.tools() if definition.mcp is not None else [])
+            ),
         ),
     )
 
@@ -155,9 +170,25 @@ class DeclaredToolCatalog:
         """The conversational agents with their tools, for the catalog (`GET /v1/agents`)."""
         return [_describe(self._agents[name]) for name in self.agent_names()]
 
+    async def discover(self) -> None:
+        """Connect the adopted agents' MCP servers (once per process) and list their tools."""
+        for definition in self._agents.values():
+            if definition.mcp is not None:
+                await definition.mcp.connect()
+
+    async def disconnect(self) -> None:
+        """Close the MCP servers' connections this process holds."""
+        for definition in self._agents.values():
+            if definition.mcp is not None:
+                await definition.mcp.close()
+
     def gated_tool_names(self) -> list[str]:
-        """The tools a pre-approval may name: gated tools of any agent."""
-        return sorted({d.spec.name for a in self._agents.values() for d in a.tools if d.spec.gated})
+        """The tools a pre-approval may name: gated tools of any agent (an MCP tool once listed)."""
+        declared = {d.spec.name for a in self._agents.values() for d in a.tools if d.spec.gated}
+        return sorted(declared | {t.spec.name for t in self._mcp_tools() if t.spec.gated})
+
+    def _mcp_tools(self) -> list[Any]:
+        return [t for a in self._agents.values() if a.mcp is not None for t in a.mcp.tools()]
 
     def definition(self, agent: str) -> AgentDefinition:
         return self._agents[agent]
@@ -171,6 +202,9 @@ class DeclaredToolCatalog:
             for declared in definition.tools:
                 if declared.spec.name == tool_name and declared.spec.gated:
                     return set(declared.tool.function_schema.json_schema.get("properties", {}))
+        for tool in self._mcp_tools():
+            if tool.spec.name == tool_name and tool.spec.gated:
+                return set(tool.input_schema.get("properties", {}))
         return None
 
     def _declared(self, agent: str, tool_name: str) -> DeclaredTool:
@@ -181,6 +215,10 @@ class DeclaredToolCatalog:
         return declared
 
     def validate_args(self, agent: str, tool_name: str, args: dict[str, Any]) -> dict[str, Any]:
+        definition = self._agents.get(agent)
+        listed = definition.mcp.tool(tool_name) if definition and definition.mcp else None
+        if listed is not None:
+            return validate_mcp_args(listed.input_schema, args)
         declared = self._declared(agent, tool_name)
         try:
             validated = declared.tool.function_schema.validator.validate_python(args)
@@ -194,6 +232,9 @@ class DeclaredToolCatalog:
         return jsonable
 
     def validate_result(self, agent: str, tool_name: str, result: Any) -> Any:
+        definition = self._agents.get(agent)
+        if definition and definition.mcp and definition.mcp.tool(tool_name) is not None:
+            return to_jsonable_python(result)  # an MCP tool declares no result type
         declared = self._declared(agent, tool_name)
         if declared.result is None:
             return result
@@ -205,3 +246,15 @@ class DeclaredToolCatalog:
                 extra={"errors": _field_errors("result", exc)},
             ) from exc
         return to_jsonable_python(validated)
+
+
+def validate_mcp_args(schema: Mapping[str, Any], args: dict[str, Any]) -> dict[str, Any]:
+    """Edited arguments of an MCP tool checked against the input schema its server gave."""
+    validator = jsonschema.Draft202012Validator(dict(schema))
+    errors = [
+        {"loc": ["args", *map(str, e.absolute_path)], "msg": e.message, "type": str(e.validator)}
+        for e in validator.iter_errors(args)
+    ]
+    if errors:
+        raise ValidationFailed("the edited arguments do not fit the tool's schema", extra={"errors": errors})
+    return args

@@ -55,7 +55,9 @@ def _capabilities(
     definition: AgentDefinition, telemetry: Telemetry | None
 ) -> list[AbstractCapability[RunDeps]]:
     telemetry = telemetry or Telemetry.disabled()
-    observed = ObservedTools({d.spec.name: d.spec for d in definition.tools}, telemetry.metrics)
+    observed = ObservedTools(
+        {d.spec.name: d.spec for d in definition.tools}, telemetry.metrics, discovered=definition.mcp
+    )
     instrumentation = telemetry.agent_instrumentation()
     return [observed] if instrumentation is None else [instrumentation, observed]
 

@@ -188,6 +188,9 @@ class AgentRunner(Suspending, Leases, Streaming):
 
         served = self._served[run.agent]
         agent = served.agent
+        mcp = self._definitions[run.agent].mcp
+        if mcp is not None:
+            await mcp.connect()  # once per process; again after the server died
         persisted = 0
         usage = run.usage
         agent_run: AgentRun[RunDeps, Any] | None = None
