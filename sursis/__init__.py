@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from sursis.domain.tools import Approval, Category, Executor, PendingKind, ToolSpec
     from sursis.infra.agents.adopted import ToolOptions, adopt
     from sursis.infra.agents.declarations import AgentDefinition, DeclaredTool
+    from sursis.infra.agents.delegated import run_agent
 
 _EXPORTS: dict[str, tuple[str, str]] = {
     "Service": ("sursis.app.service", "Service"),
@@ -45,6 +46,7 @@ _EXPORTS: dict[str, tuple[str, str]] = {
     "DeclaredTool": ("sursis.infra.agents.declarations", "DeclaredTool"),
     "adopt": ("sursis.infra.agents.adopted", "adopt"),
     "ToolOptions": ("sursis.infra.agents.adopted", "ToolOptions"),
+    "run_agent": ("sursis.infra.agents.delegated", "run_agent"),
     "ToolSpec": ("sursis.domain.tools", "ToolSpec"),
     "Approval": ("sursis.domain.tools", "Approval"),
     "Category": ("sursis.domain.tools", "Category"),
@@ -110,6 +112,7 @@ __all__ = [
     "ValidationFailed",
     "adopt",
     "configure_logging",
+    "run_agent",
 ]
 
 assert set(__all__) == set(_EXPORTS)

@@ -129,8 +129,10 @@ def agent_definitions(
     uow: SqlUnitOfWorkFactory,
     worlds: WorldsContext | None = None,
     groups: Iterable[str] = BUILT_IN,
+    loaded: Iterable[AgentDefinition] = (),
 ) -> dict[str, AgentDefinition]:
-    """The built-in agents of the named groups (`ops` comes with the World Agent it asks)."""
+    """The built-in agents of the named groups (`ops` comes with the World Agent it asks); the
+    customer supervisor may consult the `loaded` agents adopted with `supervisor="customer"`."""
     worlds = worlds or build_worlds(uow, utcnow)
     wanted = set(groups)
     definitions: list[AgentDefinition] = []
@@ -145,7 +147,7 @@ def agent_definitions(
     if wanted & {"ops", "world"}:
         definitions.append(worlds.definition)
     if "customer" in wanted:
-        definitions += customer_agents(uow)
+        definitions += customer_agents(uow, [d for d in loaded if d.supervisor == "customer"])
     return {d.name: d for d in definitions}
 
 
@@ -241,7 +243,7 @@ def build_container(
         built = agents(uow)
     else:
         selection = select_agents(settings.agents)
-        built = agent_definitions(uow, worlds, selection.built_in)
+        built = agent_definitions(uow, worlds, selection.built_in, selection.definitions)
         check_no_clash(built, selection.definitions)
         extra_agents = (*selection.definitions, *extra_agents)
     models = ModelChoice(settings, model)

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
 import structlog
 from pydantic_ai import Agent
-from pydantic_ai.agent import AbstractAgent
+from pydantic_ai.agent import AbstractAgent, WrapperAgent
 from pydantic_ai.capabilities import AbstractCapability, NativeTool
 from pydantic_ai.models import Model
 from pydantic_ai.native_tools import SUPPORTED_NATIVE_TOOLS
@@ -29,6 +30,33 @@ class ServedAgent:
 
     agent: AbstractAgent[RunDeps, Any]
     iter_options: Mapping[str, Any] = field(default_factory=dict)
+
+    def runnable(self, before: Callable[[], Awaitable[None]] | None = None) -> AbstractAgent[RunDeps, Any]:
+        """The agent as another agent's tool runs it (`agent.run(...)`): with the options a segment
+        gives it, after `before` (connecting its MCP servers)."""
+        if not self.iter_options and before is None:
+            return self.agent
+        return _WithOptions(self.agent, self.iter_options, before)
+
+
+class _WithOptions(WrapperAgent[RunDeps, Any]):
+    def __init__(
+        self,
+        wrapped: AbstractAgent[RunDeps, Any],
+        options: Mapping[str, Any],
+        before: Callable[[], Awaitable[None]] | None,
+    ) -> None:
+        super().__init__(wrapped)
+        self._options = dict(options)
+        self._before = before
+
+    @asynccontextmanager
+    async def iter(self, *args: Any, **kwargs: Any) -> AsyncIterator[Any]:
+        if self._before is not None:
+            await self._before()
+        given = {**kwargs, **{k: v for k, v in self._options.items() if kwargs.get(k) is None}}
+        async with self.wrapped.iter(*args, **given) as run:
+            yield run
 
 
 def serve_agent(definition: AgentDefinition, model: Model, telemetry: Telemetry | None = None) -> ServedAgent:
