@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import typing
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -161,6 +162,7 @@ class DeclaredToolCatalog:
 
     def __init__(self, agents: Iterable[AgentDefinition]) -> None:
         self._agents = {a.name: a for a in agents}
+        self._discovering: asyncio.Task[None] | None = None
 
     def agent_names(self) -> list[str]:
         """The agents a conversation may be created with."""
@@ -176,8 +178,16 @@ class DeclaredToolCatalog:
             if definition.mcp is not None:
                 await definition.mcp.connect()
 
+    def discover_soon(self) -> None:
+        """Start discovering the MCP servers' tools in the background (at start-up), so a person who
+        decides on an MCP call finds its tool described without waiting for the catalog."""
+        if any(d.mcp is not None for d in self._agents.values()):
+            self._discovering = asyncio.get_running_loop().create_task(self.discover(), name="mcp discovery")
+
     async def disconnect(self) -> None:
         """Close the MCP servers' connections this process holds."""
+        if self._discovering is not None:
+            await asyncio.gather(self._discovering, return_exceptions=True)
         for definition in self._agents.values():
             if definition.mcp is not None:
                 await definition.mcp.close()
@@ -216,9 +226,11 @@ class DeclaredToolCatalog:
 
     def validate_args(self, agent: str, tool_name: str, args: dict[str, Any]) -> dict[str, Any]:
         definition = self._agents.get(agent)
-        listed = definition.mcp.tool(tool_name) if definition and definition.mcp else None
-        if listed is not None:
-            return validate_mcp_args(listed.input_schema, args)
+        if definition is not None and definition.mcp is not None and definition.declared(tool_name) is None:
+            # An MCP tool: checked against its server's schema once this process has listed it; the
+            # server checks the arguments it receives in any case.
+            listed = definition.mcp.tool(tool_name)
+            return validate_mcp_args(listed.input_schema if listed else {"type": "object"}, args)
         declared = self._declared(agent, tool_name)
         try:
             validated = declared.tool.function_schema.validator.validate_python(args)
@@ -233,7 +245,7 @@ class DeclaredToolCatalog:
 
     def validate_result(self, agent: str, tool_name: str, result: Any) -> Any:
         definition = self._agents.get(agent)
-        if definition and definition.mcp and definition.mcp.tool(tool_name) is not None:
+        if definition is not None and definition.mcp is not None and definition.declared(tool_name) is None:
             return to_jsonable_python(result)  # an MCP tool declares no result type
         declared = self._declared(agent, tool_name)
         if declared.result is None:
