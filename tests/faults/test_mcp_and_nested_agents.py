@@ -119,6 +119,10 @@ async def deployment(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIte
         cluster.stop_all()
 
 
+def _refunded(effects: Path) -> list[str]:
+    return sorted(p.name for p in effects.glob("refunded-*"))
+
+
 async def _start_run(deployment: Deployment, client: httpx.AsyncClient, agent: str, turn: str) -> str:
     base = deployment.base
     conversation = (await client.post(f"{base}/v1/conversations", json={"agent": agent})).json()["id"]
@@ -193,7 +197,7 @@ async def test_a_gated_call_inside_an_agent_run_by_another_is_applied_once_after
             "billing",
             "concierge/billing",
         )
-        assert list(effects.glob("refunded-*")) == []
+        assert _refunded(effects) == []
         decided = await client.post(
             f"{deployment.base}/v1/pending/{pending['correlation_id']}/resolve", json={"decision": "approve"}
         )
@@ -204,7 +208,7 @@ async def test_a_gated_call_inside_an_agent_run_by_another_is_applied_once_after
         assert done["output"] == "done"
         records = await deployment.get(client, f"/v1/runs/{run_id}/tool-calls")
         assert sorted(r["tool_name"] for r in records) == ["ask_billing", "refund"]
-    [refunded] = [p.name for p in effects.glob("refunded-*")]
+    [refunded] = _refunded(effects)
     assert refunded == f"refunded-{pending['tool_call_id']}"
     attempts = (effects / "attempts.log").read_text().split()
     assert set(attempts) == {pending["tool_call_id"]}
