@@ -196,3 +196,25 @@ async def test_a_server_over_streamable_http(database_url: str, keys: KeyMaker, 
             ).status_code == 200
             assert (await settle(svc, run.id)).run.status == "completed"
             assert len(received(calls, "delete_ticket")) == 1
+
+
+async def test_edited_arguments_of_an_mcp_call_are_checked_against_the_servers_schema(
+    database_url: str, keys: KeyMaker, tmp_path: Path
+) -> None:
+    calls = tmp_path / "calls.jsonl"
+    model = ScriptedModel().call("delete_ticket", ticket_id="T4").text("Deleted another.")
+    async with served(database_url, adopt(desk_agent(stdio_desk(calls))), model, keys) as (svc, http):
+        conversation = await svc.start_conversation("desk")
+        run = await svc.send(conversation.id, "delete T4")
+        await svc.run_until_idle()
+        [call] = await expect_pending(svc, tool_name="delete_ticket")
+        url = f"/v1/pending/{call.correlation_id}/resolve"
+        for bad in ({"ticket_id": 5}, {"reason": "no ticket id"}):
+            refused = await http.post(url, json={"decision": "approve", "args": bad})
+            assert (refused.status_code, refused.json()["code"]) == (422, "validation_failed"), refused.text
+        [still] = await svc.pending(conversation_id=conversation.id)
+        assert (still.correlation_id, still.status) == (call.correlation_id, "awaiting")
+        edited = await http.post(url, json={"decision": "approve", "args": {"ticket_id": "T5"}})
+        assert edited.status_code == 200, edited.text
+        assert (await settle(svc, run.id)).run.status == "completed"
+    assert [c["args"]["ticket_id"] for c in received(calls, "delete_ticket")] == ["T5"]
