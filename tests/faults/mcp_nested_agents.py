@@ -24,7 +24,14 @@ SERVER = Path(__file__).parents[1] / "agents" / "mcp" / "desk_server.py"
 desk = Agent(
     name="desk",
     instructions="Help with support tickets.",
-    toolsets=[MCPToolset(StdioTransport(sys.executable, [str(SERVER)], env=dict(os.environ)), id="desk")],
+    toolsets=[
+        MCPToolset(
+            StdioTransport(
+                sys.executable, [str(SERVER)], env={"DESK_CALLS": os.environ.get("DESK_CALLS", "")}
+            ),
+            id="desk",
+        )
+    ],
 )
 
 billing = Agent(name="billing", description="Refunds and invoices.")

@@ -157,10 +157,14 @@ class _Connection:
         await ready
 
     async def _hold(self, ready: asyncio.Future[None], release: asyncio.Event) -> None:
+        toolset = self.server.toolset
         try:
-            async with self.server.toolset:
+            async with toolset:
                 ready.set_result(None)
                 await release.wait()
+            if not toolset.is_running:
+                # A stdio transport keeps its server process alive between sessions unless closed.
+                await toolset.client.close()
         except Exception as exc:
             if not ready.done():
                 ready.set_exception(exc)

@@ -22,8 +22,8 @@ SERVER = Path(__file__).with_name("desk_server.py")
 
 def stdio_desk(calls: Path, server_id: str = "desk") -> MCPToolset[Any]:
     """The desk over stdio; each server process appends what it receives to `calls`."""
-    env = {**os.environ, "DESK_CALLS": str(calls)}
-    return MCPToolset(StdioTransport(sys.executable, [str(SERVER)], env=env, keep_alive=False), id=server_id)
+    env = {"DESK_CALLS": str(calls)}
+    return MCPToolset(StdioTransport(sys.executable, [str(SERVER)], env=env), id=server_id)
 
 
 def desk_agent(toolset: MCPToolset[Any], name: str = "desk") -> Agent[None, str]:
