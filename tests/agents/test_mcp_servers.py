@@ -5,14 +5,17 @@ SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
 import httpx
 import pytest
+from fastmcp.client.transports import StdioTransport
 from pydantic_ai.mcp import MCPToolset
 
 from sursis.app.main import create_app
@@ -218,3 +221,32 @@ async def test_edited_arguments_of_an_mcp_call_are_checked_against_the_servers_s
         assert edited.status_code == 200, edited.text
         assert (await settle(svc, run.id)).run.status == "completed"
     assert [c["args"]["ticket_id"] for c in received(calls, "delete_ticket")] == ["T5"]
+
+
+async def test_a_server_that_cannot_start_leaves_the_catalog_answering_and_the_run_retried_then_failed(
+    database_url: str, keys: KeyMaker, tmp_path: Path
+) -> None:
+    missing = MCPToolset(StdioTransport(str(tmp_path / "no-such-server"), []), id="gone")
+    model = ScriptedModel().text("never asked")
+    settings = make_settings(database_url, run_worker=False, lease_seconds=1, max_segment_attempts=2)
+    service = Service.from_settings(settings, agents=[adopt(desk_agent(missing))], model=model.model)
+    app = create_app(settings, service=service)
+    headers = bearer(await keys.make(Role.OPERATOR))
+    transport = httpx.ASGITransport(app=app)
+    async with (
+        app.lifespan(),
+        httpx.AsyncClient(transport=transport, base_url="http://a", headers=headers) as http,
+    ):
+        response = await http.get("/v1/agents")
+        assert response.status_code == 200, response.text
+        assert response.json()[0]["tools"] == []
+        conversation = await service.start_conversation("desk")
+        run = await service.send(conversation.id, "hello")
+        deadline = time.monotonic() + 60
+        while (status := (await service.get_run(run.id)).run.status) != "failed":
+            # Like a lost database connection: the segment is abandoned and the run claimed again
+            # once its lease ran out, until the attempts are spent.
+            assert status in ("queued", "running") and time.monotonic() < deadline, status
+            await service.run_until_idle()
+            await asyncio.sleep(0.3)
+        assert model.requests == []

@@ -20,7 +20,7 @@ from sursis.infra.agents.declarations import AgentDefinition
 from sursis.infra.customer.supervisor import customer_agents
 from sursis.infra.db.uow import SqlUnitOfWorkFactory
 from sursis.infra.telemetry import TelemetryConfig, build_telemetry
-from sursis.testing import ScriptedModel, expect_pending, resolve_and_settle
+from sursis.testing import ScriptedModel, expect_pending, resolve_and_settle, settle
 from tests.conftest import make_settings
 
 REFUNDS: list[tuple[str, str]] = []
@@ -162,3 +162,25 @@ async def test_a_denied_inner_call_reaches_the_inner_agent_and_nothing_runs(data
     assert REFUNDS == []
     inner_request = str([m.parts for m in model.requests[2]])
     assert "APPROVAL_DENIED" in inner_request and "no receipt" in inner_request
+
+
+async def test_running_an_agent_the_service_does_not_serve_is_a_tool_error_not_a_crash(
+    database_url: str,
+) -> None:
+    stranger: Agent[Any, str] = Agent(name="stranger")
+    caller: Agent[Any, str] = Agent(name="caller")
+
+    @caller.tool
+    async def ask_stranger(ctx: RunContext[Any], request: str) -> str:
+        """Ask an agent nobody serves."""
+        output: str = await run_agent(ctx, stranger, request)
+        return output
+
+    model = ScriptedModel().call("ask_stranger", request="hi").text("Could not ask.")
+    async with traced(database_url, model, lambda _: {"caller": adopt(caller)}) as (svc, _):
+        conversation = await svc.start_conversation("caller")
+        run = await svc.send(conversation.id, "ask")
+        view = await settle(svc, run.id)
+        assert (view.run.status, view.run.output) == ("completed", "Could not ask.")
+    seen = " ".join(str(getattr(p, "content", "")) for m in model.requests[-1] for p in m.parts)
+    assert "ToolTerminalError" in seen and "'stranger' is not served" in seen
