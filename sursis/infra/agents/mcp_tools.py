@@ -35,6 +35,7 @@ from pydantic_ai.toolsets import AbstractToolset, CombinedToolset, PrefixedTools
 
 from sursis.domain.errors import ToolDeclarationError
 from sursis.domain.tools import Approval, Category, Executor, PendingKind, ToolSpec
+from sursis.infra.agents.mcp_connections import McpConnection, McpServer
 from sursis.infra.agents.observed import REVIEW
 from sursis.infra.agents.run_deps import RunDeps, run_deps
 from sursis.infra.faults import crash_point
@@ -47,8 +48,6 @@ log = structlog.get_logger("sursis.mcp")
 DISPATCHED = "mcp.dispatched"
 """Audit action written, and committed, before a call of a tool that is not `read` is sent."""
 OUTCOME_UNKNOWN = "outcome_unknown"
-PING_SECONDS = 5.0
-METHOD_NOT_FOUND = -32601
 _AUDIT_PAGE = 200
 
 try:  # the MCP client is a dependency, but an agent module must not need it to be imported
@@ -112,16 +111,6 @@ class McpTool:
     annotations: Mapping[str, Any] | None
 
 
-@dataclass(frozen=True, slots=True)
-class McpServer:
-    """An MCP toolset of an agent: its name (the toolset's `id`, else its label) and the prefix the
-    agent puts before its tools' names."""
-
-    name: str
-    toolset: Any  # pydantic_ai.mcp.MCPToolset
-    prefix: str = ""
-
-
 def mcp_servers(toolsets: Iterable[AbstractToolset[Any]], prefix: str = "") -> list[McpServer]:
     """The MCP toolsets among an agent's toolsets, looking through combined and wrapping toolsets."""
     found: list[McpServer] = []
@@ -137,63 +126,6 @@ def mcp_servers(toolsets: Iterable[AbstractToolset[Any]], prefix: str = "") -> l
     return found
 
 
-class _Connection:
-    """Holds one MCP toolset entered, in a task of its own: the MCP client's session must be
-    entered and left by the same task, and a segment's own enter then only counts a user."""
-
-    def __init__(self, server: McpServer) -> None:
-        self.server = server
-        self._task: asyncio.Task[None] | None = None
-        self._release = asyncio.Event()
-
-    @property
-    def open(self) -> bool:
-        return self._task is not None and not self._task.done()
-
-    async def connect(self) -> None:
-        ready: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._release = asyncio.Event()
-        self._task = asyncio.create_task(self._hold(ready, self._release), name=f"mcp {self.server.name}")
-        await ready
-
-    async def _hold(self, ready: asyncio.Future[None], release: asyncio.Event) -> None:
-        toolset = self.server.toolset
-        try:
-            async with toolset:
-                ready.set_result(None)
-                await release.wait()
-            if not toolset.is_running:
-                # A stdio transport keeps its server process alive between sessions unless closed.
-                await toolset.client.close()
-        except Exception as exc:
-            if not ready.done():
-                ready.set_exception(exc)
-            else:  # a server that died is left here when it is connected again
-                log.info("mcp.disconnected", server=self.server.name, error=str(exc)[:200])
-
-    async def alive(self) -> bool:
-        """Whether the server answers a ping; one that answers "method not found" answers too."""
-        try:
-            await asyncio.wait_for(self.server.toolset.client.ping(), PING_SECONDS)
-        except Exception as exc:
-            if getattr(exc, "code", None) == METHOD_NOT_FOUND:
-                return True
-            log.warning("mcp.server_lost", server=self.server.name, error=str(exc)[:200])
-            return False
-        return True
-
-    async def close(self) -> None:
-        task = self._task
-        self._task = None
-        if task is None:
-            return
-        self._release.set()
-        try:
-            await asyncio.wait_for(task, PING_SECONDS)
-        except (TimeoutError, asyncio.CancelledError):
-            task.cancel()
-
-
 @dataclass(slots=True)
 class McpTools:
     """The MCP servers of one adopted agent, the options given for their tools and what they offer."""
@@ -202,7 +134,7 @@ class McpTools:
     servers: Sequence[McpServer]
     options: Mapping[str, ToolOptions] = field(default_factory=dict)
     _tools: dict[str, McpTool] = field(default_factory=dict)
-    _connections: dict[str, _Connection] = field(default_factory=dict)
+    _connections: dict[str, McpConnection] = field(default_factory=dict)
     _lock: asyncio.Lock | None = None
 
     def __post_init__(self) -> None:
@@ -278,7 +210,7 @@ class McpTools:
                     if connection is not None:
                         await connection.close()
                         log.info("mcp.reconnecting", server=server.name, agent=self.agent)
-                    connection = self._connections[server.name] = _Connection(server)
+                    connection = self._connections[server.name] = McpConnection(server)
                     await connection.connect()
                     await self._list(server)
                 except Exception as exc:
