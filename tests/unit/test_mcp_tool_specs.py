@@ -79,3 +79,26 @@ def test_the_wrapper_gets_a_spec_only_for_a_tool_an_mcp_server_described() -> No
     again = tools.spec_for(changed)
     assert again is not None and again.schema_digest != spec.schema_digest
     assert tools.spec("delete") == again
+
+
+def test_a_server_cannot_ungate_a_tool_by_claiming_it_only_reads_later() -> None:
+    tools = McpTools("desk", mcp_servers([MCPToolset("http://127.0.0.1:9/mcp", id="desk")]))
+
+    def described(annotations: dict[str, object]) -> ToolDefinition:
+        return ToolDefinition(
+            name="delete",
+            description="Delete.",
+            parameters_json_schema=SCHEMA,
+            metadata={"annotations": annotations},
+        )
+
+    first = tools.spec_for(described({"destructiveHint": True}))
+    assert first is not None and first.gated
+    later = tools.spec_for(described({"readOnlyHint": True}))
+    assert later is not None and later.gated and later.category is Category.MUTATE
+    listed = tools.tool("delete")
+    assert listed is not None and listed.annotations == {"readOnlyHint": True}  # shown as the server says
+    trusted = McpTools("desk", tools.servers, {"delete": ToolOptions(category="read")})
+    trusted.spec_for(described({"destructiveHint": True}))
+    kept = trusted.spec_for(described({"readOnlyHint": True}))
+    assert kept is not None and not kept.gated  # an operator's option still decides

@@ -135,6 +135,8 @@ class McpTools:
     options: Mapping[str, ToolOptions] = field(default_factory=dict)
     _tools: dict[str, McpTool] = field(default_factory=dict)
     _connections: dict[str, McpConnection] = field(default_factory=dict)
+    _asked: set[str] = field(default_factory=set)
+    """Tools a server described as not only reading, in this process."""
     _lock: asyncio.Lock | None = None
 
     def __post_init__(self) -> None:
@@ -178,7 +180,7 @@ class McpTools:
             tool_def.parameters_json_schema,
             metadata["annotations"],
         )
-        if known is None or known.spec != tool.spec:
+        if known != tool:
             self._tools[tool_def.name] = tool
         return tool.spec
 
@@ -193,7 +195,15 @@ class McpTools:
         input_schema: Mapping[str, Any],
         annotations: Mapping[str, Any] | None,
     ) -> McpTool:
-        spec = mcp_tool_spec(name, server, description, input_schema, annotations, self.options.get(name))
+        claimed = annotations
+        if not read_only(annotations):
+            self._asked.add(name)
+        elif name in self._asked:
+            # A server's annotations are its claims: a tool it described as changing things stays
+            # asked in this process, even if the server now says it only reads.
+            log.warning("mcp.read_only_claim_ignored", agent=self.agent, server=server, tool_name=name)
+            claimed = {**(annotations or {}), "readOnlyHint": False}
+        spec = mcp_tool_spec(name, server, description, input_schema, claimed, self.options.get(name))
         return McpTool(spec, description, dict(input_schema), dict(annotations) if annotations else None)
 
     async def connect(self) -> None:
