@@ -184,3 +184,33 @@ async def test_running_an_agent_the_service_does_not_serve_is_a_tool_error_not_a
         assert (view.run.status, view.run.output) == ("completed", "Could not ask.")
     seen = " ".join(str(getattr(p, "content", "")) for m in model.requests[-1] for p in m.parts)
     assert "ToolTerminalError" in seen and "'stranger' is not served" in seen
+
+
+async def test_chains_nest_and_resume_inside_the_innermost_agent(database_url: str) -> None:
+    REFUNDS.clear()
+    billing = billing_agent()
+    concierge = concierge_agent(billing)
+    front: Agent[Any, str] = Agent(name="front", instructions="Send everything to the concierge.")
+
+    @front.tool
+    async def ask_concierge(ctx: RunContext[Any], request: str) -> str:
+        """Ask the concierge."""
+        output: str = await run_agent(ctx, concierge, request)
+        return output
+
+    definitions = [adopt(front), adopt(concierge, conversational=False), adopt(billing, conversational=False)]
+    model = ScriptedModel().call("ask_concierge", request="refund D4")
+    model.call("ask_billing", request="refund D4").call("refund", order_id="D4")
+    model.text("billing: refunded D4").text("concierge: done").text("All set.")
+    async with traced(database_url, model, lambda _: {d.name: d for d in definitions}) as (svc, _):
+        conversation = await svc.start_conversation("front")
+        run = await svc.send(conversation.id, "refund D4")
+        await svc.run_until_idle()
+        [call] = await expect_pending(svc, tool_name="refund")
+        assert (call.agent, call.agent_path) == ("billing", "front/concierge/billing")
+        view = await resolve_and_settle(svc, call, "approve")
+        assert (view.run.status, view.run.output) == ("completed", "All set.")
+        assert view.run.usage.requests == 6
+        records = await svc.container.runs.list_tool_calls(svc.principal, run.id)
+        assert sorted(r.metadata.tool_name for r in records) == ["ask_billing", "ask_concierge", "refund"]
+    assert [order for _, order in REFUNDS] == ["D4"]

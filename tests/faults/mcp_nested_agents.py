@@ -1,7 +1,7 @@
 """Adopted agents the fault tests serve (`SURSIS_AGENTS=tests.faults.mcp_nested_agents:AGENTS`).
 
 `desk` has the desk MCP server over stdio (what it receives goes to `$DESK_CALLS`). `concierge` asks
-`billing` through `run_agent`; billing's `refund` is declared `requires_approval=True` and its effect
+`billing` through `run_agent`, and the built-in `customer` supervisor may consult it too; billing's `refund` is declared `requires_approval=True` and its effect
 is a file named by the tool call id in `$ADOPTED_EFFECTS_DIR`, created once (the call id is the
 idempotency key); every dispatch also appends the id to `attempts.log`.
 """
@@ -62,4 +62,4 @@ async def ask_billing(ctx: RunContext[Any], request: str) -> str:
     return output
 
 
-AGENTS = [adopt(desk), adopt(concierge), adopt(billing, conversational=False)]
+AGENTS = [adopt(desk), adopt(concierge), adopt(billing, conversational=False, supervisor="customer")]

@@ -31,7 +31,7 @@ from tests.conftest import _truncate_pg, admin_headers, call, script
 from tests.faults.processes import Cluster, free_port, wait_exit, wait_ready
 
 KILLED = -signal.SIGKILL
-AGENTS = "tests.faults.mcp_nested_agents:AGENTS"
+AGENTS = "customer,tests.faults.mcp_nested_agents:AGENTS"
 
 
 @dataclass
@@ -181,21 +181,30 @@ async def test_a_read_only_mcp_call_whose_result_was_lost_is_sent_again(deployme
 
 
 @pytest.mark.parametrize("crash_at", ["delegation_resumed", "tool_effect_committed:refund"])
+@pytest.mark.parametrize("caller", ["concierge", "customer"])
 async def test_a_gated_call_inside_an_agent_run_by_another_is_applied_once_after_a_kill(
-    deployment: Deployment, crash_at: str
+    deployment: Deployment, crash_at: str, caller: str
 ) -> None:
+    """`concierge` runs `billing` with `run_agent`; the built-in `customer` supervisor consults it as
+    an adopted specialist."""
     effects = Path(deployment.env["ADOPTED_EFFECTS_DIR"])
     inner = json.dumps([[call("refund", order_id="A1")], "billing: refunded A1"])
-    turn = script([call("ask_billing", request=f"refund A1\nSCRIPT: {inner}")], "done")
+    task = f"refund A1\nSCRIPT: {inner}"
+    asks = (
+        call("ask_billing", request=task)
+        if caller == "concierge"
+        else call("delegate", specialist="billing", task=task)
+    )
+    turn = script([asks], "done")
     await deployment.start(crash_at)
     async with httpx.AsyncClient(timeout=30, headers=deployment.cluster.headers) as client:
-        run_id = await _start_run(deployment, client, "concierge", turn)
+        run_id = await _start_run(deployment, client, caller, turn)
         suspended = await deployment.settle(client, run_id, {"suspended"})
         [pending] = suspended["pending"]
         assert (pending["tool_name"], pending["agent"], pending["agent_path"]) == (
             "refund",
             "billing",
-            "concierge/billing",
+            f"{caller}/billing",
         )
         assert _refunded(effects) == []
         decided = await client.post(
@@ -207,7 +216,7 @@ async def test_a_gated_call_inside_an_agent_run_by_another_is_applied_once_after
         done = await deployment.settle(client, run_id, {"completed"})
         assert done["output"] == "done"
         records = await deployment.get(client, f"/v1/runs/{run_id}/tool-calls")
-        assert sorted(r["tool_name"] for r in records) == ["ask_billing", "refund"]
+        assert sorted(r["tool_name"] for r in records) == sorted([asks["tool"], "refund"])
     [refunded] = _refunded(effects)
     assert refunded == f"refunded-{pending['tool_call_id']}"
     attempts = (effects / "attempts.log").read_text().split()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+import structlog.testing
 from pydantic_ai.mcp import MCPToolset
 from pydantic_ai.tools import ToolDefinition
 from pydantic_ai.toolsets import CombinedToolset
@@ -102,3 +103,13 @@ def test_a_server_cannot_ungate_a_tool_by_claiming_it_only_reads_later() -> None
     trusted.spec_for(described({"destructiveHint": True}))
     kept = trusted.spec_for(described({"readOnlyHint": True}))
     assert kept is not None and not kept.gated  # an operator's option still decides
+
+
+async def test_a_server_whose_headers_depend_on_the_run_is_not_held_open() -> None:
+    per_run = MCPToolset("http://127.0.0.1:9/mcp", id="per-run", headers=lambda ctx: {"x-user": "u"})
+    tools = McpTools("desk", mcp_servers([per_run]))
+    with structlog.testing.capture_logs() as logs:
+        await tools.connect()  # nothing to connect with outside a run: no session, no error
+    assert [e["event"] for e in logs if e["log_level"] != "debug"] == []
+    assert tools.tools() == []
+    await tools.close()

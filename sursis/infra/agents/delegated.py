@@ -71,15 +71,15 @@ class NestedRuns:
         if record is not None and record.status == "suspended":
             history = MESSAGES.validate_json(record.messages)
             _, tail = unanswered_tool_calls(history)
+            targets = [DeferredTarget.from_json(t) for t in (record.deferred or {}).get("targets", [])]
+            ids = {p.tool_call_id for p in tail} | {t.tool_call_id for t in targets}
             async with self._uow() as uow:
-                rows = await uow.pending.by_tool_call_ids(
-                    deps.conversation_id, [p.tool_call_id for p in tail]
-                )
-            if {p.tool_call_id for p in tail} - {r.tool_call_id for r in rows}:
+                rows = await uow.pending.by_tool_call_ids(deps.conversation_id, sorted(ids))
+            if {t.tool_call_id for t in targets} - {r.tool_call_id for r in rows}:
                 # Stored, but the run died before its pending calls were: ask for them again.
-                raise defer_nested(
-                    [DeferredTarget.from_json(t) for t in (record.deferred or {}).get("targets", [])]
-                )
+                raise defer_nested(targets)
+            # A call of the inner agent that itself runs an agent has no pending call of its own (its
+            # agent's calls have): it is dispatched again and resumes that agent the same way.
             results = deferred_results(tail, rows, abandoned=False)
             crash_point("delegation_resumed")
             _mark(span, "resumed")

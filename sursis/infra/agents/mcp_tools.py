@@ -213,6 +213,8 @@ class McpTools:
             self._lock = asyncio.Lock()
         async with self._lock:
             for server in self.servers:
+                if getattr(server.toolset, "_resolves_per_run", False):
+                    continue  # its `auth` or `headers` depend on the run: each run opens its own session
                 connection = self._connections.get(server.name)
                 try:
                     if connection is not None and connection.open and await connection.alive():
