@@ -86,7 +86,6 @@ class Container:
         self.notifier.start()
         if run_worker:
             self.worker.start()
-        self.catalog.discover_soon()
 
     async def refresh_backlog(self) -> None:
         """Read the awaiting calls and active runs into the gauges (right before a scrape)."""

@@ -112,6 +112,7 @@ def create_app(
         app.state.container = built.container
         await built.start(run_worker=settings.run_worker)
         built.container.listen_for_key_changes()
+        built.container.catalog.discover_soon()  # the MCP servers' tools, for the catalog and decisions
         try:
             yield
         finally:
