@@ -126,9 +126,10 @@ def mcp_servers(toolsets: Iterable[AbstractToolset[Any]], prefix: str = "") -> l
     return found
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, eq=False)
 class McpTools:
-    """The MCP servers of one adopted agent, the options given for their tools and what they offer."""
+    """The MCP servers of one adopted agent, the options given for their tools and what they offer
+    (compared, and hashed, by identity: it holds the process's connections)."""
 
     agent: str
     servers: Sequence[McpServer]
@@ -143,9 +144,10 @@ class McpTools:
         for name, options in self.options.items():
             try:
                 mcp_tool_spec(name, "?", None, {}, None, options)
+                executor = Executor(options.executor) if options.executor is not None else Executor.SERVER
             except ValueError as exc:
                 raise ToolDeclarationError(f"agent {self.agent!r}, tool {name!r}: {exc}") from exc
-            if options.executor is not None and Executor(options.executor) is not Executor.SERVER:
+            if executor is not Executor.SERVER:
                 raise ToolDeclarationError(
                     f"agent {self.agent!r}, tool {name!r}: an MCP tool is run by its server"
                 )
