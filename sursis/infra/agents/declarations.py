@@ -8,7 +8,6 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-import jsonschema  # type: ignore[import-untyped]
 from pydantic import TypeAdapter, ValidationError
 from pydantic_ai import Tool
 from pydantic_ai.agent import AbstractAgent
@@ -262,6 +261,8 @@ class DeclaredToolCatalog:
 
 def validate_mcp_args(schema: Mapping[str, Any], args: dict[str, Any]) -> dict[str, Any]:
     """Edited arguments of an MCP tool checked against the input schema its server gave."""
+    import jsonschema  # type: ignore[import-untyped]  # loaded only where MCP tools are served
+
     validator = jsonschema.Draft202012Validator(dict(schema))
     errors = [
         {"loc": ["args", *map(str, e.absolute_path)], "msg": e.message, "type": str(e.validator)}

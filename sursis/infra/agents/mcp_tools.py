@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import sys
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -50,10 +51,13 @@ DISPATCHED = "mcp.dispatched"
 OUTCOME_UNKNOWN = "outcome_unknown"
 _AUDIT_PAGE = 200
 
-try:  # the MCP client is a dependency, but an agent module must not need it to be imported
-    from pydantic_ai.mcp import MCPToolset
-except ImportError:  # pragma: no cover - installed with the service
-    MCPToolset = None  # type: ignore[assignment,misc]
+
+def _mcp_toolset_class() -> type | None:
+    """pydantic-ai's `MCPToolset`, if an agent made one: the MCP client (with its OAuth and crypto
+    libraries) is loaded only by a process whose agents have an MCP server."""
+    module = sys.modules.get("pydantic_ai.mcp")
+    toolset: type | None = getattr(module, "MCPToolset", None) if module is not None else None
+    return toolset
 
 
 def schema_digest(description: str | None, input_schema: Mapping[str, Any]) -> str:
@@ -114,8 +118,9 @@ class McpTool:
 def mcp_servers(toolsets: Iterable[AbstractToolset[Any]], prefix: str = "") -> list[McpServer]:
     """The MCP toolsets among an agent's toolsets, looking through combined and wrapping toolsets."""
     found: list[McpServer] = []
+    mcp_toolset = _mcp_toolset_class()
     for toolset in toolsets:
-        if MCPToolset is not None and isinstance(toolset, MCPToolset):
+        if mcp_toolset is not None and isinstance(toolset, mcp_toolset):
             found.append(McpServer(toolset.id or toolset.label, toolset, prefix))
         elif isinstance(toolset, PrefixedToolset):
             found += mcp_servers([toolset.wrapped], f"{prefix}{toolset.prefix}_")
