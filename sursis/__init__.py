@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from sursis.infra.agents.adopted import ToolOptions, adopt
     from sursis.infra.agents.agent_deps import RunInfo
     from sursis.infra.agents.declarations import AgentDefinition, DeclaredTool
+    from sursis.infra.agents.delegated import run_agent
     from sursis.infra.agents.run_deps import RunDeps, run_deps
 
 _EXPORTS: dict[str, tuple[str, str]] = {
@@ -50,6 +51,7 @@ _EXPORTS: dict[str, tuple[str, str]] = {
     "RunInfo": ("sursis.infra.agents.agent_deps", "RunInfo"),
     "RunDeps": ("sursis.infra.agents.run_deps", "RunDeps"),
     "run_deps": ("sursis.infra.agents.run_deps", "run_deps"),
+    "run_agent": ("sursis.infra.agents.delegated", "run_agent"),
     "ToolSpec": ("sursis.domain.tools", "ToolSpec"),
     "Approval": ("sursis.domain.tools", "Approval"),
     "Category": ("sursis.domain.tools", "Category"),
@@ -117,6 +119,7 @@ __all__ = [
     "ValidationFailed",
     "adopt",
     "configure_logging",
+    "run_agent",
     "run_deps",
 ]
 

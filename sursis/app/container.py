@@ -123,6 +123,7 @@ class Container:
         if self.listener is not None:
             await self.listener.stop()
         await self.worker.stop(grace=self.settings.shutdown_grace_seconds)
+        await self.catalog.disconnect()
         await self.notifier.stop()
         await self.uow.engine.dispose()
         if self.owns_telemetry:
@@ -142,8 +143,10 @@ def agent_definitions(
     uow: SqlUnitOfWorkFactory,
     worlds: WorldsContext | None = None,
     groups: Iterable[str] = BUILT_IN,
+    loaded: Iterable[AgentDefinition] = (),
 ) -> dict[str, AgentDefinition]:
-    """The built-in agents of the named groups (`ops` comes with the World Agent it asks)."""
+    """The built-in agents of the named groups (`ops` comes with the World Agent it asks); the
+    customer supervisor may consult the `loaded` agents adopted with `supervisor="customer"`."""
     worlds = worlds or build_worlds(uow, utcnow)
     wanted = set(groups)
     definitions: list[AgentDefinition] = []
@@ -158,7 +161,7 @@ def agent_definitions(
     if wanted & {"ops", "world"}:
         definitions.append(worlds.definition)
     if "customer" in wanted:
-        definitions += customer_agents(uow)
+        definitions += customer_agents(uow, [d for d in loaded if d.supervisor == "customer"])
     return {d.name: d for d in definitions}
 
 
@@ -245,7 +248,7 @@ def build_container(
         built = agents(uow)
     else:
         selection = select_agents(settings.agents)
-        built = agent_definitions(uow, worlds, selection.built_in)
+        built = agent_definitions(uow, worlds, selection.built_in, selection.definitions)
         check_no_clash(built, selection.definitions)
         extra_agents = (*selection.definitions, *extra_agents)
     models = ModelChoice(settings, model)

@@ -125,6 +125,7 @@ def create_app(
             await built.close()  # refused at start (a keyring this database may not be used with)
             raise
         built.container.listen_for_key_changes()
+        built.container.catalog.discover_soon()  # the MCP servers' tools, for the catalog and decisions
         try:
             yield
         finally:

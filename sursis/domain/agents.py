@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Protocol
+from typing import Any, Protocol
 
 from sursis.domain.access import Permission
 from sursis.domain.records import Principal
@@ -16,6 +16,10 @@ from sursis.domain.tools import PendingKind, ToolSpec
 class ToolInfo:
     spec: ToolSpec
     description: str | None
+    input_schema: Mapping[str, Any] | None = None
+    """The JSON schema of the tool's arguments, as the model is shown it."""
+    annotations: Mapping[str, Any] | None = None
+    """What an MCP server says about its tool (`readOnlyHint`, `destructiveHint`, ...)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,6 +35,10 @@ class AgentDirectory(Protocol):
 
     def describe_agents(self) -> list[AgentInfo]:
         """Every agent a conversation may be created with, by name."""
+        ...
+
+    async def discover(self) -> None:
+        """Learn the tools agents find at run time (their MCP servers'), so they are described too."""
         ...
 
 
@@ -50,10 +58,12 @@ class AgentCatalogService:
         self._directory = directory
         self._timeouts = dict(timeouts)
 
-    def list_agents(self, principal: Principal) -> list[tuple[AgentInfo, list[ToolListing]]]:
+    async def list_agents(self, principal: Principal) -> list[tuple[AgentInfo, list[ToolListing]]]:
         """Keys that may converse see every conversational agent; others (a `system` key) are
-        refused with `Forbidden`, as on every route but the ones they may use."""
+        refused with `Forbidden`, as on every route but the ones they may use. An agent's MCP
+        servers are asked for their tools (connected once per process, then answered from there)."""
         principal.require(Permission.CONVERSE)
+        await self._directory.discover()
         return [
             (agent, [ToolListing(t, self.default_timeout(t.spec)) for t in agent.tools])
             for agent in self._directory.describe_agents()

@@ -27,7 +27,12 @@ async def test_every_served_agent_is_listed_with_its_tools(client: AsyncTestClie
         "approval": "requires_approval",
         "effect": ops_tools["replay_dlq_event"]["effect"],
         "default_timeout_seconds": 86400.0,
+        "input_schema": ops_tools["replay_dlq_event"]["input_schema"],
+        "server": None,
+        "annotations": None,
+        "schema_digest": None,
     }
+    assert "event_id" in ops_tools["replay_dlq_event"]["input_schema"]["properties"]
     assert ops_tools["replay_dlq_event"]["description"]
     assert ops_tools["list_dlq_events"]["category"] == "read"
     assert ops_tools["list_dlq_events"]["default_timeout_seconds"] is None
@@ -77,6 +82,15 @@ async def test_an_adopted_agent_is_listed_with_its_options_and_model(seeded: str
                 "approval": "requires_approval",
                 "effect": "Refund {amount}",
                 "default_timeout_seconds": 120.0,
+                "input_schema": {
+                    "additionalProperties": False,
+                    "properties": {"order_id": {"type": "string"}, "amount": {"type": "integer"}},
+                    "required": ["order_id", "amount"],
+                    "type": "object",
+                },
+                "server": None,
+                "annotations": None,
+                "schema_digest": None,
             }
         ],
     }

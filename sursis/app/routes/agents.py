@@ -18,4 +18,4 @@ async def list_agents(
     """The agents the key may start conversations with, each with its tools: what each does, its
     category (read, suggest, mutate), who executes it, whether it waits for an approval and how long
     its calls wait by default. A key that may not converse (a `system` key) gets 403."""
-    return [agent_out(agent, tools) for agent, tools in agents.list_agents(principal)]
+    return [agent_out(agent, tools) for agent, tools in await agents.list_agents(principal)]

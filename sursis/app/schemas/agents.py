@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from pydantic import BaseModel, Field
 
 from sursis.domain.agents import AgentInfo, ToolListing
@@ -18,6 +20,17 @@ class ToolOut(BaseModel):
     default_timeout_seconds: float | None = Field(
         description="How long a call's first suspension (the approval, else the answer) waits before it "
         "expires; null for a tool that never waits"
+    )
+    input_schema: dict[str, Any] | None = Field(
+        default=None, description="The JSON schema of the tool's arguments, as the model is shown it"
+    )
+    server: str | None = Field(default=None, description="The MCP server that provides the tool")
+    annotations: dict[str, Any] | None = Field(
+        default=None, description="What the MCP server says of the tool (readOnlyHint, destructiveHint, ...)"
+    )
+    schema_digest: str | None = Field(
+        default=None,
+        description="sha256 of the canonical JSON of the MCP tool's description and input schema",
     )
 
 
@@ -42,6 +55,10 @@ def agent_out(agent: AgentInfo, tools: list[ToolListing]) -> AgentOut:
                 approval=Approval.REQUIRES_APPROVAL if t.info.spec.gated else Approval.AUTO,
                 effect=t.info.spec.effect,
                 default_timeout_seconds=t.default_timeout.total_seconds() if t.default_timeout else None,
+                input_schema=dict(t.info.input_schema) if t.info.input_schema is not None else None,
+                server=t.info.spec.server,
+                annotations=dict(t.info.annotations) if t.info.annotations is not None else None,
+                schema_digest=t.info.spec.schema_digest,
             )
             for t in tools
         ],

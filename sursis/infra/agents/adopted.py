@@ -27,6 +27,7 @@ from sursis.domain.errors import ToolDeclarationError
 from sursis.domain.tools import Approval, Category, Executor, ToolSpec
 from sursis.infra.agents.agent_deps import DepsFactory
 from sursis.infra.agents.declarations import AgentDefinition, DeclaredTool
+from sursis.infra.agents.mcp_tools import McpTools, mcp_servers
 from sursis.infra.agents.run_deps import RunDeps
 
 
@@ -55,12 +56,15 @@ def adopt(
     model: Model | str | None = None,
     conversational: bool = True,
     deps: DepsFactory | None = None,
+    supervisor: str | None = None,
 ) -> AgentDefinition:
     """The definition serving `agent` under `name` (default: the agent's own `name`).
 
     `model` replaces the agent's own model; with neither, the service's model is used. `deps` builds
     the agent's own deps (`ctx.deps` of its tools) for each segment from the run's `RunInfo`; without
     it an agent that declares a `deps_type` is refused here, and `ctx.deps` is the service's `RunDeps`.
+    Options may name the tools of the agent's MCP servers, which are known once the servers are
+    listed. `supervisor` names a built-in supervisor (`customer`) that may delegate to the agent.
     """
     served = name or agent.name
     if not served:
@@ -80,7 +84,8 @@ def adopt(
             continue  # MCP servers and other toolsets: called as they are, described by their server
         for tool in toolset.tools.values():
             declared.append(_declare(served, tool, options.pop(tool.name, ToolOptions())))
-    if options:
+    servers = mcp_servers(agent.toolsets)
+    if options and not servers:
         raise ToolDeclarationError(
             f"agent {served!r}: options for tools it does not have: {', '.join(sorted(options))}"
         )
@@ -92,6 +97,8 @@ def adopt(
         model=model if model is not None else agent.model,
         adopted=agent,
         deps=deps,
+        mcp=McpTools(served, servers, options) if servers else None,
+        supervisor=supervisor,
     )
 
 

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import typing
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import TypeAdapter, ValidationError
 from pydantic_ai import Tool
@@ -17,6 +18,9 @@ from pydantic_core import to_jsonable_python
 from sursis.domain.agents import AgentInfo, ToolInfo
 from sursis.domain.errors import ToolDeclarationError, ValidationFailed
 from sursis.domain.tools import Executor, ToolSpec
+
+if TYPE_CHECKING:
+    from sursis.infra.agents.mcp_tools import McpTools
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,6 +108,10 @@ class AgentDefinition:
     deps: Callable[[Any], Any] | None = None
     """An adopted agent's deps factory (`adopt(agent, deps=...)`, see `agent_deps.RunInfo`); None: its
     tools get the service's `RunDeps` as `ctx.deps`."""
+    mcp: McpTools | None = None
+    """The adopted agent's MCP servers, whose tools are discovered at run time."""
+    supervisor: str | None = None
+    """The built-in supervisor that may delegate to this agent (`customer`), if any."""
 
     def __post_init__(self) -> None:
         names = [t.spec.name for t in self.tools] + [p.spec.name for p in self.provider_tools]
@@ -117,7 +125,7 @@ class AgentDefinition:
         for provided in self.provider_tools:
             if provided.spec.name == tool_name:
                 return provided.spec
-        return None
+        return self.mcp.spec(tool_name) if self.mcp is not None else None
 
     def declared(self, tool_name: str) -> DeclaredTool | None:
         return next((d for d in self.tools if d.spec.name == tool_name), None)
@@ -131,8 +139,15 @@ def _describe(definition: AgentDefinition) -> AgentInfo:
         description=(adopted.description if adopted is not None else None) or None,
         model=model if isinstance(model, str) or model is None else model.model_name,
         tools=(
-            *(ToolInfo(d.spec, d.tool.description) for d in definition.tools),
+            *(
+                ToolInfo(d.spec, d.tool.description, d.tool.function_schema.json_schema)
+                for d in definition.tools
+            ),
             *(ToolInfo(p.spec, None) for p in definition.provider_tools),
+            *(
+                ToolInfo(t.spec, t.description, t.input_schema, t.annotations)
+                for t in (definition.mcp.tools() if definition.mcp is not None else [])
+            ),
         ),
     )
 
@@ -149,6 +164,7 @@ class DeclaredToolCatalog:
 
     def __init__(self, agents: Iterable[AgentDefinition]) -> None:
         self._agents = {a.name: a for a in agents}
+        self._discovering: asyncio.Task[None] | None = None
 
     def agent_names(self) -> list[str]:
         """The agents a conversation may be created with."""
@@ -158,9 +174,33 @@ class DeclaredToolCatalog:
         """The conversational agents with their tools, for the catalog (`GET /v1/agents`)."""
         return [_describe(self._agents[name]) for name in self.agent_names()]
 
+    async def discover(self) -> None:
+        """Connect the adopted agents' MCP servers (once per process) and list their tools."""
+        for definition in self._agents.values():
+            if definition.mcp is not None:
+                await definition.mcp.connect()
+
+    def discover_soon(self) -> None:
+        """Start discovering the MCP servers' tools in the background (at start-up), so a person who
+        decides on an MCP call finds its tool described without waiting for the catalog."""
+        if any(d.mcp is not None for d in self._agents.values()):
+            self._discovering = asyncio.get_running_loop().create_task(self.discover(), name="mcp discovery")
+
+    async def disconnect(self) -> None:
+        """Close the MCP servers' connections this process holds."""
+        if self._discovering is not None:
+            await asyncio.gather(self._discovering, return_exceptions=True)
+        for definition in self._agents.values():
+            if definition.mcp is not None:
+                await definition.mcp.close()
+
     def gated_tool_names(self) -> list[str]:
-        """The tools a pre-approval may name: gated tools of any agent."""
-        return sorted({d.spec.name for a in self._agents.values() for d in a.tools if d.spec.gated})
+        """The tools a pre-approval may name: gated tools of any agent (an MCP tool once listed)."""
+        declared = {d.spec.name for a in self._agents.values() for d in a.tools if d.spec.gated}
+        return sorted(declared | {t.spec.name for t in self._mcp_tools() if t.spec.gated})
+
+    def _mcp_tools(self) -> list[Any]:
+        return [t for a in self._agents.values() if a.mcp is not None for t in a.mcp.tools()]
 
     def definition(self, agent: str) -> AgentDefinition:
         return self._agents[agent]
@@ -174,6 +214,9 @@ class DeclaredToolCatalog:
             for declared in definition.tools:
                 if declared.spec.name == tool_name and declared.spec.gated:
                     return set(declared.tool.function_schema.json_schema.get("properties", {}))
+        for tool in self._mcp_tools():
+            if tool.spec.name == tool_name and tool.spec.gated:
+                return set(tool.input_schema.get("properties", {}))
         return None
 
     def _declared(self, agent: str, tool_name: str) -> DeclaredTool:
@@ -184,6 +227,12 @@ class DeclaredToolCatalog:
         return declared
 
     def validate_args(self, agent: str, tool_name: str, args: dict[str, Any]) -> dict[str, Any]:
+        definition = self._agents.get(agent)
+        if definition is not None and definition.mcp is not None and definition.declared(tool_name) is None:
+            # An MCP tool: checked against its server's schema once this process has listed it; the
+            # server checks the arguments it receives in any case.
+            listed = definition.mcp.tool(tool_name)
+            return validate_mcp_args(listed.input_schema if listed else {"type": "object"}, args)
         declared = self._declared(agent, tool_name)
         try:
             validated = declared.tool.function_schema.validator.validate_python(args)
@@ -197,6 +246,9 @@ class DeclaredToolCatalog:
         return jsonable
 
     def validate_result(self, agent: str, tool_name: str, result: Any) -> Any:
+        definition = self._agents.get(agent)
+        if definition is not None and definition.mcp is not None and definition.declared(tool_name) is None:
+            return to_jsonable_python(result)  # an MCP tool declares no result type
         declared = self._declared(agent, tool_name)
         if declared.result is None:
             return result
@@ -208,3 +260,17 @@ class DeclaredToolCatalog:
                 extra={"errors": _field_errors("result", exc)},
             ) from exc
         return to_jsonable_python(validated)
+
+
+def validate_mcp_args(schema: Mapping[str, Any], args: dict[str, Any]) -> dict[str, Any]:
+    """Edited arguments of an MCP tool checked against the input schema its server gave."""
+    import jsonschema  # type: ignore[import-untyped]  # loaded only where MCP tools are served
+
+    validator = jsonschema.Draft202012Validator(dict(schema))
+    errors = [
+        {"loc": ["args", *map(str, e.absolute_path)], "msg": e.message, "type": str(e.validator)}
+        for e in validator.iter_errors(args)
+    ]
+    if errors:
+        raise ValidationFailed("the edited arguments do not fit the tool's schema", extra={"errors": errors})
+    return args

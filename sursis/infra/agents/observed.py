@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
 
 import structlog
 from opentelemetry import trace
@@ -136,6 +136,16 @@ def failure_message(payload: Mapping[str, Any]) -> str:
     return json.dumps(payload, default=str)
 
 
+class DiscoveredTools(Protocol):
+    """Tools an agent finds at run time (its MCP servers'): specs built from their definitions."""
+
+    def spec_for(self, tool_def: ToolDefinition) -> ToolSpec | None: ...
+
+    def guarded(
+        self, ctx: RunContext[Any], spec: ToolSpec, call: ToolCallPart, handler: WrapToolExecuteHandler
+    ) -> WrapToolExecuteHandler: ...
+
+
 class ObservedTools(AbstractCapability[RunDeps]):
     """The capability every tool call of an agent goes through.
 
@@ -147,11 +157,13 @@ class ObservedTools(AbstractCapability[RunDeps]):
         self,
         specs: Mapping[str, ToolSpec],
         metrics: ServiceMetrics | None = None,
+        discovered: DiscoveredTools | None = None,
         *,
         raw_results: bool = False,
     ) -> None:
         self._specs = dict(specs)
         self._metrics: ServiceMetrics = metrics or NoMetrics()
+        self._discovered = discovered
         self._raw_results = raw_results
 
     async def prepare_tools(
@@ -174,6 +186,10 @@ class ObservedTools(AbstractCapability[RunDeps]):
         handler: WrapToolExecuteHandler,
     ) -> Any:
         spec = self._specs.get(call.tool_name)
+        if spec is None and self._discovered is not None:
+            spec = self._discovered.spec_for(tool_def)
+            if spec is not None:
+                handler = self._discovered.guarded(ctx, spec, call, handler)
         if spec is None:
             return await handler(args)
         with structlog.contextvars.bound_contextvars(tool_call_id=call.tool_call_id, tool_name=spec.name):

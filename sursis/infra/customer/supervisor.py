@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, Literal
 
 from pydantic_ai import RunContext
@@ -25,22 +26,39 @@ Consult at most {MAX_DELEGATIONS_PER_TURN} specialists per turn, then write one 
 SpecialistName = Literal["scan-analyst", "onboarding-guide", "framework-advisor", "troubleshooter"]
 
 
-def customer_agents(uow: SqlUnitOfWorkFactory) -> list[AgentDefinition]:
-    """The supervisor and its four specialists (the specialists are reached only through it)."""
-    delegations = Delegations(uow, CUSTOMER_AGENT, SPECIALISTS)
+def customer_agents(
+    uow: SqlUnitOfWorkFactory, specialists: Sequence[AgentDefinition] = ()
+) -> list[AgentDefinition]:
+    """The supervisor and its four specialists (the specialists are reached only through it).
+
+    `specialists` are further agents it may consult (adopted ones, `adopt(..., supervisor="customer")`),
+    named in its instructions with their descriptions; they are served beside it by the caller."""
+    extra = tuple(d.name for d in specialists)
+    delegations = Delegations(uow, CUSTOMER_AGENT, (*SPECIALISTS, *extra))
 
     async def delegate(ctx: RunContext[RunDeps], specialist: SpecialistName, task: str) -> dict[str, Any]:
         """Ask a specialist to do a task and return its findings.
 
         Args:
-            specialist: `scan-analyst`, `onboarding-guide`, `framework-advisor` or `troubleshooter`.
+            specialist: `scan-analyst`, `onboarding-guide`, `framework-advisor` or `troubleshooter`,
+                or another specialist your instructions name.
             task: What the specialist should find out or do, with the ids it needs.
         """
         return await delegations.delegate(ctx, specialist, task)
 
+    instructions = INSTRUCTIONS
+    if specialists:
+        delegate.__annotations__["specialist"] = Literal[(*SPECIALISTS, *extra)]
+        more = "\n".join(f"- {d.name}: {_described(d)}" for d in specialists)
+        instructions = f"{INSTRUCTIONS}\nFurther specialists you may consult:\n{more}"
     supervisor = AgentDefinition(
         name=CUSTOMER_AGENT,
-        instructions=INSTRUCTIONS,
+        instructions=instructions,
         tools=(DeclaredTool.declare(delegate, ToolSpec("delegate")),),
     )
     return [supervisor, *specialist_definitions(uow)]
+
+
+def _described(definition: AgentDefinition) -> str:
+    adopted = definition.adopted
+    return (adopted.description if adopted is not None else None) or definition.instructions or "a specialist"

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
 import structlog
 from pydantic_ai import Agent
-from pydantic_ai.agent import AbstractAgent
+from pydantic_ai.agent import AbstractAgent, WrapperAgent
 from pydantic_ai.capabilities import AbstractCapability, NativeTool
 from pydantic_ai.models import Model
 from pydantic_ai.models.function import FunctionModel
@@ -40,6 +41,13 @@ class ServedAgent:
     """Whether the model is shown its tools' results as pydantic-ai would show them (an adopted
     agent) rather than in the `{"ok": ...}` envelope of the built-in agents."""
 
+    def runnable(self, before: Callable[[], Awaitable[None]] | None = None) -> AbstractAgent[RunDeps, Any]:
+        """The agent as another agent's tool runs it (`agent.run(...)`): with the options a segment
+        gives it, after `before` (connecting its MCP servers)."""
+        if not self.iter_options and before is None:
+            return self.agent
+        return _WithOptions(self.agent, self.iter_options, before)
+
 
 def streams(model: Model) -> bool:
     """Whether `model` serves streamed requests: a `FunctionModel` needs a stream function, and a
@@ -49,6 +57,26 @@ def streams(model: Model) -> bool:
     if isinstance(model, FunctionModel):
         return model.stream_function is not None
     return type(model).request_stream is not Model.request_stream
+
+
+class _WithOptions(WrapperAgent[RunDeps, Any]):
+    def __init__(
+        self,
+        wrapped: AbstractAgent[RunDeps, Any],
+        options: Mapping[str, Any],
+        before: Callable[[], Awaitable[None]] | None,
+    ) -> None:
+        super().__init__(wrapped)
+        self._options = dict(options)
+        self._before = before
+
+    @asynccontextmanager
+    async def iter(self, *args: Any, **kwargs: Any) -> AsyncIterator[Any]:
+        if self._before is not None:
+            await self._before()
+        given = {**kwargs, **{k: v for k, v in self._options.items() if kwargs.get(k) is None}}
+        async with self.wrapped.iter(*args, **given) as run:
+            yield run
 
 
 def serve_agent(definition: AgentDefinition, model: Model, telemetry: Telemetry | None = None) -> ServedAgent:
@@ -83,7 +111,10 @@ def _capabilities(
 ) -> list[AbstractCapability[RunDeps]]:
     telemetry = telemetry or Telemetry.disabled()
     observed = ObservedTools(
-        {d.spec.name: d.spec for d in definition.tools}, telemetry.metrics, raw_results=raw_results
+        {d.spec.name: d.spec for d in definition.tools},
+        telemetry.metrics,
+        discovered=definition.mcp,
+        raw_results=raw_results,
     )
     instrumentation = telemetry.agent_instrumentation()
     return [observed] if instrumentation is None else [instrumentation, observed]

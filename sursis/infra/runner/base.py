@@ -69,7 +69,10 @@ class RunnerBase:
             name: serve_agent(d, d.model if isinstance(d.model, Model) else model, self._telemetry)
             for name, d in definitions.items()
         }
-        self._agents = {name: served.agent for name, served in self._served.items()}
+        self._agents = {
+            name: served.runnable(d.mcp.connect if d.mcp is not None else None)
+            for (name, served), d in zip(self._served.items(), definitions.values(), strict=True)
+        }
         self._notifier = notifier
         self._clock = clock
         self._step_limit = step_limit

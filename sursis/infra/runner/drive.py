@@ -191,6 +191,9 @@ class AgentRunner(Suspending, Leases, Streaming):
             return await self._step_limit_reached(run, owner, [], run.usage)
 
         agent = served.agent
+        mcp = self._definitions[run.agent].mcp
+        if mcp is not None:
+            await mcp.connect()  # once per process; again after the server died
         persisted = 0
         usage = run.usage
         agent_run: AgentRun[Any, Any] | None = None

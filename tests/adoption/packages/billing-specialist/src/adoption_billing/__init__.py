@@ -1,0 +1,1 @@
+"""A billing agent, consulted by the built-in customer supervisor."""

@@ -1,0 +1,51 @@
+"""A real MCP server (the `mcp` package) for the tests: a ticket desk with a read-only tool and a
+destructive one. Every call that reaches it is appended to the file named by `DESK_CALLS`, so a test
+counts what the server received across processes and restarts.
+
+Run over stdio (`python desk_server.py`) or streamable HTTP (`python desk_server.py http PORT`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+from mcp.server.mcpserver import MCPServer
+from mcp.types import ToolAnnotations
+
+desk = MCPServer("desk")
+
+
+def _received(tool: str, **args: object) -> None:
+    path = os.environ.get("DESK_CALLS")
+    if path:
+        with open(path, "a", encoding="utf-8") as calls:
+            calls.write(json.dumps({"tool": tool, "args": args, "pid": os.getpid()}) + "\n")
+
+
+@desk.tool(annotations=ToolAnnotations(read_only_hint=True))
+def lookup_ticket(ticket_id: str) -> str:
+    """Look a support ticket up."""
+    _received("lookup_ticket", ticket_id=ticket_id)
+    return f"ticket {ticket_id}: printer on fire"
+
+
+@desk.tool(annotations=ToolAnnotations(destructive_hint=True))
+def delete_ticket(ticket_id: str, reason: str = "") -> str:
+    """Delete a support ticket for good."""
+    _received("delete_ticket", ticket_id=ticket_id, reason=reason)
+    return f"deleted {ticket_id}"
+
+
+@desk.tool()
+def server_pid() -> int:
+    """The process id of this server (read-only)."""
+    return os.getpid()
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 2 and sys.argv[1] == "http":
+        desk.run("streamable-http", host="127.0.0.1", port=int(sys.argv[2]))
+    else:
+        desk.run("stdio")
