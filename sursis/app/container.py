@@ -12,11 +12,11 @@ from pydantic_ai.models import Model
 from sursis.app.agent_loading import BUILT_IN, check_no_clash, select_agents
 from sursis.app.bridges import ask_world_bridge
 from sursis.app.channel_wiring import channel_loops
+from sursis.app.policy_wiring import PolicyCaches, policy_parts
 from sursis.app.settings import Settings
 from sursis.domain.agents import AgentCatalogService
 from sursis.domain.audit import AuditService
 from sursis.domain.audit_verify import AuditChainService
-from sursis.domain.authorization_cache import AuthorizationCache
 from sursis.domain.authorizations import PreApprovalService
 from sursis.domain.channels.admin import ChannelAdminService
 from sursis.domain.channels.slack import SlackInbound
@@ -27,6 +27,8 @@ from sursis.domain.customer.intake import EventIntakeService
 from sursis.domain.events import ClientPresence, EventService
 from sursis.domain.keys import KeyService
 from sursis.domain.pending_calls import PendingCallService
+from sursis.domain.policy_service import PolicyService
+from sursis.domain.policy_simulation import PolicySimulation
 from sursis.domain.retention import RetentionService
 from sursis.domain.runs import RunService
 from sursis.domain.webhooks import WebhookService
@@ -34,7 +36,6 @@ from sursis.infra.agents.assistant import assistant_agent
 from sursis.infra.agents.declarations import AgentDefinition, DeclaredToolCatalog
 from sursis.infra.agents.models import build_model
 from sursis.infra.agents.ops import ops_agent
-from sursis.infra.agents.policy import StoredPreApprovalPolicy
 from sursis.infra.agents.run_deps import PreApprovalPolicy
 from sursis.infra.customer.supervisor import customer_agents
 from sursis.infra.db.engine import create_engine, is_sqlite
@@ -69,6 +70,8 @@ class Container:
     retention: RetentionService
     keys: KeyService
     authorizations: PreApprovalService
+    policies: PolicyService
+    policy_simulation: PolicySimulation
     runner: AgentRunner
     worker: Worker
     telemetry: Telemetry
@@ -218,15 +221,11 @@ def build_container(
     telemetry = telemetry or build_telemetry(telemetry_config(settings))
     engine = create_engine(settings.database_url, pool_size=settings.db_pool_size)
     sqlite = is_sqlite(settings.database_url)
-    rules = (
-        AuthorizationCache(settings.policy_cache_seconds, live=sqlite)
-        if settings.policy_cache_seconds > 0 and policy is None
-        else None
-    )
+    caches = PolicyCaches.build(settings, sqlite=sqlite, policy=policy)
     notifier = (
         LocalRunNotifier()
         if sqlite
-        else PostgresRunNotifier(engine, settings.database_url, authorizations=rules)
+        else PostgresRunNotifier(engine, settings.database_url, authorizations=caches.invalidations())
     )
     uow = SqlUnitOfWorkFactory(
         engine,
@@ -248,6 +247,7 @@ def build_container(
         name: models.for_agent(d) for name, d in {**built, **{d.name: d for d in extra_agents}}.items()
     }
     catalog = DeclaredToolCatalog(definitions.values())
+    policies = policy_parts(uow, catalog, caches, policy)
     timeouts = Timeouts(
         approval=timedelta(seconds=settings.approval_timeout_seconds),
         elicitation=timedelta(seconds=settings.elicitation_timeout_seconds),
@@ -263,7 +263,7 @@ def build_container(
         timeouts=timeouts,
         lease=timedelta(seconds=settings.lease_seconds),
         telemetry=telemetry,
-        policy=policy or StoredPreApprovalPolicy(uow, rules),
+        policy=policies.point,
         delta_interval=settings.events_delta_interval_seconds,
         history_cache_messages=settings.history_cache_messages,
         history_turns=settings.history_turns,
@@ -355,7 +355,9 @@ def build_container(
         retention=retention,
         keys=KeyService(uow, cache=credentials),
         credentials=credentials,
-        authorizations=PreApprovalService(uow, catalog, changes=rules),
+        authorizations=PreApprovalService(uow, catalog, changes=caches.rules),
+        policies=policies.service,
+        policy_simulation=policies.simulation,
         runner=runner,
         worker=worker,
         telemetry=telemetry,

@@ -155,6 +155,10 @@ class DeclaredToolCatalog:
         """The conversational agents with their tools, for the catalog (`GET /v1/agents`)."""
         return [_describe(self._agents[name]) for name in self.agent_names()]
 
+    def declared_tools(self) -> list[DeclaredTool]:
+        """Every function tool of every agent (the policy's Cedar schema is made from them)."""
+        return [d for a in self._agents.values() for d in a.tools]
+
     def gated_tool_names(self) -> list[str]:
         """The tools a pre-approval may name: gated tools of any agent."""
         return sorted({d.spec.name for a in self._agents.values() for d in a.tools if d.spec.gated})
