@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
+import uuid
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
@@ -22,7 +24,7 @@ from sursis.domain.policies import (
 from sursis.domain.policy_decisions import PolicyDecision, PolicyEffect
 from sursis.domain.policy_ports import PolicyUnitOfWorkFactory, RecordedCall
 from sursis.domain.policy_service import PolicyService
-from sursis.domain.records import Principal
+from sursis.domain.records import Principal, StoredMessage
 from sursis.domain.tools import Category, ToolSpec
 
 MAX_CALLS = 10_000
@@ -84,9 +86,34 @@ class SimulationReport:
         }
 
 
+def logged_arguments(messages: Sequence[StoredMessage]) -> dict[tuple[uuid.UUID, str], dict[str, Any]]:
+    """The arguments of every tool call in a conversation's log, by (conversation, call id): a call
+    that ran without waiting keeps its arguments only there."""
+    found: dict[tuple[uuid.UUID, str], dict[str, Any]] = {}
+    for message in messages:
+        try:
+            body = json.loads(message.body)
+        except ValueError:
+            continue
+        for part in body.get("parts", ()) if isinstance(body, dict) else ():
+            if not isinstance(part, dict) or part.get("part_kind") != "tool-call":
+                continue
+            args = part.get("args")
+            if isinstance(args, str):
+                try:
+                    args = json.loads(args)
+                except ValueError:
+                    continue
+            if isinstance(args, dict):
+                found[(message.conversation_id, str(part.get("tool_call_id")))] = args
+    return found
+
+
 class PolicySimulation:
     """Replays the recorded calls of a period: each is decided by the proposed rules (with the
-    workspace's ladder and the pre-approvals active now) and compared with what happened."""
+    workspace's ladder and the pre-approvals active now) and compared with what happened. The
+    arguments come from the pending call, else from the conversation's log; a call found in
+    neither (its messages purged) is replayed without them and counted in `arguments_unknown`."""
 
     def __init__(
         self, uow: PolicyUnitOfWorkFactory, policies: PolicyService, tools: Mapping[str, ToolSpec]
@@ -122,8 +149,17 @@ class PolicySimulation:
             covering = {}
             for tool in {c.tool for c in history}:
                 covering[tool] = tuple(await uow.authorizations.candidates(ws, tool, until))
+            history = history[: MAX_CALLS + 1]
+            logged: dict[tuple[uuid.UUID, str], dict[str, Any]] = {}
+            for conversation_id in {c.conversation_id for c in history if c.arguments is None}:
+                logged.update(logged_arguments(await uow.messages.read(conversation_id)))
         report.truncated = len(history) > MAX_CALLS
-        history = history[:MAX_CALLS]
+        history = [
+            replace(c, arguments=logged.get((c.conversation_id, c.tool_call_id)))
+            if c.arguments is None
+            else c
+            for c in history[:MAX_CALLS]
+        ]
         specs = [self._spec(c) for c in history]
         facts = [self._facts(ws, c, s, requesters.get(c.run_id)) for c, s in zip(history, specs, strict=True)]
         matches = self._policies.engine.evaluate_batch(state, facts)
