@@ -248,6 +248,18 @@ ROUTES = [
     ),
     Route("DELETE", "/v1/retention/holds/{hold_id}", admins(204)),
     Route("GET", "/v1/audit/verify", admins(200)),
+    Route("GET", "/v1/policies", admins(200)),
+    Route("PUT", "/v1/policies", admins(200), body=lambda o: {"rules": []}),
+    Route(
+        "POST",
+        "/v1/policies/simulate",
+        admins(200),
+        body=lambda o: {"rules": [], "since": "2026-01-01T00:00:00Z"},
+    ),
+    Route("GET", "/v1/policies/schema", admins(200)),
+    Route("GET", "/v1/policies/tools", admins(200)),
+    Route("GET", "/v1/ladder", everyone(200)),
+    Route("PUT", "/v1/ladder", everyone(200), body=lambda o: {"tool": "replay_dlq_event", "level": "ask"}),
     Route(
         "POST",
         "/v1/events",
