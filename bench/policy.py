@@ -39,7 +39,11 @@ from sursis.infra.policy.point import StoredPolicyPoint
 
 RULES = [
     PolicyRule(
-        "no-bulk", PolicyEffect.DENY, 'context.arguments.reason == "bulk"', ("replay_dlq_event",), "no bulk replays"
+        "no-bulk",
+        PolicyEffect.DENY,
+        'context.arguments.reason == "bulk"',
+        ("replay_dlq_event",),
+        "no bulk replays",
     ),
     PolicyRule(
         "prod-replays",
@@ -67,10 +71,14 @@ async def decisions(url: str, count: int) -> None:
         container = side.service.container
         await container.policies.put(ADMIN, "default", RULES, "bench")
         cedar = CedarPolicies(
-            ToolShape(d.spec.name, d.tool.function_schema.json_schema) for d in container.catalog.declared_tools()
+            ToolShape(d.spec.name, d.tool.function_schema.json_schema)
+            for d in container.catalog.declared_tools()
         )
         point = StoredPolicyPoint(
-            container.uow, cedar, rules=AuthorizationCache(3600, live=True), cache=PolicyCache(3600, live=True)
+            container.uow,
+            cedar,
+            rules=AuthorizationCache(3600, live=True),
+            cache=PolicyCache(3600, live=True),
         )
         spec = container.catalog.spec("ops", "replay_dlq_event")
         assert spec is not None
@@ -87,7 +95,7 @@ async def decisions(url: str, count: int) -> None:
         decision = await point.decide(deps, spec, args)
         assert (decision.effect, decision.rule) == (PolicyEffect.ASK, "prod-replays"), decision
         state = await point.workspace_policy("default")
-        facts = await point._facts(deps, spec, args, state)  # noqa: SLF001 - the evaluation alone
+        facts = await point._facts(deps, spec, args, state)
         evaluate, whole = [], []
         for _ in range(count):
             t0 = time.perf_counter()
@@ -97,7 +105,7 @@ async def decisions(url: str, count: int) -> None:
             t2 = time.perf_counter()
             evaluate.append(t1 - t0)
             whole.append(t2 - t1)
-        compiled = cedar._compile("default", state.conditions())  # noqa: SLF001
+        compiled = cedar._compile("default", state.conditions())
         requests = [cedar.request(facts)] * 100
         batch = []
         for _ in range(max(1, count // 100)):
@@ -141,7 +149,9 @@ async def turns(base: Path, count: int) -> None:
 
 
 async def main(argv: list[str]) -> None:
-    options = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    options = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     options.add_argument("--decisions", type=int, default=3000)
     options.add_argument("--turns", type=int, default=30)
     parsed = options.parse_args(argv)
@@ -153,4 +163,3 @@ async def main(argv: list[str]) -> None:
 
 if __name__ == "__main__":
     asyncio.run(main(sys.argv[1:]))
-
