@@ -47,9 +47,8 @@ async def _get(http: httpx.AsyncClient, args: argparse.Namespace) -> httpx.Respo
     params: dict[str, Any] = {}
     if args.workspace:
         params["workspace"] = args.workspace
-    if args.version is not None:
-        params["version"] = args.version
-    return await http.get("/v1/policies", params=params)
+    path = "/v1/policies" if args.version is None else f"/v1/policies/versions/{args.version}"
+    return await http.get(path, params=params)
 
 
 async def _set(http: httpx.AsyncClient, args: argparse.Namespace) -> httpx.Response:

@@ -96,19 +96,21 @@ def check_rules(rules: Sequence[PolicyRule]) -> None:
     seen: set[str] = set()
     for i, rule in enumerate(rules):
         if not RULE_ID.match(rule.id):
-            errors.append({"loc": ["rules", i, "id"], "msg": "1-64 letters, digits, '_', '.', '-'"})
+            errors.append({"loc": ["rules", str(i), "id"], "msg": "1-64 letters, digits, '_', '.', '-'"})
         elif rule.id in seen:
-            errors.append({"loc": ["rules", i, "id"], "msg": f"duplicate rule id {rule.id!r}"})
+            errors.append({"loc": ["rules", str(i), "id"], "msg": f"duplicate rule id {rule.id!r}"})
         seen.add(rule.id)
         if len(rule.when) > MAX_CONDITION_CHARS or "\x00" in rule.when:
-            errors.append({"loc": ["rules", i, "when"], "msg": "too long or contains a NUL character"})
+            errors.append({"loc": ["rules", str(i), "when"], "msg": "too long or contains a NUL character"})
         for tool in (*rule.tools, *rule.pins):
             if not TOOL_NAME.match(tool):
-                errors.append({"loc": ["rules", i, "tools"], "msg": f"not a tool name: {tool[:50]!r}"})
+                errors.append({"loc": ["rules", str(i), "tools"], "msg": f"not a tool name: {tool[:50]!r}"})
         if rule.route is not None and rule.effect not in (PolicyEffect.ASK, PolicyEffect.NOTIFY):
-            errors.append({"loc": ["rules", i, "route"], "msg": "only an ask or notify rule has a route"})
+            errors.append(
+                {"loc": ["rules", str(i), "route"], "msg": "only an ask or notify rule has a route"}
+            )
         if rule.route is not None and not 1 <= rule.route.quorum <= 20:
-            errors.append({"loc": ["rules", i, "route", "quorum"], "msg": "quorum is 1 to 20"})
+            errors.append({"loc": ["rules", str(i), "route", "quorum"], "msg": "quorum is 1 to 20"})
     if errors:
         raise InvalidPolicy("the policy is not valid", extra={"errors": errors})
 

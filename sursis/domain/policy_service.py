@@ -102,7 +102,7 @@ class PolicyService:
         check_rules(rules)
         unknown = [
             {
-                "loc": ["rules", i, "tools"],
+                "loc": ["rules", str(i), "tools"],
                 "msg": f"no agent declares a tool {tool!r}; pin its digest to name it",
             }
             for i, rule in enumerate(rules)

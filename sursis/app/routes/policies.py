@@ -6,7 +6,7 @@ from typing import Annotated, Any
 
 from litestar import Controller, get, post, put
 from litestar.di import NamedDependency
-from litestar.params import JSONBody, QueryParameter
+from litestar.params import JSONBody, Parameter, QueryParameter
 from litestar.status_codes import HTTP_200_OK
 
 from sursis.app.auth import requires
@@ -54,12 +54,22 @@ class PolicyController(Controller):
         policies: NamedDependency[PolicyService],
         principal: NamedDependency[Principal],
         workspace: Workspace = None,
-        version: Version = None,
     ) -> PolicyOut:
-        """The workspace's current policy (version null: none stored, the defaults apply), or a
-        past version."""
+        """The workspace's current policy (version null: none stored, the defaults apply)."""
         ws = PolicyService.workspace_of(principal, workspace)
-        return PolicyOut.of(ws, await policies.get(principal, ws, version))
+        return PolicyOut.of(ws, await policies.get(principal, ws, None))
+
+    @get("/versions/{version:str}")
+    async def get_version(
+        self,
+        version: Annotated[str, Parameter(pattern=r"^[1-9][0-9]{0,8}$", description="1, 2, ...")],
+        policies: NamedDependency[PolicyService],
+        principal: NamedDependency[Principal],
+        workspace: Workspace = None,
+    ) -> PolicyOut:
+        """One stored version of the workspace's policy (404 if there is no such version)."""
+        ws = PolicyService.workspace_of(principal, workspace)
+        return PolicyOut.of(ws, await policies.get(principal, ws, int(version)))
 
     @put("/", status_code=HTTP_200_OK)
     async def set_policy(

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, Field, model_validator
+from pydantic import BaseModel, BeforeValidator, Field, model_validator
 
 from sursis.app.schemas.validation import Strict, UtcDatetime, WorkspaceName
 from sursis.domain.policies import (
@@ -164,10 +164,20 @@ class PolicyDecisionOut(BaseModel):
         return data.to_json() if isinstance(data, PolicyDecision) else data
 
 
+def _text_time(value: Any) -> Any:
+    """A time as RFC 3339 text, not a number of seconds (which pydantic would also take)."""
+    if isinstance(value, int | float):
+        raise ValueError("a time is an RFC 3339 string")
+    return value
+
+
+Moment = Annotated[UtcDatetime, BeforeValidator(_text_time)]
+
+
 class SimulateIn(Strict):
     rules: Rules
-    since: UtcDatetime
-    until: UtcDatetime | None = Field(default=None, description="Now by default")
+    since: Moment
+    until: Moment | None = Field(default=None, description="Now by default")
     workspace: WorkspaceName | None = None
     examples: int = Field(default=20, ge=0, le=100)
 

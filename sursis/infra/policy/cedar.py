@@ -153,17 +153,19 @@ class CedarPolicies:
             try:
                 parsed = json.loads(cedarpy.policies_to_json_str(text))
             except (ValueError, RuntimeError) as exc:
-                errors.append({"loc": ["rules", i, "when"], "msg": _short(str(exc))})
+                errors.append({"loc": ["rules", str(i), "when"], "msg": _short(str(exc))})
                 continue
             if len(parsed.get("staticPolicies", {})) != 1 or parsed.get("templates"):
-                errors.append({"loc": ["rules", i, "when"], "msg": "a condition is one Cedar expression"})
+                errors.append(
+                    {"loc": ["rules", str(i), "when"], "msg": "a condition is one Cedar expression"}
+                )
         if not errors:
             named = {t for r in rules for t in r.tools}
             text = "\n".join(_policy_text(f"r{i}", r) for i, r in enumerate(rules))
             result = cedarpy.validate_policies(text, json.dumps(self.schema(named)))
             for error in result.errors:
                 index = _index(error.policy_id.removeprefix("policy"))
-                loc: list[Any] = ["rules", index, "when"] if index is not None else ["rules"]
+                loc: list[Any] = ["rules", str(index), "when"] if index is not None else ["rules"]
                 errors.append({"loc": loc, "msg": _short(error.error)})
         if errors:
             raise InvalidPolicy(
