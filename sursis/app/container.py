@@ -214,8 +214,9 @@ def build_container(
     """Everything wired from `settings`. Illegal tool declarations raise here, at start-up.
 
     `telemetry`, when given, stays the caller's to shut down; `agents`, `extra_agents` and
-    `model` let tests declare their own agents and model; `policy` replaces the stored
-    pre-approval policy (the default reads the workspace's `authorizations`).
+    `model` let tests declare their own agents and model; `policy` replaces the stored policy
+    point (the default reads the workspace's policy, ladder and `authorizations`): it then decides
+    every call, and policies stored over the API have no effect.
     """
     owns_telemetry = telemetry is None
     telemetry = telemetry or build_telemetry(telemetry_config(settings))
