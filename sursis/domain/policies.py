@@ -189,6 +189,15 @@ class WorkspacePolicy:
 
 
 @dataclass(frozen=True, slots=True)
+class Approver:
+    """The person deciding, where one is: what a condition may read as `context.approver`."""
+
+    key: str
+    role: str
+    groups: frozenset[str] = frozenset()
+
+
+@dataclass(frozen=True, slots=True)
 class CallFacts:
     """What a condition may read about one call."""
 
@@ -203,6 +212,8 @@ class CallFacts:
     requester_key: str = ""
     requester_role: str = ""
     channel: str = ""
+    approver: Approver | None = None
+    """Absent before the call runs; set when a condition is evaluated for a person deciding."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -3,11 +3,13 @@ without a database."""
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import UTC, datetime
 
 import pytest
 
 from sursis.domain.policies import (
+    Approver,
     CallFacts,
     InvalidPolicy,
     LadderEntry,
@@ -174,6 +176,20 @@ def test_rule_shapes_are_checked_before_cedar() -> None:
         with pytest.raises(InvalidPolicy):
             check_rules(rules)
     check_rules([PolicyRule("a", PolicyEffect.ASK, route=ApprovalRoute(groups=("x",), quorum=2))])
+
+
+def test_a_condition_may_read_the_approver_where_one_decides() -> None:
+    rule = PolicyRule(
+        "finance", PolicyEffect.ALLOW, 'context has approver && context.approver.groups.contains("finance")'
+    )
+    CEDAR.validate([rule])
+    with pytest.raises(InvalidPolicy):  # optional: `has` first
+        CEDAR.validate([PolicyRule("x", PolicyEffect.ALLOW, 'context.approver.role == "admin"')])
+    workspace = state(rule)
+    before = facts(LOOKUP, id="1")
+    assert CEDAR.evaluate(workspace, before).held == frozenset()
+    deciding = dataclasses.replace(before, approver=Approver("k1", "operator", frozenset({"finance"})))
+    assert CEDAR.evaluate(workspace, deciding).held == {"finance"}
 
 
 def test_conditions_that_need_the_requester_are_known() -> None:

@@ -197,21 +197,29 @@ class CedarPolicies:
             if value is not None:
                 arguments[name] = value
         at = facts.at
+        context: dict[str, Any] = {
+            "workspace": facts.workspace,
+            "agent": facts.agent,
+            "tool": facts.tool,
+            "category": facts.category.value,
+            "server": facts.server or "",
+            "channel": facts.channel,
+            "arguments": arguments,
+            "requester": {"key": facts.requester_key, "role": facts.requester_role},
+            "time": {"epoch": int(at.timestamp()), "hour": at.hour, "weekday": at.isoweekday()},
+        }
+        if facts.approver is not None:
+            approver = facts.approver
+            context["approver"] = {
+                "key": approver.key,
+                "role": approver.role,
+                "groups": sorted(approver.groups),
+            }
         return {
             "principal": {"type": f"{NAMESPACE}::Agent", "id": facts.agent},
             "action": {"type": f"{NAMESPACE}::Action", "id": facts.tool},
             "resource": {"type": f"{NAMESPACE}::Tool", "id": facts.tool},
-            "context": {
-                "workspace": facts.workspace,
-                "agent": facts.agent,
-                "tool": facts.tool,
-                "category": facts.category.value,
-                "server": facts.server or "",
-                "channel": facts.channel,
-                "arguments": arguments,
-                "requester": {"key": facts.requester_key, "role": facts.requester_role},
-                "time": {"epoch": int(at.timestamp()), "hour": at.hour, "weekday": at.isoweekday()},
-            },
+            "context": context,
         }
 
     def _compile(self, workspace: str, rules: Sequence[PolicyRule]) -> _Compiled:
