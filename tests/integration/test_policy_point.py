@@ -3,6 +3,7 @@ tools and their digests, on SQLite and PostgreSQL through the migrations."""
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from datetime import timedelta
 
@@ -281,3 +282,22 @@ async def test_a_rule_may_read_who_started_the_conversation(database_url: str) -
 async def _events(svc: Service, conversation_id: uuid.UUID) -> list[StoredEvent]:
     async with svc.container.uow() as uow:
         return await uow.events.after(conversation_id, 0, 500)
+
+
+async def test_concurrent_policy_writes_have_one_winner(database_url: str) -> None:
+    async with Service.open(database_url, agents=[shop_agent()], model=ScriptedModel().model) as svc:
+        policies = svc.container.policies
+
+        async def put(i: int) -> int | str:
+            try:
+                stored = await policies.put(
+                    svc.principal, "default", [rule(f"r{i}", "allow", tools=("lookup_order",))], None, 0
+                )
+            except Stale:
+                return "stale"
+            return stored.version
+
+        outcomes = await asyncio.gather(*(put(i) for i in range(5)))
+        assert sorted(outcomes, key=str) == [1, "stale", "stale", "stale", "stale"]
+        current = await policies.get(svc.principal, "default", None)
+        assert current is not None and current.version == 1
