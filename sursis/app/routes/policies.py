@@ -12,10 +12,10 @@ from litestar.status_codes import HTTP_200_OK
 from sursis.app.auth import requires
 from sursis.app.routes.provide import services
 from sursis.app.schemas.policies import (
+    ApprovalPolicyIn,
+    ApprovalPolicyOut,
     LadderIn,
     LadderOut,
-    PolicyIn,
-    PolicyOut,
     PolicyToolOut,
     SimulateIn,
     SimulationOut,
@@ -54,10 +54,10 @@ class PolicyController(Controller):
         policies: NamedDependency[PolicyService],
         principal: NamedDependency[Principal],
         workspace: Workspace = None,
-    ) -> PolicyOut:
+    ) -> ApprovalPolicyOut:
         """The workspace's current policy (version null: none stored, the defaults apply)."""
         ws = PolicyService.workspace_of(principal, workspace)
-        return PolicyOut.of(ws, await policies.get(principal, ws, None))
+        return ApprovalPolicyOut.of(ws, await policies.get(principal, ws, None))
 
     @get("/versions/{version:str}")
     async def get_version(
@@ -66,18 +66,18 @@ class PolicyController(Controller):
         policies: NamedDependency[PolicyService],
         principal: NamedDependency[Principal],
         workspace: Workspace = None,
-    ) -> PolicyOut:
+    ) -> ApprovalPolicyOut:
         """One stored version of the workspace's policy (404 if there is no such version)."""
         ws = PolicyService.workspace_of(principal, workspace)
-        return PolicyOut.of(ws, await policies.get(principal, ws, int(version)))
+        return ApprovalPolicyOut.of(ws, await policies.get(principal, ws, int(version)))
 
     @put("/", status_code=HTTP_200_OK)
     async def set_policy(
         self,
-        data: JSONBody[PolicyIn],
+        data: JSONBody[ApprovalPolicyIn],
         policies: NamedDependency[PolicyService],
         principal: NamedDependency[Principal],
-    ) -> PolicyOut:
+    ) -> ApprovalPolicyOut:
         """Store the rules as the workspace's next version; it decides calls from then on."""
         stored = await policies.put(
             principal,
@@ -86,7 +86,7 @@ class PolicyController(Controller):
             data.comment,
             data.expected_version,
         )
-        return PolicyOut.of(stored.workspace, stored)
+        return ApprovalPolicyOut.of(stored.workspace, stored)
 
     @post("/simulate", status_code=HTTP_200_OK)
     async def simulate(

@@ -65,7 +65,7 @@ class RouteIn(Strict):
         )
 
 
-class RuleIn(Strict):
+class PolicyRuleIn(Strict):
     id: str = Field(min_length=1, max_length=64, pattern=RULE_ID.pattern)
     effect: PolicyEffect
     when: Condition = Field(default="", description="A Cedar expression over `context`; empty: always")
@@ -90,10 +90,10 @@ class RuleIn(Strict):
         )
 
 
-Rules = Annotated[list[RuleIn], Field(max_length=MAX_RULES)]
+Rules = Annotated[list[PolicyRuleIn], Field(max_length=MAX_RULES)]
 
 
-class PolicyIn(Strict):
+class ApprovalPolicyIn(Strict):
     rules: Rules
     comment: str | None = Field(default=None, max_length=2000)
     workspace: WorkspaceName | None = Field(default=None, description="The caller's workspace by default")
@@ -114,7 +114,7 @@ class RouteOut(BaseModel):
     on_timeout: str
 
 
-class RuleOut(BaseModel):
+class PolicyRuleOut(BaseModel):
     id: str
     effect: str
     when: str
@@ -124,22 +124,22 @@ class RuleOut(BaseModel):
     pins: dict[str, str]
 
 
-class PolicyOut(BaseModel):
+class ApprovalPolicyOut(BaseModel):
     workspace: str
     version: int | None = Field(description="null: no policy stored, the defaults apply")
-    rules: list[RuleOut]
+    rules: list[PolicyRuleOut]
     comment: str | None = None
     created_by: str | None = None
     created_at: datetime | None = None
 
     @classmethod
-    def of(cls, workspace: str, policy: StoredPolicy | None) -> PolicyOut:
+    def of(cls, workspace: str, policy: StoredPolicy | None) -> ApprovalPolicyOut:
         if policy is None:
             return cls(workspace=workspace, version=None, rules=[])
         return cls(
             workspace=policy.workspace,
             version=policy.version,
-            rules=[RuleOut.model_validate(r.to_json()) for r in policy.rules],
+            rules=[PolicyRuleOut.model_validate(r.to_json()) for r in policy.rules],
             comment=policy.comment,
             created_by=policy.created_by,
             created_at=policy.created_at,
