@@ -96,7 +96,7 @@ async def decisions(url: str, count: int) -> None:
         decision = await point.decide(deps, spec, args)
         assert (decision.effect, decision.rule) == (PolicyEffect.ASK, "prod-replays"), decision
         state = await point.workspace_policy("default")
-        facts = await point._facts(deps, spec, args, state)
+        facts = await point.facts(deps, spec, args, state)
         evaluate, whole = [], []
         for _ in range(count):
             t0 = time.perf_counter()
@@ -106,7 +106,7 @@ async def decisions(url: str, count: int) -> None:
             t2 = time.perf_counter()
             evaluate.append(t1 - t0)
             whole.append(t2 - t1)
-        compiled = cedar._compile("default", state.conditions())
+        compiled = cedar.compiled("default", state.conditions())
         requests = [cedar.request(facts)] * 100
         batch = []
         for _ in range(max(1, count // 100)):

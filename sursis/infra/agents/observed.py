@@ -25,7 +25,7 @@ from pydantic_ai.messages import ToolCallPart
 from pydantic_ai.tools import ToolDefinition
 from pydantic_core import to_jsonable_python
 
-from sursis.domain.errors import ToolError, ToolPolicyError, ok_result, unexpected_error_result
+from sursis.domain.errors import ToolError, ok_result, unexpected_error_result
 from sursis.domain.events import EventType, publish
 from sursis.domain.policies import authorization_of, governed, unavailable
 from sursis.domain.policy_decisions import PolicyDecision, PolicyEffect
@@ -33,6 +33,7 @@ from sursis.domain.ports import NoMetrics, ServiceMetrics, UnitOfWork
 from sursis.domain.records import ToolCallMetadata, ToolCallRecord
 from sursis.domain.sanitize import args_hash, sanitize
 from sursis.domain.tools import Category, Executor, PendingKind, ToolSpec
+from sursis.infra.agents.policy_gate import NOTIFIED, decide, denied, notify
 from sursis.infra.agents.run_deps import RunDeps, run_deps
 from sursis.infra.faults import crash_point
 from sursis.infra.telemetry import current_trace_id
@@ -48,8 +49,6 @@ POLICY = "policy"
 """Deferral metadata: the policy decision that asks for the call (`PolicyDecision.to_json()`); the
 pending call keeps it."""
 AUTO_APPROVED = "pending.auto_approved"
-NOTIFIED = "policy.notified"
-"""Audit action of a call the policy let run with its approvers told after (effect `notify`)."""
 _AUDIT_PAGE = 200
 
 
@@ -195,7 +194,7 @@ class ObservedTools(AbstractCapability[RunDeps]):
             stamped = metadata.get(POLICY)
             decision = PolicyDecision.from_json(stamped) if isinstance(stamped, Mapping) else None
         elif governed(spec):
-            decision = await self._decide(deps, spec, call, args)
+            decision = await decide(deps, spec, call.tool_call_id, args)
             cleared = decision.effect is PolicyEffect.ALLOW and authorization_of(decision) is None
             if not cleared and redispatch and await self._cleared_before(deps, call):
                 # An earlier dispatch passed the gate (it ran, or was cleared): not asked again.
@@ -203,7 +202,7 @@ class ObservedTools(AbstractCapability[RunDeps]):
             if decision is not None:
                 await self._apply(deps, spec, call, args, decision)
                 if decision.effect is PolicyEffect.DENY:
-                    return await self._execute(ctx, spec, call, args, _denied(decision), metadata, decision)
+                    return await self._execute(ctx, spec, call, args, denied(decision), metadata, decision)
         external = spec.external_kind()
         if external is not None:
             raise CallDeferred(
@@ -211,17 +210,6 @@ class ObservedTools(AbstractCapability[RunDeps]):
                 kind="question" if spec.executor is Executor.HUMAN else "external",
             )
         return await self._execute(ctx, spec, call, args, handler, metadata, decision)
-
-    @staticmethod
-    async def _decide(
-        deps: RunDeps, spec: ToolSpec, call: ToolCallPart, args: Mapping[str, Any]
-    ) -> PolicyDecision:
-        try:
-            return await deps.policy.decide(deps, spec, args)
-        except Exception:
-            # Fail closed: a policy that cannot be read or evaluated asks for the call.
-            log.exception("policy.unavailable", tool_name=spec.name, tool_call_id=call.tool_call_id)
-            return unavailable(spec)
 
     async def _apply(
         self,
@@ -240,38 +228,13 @@ class ObservedTools(AbstractCapability[RunDeps]):
             if authorization is not None:
                 await self._audit_auto_approval(deps, spec, call, args, authorization)
             elif decision.effect is PolicyEffect.NOTIFY:
-                await self._notify(deps, spec, call, args, decision)
+                await notify(deps, spec, call.tool_call_id, args, decision)
         except Exception:
             # Fail closed: a clearance that cannot be recorded asks for the call instead.
             log.exception("pre_approval.unavailable", tool_name=spec.name, tool_call_id=call.tool_call_id)
             raise ApprovalRequired(
                 metadata={"kind": PendingKind.APPROVAL.value, POLICY: unavailable(spec).to_json()}
             ) from None
-
-    @staticmethod
-    async def _notify(
-        deps: RunDeps, spec: ToolSpec, call: ToolCallPart, args: Mapping[str, Any], decision: PolicyDecision
-    ) -> None:
-        """A call that runs now, its approvers told after: an audit row and a `policy.notified`
-        event, written before it runs."""
-        jsonable = to_jsonable_python(dict(args))
-        if deps.before_effect is not None:
-            await deps.before_effect()
-        now = deps.clock()
-        details = {
-            "tool_name": spec.name,
-            "tool_call_id": call.tool_call_id,
-            "args_summary": sanitize(jsonable),
-            "args_hash": args_hash(spec.name, jsonable),
-            "policy": decision.to_json(),
-        }
-        async with deps.uow() as uow:
-            await uow.audit.append(
-                deps.audit_entry(NOTIFIED, f"policy:{decision.rule or 'default'}", details), now
-            )
-            event = {"run_id": str(deps.run_id), "agent": deps.agent_name, **details}
-            await publish(uow, deps.conversation_id, deps.workspace, EventType.POLICY_NOTIFIED, event, now)
-            await uow.commit()
 
     @staticmethod
     async def _cleared_before(deps: RunDeps, call: ToolCallPart) -> bool:
@@ -470,16 +433,6 @@ def _deferred_with_kind(exc: CallDeferred, spec: ToolSpec) -> CallDeferred:
         return exc
     kind = PendingKind.CLIENT_EXEC if spec.executor is Executor.CLIENT else PendingKind.ELICITATION
     return CallDeferred(metadata={**metadata, "kind": kind.value}, kind=exc.kind)
-
-
-def _denied(decision: PolicyDecision) -> WrapToolExecuteHandler:
-    """The handler of a denied call: it raises the typed error the model is shown."""
-
-    async def deny(_args: dict[str, Any]) -> Any:
-        reason = decision.reason or f"the policy's rule {decision.rule!r} denies this call"
-        raise ToolPolicyError(f"Denied by policy: {reason}", code="POLICY_DENIED")
-
-    return deny
 
 
 def _replay(payload: Any) -> Any:

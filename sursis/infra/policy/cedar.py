@@ -118,9 +118,9 @@ class CedarPolicies:
         self._arguments: dict[str, dict[str, tuple[dict[str, Any], bool]]] = {}
         for tool in tools:
             self._arguments.setdefault(tool.name, argument_types(tool.parameters))
-        self._compiled: OrderedDict[tuple[str, tuple[tuple[str, str, tuple[str, ...]], ...]], _Compiled] = (
-            OrderedDict()
-        )
+        self._compiled: OrderedDict[
+            tuple[str, tuple[tuple[str, str, tuple[str, ...]], ...]], CompiledPolicies
+        ] = OrderedDict()
         self._max_compiled = max_compiled
         self._lock = threading.Lock()
 
@@ -176,7 +176,7 @@ class CedarPolicies:
         conditions = state.conditions()
         if not any(r.applies_to(facts.tool) for r in conditions):
             return Matches()
-        compiled = self._compile(state.workspace, conditions)
+        compiled = self.compiled(state.workspace, conditions)
         return compiled.matches(cedarpy.is_authorized(self.request(facts), compiled.policies, []))
 
     def evaluate_batch(self, state: WorkspacePolicy, calls: Sequence[CallFacts]) -> list[Matches]:
@@ -184,7 +184,7 @@ class CedarPolicies:
         conditions = state.conditions()
         if not calls or not conditions:
             return [Matches() for _ in calls]
-        compiled = self._compile(state.workspace, conditions)
+        compiled = self.compiled(state.workspace, conditions)
         results = cedarpy.is_authorized_batch([self.request(f) for f in calls], compiled.policies, [])
         return [compiled.matches(r) for r in results]
 
@@ -222,7 +222,8 @@ class CedarPolicies:
             "context": context,
         }
 
-    def _compile(self, workspace: str, rules: Sequence[PolicyRule]) -> _Compiled:
+    def compiled(self, workspace: str, rules: Sequence[PolicyRule]) -> CompiledPolicies:
+        """The workspace's conditions as a parsed Cedar policy set, parsed once per rule list."""
         key = (workspace, tuple((r.id, r.when, r.tools) for r in rules))
         with self._lock:
             compiled = self._compiled.get(key)
@@ -231,7 +232,7 @@ class CedarPolicies:
                 return compiled
         text = "\n".join(_policy_text(f"r{i}", r) for i, r in enumerate(rules))
         # Cedar names the policies of a parsed set `policy0`, `policy1`... in the text's order.
-        compiled = _Compiled(
+        compiled = CompiledPolicies(
             cedarpy.PolicySet.from_str(text), {f"policy{i}": r.id for i, r in enumerate(rules)}
         )
         with self._lock:
@@ -242,7 +243,7 @@ class CedarPolicies:
 
 
 @dataclass(frozen=True, slots=True)
-class _Compiled:
+class CompiledPolicies:
     policies: Any
     ids: Mapping[str, str]
     """Cedar's policy id -> rule id."""

@@ -54,7 +54,7 @@ class StoredPolicyPoint(StoredPreApprovalPolicy):
         if state.empty:
             decision = default_decision(spec)
         else:
-            facts = await self._facts(deps, spec, args, state)
+            facts = await self.facts(deps, spec, args, state)
             decision = decide_call(spec, facts, state, self._cedar.evaluate(state, facts))
         return await self.with_pre_approval(deps, spec, args, decision)
 
@@ -67,9 +67,10 @@ class StoredPolicyPoint(StoredPreApprovalPolicy):
                 self._states.put(workspace, state, ticket)
         return state
 
-    async def _facts(
+    async def facts(
         self, deps: RunDeps, spec: ToolSpec, args: Mapping[str, Any], state: WorkspacePolicy
     ) -> CallFacts:
+        """What the conditions see of this call."""
         key, role, channel = await self._requester(deps) if state.needs_requester else ("", "", "")
         arguments = to_jsonable_python(dict(args))
         return CallFacts(
