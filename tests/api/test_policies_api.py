@@ -147,6 +147,22 @@ async def test_a_user_moves_a_tool_within_the_ceiling_only(
     assert ladder["list_dlq_events"]["level"] is None
     undone = await client.put("/v1/ladder", json={"tool": "replay_dlq_event", "undo": True}, headers=user)
     assert undone.json()["level"] is None and undone.json()["previous_level"] == "notify"
+    # Another workspace's customer sees nothing of this one's ladder and cannot move it.
+    stranger = bearer(await keys.make("user", "elsewhere"))
+    problem(
+        await client.put(
+            "/v1/ladder",
+            json={"tool": "replay_dlq_event", "level": "ask", "workspace": "default"},
+            headers=stranger,
+        ),
+        404,
+        "not_found",
+    )
+    problem(
+        await client.get("/v1/ladder", params={"workspace": "default"}, headers=stranger), 404, "not_found"
+    )
+    theirs = {e["tool"]: e for e in (await client.get("/v1/ladder", headers=stranger)).json()}
+    assert theirs["replay_dlq_event"]["ceiling"] == "ask" and theirs["replay_dlq_event"]["level"] is None
 
 
 async def test_decisions_show_on_pending_calls_and_tool_calls(client: AsyncTestClient[Any]) -> None:
