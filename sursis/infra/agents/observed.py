@@ -231,7 +231,8 @@ class ObservedTools(AbstractCapability[RunDeps]):
                 await notify(deps, spec, call.tool_call_id, args, decision)
         except Exception:
             # Fail closed: a clearance that cannot be recorded asks for the call instead.
-            log.exception("pre_approval.unavailable", tool_name=spec.name, tool_call_id=call.tool_call_id)
+            event = "pre_approval.unavailable" if authorization is not None else "policy.unavailable"
+            log.exception(event, tool_name=spec.name, tool_call_id=call.tool_call_id)
             raise ApprovalRequired(
                 metadata={"kind": PendingKind.APPROVAL.value, POLICY: unavailable(spec).to_json()}
             ) from None
@@ -241,10 +242,10 @@ class ObservedTools(AbstractCapability[RunDeps]):
         """Whether an earlier dispatch of this call (a segment that died) already passed the gate.
 
         A redispatched call carries no approval of its own, so the gate is asked again, unless the
-        call has a stored outcome (it ran; `_execute` replays it) or a pre-approval was recorded for
-        it. That recorded approval holds, like an operator's: the call is not gated a second time
-        and no second `pending.auto_approved` row is written, even if the authorization has been
-        revoked since.
+        call has a stored outcome (it ran; `_execute` replays it) or a pre-approval (or a `notify`
+        rule) was recorded for it. That recorded clearance holds, like an operator's approval: the
+        call is not gated a second time and no second `pending.auto_approved` (`policy.notified`)
+        row is written, even if the authorization or the policy has changed since.
         """
         async with deps.uow() as uow:
             if await uow.tool_calls.get(deps.conversation_id, call.tool_call_id) is not None:
