@@ -358,6 +358,7 @@ def parser() -> argparse.ArgumentParser:
     from importlib.metadata import version
 
     from sursis.app.cli_pending import add_pending_commands
+    from sursis.app.cli_policy import add_policy_commands
 
     p = argparse.ArgumentParser(prog="sursis", description="Agents whose tool calls wait for a human.")
     p.add_argument("--version", action="version", version=f"sursis {version('sursis')}")
@@ -387,6 +388,7 @@ def parser() -> argparse.ArgumentParser:
     ready.add_argument("--timeout", type=float, default=120.0, help="seconds (default 120)")
     ready.set_defaults(func=_wait_ready)
     add_pending_commands(sub)
+    add_policy_commands(sub)
     keys = sub.add_parser("keys", help="API keys: create, list, revoke")
     keys_sub = keys.add_subparsers(dest="keys_command", required=True)
     create = keys_sub.add_parser("create", help="make a key and print it once")

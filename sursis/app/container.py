@@ -12,6 +12,7 @@ from pydantic_ai.models import Model
 from sursis.app.agent_loading import BUILT_IN, check_no_clash, select_agents
 from sursis.app.bridges import ask_world_bridge
 from sursis.app.channel_wiring import channel_loops
+from sursis.app.policy_wiring import PolicyCaches, policy_parts
 from sursis.app.settings import Settings
 from sursis.app.storage import (
     build_audit_chain,
@@ -23,7 +24,6 @@ from sursis.app.storage import (
 from sursis.domain.agents import AgentCatalogService
 from sursis.domain.audit import AuditService
 from sursis.domain.audit_verify import AuditChainService
-from sursis.domain.authorization_cache import AuthorizationCache
 from sursis.domain.authorizations import PreApprovalService
 from sursis.domain.channels.admin import ChannelAdminService
 from sursis.domain.channels.slack import SlackInbound
@@ -34,6 +34,8 @@ from sursis.domain.customer.intake import EventIntakeService
 from sursis.domain.events import ClientPresence, EventService
 from sursis.domain.keys import KeyService
 from sursis.domain.pending_calls import PendingCallService
+from sursis.domain.policy_service import PolicyService
+from sursis.domain.policy_simulation import PolicySimulation
 from sursis.domain.retention import RetentionService
 from sursis.domain.runs import RunService
 from sursis.domain.webhooks import WebhookService
@@ -41,7 +43,6 @@ from sursis.infra.agents.assistant import assistant_agent
 from sursis.infra.agents.declarations import AgentDefinition, DeclaredToolCatalog
 from sursis.infra.agents.models import build_model
 from sursis.infra.agents.ops import ops_agent
-from sursis.infra.agents.policy import StoredPreApprovalPolicy
 from sursis.infra.agents.run_deps import PreApprovalPolicy
 from sursis.infra.customer.supervisor import customer_agents
 from sursis.infra.db.encryption_state import EncryptionState
@@ -77,6 +78,8 @@ class Container:
     retention: RetentionService
     keys: KeyService
     authorizations: PreApprovalService
+    policies: PolicyService
+    policy_simulation: PolicySimulation
     runner: AgentRunner
     worker: Worker
     telemetry: Telemetry
@@ -222,20 +225,21 @@ def build_container(
     """Everything wired from `settings`. Illegal tool declarations raise here, at start-up.
 
     `telemetry`, when given, stays the caller's to shut down; `agents`, `extra_agents` and
-    `model` let tests declare their own agents and model; `policy` replaces the stored
-    pre-approval policy (the default reads the workspace's `authorizations`).
+    `model` let tests declare their own agents and model; `policy` replaces the stored policy
+    point (the default reads the workspace's policy, ladder and `authorizations`): it then decides
+    every call, and policies stored over the API have no effect.
     """
     owns_telemetry = telemetry is None
     telemetry = telemetry or build_telemetry(telemetry_config(settings))
     engine = build_engine(settings)
     sqlite = is_sqlite(settings.database_url)
     listening = None if sqlite else listen_url(settings.database_url, settings.database_listen_url)
-    rules = (
-        AuthorizationCache(settings.policy_cache_seconds, live=sqlite)
-        if settings.policy_cache_seconds > 0 and policy is None
-        else None
+    caches = PolicyCaches.build(settings, sqlite=sqlite, policy=policy)
+    notifier = (
+        LocalRunNotifier()
+        if sqlite
+        else PostgresRunNotifier(engine, listening, authorizations=caches.invalidations())
     )
-    notifier = LocalRunNotifier() if sqlite else PostgresRunNotifier(engine, listening, authorizations=rules)
     uow = build_unit_of_work(
         settings,
         engine,
@@ -256,6 +260,7 @@ def build_container(
         name: models.for_agent(d) for name, d in {**built, **{d.name: d for d in extra_agents}}.items()
     }
     catalog = DeclaredToolCatalog(definitions.values())
+    policies = policy_parts(uow, catalog, caches, policy)
     timeouts = Timeouts(
         approval=timedelta(seconds=settings.approval_timeout_seconds),
         elicitation=timedelta(seconds=settings.elicitation_timeout_seconds),
@@ -271,7 +276,7 @@ def build_container(
         timeouts=timeouts,
         lease=timedelta(seconds=settings.lease_seconds),
         telemetry=telemetry,
-        policy=policy or StoredPreApprovalPolicy(uow, rules),
+        policy=policies.point,
         delta_interval=settings.events_delta_interval_seconds,
         history_cache_messages=settings.history_cache_messages,
         history_turns=settings.history_turns,
@@ -363,7 +368,9 @@ def build_container(
         retention=retention,
         keys=KeyService(uow, cache=credentials),
         credentials=credentials,
-        authorizations=PreApprovalService(uow, catalog, changes=rules),
+        authorizations=PreApprovalService(uow, catalog, changes=caches.rules),
+        policies=policies.service,
+        policy_simulation=policies.simulation,
         runner=runner,
         worker=worker,
         telemetry=telemetry,

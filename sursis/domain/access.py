@@ -45,9 +45,13 @@ class Permission(StrEnum):
     ALL_WORKSPACES = "all_workspaces"
     MANAGE_RETENTION = "manage_retention"
     """Set retention policies, place and release legal holds, plan and run purges (admin only)."""
+    MANAGE_POLICIES = "manage_policies"
+    """Read and change the workspace's approval policy, simulate one, set ladder ceilings (admin only)."""
+    MOVE_LADDER = "move_ladder"
+    """Move a tool on the workspace's autonomy ladder, within the ceiling the admin set."""
 
 
-_USER = frozenset({Permission.CONVERSE, Permission.ANSWER})
+_USER = frozenset({Permission.CONVERSE, Permission.ANSWER, Permission.MOVE_LADDER})
 _OPERATOR = _USER | {
     Permission.ANSWER_ANY,
     Permission.APPROVE,

@@ -34,6 +34,7 @@ class EventType(StrEnum):
     RUN_COMPLETED = "run.completed"
     RUN_FAILED = "run.failed"
     CONVERSATION_STARTED = "conversation.started"
+    POLICY_NOTIFIED = "policy.notified"
 
 
 PENDING_EVENT_TYPES: tuple[str, ...] = (

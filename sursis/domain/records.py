@@ -235,6 +235,9 @@ class ToolCallRecord:
     metadata: ToolCallMetadata
     result: Any = None
     error_code: str | None = None
+    policy: PolicyDecision | None = None
+    """The policy decision the call ran under (allow, notify, or the ask an approval answered);
+    None for rows written before decisions were recorded."""
 
 
 @dataclass(slots=True)

@@ -248,6 +248,20 @@ ROUTES = [
     ),
     Route("DELETE", "/v1/retention/holds/{hold_id}", admins(204)),
     Route("GET", "/v1/audit/verify", admins(200)),
+    Route("GET", "/v1/policies", admins(200)),
+    Route("PUT", "/v1/policies", admins(200), body=lambda o: {"rules": []}),
+    Route(
+        "POST",
+        "/v1/policies/simulate",
+        admins(200),
+        body=lambda o: {"rules": [], "since": "2026-01-01T00:00:00Z"},
+    ),
+    # After the PUT above: the caller's workspace has version 1.
+    Route("GET", "/v1/policies/versions/{policy_version}", admins(200)),
+    Route("GET", "/v1/policies/schema", admins(200)),
+    Route("GET", "/v1/policies/tools", admins(200)),
+    Route("GET", "/v1/ladder", everyone(200)),
+    Route("PUT", "/v1/ladder", everyone(200), body=lambda o: {"tool": "replay_dlq_event", "level": "ask"}),
     Route(
         "POST",
         "/v1/events",
@@ -278,6 +292,7 @@ TEMPLATE_OF = {
     "{mapped_user_id}": "{user_id}",
     "{binding_id}": "{binding_id}",
     "{hold_id}": "{hold_id}",
+    "{policy_version}": "{version}",
     "{workspace}": "{workspace}",
 }
 
@@ -380,6 +395,7 @@ async def make_objects(client: AsyncTestClient[Any], keys: KeyMaker) -> Objects:
             "slack_key_id": str(slack_key.key.id),
             "binding_id": binding.json()["id"],
             "hold_id": hold.json()["id"],
+            "policy_version": "1",
             "workspace": "default",
         }
     )

@@ -62,7 +62,13 @@ def test_problem_codes_come_from_the_error_table() -> None:
         "stale",
         "world_exists",
     ]
-    assert codes_for(422) == ["audit_period_too_short", "invalid_decision", "validation_failed"]
+    assert codes_for(422) == [
+        "audit_period_too_short",
+        "invalid_decision",
+        "invalid_policy",
+        "validation_failed",
+    ]
+    assert "above_ceiling" in codes_for(403)
     assert "conversation_purged" in codes_for(404)
     assert codes_for(503) == ["database_unavailable", "unavailable"]
     assert codes_for(415) == ["unsupported_media_type"]

@@ -79,6 +79,11 @@ SEMANTIC_422 = {
     "PUT /v1/retention/policies/{workspace}": "audit_days is checked against conversation_days",
     # `conversation_id` must name a conversation of `workspace`.
     "POST /v1/retention/holds": "conversation_id must name a conversation of the workspace",
+    # Conditions are Cedar, checked against the published schema; a rule's tools must be declared.
+    "PUT /v1/policies": "conditions are checked by Cedar against the schema, tools against the catalog",
+    "POST /v1/policies/simulate": "the same rules; `until` must come after `since`",
+    # The tool must be declared; an `ask_above` condition is Cedar, checked against the schema.
+    "PUT /v1/ladder": "the tool must be declared; the condition is checked by Cedar",
 }
 CONFIG: dict[str, Any] = {
     "checks": {"enabled": True},
@@ -147,6 +152,8 @@ async def real_objects(seeded: str, keys: KeyMaker) -> dict[str, str]:
         assert mapped.status_code == 200
         hold = await client.post("/v1/retention/holds", json={"workspace": "default", "reason": "fuzz"})
         assert hold.status_code == 201
+        policy = await client.put("/v1/policies", json={"rules": []})
+        assert policy.status_code == 200
     return {
         "conversation_id": conversation_id,
         "run_id": run["id"],
@@ -158,6 +165,7 @@ async def real_objects(seeded: str, keys: KeyMaker) -> dict[str, str]:
         "decision_id": "d-fuzz",
         "hold_id": hold.json()["id"],
         "workspace": "default",
+        "version": str(policy.json()["version"]),
         "rule_id": rules[0]["rule_id"],
         "binding_id": binding.json()["id"],
         "team_id": "T0FUZZ",

@@ -36,6 +36,7 @@ async def test_me_describes_the_presented_key(client: AsyncTestClient[Any], keys
             "converse",
             "manage_authorizations",
             "manage_webhooks",
+            "move_ladder",
             "read_audit",
         ],
     }

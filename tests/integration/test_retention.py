@@ -60,6 +60,8 @@ TABLES: dict[str, str] = {
     "legal_holds": "workspace-level (a hold keeps its conversation: it is never purged)",
     "api_keys": "workspace-level",
     "authorizations": "workspace-level",
+    "policies": "workspace-level (every version, for the decisions that name it)",
+    "autonomy_ladder": "workspace-level",
     "webhooks": "workspace-level",
     "failure_clusters": "workspace-level",
     "slack_users": "workspace-level",

@@ -40,9 +40,11 @@ statement: message (3: the conversation read and taken; the run, audit and event
 run with its log; audit and event), suspension (2: the run; the pending call, messages, audit and events). Each event's insert there
 also takes the conversation's lock and sends the notifications.
 
-The workspace's pre-approvals of the gated tool are read once (`POLICY_READ`), by the first gated
-call; later calls find them in the worker's policy cache until a change is notified."""
-POLICY_READ = 1
+The workspace's policy and ladder (2 statements, one reader) and its pre-approvals of the gated tool
+(1) are read once (`POLICY_READ`), by the first call; later calls find them in the worker's policy
+caches until a change is notified."""
+POLICY_READ = 3
+POLICY_READERS = 2
 RESUME_STATEMENTS = {"sqlite": 23, "postgresql": 13}
 """SQLite: resolve (6: the call read and decided, the run, the delivery look-up, audit, events),
 claim with the segment's start (6: the run, the log, pending calls, stored outcomes, audit, event),
@@ -54,8 +56,8 @@ events), claim (3: the run
 with its log, the pending calls with their stored outcomes; audit and event), the tool's effect (5: its own 3, the
 outcome; the event), the end (2: the run; the conversation freed, messages, audit, events)."""
 SUSPEND_TRANSACTIONS = 3
-"""Message, claim (the segment's start read in it), suspension; the first turn adds the policy read
-(a reader: a deferred BEGIN on SQLite; on PostgreSQL autocommit, which SQLAlchemy still counts)."""
+"""Message, claim (the segment's start read in it), suspension; the first turn adds the policy reads
+(readers: a deferred BEGIN on SQLite; on PostgreSQL autocommit, which SQLAlchemy still counts)."""
 RESUME_TRANSACTIONS = 4
 
 
@@ -96,7 +98,8 @@ async def test_an_approval_turn_makes_three_commits_to_suspend_and_four_to_finis
         assert len(commits) == SUSPEND_COMMITS, f"turn {turn}: suspend path"
         first = POLICY_READ if turn == 0 else 0
         assert len(statements) == SUSPEND_STATEMENTS[dialect] + first, (turn, statements)
-        assert len(begins) == SUSPEND_TRANSACTIONS + first, f"turn {turn}: suspend path"
+        readers = POLICY_READERS if turn == 0 else 0
+        assert len(begins) == SUSPEND_TRANSACTIONS + readers, f"turn {turn}: suspend path"
 
         async with container.uow() as uow:
             [pending] = await uow.pending.for_run(run.id, PendingStatus.AWAITING)

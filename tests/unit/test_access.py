@@ -18,10 +18,11 @@ NOW = datetime(2026, 1, 1, tzinfo=UTC)
 
 
 def test_what_each_role_may_do() -> None:
-    assert PERMISSIONS[Role.USER] == {Permission.CONVERSE, Permission.ANSWER}
+    assert PERMISSIONS[Role.USER] == {Permission.CONVERSE, Permission.ANSWER, Permission.MOVE_LADDER}
     assert PERMISSIONS[Role.OPERATOR] == {
         Permission.CONVERSE,
         Permission.ANSWER,
+        Permission.MOVE_LADDER,
         Permission.ANSWER_ANY,
         Permission.APPROVE,
         Permission.READ_AUDIT,

@@ -24,6 +24,7 @@ from sursis.app.routes.agents import list_agents
 from sursis.app.routes.channels_admin import channel_route_handlers
 from sursis.app.routes.events import event_route_handlers
 from sursis.app.routes.platform_events import list_conversations, post_event
+from sursis.app.routes.policies import policy_route_handlers
 from sursis.app.routes.provide import services
 from sursis.app.routes.retention import retention_route_handlers
 from sursis.app.routes.worlds import world_route_handlers
@@ -441,6 +442,7 @@ def route_handlers() -> list[Any]:
         *world_route_handlers(),
         *channel_route_handlers(),
         *retention_route_handlers(),
+        *policy_route_handlers(),
         post_event,
         list_conversations,
     ]

@@ -10,6 +10,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from sursis.app.schemas.policies import PolicyDecisionOut
 from sursis.app.schemas.runs import RunOut, run_out
 from sursis.app.schemas.validation import FromRecord, Strict, WorkspaceName
 from sursis.domain.access import Permission
@@ -80,6 +81,9 @@ class ToolCallOut(BaseModel):
         default=None,
         description="the tool's declared category; null for calls recorded before categories were",
     )
+    policy: PolicyDecisionOut | None = Field(
+        default=None, description="the policy decision the call ran under; null for older calls"
+    )
 
 
 def conversation_out(c: Conversation) -> ConversationOut:
@@ -101,6 +105,7 @@ def tool_call_out(r: ToolCallRecord) -> ToolCallOut:
         tool_call_id=r.tool_call_id,
         error_code=r.error_code,
         result=r.result,
+        policy=PolicyDecisionOut.model_validate(r.policy) if r.policy is not None else None,
     )
 
 

@@ -9,6 +9,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from sursis.app.schemas.policies import PolicyDecisionOut
 from sursis.app.schemas.validation import FromRecord, JsonObject, JsonValue, Strict, as_utc
 from sursis.domain.access import Permission
 from sursis.domain.errors import ValidationFailed
@@ -55,6 +56,10 @@ class PendingCallOut(FromRecord):
     args: dict[str, Any] | None = None
     edited_args: dict[str, Any] | None = None
     result: Any = None
+    policy: PolicyDecisionOut | None = Field(
+        default=None,
+        description="the policy decision that made the call wait; null for other kinds and older calls",
+    )
 
 
 class PendingPage(BaseModel):

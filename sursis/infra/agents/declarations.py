@@ -194,6 +194,10 @@ class DeclaredToolCatalog:
             if definition.mcp is not None:
                 await definition.mcp.close()
 
+    def declared_tools(self) -> list[DeclaredTool]:
+        """Every function tool of every agent (the policy's Cedar schema is made from them)."""
+        return [d for a in self._agents.values() for d in a.tools]
+
     def gated_tool_names(self) -> list[str]:
         """The tools a pre-approval may name: gated tools of any agent (an MCP tool once listed)."""
         declared = {d.spec.name for a in self._agents.values() for d in a.tools if d.spec.gated}

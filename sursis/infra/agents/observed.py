@@ -27,10 +27,13 @@ from pydantic_core import to_jsonable_python
 
 from sursis.domain.errors import ToolError, ok_result, unexpected_error_result
 from sursis.domain.events import EventType, publish
+from sursis.domain.policies import authorization_of, governed, unavailable
+from sursis.domain.policy_decisions import PolicyDecision, PolicyEffect
 from sursis.domain.ports import NoMetrics, ServiceMetrics, UnitOfWork
 from sursis.domain.records import ToolCallMetadata, ToolCallRecord
 from sursis.domain.sanitize import args_hash, sanitize
 from sursis.domain.tools import Category, Executor, PendingKind, ToolSpec
+from sursis.infra.agents.policy_gate import NOTIFIED, decide, denied, notify
 from sursis.infra.agents.run_deps import RunDeps, run_deps
 from sursis.infra.faults import crash_point
 from sursis.infra.telemetry import current_trace_id
@@ -56,6 +59,7 @@ class _CallTiming:
     t0: float
     executor: Executor | None = None
     category: Category | None = None
+    policy: PolicyDecision | None = None
     recorded_in: UnitOfWork | None = None
     """The tool's transaction that recorded the outcome with the effect (`record_effect`), and
     published its `tool.result` event when the segment asked for that."""
@@ -100,6 +104,7 @@ async def record_effect(uow: UnitOfWork, ctx: RunContext[RunDeps], tool_name: st
             tool_call_id=ctx.tool_call_id or "",
             metadata=md,
             result=payload,
+            policy=timing.policy,
         )
     )
     if not inserted:
@@ -207,27 +212,64 @@ class ObservedTools(AbstractCapability[RunDeps]):
         metadata = ctx.tool_call_metadata or {}
         redispatch = bool(metadata.get(REDISPATCH))
         approved = ctx.tool_call_approved and not redispatch
-        if spec.gated and not approved and not (redispatch and await self._cleared_before(deps, call)):
-            authorization = await self._pre_approval(deps, spec, call, args)
-            if authorization is None:
-                raise ApprovalRequired(metadata={"kind": PendingKind.APPROVAL.value})
+        decision: PolicyDecision | None = None
+        if approved:
+            # The decision that asked for the call; the approval answered it.
+            stamped = metadata.get(POLICY)
+            decision = PolicyDecision.from_json(stamped) if isinstance(stamped, Mapping) else None
+        elif governed(spec):
+            decision = await decide(deps, spec, call.tool_call_id, args)
+            cleared = decision.effect is PolicyEffect.ALLOW and authorization_of(decision) is None
+            if not cleared and redispatch and await self._cleared_before(deps, call):
+                # An earlier dispatch passed the gate (it ran, or was cleared): not asked again.
+                decision = None
+            if decision is not None:
+                await self._apply(deps, spec, call, args, decision)
+                if decision.effect is PolicyEffect.DENY:
+                    return await self._execute(ctx, spec, call, args, denied(decision), metadata, decision)
         external = spec.external_kind()
         if external is not None:
             raise CallDeferred(
                 metadata={"kind": external.value},
                 kind="question" if spec.executor is Executor.HUMAN else "external",
             )
-        return await self._execute(ctx, spec, call, args, handler, metadata)
+        return await self._execute(ctx, spec, call, args, handler, metadata, decision)
+
+    async def _apply(
+        self,
+        deps: RunDeps,
+        spec: ToolSpec,
+        call: ToolCallPart,
+        args: Mapping[str, Any],
+        decision: PolicyDecision,
+    ) -> None:
+        """Act on a decision before the call runs: an ask suspends it; a pre-approval and a notify
+        are written down first (a call they cleared is not asked again after a crash)."""
+        if decision.effect is PolicyEffect.ASK:
+            raise ApprovalRequired(metadata={"kind": PendingKind.APPROVAL.value, POLICY: decision.to_json()})
+        authorization = authorization_of(decision)
+        try:
+            if authorization is not None:
+                await self._audit_auto_approval(deps, spec, call, args, authorization)
+            elif decision.effect is PolicyEffect.NOTIFY:
+                await notify(deps, spec, call.tool_call_id, args, decision)
+        except Exception:
+            # Fail closed: a clearance that cannot be recorded asks for the call instead.
+            event = "pre_approval.unavailable" if authorization is not None else "policy.unavailable"
+            log.exception(event, tool_name=spec.name, tool_call_id=call.tool_call_id)
+            raise ApprovalRequired(
+                metadata={"kind": PendingKind.APPROVAL.value, POLICY: unavailable(spec).to_json()}
+            ) from None
 
     @staticmethod
     async def _cleared_before(deps: RunDeps, call: ToolCallPart) -> bool:
         """Whether an earlier dispatch of this call (a segment that died) already passed the gate.
 
         A redispatched call carries no approval of its own, so the gate is asked again, unless the
-        call has a stored outcome (it ran; `_execute` replays it) or a pre-approval was recorded for
-        it. That recorded approval holds, like an operator's: the call is not gated a second time
-        and no second `pending.auto_approved` row is written, even if the authorization has been
-        revoked since.
+        call has a stored outcome (it ran; `_execute` replays it) or a pre-approval (or a `notify`
+        rule) was recorded for it. That recorded clearance holds, like an operator's approval: the
+        call is not gated a second time and no second `pending.auto_approved` (`policy.notified`)
+        row is written, even if the authorization or the policy has changed since.
         """
         async with deps.uow() as uow:
             if await uow.tool_calls.get(deps.conversation_id, call.tool_call_id) is not None:
@@ -238,7 +280,7 @@ class ObservedTools(AbstractCapability[RunDeps]):
                     workspace=deps.workspace,
                     conversation_id=deps.conversation_id,
                     correlation_id=None,
-                    actions=(AUTO_APPROVED,),
+                    actions=(AUTO_APPROVED, NOTIFIED),
                     since=None,
                     after_id=after_id,
                     limit=_AUDIT_PAGE,
@@ -249,22 +291,6 @@ class ObservedTools(AbstractCapability[RunDeps]):
                 if len(rows) < _AUDIT_PAGE:
                     return False
                 after_id = rows[-1].id
-
-    async def _pre_approval(
-        self, deps: RunDeps, spec: ToolSpec, call: ToolCallPart, args: Mapping[str, Any]
-    ) -> str | None:
-        """The covering authorization's id, audited before the call runs; None gates the call."""
-        try:
-            authorization = await deps.policy.covering_authorization(
-                deps.workspace, spec.name, args, deps.clock()
-            )
-            if authorization is not None:
-                await self._audit_auto_approval(deps, spec, call, args, authorization)
-            return authorization
-        except Exception:
-            # Fail closed: a policy that cannot be evaluated (or recorded) gates the call.
-            log.exception("pre_approval.unavailable", tool_name=spec.name, tool_call_id=call.tool_call_id)
-            return None
 
     @staticmethod
     async def _audit_auto_approval(
@@ -302,6 +328,7 @@ class ObservedTools(AbstractCapability[RunDeps]):
         args: dict[str, Any],
         handler: WrapToolExecuteHandler,
         metadata: Mapping[str, Any],
+        decision: PolicyDecision | None = None,
     ) -> Any:
         deps = run_deps(ctx)
         if deps.outcomes is not None and call.tool_call_id in deps.outcomes:
@@ -317,7 +344,7 @@ class ObservedTools(AbstractCapability[RunDeps]):
         started_at = deps.clock()
         t0 = time.perf_counter()
         error_code: str | None = None
-        timing = _CallTiming(started_at, t0, spec.executor, spec.category)
+        timing = _CallTiming(started_at, t0, spec.executor, spec.category, decision)
         token = _timing.set(timing)
         crash_point("tool_started")
         crash_point(f"tool_started:{spec.name}")
@@ -359,7 +386,9 @@ class ObservedTools(AbstractCapability[RunDeps]):
         announce = ok and deps.announced is not None
         recorded = _committed(timing.recorded_in)  # the outcome and its event went with the effect
         if not recorded:
-            await self._record_outcome(deps, call.tool_call_id, spec, md, payload, error_code, announce)
+            await self._record_outcome(
+                deps, call.tool_call_id, spec, md, payload, error_code, announce, decision
+            )
         if (announce or recorded) and deps.announced is not None:
             deps.announced.add(call.tool_call_id)
         self._metrics.tool_call(md)
@@ -413,6 +442,7 @@ class ObservedTools(AbstractCapability[RunDeps]):
         payload: dict[str, Any],
         error_code: str | None,
         announce: bool,
+        decision: PolicyDecision | None,
     ) -> None:
         async with deps.uow() as uow:
             await uow.tool_calls.record(
@@ -423,6 +453,7 @@ class ObservedTools(AbstractCapability[RunDeps]):
                     metadata=md,
                     result=payload,
                     error_code=error_code,
+                    policy=decision,
                 )
             )
             if announce:

@@ -9,24 +9,53 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+import structlog
 from opentelemetry import trace
 from pydantic_ai import RunContext
 
 from sursis.domain.clock import Clock
+from sursis.domain.policies import default_decision, pre_approved
+from sursis.domain.policy_decisions import PolicyDecision, PolicyEffect
 from sursis.domain.ports import UnitOfWorkFactory
 from sursis.domain.records import AuditEntry, ToolCallRecord
+from sursis.domain.tools import ToolSpec
+
+log = structlog.get_logger("sursis.tools")
 
 
 class PreApprovalPolicy:
-    """Decides whether a gated call is covered by a workspace pre-approval. Default: never.
+    """The policy point every tool call passes (`decide`), and the pre-approvals it reads.
 
-    Returns the covering authorization's id. Raising means "cannot tell": the call is gated.
+    This base applies the defaults (a gated spec asks any operator, an MCP tool that is not `read`
+    asks, the rest runs) and lifts an ask that a pre-approval covers; the stored policy point
+    (`sursis.infra.policy.point`) reads the workspace's rules and ladder first.
+    `covering_authorization` returns the covering authorization's id; raising means "cannot
+    tell": the call is asked.
     """
 
     async def covering_authorization(
         self, workspace: str, tool_name: str, args: Mapping[str, Any], now: datetime
     ) -> str | None:
         return None
+
+    async def decide(self, deps: RunDeps, spec: ToolSpec, args: Mapping[str, Any]) -> PolicyDecision:
+        """The decision for one call. Raising means "cannot tell": the wrapper asks (fail closed)."""
+        return await self.with_pre_approval(deps, spec, args, default_decision(spec))
+
+    async def with_pre_approval(
+        self, deps: RunDeps, spec: ToolSpec, args: Mapping[str, Any], decision: PolicyDecision
+    ) -> PolicyDecision:
+        """An ask a stored pre-approval covers runs instead. Not for MCP tools: a pre-approval pins
+        no schema digest, so only a policy rule may let one run."""
+        if decision.effect is not PolicyEffect.ASK or decision.flags or spec.server is not None:
+            return decision
+        try:
+            authorization = await self.covering_authorization(deps.workspace, spec.name, args, deps.clock())
+        except Exception:
+            # Fail closed: a pre-approval that cannot be evaluated leaves the call asked.
+            log.exception("pre_approval.unavailable", tool_name=spec.name)
+            return decision
+        return pre_approved(decision, authorization) if authorization is not None else decision
 
 
 ProgressSink = Callable[[str, str, Any], Awaitable[None]]

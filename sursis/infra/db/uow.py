@@ -19,6 +19,7 @@ from sursis.infra.db.engine import reader_options
 from sursis.infra.db.event_repositories import SqlEventRepository, SqlWebhookRepository
 from sursis.infra.db.ops_repository import SqlOpsRepository
 from sursis.infra.db.outbox_repository import SqlOutboxRepository
+from sursis.infra.db.policy_repository import SqlPolicyRepository
 from sursis.infra.db.repositories import (
     SqlAuditRepository,
     SqlConversationRepository,
@@ -75,6 +76,7 @@ class SqlUnitOfWork:
         self.channels = SqlChannelRepository(self.session)
         self.audit_chain = SqlAuditChainRepository(self.session)
         self.retention = SqlRetentionRepository(self.session)
+        self.policies = SqlPolicyRepository(self.session)
         return self
 
     async def __aexit__(

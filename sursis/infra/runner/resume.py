@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import timedelta
+from typing import Any
 
 from pydantic_ai.exceptions import (
     ToolFailed,
@@ -23,6 +24,7 @@ from sursis.domain.states import PendingStatus
 from sursis.domain.tools import PendingKind
 from sursis.infra.agents.observed import (
     EDITED_ARGS,
+    POLICY,
     REDISPATCH,
     failure_message,
 )
@@ -131,8 +133,11 @@ def deferred_results(
             if row.status is PendingStatus.APPROVED:
                 edited = (row.resolution or {}).get("args")
                 results.approvals[call_id] = ToolApproved(override_args=edited)
+                metadata: dict[str, Any] = {POLICY: row.policy.to_json()} if row.policy is not None else {}
                 if edited is not None:
-                    results.metadata[call_id] = {EDITED_ARGS: edited}
+                    metadata[EDITED_ARGS] = edited
+                if metadata:
+                    results.metadata[call_id] = metadata
             else:
                 results.approvals[call_id] = ToolDenied(denial_for(row))
         elif row.status is PendingStatus.ANSWERED:

@@ -9,6 +9,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from sursis.domain.encryption import Cipher
+from sursis.domain.policy_decisions import PolicyDecision
 from sursis.domain.records import (
     ToolCallMetadata,
     ToolCallRecord,
@@ -24,7 +25,10 @@ def tool_call_from_row(row: Any, cipher: Cipher) -> ToolCallRecord:
     opened = TOOL_CALLS.open_row(cipher, row)
     category = opened._mapping["category"]
     metadata = record_from_row(ToolCallMetadata, opened, category=Category(category) if category else None)
-    return record_from_row(ToolCallRecord, opened, metadata=metadata)
+    policy = opened._mapping["policy"]
+    return record_from_row(
+        ToolCallRecord, opened, metadata=metadata, policy=PolicyDecision.from_json(policy) if policy else None
+    )
 
 
 _c = t.tool_calls.c
@@ -43,7 +47,13 @@ _FOR_IDS = sa.select(t.tool_calls).where(
 class SqlToolCallRepository(SqlRepository):
     async def record(self, record: ToolCallRecord) -> bool:
         values = TOOL_CALLS.seal(
-            self._cipher, row_values(record, t.tool_calls, **row_values(record.metadata, t.tool_calls))
+            self._cipher,
+            row_values(
+                record,
+                t.tool_calls,
+                **row_values(record.metadata, t.tool_calls),
+                policy=record.policy.to_json() if record.policy is not None else None,
+            ),
         )
         return rowcount(await self._session.execute(_RECORD[self._postgres], values)) == 1
 
