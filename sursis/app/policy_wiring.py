@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
 from sursis.app.settings import Settings
@@ -47,11 +48,29 @@ class PolicyParts:
     simulation: PolicySimulation
 
 
-def tool_specs(catalog: DeclaredToolCatalog) -> dict[str, ToolSpec]:
-    specs: dict[str, ToolSpec] = {}
-    for declared in catalog.declared_tools():
-        specs.setdefault(declared.spec.name, declared.spec)
-    return specs
+class CatalogSpecs(Mapping[str, ToolSpec]):
+    """The specs the policy knows, read from the catalog each time: the agents' function tools and
+    the MCP servers' tools listed so far (their digests change when a server changes a tool)."""
+
+    def __init__(self, catalog: DeclaredToolCatalog) -> None:
+        self._catalog = catalog
+
+    def _specs(self) -> dict[str, ToolSpec]:
+        specs: dict[str, ToolSpec] = {}
+        for declared in self._catalog.declared_tools():
+            specs.setdefault(declared.spec.name, declared.spec)
+        for spec in self._catalog.discovered_specs():
+            specs.setdefault(spec.name, spec)
+        return specs
+
+    def __getitem__(self, name: str) -> ToolSpec:
+        return self._specs()[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._specs())
+
+    def __len__(self) -> int:
+        return len(self._specs())
 
 
 def policy_parts(
@@ -64,7 +83,7 @@ def policy_parts(
     cedar = CedarPolicies(
         ToolShape(d.spec.name, d.tool.function_schema.json_schema) for d in catalog.declared_tools()
     )
-    specs = tool_specs(catalog)
+    specs = CatalogSpecs(catalog)
     service = PolicyService(uow, cedar, specs, changes=caches.invalidations())
     point = policy or StoredPolicyPoint(uow, cedar, rules=caches.rules, cache=caches.states)
     return PolicyParts(point, service, PolicySimulation(uow, service, specs))

@@ -63,7 +63,7 @@ class PolicyService:
     ) -> None:
         self._uow = uow
         self._engine = engine
-        self._tools = dict(tools)
+        self._tools = tools
         self._clock = clock
         self._changes = changes
 

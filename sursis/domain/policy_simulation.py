@@ -120,7 +120,7 @@ class PolicySimulation:
     ) -> None:
         self._uow = uow
         self._policies = policies
-        self._tools = dict(tools)
+        self._tools = tools
 
     async def simulate(
         self,

@@ -203,6 +203,10 @@ class DeclaredToolCatalog:
         declared = {d.spec.name for a in self._agents.values() for d in a.tools if d.spec.gated}
         return sorted(declared | {t.spec.name for t in self._mcp_tools() if t.spec.gated})
 
+    def discovered_specs(self) -> list[ToolSpec]:
+        """The specs of the MCP servers' tools listed so far (none before discovery)."""
+        return [t.spec for t in self._mcp_tools()]
+
     def _mcp_tools(self) -> list[Any]:
         return [t for a in self._agents.values() if a.mcp is not None for t in a.mcp.tools()]
 

@@ -20,9 +20,10 @@ from pydantic_ai.mcp import MCPToolset
 SERVER = Path(__file__).with_name("desk_server.py")
 
 
-def stdio_desk(calls: Path, server_id: str = "desk") -> MCPToolset[Any]:
-    """The desk over stdio; each server process appends what it receives to `calls`."""
-    env = {"DESK_CALLS": str(calls)}
+def stdio_desk(calls: Path, server_id: str = "desk", variant: str = "1") -> MCPToolset[Any]:
+    """The desk over stdio; each server process appends what it receives to `calls`. `variant` "2"
+    describes its destructive tool differently."""
+    env = {"DESK_CALLS": str(calls), "DESK_VARIANT": variant}
     return MCPToolset(StdioTransport(sys.executable, [str(SERVER)], env=env), id=server_id)
 
 
