@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from sursis.app.service import Service
 from sursis.domain.access import Role
 from sursis.infra.agents.adopted import adopt
 from sursis.testing import ScriptedModel, expect_pending, settle
