@@ -167,7 +167,7 @@ def test_every_compose_process_encrypts_with_the_same_keyring() -> None:
 
 def test_compose_passes_dot_env_and_the_extras_build_argument() -> None:
     sursis = _compose()["services"]["api"]
-    assert sursis["env_file"] == [{"path": ".env", "required": False}]
+    assert sursis["env_file"] == [".env"]
     assert sursis["build"]["args"] == {"SURSIS_EXTRAS": "${SURSIS_EXTRAS:-}"}
     extras = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["optional-dependencies"]
     dockerfile = (REPO / "Dockerfile").read_text()
