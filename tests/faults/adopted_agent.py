@@ -1,6 +1,7 @@
 """A plain pydantic-ai `Agent` the fault tests serve (`SURSIS_AGENTS=tests.faults.adopted_agent:AGENTS`).
 
-`pay_invoice` is declared with `requires_approval=True`. Its effect is a file named by the tool call
+`pay_invoice` is declared with `requires_approval=True`; `refund_invoice` gates itself (it raises
+`ApprovalRequired` until the call is approved). Its effect is a file named by the tool call
 id in `$ADOPTED_EFFECTS_DIR`, created once (the call id is the idempotency key, as a real payment
 API's would be); every dispatch also appends the id to `attempts.log`.
 """
@@ -11,7 +12,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from pydantic_ai import Agent, RunContext
+from pydantic_ai import Agent, ApprovalRequired, RunContext
 
 payer = Agent(name="payer", instructions="Pay the invoices you are asked to pay.")
 
@@ -25,6 +26,18 @@ def find_invoice(invoice_id: str) -> dict[str, Any]:
 @payer.tool(requires_approval=True)
 def pay_invoice(ctx: RunContext[Any], invoice_id: str) -> dict[str, Any]:
     """Pay an invoice."""
+    return _pay(ctx, invoice_id)
+
+
+@payer.tool
+def refund_invoice(ctx: RunContext[Any], invoice_id: str) -> dict[str, Any]:
+    """Refund an invoice; a person approves it first."""
+    if not ctx.tool_call_approved:
+        raise ApprovalRequired()
+    return _pay(ctx, invoice_id)
+
+
+def _pay(ctx: RunContext[Any], invoice_id: str) -> dict[str, Any]:
     directory = Path(os.environ["ADOPTED_EFFECTS_DIR"])
     call_id = ctx.tool_call_id or ""
     with (directory / "attempts.log").open("a") as attempts:

@@ -78,3 +78,33 @@ async def test_an_adopted_agents_approval_resumes_once_after_a_kill(
     # Dispatched again only when the kill came after the tool ran, and then with the same call id.
     assert set(attempts) == {pending["tool_call_id"]}
     assert len(attempts) == (2 if crash_at.startswith("tool_effect_committed") else 1)
+
+
+async def test_a_tool_that_gates_itself_asks_again_after_a_kill_before_it_asked(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    """The worker dies after the model's call was stored, before the tool asked: the call is dispatched
+    again, and the tool must see it as not approved (nobody approved it), so it asks a person."""
+    effects = tmp_path / "effects"
+    effects.mkdir()
+    cluster.settings["SURSIS_AGENTS"] = "tests.faults.adopted_agent:AGENTS"
+    _, base = await cluster.api()
+    doomed = cluster.worker(crash_at="tool_started:refund_invoice", ADOPTED_EFFECTS_DIR=str(effects))
+    turn = script([call("refund_invoice", invoice_id="INV-8")], "refunded")
+    async with httpx.AsyncClient(timeout=30, headers=cluster.headers) as client:
+        cid = (await client.post(f"{base}/v1/conversations", json={"agent": "payer"})).json()["id"]
+        run_id = (
+            await client.post(f"{base}/v1/conversations/{cid}/messages", json={"content": turn})
+        ).json()["id"]
+        assert await wait_exit(doomed) == KILLED, "the crash point was never reached"
+        cluster.worker(ADOPTED_EFFECTS_DIR=str(effects))
+        deadline = time.monotonic() + 60
+        run: Any = None
+        while time.monotonic() < deadline:
+            run = (await client.get(f"{base}/v1/runs/{run_id}", params={"wait": 1})).json()
+            if run["status"] in {"suspended", "completed", "failed"}:
+                break
+        assert run is not None and run["status"] == "suspended", run
+        [pending] = run["pending"]
+        assert (pending["tool_name"], pending["kind"]) == ("refund_invoice", "approval")
+        assert list(effects.glob("paid-*")) == [], "nothing is refunded before a person approves"

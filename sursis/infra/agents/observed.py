@@ -23,6 +23,7 @@ from pydantic_ai.capabilities.abstract import WrapToolExecuteHandler
 from pydantic_ai.exceptions import ApprovalRequired, CallDeferred, ModelRetry, ToolFailed
 from pydantic_ai.messages import ToolCallPart
 from pydantic_ai.tools import ToolDefinition
+from pydantic_ai.toolsets import AbstractToolset
 from pydantic_core import to_jsonable_python
 
 from sursis.domain.errors import ToolError, ok_result, unexpected_error_result
@@ -34,6 +35,7 @@ from sursis.domain.records import ToolCallMetadata, ToolCallRecord
 from sursis.domain.sanitize import args_hash, sanitize
 from sursis.domain.tools import Category, Executor, PendingKind, ToolSpec
 from sursis.infra.agents.policy_gate import NOTIFIED, decide, denied, notify
+from sursis.infra.agents.redispatch import UnapprovedRedispatch, not_approved
 from sursis.infra.agents.run_deps import RunDeps, run_deps
 from sursis.infra.faults import crash_point
 from sursis.infra.telemetry import current_trace_id
@@ -171,6 +173,9 @@ class ObservedTools(AbstractCapability[RunDeps]):
         self._discovered = discovered
         self._raw_results = raw_results
 
+    def get_wrapper_toolset(self, toolset: AbstractToolset[RunDeps]) -> AbstractToolset[RunDeps] | None:
+        return UnapprovedRedispatch(toolset)
+
     async def prepare_tools(
         self, ctx: RunContext[RunDeps], tool_defs: list[ToolDefinition]
     ) -> list[ToolDefinition]:
@@ -233,6 +238,11 @@ class ObservedTools(AbstractCapability[RunDeps]):
                 metadata={"kind": external.value},
                 kind="question" if spec.executor is Executor.HUMAN else "external",
             )
+        if redispatch and ctx.tool_call_approved and not await self._cleared_before(deps, call):
+            # The dispatch of a segment that died is nobody's approval: a tool that gates itself
+            # must ask again, not run (see `redispatch`).
+            with not_approved(call.tool_call_id):
+                return await self._execute(ctx, spec, call, args, handler, metadata, decision)
         return await self._execute(ctx, spec, call, args, handler, metadata, decision)
 
     async def _apply(
