@@ -34,6 +34,9 @@ _g, _m, _r, _v, _d = (
 )
 
 
+_DELEGATION_COLUMNS = tuple(c.name for c in ap.approval_delegations.c)
+
+
 def _route(row: Any) -> RouteState:
     m = row._mapping
     return RouteState(
@@ -50,7 +53,7 @@ def _route(row: Any) -> RouteState:
 
 def _delegation(row: Any) -> ApprovalDelegation:
     m = row._mapping
-    return ApprovalDelegation(**{k: m[k] for k in ap.approval_delegations.c.keys()  # noqa: SIM118})
+    return ApprovalDelegation(**{k: m[k] for k in _DELEGATION_COLUMNS})
 
 
 class SqlApproverRepository(SqlRepository):
@@ -231,7 +234,7 @@ class SqlApproverRepository(SqlRepository):
     async def add_delegation(self, delegation: ApprovalDelegation) -> None:
         await self._execute(
             ap.approval_delegations.insert(),
-            {k: getattr(delegation, k) for k in ap.approval_delegations.c.keys()  # noqa: SIM118},
+            {k: getattr(delegation, k) for k in _DELEGATION_COLUMNS},
         )
 
     async def get_delegation(self, delegation_id: uuid.UUID) -> ApprovalDelegation | None:
