@@ -17,6 +17,7 @@ from sursis.domain.agents import AgentCatalogService
 from sursis.domain.audit import AuditService
 from sursis.domain.audit_verify import AuditChainService
 from sursis.domain.authorization_cache import AuthorizationCache
+from sursis.domain.approver_admin import ApproverService
 from sursis.domain.authorizations import PreApprovalService
 from sursis.domain.channels.admin import ChannelAdminService
 from sursis.domain.channels.slack import SlackInbound
@@ -78,6 +79,7 @@ class Container:
     worlds: WorldsContext
     channels: ChannelAdminService
     slack: SlackInbound
+    approvers: ApproverService
     listener: PgEventListener | None = None
     credentials: CredentialCache | None = None
     owns_telemetry: bool = field(default=False)
@@ -366,6 +368,7 @@ def build_container(
         worlds=worlds,
         channels=ChannelAdminService(uow, clock=utcnow),
         slack=slack,
+        approvers=ApproverService(uow, clock=utcnow),
         listener=None
         if sqlite
         else PgEventListener(
