@@ -14,10 +14,10 @@ from sursis.app.bridges import ask_world_bridge
 from sursis.app.channel_wiring import channel_loops
 from sursis.app.settings import Settings
 from sursis.domain.agents import AgentCatalogService
+from sursis.domain.approver_admin import ApproverService
 from sursis.domain.audit import AuditService
 from sursis.domain.audit_verify import AuditChainService
 from sursis.domain.authorization_cache import AuthorizationCache
-from sursis.domain.approver_admin import ApproverService
 from sursis.domain.authorizations import PreApprovalService
 from sursis.domain.channels.admin import ChannelAdminService
 from sursis.domain.channels.slack import SlackInbound
