@@ -184,6 +184,9 @@ async def with_approval(
         out.append(
             replace(call, approval=a.view(route, state, votes.get(call.correlation_id, []), requester, can))
         )
+    names = await vote_names(uow, out)
+    if names:
+        out = [replace(c, approval=replace(c.approval, names=names)) if c.approval else c for c in out]
     return out
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Protocol
 
@@ -118,6 +118,8 @@ class ApprovalView:
     votes: tuple[Vote, ...]
     requester: str | None
     can_decide: bool | None = None
+    names: Mapping[str, str] = field(default_factory=dict)
+    """The names of the keys that voted (by key id)."""
 
 
 def routed(policy: PolicyDecision | None) -> ApprovalRoute | None:

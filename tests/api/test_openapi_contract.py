@@ -54,15 +54,22 @@ async def test_every_operation_documents_its_problem_responses(client: AsyncTest
 
 def test_problem_codes_come_from_the_error_table() -> None:
     assert codes_for(409) == [
+        "already_voted",
         "args_changed",
         "conflict",
+        "group_exists",
         "idempotency_conflict",
         "invalid_transition",
         "run_active",
         "stale",
         "world_exists",
     ]
-    assert codes_for(422) == ["audit_period_too_short", "invalid_decision", "validation_failed"]
+    assert codes_for(422) == [
+        "audit_period_too_short",
+        "invalid_decision",
+        "invalid_member",
+        "validation_failed",
+    ]
     assert "conversation_purged" in codes_for(404)
     assert codes_for(503) == ["database_unavailable", "unavailable"]
     assert codes_for(415) == ["unsupported_media_type"]
