@@ -177,7 +177,7 @@ class ApproverService:
         principal.require(Permission.APPROVE)
         async with self.uow.reader() as uow:
             if principal.may(Permission.MANAGE_APPROVERS):
-                return await uow.approvers.delegations(workspace=principal.workspace, key=None)
+                return await uow.approvers.delegations(workspace=None, key=None)
             return await uow.approvers.delegations(workspace=None, key=principal.id)
 
     async def revoke_delegation(self, principal: Principal, delegation_id: uuid.UUID) -> ApprovalDelegation:
@@ -245,7 +245,7 @@ class ApproverService:
 
 def _may_manage(principal: Principal, delegation: ApprovalDelegation) -> bool:
     if principal.may(Permission.MANAGE_APPROVERS):
-        return principal.workspace is None or delegation.workspace == principal.workspace
+        return delegation.workspace is None or principal.can_see(delegation.workspace)
     return delegation.delegator == principal.id
 
 
