@@ -112,3 +112,11 @@ async def routing_service(database_url: str, routes: dict[str, ApprovalRoute]) -
 
 def correlation(value: PendingCall | uuid.UUID) -> uuid.UUID:
     return value if isinstance(value, uuid.UUID) else value.correlation_id
+
+
+CLI_ROUTES = {
+    "L1": ApprovalRoute(groups=("finance",), quorum=2),
+    "L2": ApprovalRoute(groups=("finance",)),
+}
+CLI_AGENT = payments_agent(CLI_ROUTES)
+"""Served by name (`tests.routing.kit:CLI_AGENT`) where a test starts the app from settings."""
