@@ -177,7 +177,11 @@ async def vote(
     outcome = "/".join(str(s) for s in statuses)
     tally.vote_outcomes[outcome] += 1
     codes = sorted(a.json().get("code", "") for a in answers if a.status_code >= 400)
-    if statuses != [200, 200, 403, 409] or codes[0] != "self_approval":
+    if (
+        statuses != [200, 200, 403, 409]
+        or codes[1] != "self_approval"
+        or codes[0] not in ("already_voted", "stale")
+    ):
         tally.problems.append(f"{correlation_id}: {outcome} {codes}")
 
 
