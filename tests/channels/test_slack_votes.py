@@ -56,3 +56,35 @@ async def test_slack_presses_are_votes_of_the_mapped_keys(slack_world: SlackWorl
         call_now = await pending_status(world, correlation_id)
         assert call_now["status"] == "approved"
         assert [v["approver"] for v in call_now["votes"]] == [str(ann.key.id), str(bob.key.id)]
+
+
+async def test_an_escalation_posts_the_call_with_its_buttons_to_another_channel(
+    slack_world: SlackWorldFactory,
+) -> None:
+    async with slack_world(**SETTINGS) as world:
+        await world.map_user("U0", "operator")
+        pat = await world.map_user("U5", "operator")
+        group = {"workspace": "default", "name": "on-call", "members": [str(pat.key.id)]}
+        assert (await world.http.post("/v1/groups", json=group)).status_code == 201
+        turn = script([call("refund", order_id="L3", amount=900)], "refunded", text="refund L3")
+        ts = "1700000010.000100"
+        assert (await world.send_event(event_body("Ev-escalated", "U0", turn, ts))).json()[
+            "outcome"
+        ] == "queued"
+        await world.slack.wait_for("chat.postMessage")  # the request, in the conversation's thread
+        # After the 1 s escalation, the sweeper puts the call before the on-call channel.
+        [_, escalated] = await world.slack.wait_for("chat.postMessage", 2)
+        assert escalated["channel"] == "C0ESCAL"
+        blocks = (
+            escalated["blocks"] if isinstance(escalated["blocks"], list) else json.loads(escalated["blocks"])
+        )
+        [actions] = [b for b in blocks if b["type"] == "actions"]
+        correlation_id = actions["elements"][0]["value"]
+        bindings = (await world.http.get("/v1/channels/bindings")).json()
+        assert "oncall@example.com" in json.dumps(bindings)  # and the address hears of it by email
+
+        posted = [t for (channel, t), m in world.slack.messages.items() if channel == "C0ESCAL"]
+        decided = await world.send_press(press_body("U5", correlation_id, "sursis_approve", posted[0]))
+        assert decided.json() == {"ok": True, "outcome": "decided"}
+        call_now = await pending_status(world, correlation_id)
+        assert (call_now["status"], call_now["escalation_level"]) == ("approved", 1)

@@ -7,6 +7,7 @@ import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any
 
 from pydantic_ai import Agent, ApprovalRequired, RunContext
@@ -14,7 +15,7 @@ from pydantic_ai import Agent, ApprovalRequired, RunContext
 from sursis import Service
 from sursis.domain.access import Role
 from sursis.domain.pending_calls import Resolution
-from sursis.domain.policy_decisions import ApprovalRoute, PolicyDecision, PolicyEffect
+from sursis.domain.policy_decisions import ApprovalRoute, Escalation, PolicyDecision, PolicyEffect
 from sursis.domain.records import AuditEntry, PendingCall, Principal
 from sursis.domain.states import Decision
 from sursis.infra.agents.observed import POLICY
@@ -117,6 +118,14 @@ def correlation(value: PendingCall | uuid.UUID) -> uuid.UUID:
 CLI_ROUTES = {
     "L1": ApprovalRoute(groups=("finance",), quorum=2),
     "L2": ApprovalRoute(groups=("finance",)),
+    "L3": ApprovalRoute(
+        groups=("finance",),
+        escalations=(
+            Escalation(
+                after=timedelta(seconds=1), to=("group:on-call", "slack:C0ESCAL", "email:oncall@example.com")
+            ),
+        ),
+    ),
 }
 CLI_AGENT = payments_agent(CLI_ROUTES)
 """Served by name (`tests.routing.kit:CLI_AGENT`) where a test starts the app from settings."""

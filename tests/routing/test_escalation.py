@@ -77,3 +77,25 @@ async def test_a_timeout_reaches_the_model_as_nobody_decided(database_url: str) 
         [expired] = await people.svc.pending(conversation_id=expired_call.conversation_id, status=None)
         assert expired.status is PendingStatus.EXPIRED
         assert "APPROVAL_EXPIRED" in await people.output(expired_call)
+
+
+UNREACHABLE = ApprovalRoute(
+    groups=("finance",),
+    escalations=(Escalation(after=timedelta(seconds=1), to=("slack:C0NOWHERE", "email:ops@example.com")),),
+)
+
+
+async def test_a_slack_channel_the_workspace_cannot_reach_is_named_in_the_audit(database_url: str) -> None:
+    async with routing_service(database_url, {"U1": UNREACHABLE}) as people:
+        for name in ("ann", "rex"):
+            await people.key(name)
+        await people.group("finance", "ann")
+        call = await people.ask("rex", "U1")
+        await asyncio.sleep(1.2)
+        await people.svc.sweep()
+        [escalated] = [r for r in await people.audit(call) if r.action == "pending.escalated"]
+        assert escalated.details["unreachable"] == ["slack:C0NOWHERE"]  # no Slack binding: no team
+        assert escalated.details["to"] == ["slack:C0NOWHERE", "email:ops@example.com"]
+        async with people.svc.container.uow.reader() as uow:
+            bindings = await uow.channels.list_bindings("default", call.conversation_id)
+        assert [b.email for b in bindings] == ["ops@example.com"]
