@@ -19,6 +19,25 @@ depends_on: str | Sequence[str] | None = None
 
 JSONB = sa.JSON().with_variant(postgresql.JSONB(), "postgresql")
 AT = sa.DateTime(timezone=True)
+PENDING_BEFORE = sa.text("type IN ('pending.created', 'pending.resolved')")
+PENDING_AFTER = sa.text(
+    "type IN ('pending.created', 'pending.resolved', 'pending.vote', 'pending.reminded', "
+    "'pending.escalated', 'conversation.started')"
+)
+
+
+def _pending_event_indexes(where: sa.TextClause) -> None:
+    """The workspace stream's partial indexes, for the event types it reads (`PENDING_EVENT_TYPES`)."""
+    op.drop_index("ix_events_pending_workspace_id", table_name="events")
+    op.drop_index("ix_events_pending_id", table_name="events")
+    op.create_index("ix_events_pending_id", "events", ["id"], postgresql_where=where, sqlite_where=where)
+    op.create_index(
+        "ix_events_pending_workspace_id",
+        "events",
+        ["workspace", "id"],
+        postgresql_where=where,
+        sqlite_where=where,
+    )
 
 
 def upgrade() -> None:
@@ -87,9 +106,11 @@ def upgrade() -> None:
     )
     op.create_index("ix_approval_delegations_delegate", "approval_delegations", ["delegate"])
     op.create_index("ix_approval_delegations_delegator", "approval_delegations", ["delegator"])
+    _pending_event_indexes(PENDING_AFTER)
 
 
 def downgrade() -> None:
+    _pending_event_indexes(PENDING_BEFORE)
     op.drop_table("approval_delegations")
     op.drop_table("pending_votes")
     op.drop_table("pending_routes")
