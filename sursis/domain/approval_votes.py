@@ -165,6 +165,9 @@ async def with_approval(
     states = await uow.approvers.routes(ids)
     votes = await uow.approvers.votes(ids)
     delegators: list[str] | None = None
+    # A page of calls often shares conversations and routes: each is read once.
+    requesters: dict[object, str | None] = {}
+    members: dict[tuple[str, tuple[str, ...]], set[str]] = {}
     out: list[PendingCall] = []
     for call in calls:
         route = a.routed(call.policy)
@@ -172,18 +175,22 @@ async def with_approval(
             out.append(call)
             continue
         state = a.by_id(states, call.correlation_id, call.workspace)
-        requester = await requester_of(uow, call)
+        if call.conversation_id not in requesters:
+            requesters[call.conversation_id] = await requester_of(uow, call)
+        requester = requesters[call.conversation_id]
         can: bool | None = None
         if principal is not None:
-            approvers = await eligible(uow, call, route, state)
+            key = (call.workspace, a.targets(route, state))
+            if key not in members:
+                members[key] = await eligible(uow, call, route, state)
+            approvers = members[key]
             if delegators is None:
                 delegators = await uow.approvers.delegators(principal.id, now)
             mine = {principal.id, *delegators} - {requester}
             voted = {v.voter for v in votes.get(call.correlation_id, [])}
             can = principal.id != requester and bool((mine & approvers) - voted)
-        out.append(
-            replace(call, approval=a.view(route, state, votes.get(call.correlation_id, []), requester, can))
-        )
+        call_votes = votes.get(call.correlation_id, [])
+        out.append(replace(call, approval=a.view(route, state, call_votes, requester, can)))
     names = await vote_names(uow, out)
     if names:
         out = [replace(c, approval=replace(c.approval, names=names)) if c.approval else c for c in out]

@@ -74,6 +74,11 @@ async def test_a_routed_call_over_http(http: AsyncTestClient[Any], keys: KeyMake
     )
     [pending] = run.json()["pending"]
     cid = pending["correlation_id"]
+    assert (pending["quorum"], pending["still_needed"], pending["votes"]) == (
+        2,
+        2,
+        [],
+    )  # the run shows it too
     resolve = f"/v1/pending/{cid}/resolve"
 
     refused = await http.post(resolve, json={"decision": "approve"}, headers=auth["rex"])
