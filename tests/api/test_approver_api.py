@@ -105,6 +105,22 @@ async def test_a_routed_call_over_http(http: AsyncTestClient[Any], keys: KeyMake
     listed = (await http.get("/v1/pending", headers=auth["out"])).json()["items"]
     assert [(p["correlation_id"], p["can_decide"]) for p in listed] == [(cid, False)]
 
+    # Near-valid reassignments: refused with a code, nothing changed.
+    reassign = f"/v1/pending/{cid}/reassign"
+    for body in (
+        {"to": []},
+        {"to": "group:finance"},
+        {"to": ["group:"]},
+        {"to": ["user:someone"]},
+        {"to": ["key:not-a-key"]},
+        {"to": ["group:finance"], "extra": 1},
+        {"to": ["group:nope"]},
+        {"to": [f"key:{people['rex'].key.id}", "group:finance"] * 11},
+    ):
+        answer = await http.post(reassign, json=body, headers=admin)
+        assert answer.status_code == 422 and answer.json()["code"], (body, answer.text)
+    assert (await http.get(f"/v1/pending/{cid}", headers=admin)).json()["approvers"] == ["group:finance"]
+
     second = await http.post(resolve, json={"decision": "approve"}, headers=auth["bob"])
     decided = second.json()["pending"] if "pending" in second.json() else second.json()
     assert (decided["status"], decided["still_needed"]) == ("approved", 0)
