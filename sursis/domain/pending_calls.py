@@ -186,8 +186,9 @@ class PendingCallService:
         await _publish_resolution(uow, call, expiry.status, EXPIRY_ACTOR, expiry.run_requeued, now)
         await uow.commit()
         await self._after_commit(call, expiry.status, expiry.run_requeued, now)
+        outcome = "was denied by its route (nobody decided)" if timeout_denies(call) else "expired"
         return Stale(
-            f"the pending call expired at {call.expires_at.isoformat()} before a decision; "
+            f"the pending call {outcome} at {call.expires_at.isoformat()} before a decision; "
             "the action was not performed",
             extra={
                 "pending_status": expiry.status.value,

@@ -173,7 +173,15 @@ async def test_near_valid_bodies_are_refused_cleanly_and_store_nothing(
         "ends_at": (utcnow() + timedelta(days=1)).isoformat(),
         "starts_at": utcnow().isoformat(),
     }
-    cases = [("/v1/groups", group_example, admin), ("/v1/delegations", delegation_example, ann)]
+    assert (
+        await http.post("/v1/groups", json={"workspace": "default", "name": "ops"}, headers=admin)
+    ).status_code == 201
+    member_example = {"key_id": str(approver.key.id)}
+    cases = [
+        ("/v1/groups", group_example, admin),
+        ("/v1/delegations", delegation_example, ann),
+        ("/v1/groups/default/ops/members", member_example, admin),
+    ]
     for path, example, headers in cases:
         for variant in every_variant(example):
             before = await count_rows(seeded)
@@ -182,6 +190,11 @@ async def test_near_valid_bodies_are_refused_cleanly_and_store_nothing(
                 assert await count_rows(seeded) == before, variant
             elif path == "/v1/groups":
                 assert (await http.delete("/v1/groups/default/finance", headers=admin)).status_code == 204
+            elif path.endswith("/members"):
+                removed = await http.delete(
+                    f"/v1/groups/default/ops/members/{approver.key.id}", headers=admin
+                )
+                assert removed.status_code == 200
     hostile = [
         ("/v1/groups", {**GROUP, "name": "no spaces"}),
         ("/v1/groups", {**GROUP, "name": "x" * 101}),
