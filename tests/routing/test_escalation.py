@@ -9,6 +9,7 @@ from datetime import timedelta
 import pytest
 
 from sursis.domain.approvers import NotAnApprover
+from sursis.domain.errors import Stale
 from sursis.domain.policy_decisions import ApprovalRoute, Escalation, TimeoutOutcome
 from sursis.domain.states import PendingStatus
 from tests.routing.kit import routing_service
@@ -99,3 +100,20 @@ async def test_a_slack_channel_the_workspace_cannot_reach_is_named_in_the_audit(
         async with people.svc.container.uow.reader() as uow:
             bindings = await uow.channels.list_bindings("default", call.conversation_id)
         assert [b.email for b in bindings] == ["ops@example.com"]
+
+
+async def test_a_vote_after_the_timeout_finds_the_call_denied_by_its_route(database_url: str) -> None:
+    async with routing_service(database_url, {"T3": TIMES_OUT}) as people:
+        for name in ("ann", "rex"):
+            await people.key(name)
+        await people.group("finance", "ann")
+        call = await people.ask("rex", "T3")
+        await asyncio.sleep(SLA.total_seconds() + 0.2)
+        with pytest.raises(Stale) as late:  # before any sweeper pass
+            await people.vote("ann", call)
+        assert late.value.extra["pending_status"] == "denied"
+        assert "denied by its route" in late.value.message
+        async with people.svc.container.uow.reader() as uow:
+            votes = await uow.approvers.votes([call.correlation_id])
+        assert votes == {}  # the late vote is not kept
+        assert "APPROVAL_TIMED_OUT" in await people.output(call)
