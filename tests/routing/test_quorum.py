@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from sursis.domain.approvers import AlreadyVoted, NotAnApprover, SelfApproval
+from sursis.domain.errors import InvalidDecision
 from sursis.domain.policy_decisions import ApprovalRoute
 from sursis.domain.states import PendingStatus
 from tests.routing.kit import routing_service
@@ -75,3 +76,15 @@ async def test_a_call_without_groups_is_decided_by_any_operator_in_one_click(dat
         assert call.approval is None
         decided = await people.vote("ann", call)
         assert decided.status is PendingStatus.APPROVED
+
+
+async def test_edited_arguments_need_a_quorum_of_one(database_url: str) -> None:
+    async with routing_service(database_url, {"A4": FINANCE_2_OF_3}) as people:
+        for name in ("ann", "rex"):
+            await people.key(name)
+        await people.group("finance", "ann")
+        call = await people.ask("rex", "A4")
+        with pytest.raises(InvalidDecision):
+            await people.vote("ann", call, args={"order_id": "A4", "amount": 1})
+        shown = await people.show("ann", call)
+        assert shown.approval is not None and shown.approval.votes == ()  # nothing was counted

@@ -667,7 +667,12 @@
     const notMine = call.can_decide === false;
     $("decide").hidden = !awaiting || notMine;
     if (awaiting && notMine) {
-      showState("info", "You are not one of this call's approvers (or your vote is counted already).");
+      // Read again after a vote (this page's or another's): say why the buttons are gone.
+      const mine = (call.votes || []).some((v) => state.me && v.cast_by === state.me.id);
+      if (mine) showState("done", `Your vote is counted: ${approvalsText(call)}.`);
+      else showState("info", "You are not one of this call's approvers.");
+    } else if (awaiting && $("detail-state").classList.contains("info")) {
+      clearState(); // an escalation or a reassignment made this key an approver
     }
     $("approval-actions").hidden = call.kind !== "approval";
     $("answer-form").hidden = call.kind !== "elicitation";
