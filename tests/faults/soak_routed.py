@@ -204,12 +204,27 @@ async def check_routed(database_url: str, tally: RoutedTally) -> list[str]:
             "JOIN conversations c ON c.id = p.conversation_id "
             "WHERE v.voter = c.created_by OR v.cast_by = c.created_by",
         )
+        # Order by the audit rows, not by clocks: each request reads its clock when it starts, and
+        # the votes of one call commit in the order they queue on the call's route row.
+        decided = (
+            "(SELECT MIN(d.id) FROM audit_log d WHERE d.correlation_id = p.correlation_id "
+            "AND d.action IN ('pending.approved','pending.denied','pending.revision_requested',"
+            "'pending.timed_out','pending.expired'))"
+        )
         await none(
-            "quorum met before approval: an approved routed call has its quorum of approve votes",
+            "quorum met before approval: an approved routed call's approval follows its quorum of votes",
             "SELECT p.correlation_id FROM pending_calls p WHERE p.status = 'approved' AND p.policy IS NOT NULL "
             "AND jsonb_array_length(p.policy->'route'->'groups') > 0 "
-            "AND (SELECT COUNT(*) FROM pending_votes v WHERE v.correlation_id = p.correlation_id "
-            "AND v.decision = 'approve' AND v.at <= p.resolved_at) < (p.policy->'route'->>'quorum')::int",
+            "AND (SELECT COUNT(*) FROM audit_log v WHERE v.correlation_id = p.correlation_id "
+            f"AND v.action = 'pending.vote' AND v.details->>'decision' = 'approve' AND v.id < {decided}) "
+            "< (p.policy->'route'->>'quorum')::int",
+        )
+        await none(
+            "the deciding approval counted exactly the quorum",
+            "SELECT p.correlation_id FROM pending_calls p WHERE p.status = 'approved' AND p.policy IS NOT NULL "
+            "AND jsonb_array_length(p.policy->'route'->'groups') > 0 AND (SELECT (v.details->>'approvals')::int "
+            "FROM audit_log v WHERE v.correlation_id = p.correlation_id AND v.action = 'pending.vote' "
+            "ORDER BY v.id DESC LIMIT 1) <> (p.policy->'route'->>'quorum')::int",
         )
         await none(
             "the approvals counted are the approve votes stored",
@@ -217,9 +232,13 @@ async def check_routed(database_url: str, tally: RoutedTally) -> list[str]:
             "FROM pending_votes v WHERE v.correlation_id = r.correlation_id AND v.decision = 'approve')",
         )
         await none(
-            "no vote after the call was decided",
-            "SELECT v.correlation_id FROM pending_votes v JOIN pending_calls p USING (correlation_id) "
-            "WHERE p.resolved_at IS NOT NULL AND v.at > p.resolved_at",
+            "every stored vote has its audit row, and no vote was kept after the decision",
+            "SELECT p.correlation_id FROM pending_calls p WHERE p.policy IS NOT NULL AND ("
+            "(SELECT COUNT(*) FROM pending_votes v WHERE v.correlation_id = p.correlation_id) <> "
+            "(SELECT COUNT(*) FROM audit_log a WHERE a.correlation_id = p.correlation_id "
+            "AND a.action = 'pending.vote') OR EXISTS (SELECT 1 FROM audit_log a "
+            "WHERE a.correlation_id = p.correlation_id AND a.action = 'pending.vote' "
+            f"AND a.id > {decided}))",
         )
         await none(
             "an escalated group voted only after its escalation",
