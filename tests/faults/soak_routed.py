@@ -111,8 +111,15 @@ async def routed_loop(
     while not stop.is_set():
         n += 1
         roll = rng.random()
+        # Each conversation starts with a call nobody decides: every soak has timeouts.
         kind = (
-            "timeout" if roll < 0.1 else "escalated" if roll < 0.35 else "deny" if roll < 0.45 else "quorum"
+            "timeout"
+            if n == 1 or roll < 0.1
+            else "escalated"
+            if roll < 0.35
+            else "deny"
+            if roll < 0.45
+            else "quorum"
         )
         route = "timeout" if kind == "timeout" else "quorum"
         turn = script([call("transfer", ref=f"{cid[:8]}-{n}", route=route)], "done")
