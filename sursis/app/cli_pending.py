@@ -57,7 +57,7 @@ def _show_table(calls: list[PendingCall]) -> None:
     from rich.table import Table
 
     table = Table(box=None, pad_edge=False)
-    for column in ("correlation_id", "status", "kind", "tool", "agent", "created", "effect"):
+    for column in ("correlation_id", "status", "kind", "tool", "agent", "created", "votes", "effect"):
         table.add_column(column, overflow="fold")
     for call in calls:
         table.add_row(
@@ -67,11 +67,38 @@ def _show_table(calls: list[PendingCall]) -> None:
             call.tool_name,
             call.agent,
             f"{call.created_at:%Y-%m-%d %H:%M:%S}",
+            _votes_cell(call),
             call.effect_description,
         )
     Console(width=200 if not sys.stdout.isatty() else None).print(table)
     if not calls:
         print("(none)")
+
+
+def _votes_cell(call: PendingCall) -> str:
+    """`approvals/quorum`, the escalation level when one was reached, and `you` when the key may vote."""
+    if call.quorum is None:
+        return "-"
+    approvals = call.quorum - (call.still_needed or 0)
+    cell = f"{approvals}/{call.quorum}"
+    if call.escalation_level:
+        cell += f" esc {call.escalation_level}"
+    return cell + (" you" if call.can_decide else "")
+
+
+def vote_lines(call: PendingCall) -> list[str]:
+    """Each vote as a person reads it: `approve by Y for X at T: reason`."""
+    lines = []
+    for vote in call.votes or []:
+        by = vote.cast_by_name or vote.cast_by
+        line = f"{vote.decision} by {by}"
+        if vote.on_behalf_of:
+            line += f" for {vote.approver_name or vote.approver}"
+        line += f" at {vote.at:%Y-%m-%d %H:%M:%S}"
+        if vote.reason:
+            line += f": {vote.reason}"
+        lines.append(line)
+    return lines
 
 
 def _show_call(call: PendingCall) -> None:
@@ -82,7 +109,9 @@ def _show_call(call: PendingCall) -> None:
     table.add_column(style="bold")
     table.add_column(overflow="fold")
     for name, value in call.model_dump(mode="json").items():
-        if value is not None:
+        if name == "votes" and value is not None:
+            table.add_row(name, "\n".join(vote_lines(call)) or "(none yet)")
+        elif value is not None:
             table.add_row(name, value if isinstance(value, str) else json.dumps(value))
     Console(width=200 if not sys.stdout.isatty() else None).print(table)
 
@@ -114,7 +143,9 @@ def _resolve(decision: str) -> Action:
     return resolve
 
 
-def _run(settings: Settings, args: argparse.Namespace) -> int:
+def run_action(settings: Settings, args: argparse.Namespace) -> int:
+    """Run `args.pending_action` with a client of the API and print what it returned (with
+    `args.printer` when the command has one)."""
     import httpx
 
     from sursis.app.cli import api_url
@@ -140,10 +171,14 @@ def _run(settings: Settings, args: argparse.Namespace) -> int:
     except httpx.TransportError as error:
         print(f"sursis: cannot reach {base} ({type(error).__name__})", file=sys.stderr)
         return 1
-    if args.json:
+    if args.json and outcome is None:
+        print("null")
+    elif args.json:
         items = outcome if isinstance(outcome, list) else [outcome]
         dumped = [item.model_dump(mode="json") for item in items]
         print(json.dumps(dumped if isinstance(outcome, list) else dumped[0], indent=2))
+    elif getattr(args, "printer", None) is not None:
+        args.printer(outcome)
     elif isinstance(outcome, list):
         _show_table(outcome)
     else:
@@ -169,25 +204,30 @@ def add_pending_commands(sub: Any) -> None:
     listing.add_argument("--kind", choices=[kind.value for kind in PendingKind])
     listing.add_argument("--tool", help="only calls of this tool")
     listing.add_argument("--limit", type=int, default=50)
-    listing.set_defaults(func=_run, pending_action=_list)
+    listing.set_defaults(func=run_action, pending_action=_list)
 
     show = pending_sub.add_parser("show", parents=[common], help="one call, with its full arguments")
     show.add_argument("correlation_id")
-    show.set_defaults(func=_run, pending_action=_show)
+    show.set_defaults(func=run_action, pending_action=_show)
 
     approve = pending_sub.add_parser("approve", parents=[common], help="approve (optionally edited args)")
     approve.add_argument("correlation_id")
     approve.add_argument("--args", type=_json_object, help="edited arguments, a JSON object")
     approve.add_argument("--reason")
-    approve.set_defaults(func=_run, pending_action=_resolve("approve"))
+    approve.set_defaults(func=run_action, pending_action=_resolve("approve"))
 
     for decision, help_text in (("deny", "deny, with a reason"), ("revise", "ask for a revised call")):
         parser = pending_sub.add_parser(decision, parents=[common], help=help_text)
         parser.add_argument("correlation_id")
         parser.add_argument("--reason", required=True)
-        parser.set_defaults(func=_run, pending_action=_resolve(decision))
+        parser.set_defaults(func=run_action, pending_action=_resolve(decision))
 
     answer = pending_sub.add_parser("answer", parents=[common], help="answer a question or a client call")
     answer.add_argument("correlation_id")
     answer.add_argument("--result", type=_json_value, required=True, help="the answer, as JSON")
-    answer.set_defaults(func=_run, pending_action=_resolve("answer"))
+    answer.set_defaults(func=run_action, pending_action=_resolve("answer"))
+
+    from sursis.app.cli_groups import add_group_commands, add_reassign_command
+
+    add_reassign_command(pending_sub, common)
+    add_group_commands(sub, common)

@@ -22,6 +22,7 @@ from sursis.app.storage import (
     check_storage,
 )
 from sursis.domain.agents import AgentCatalogService
+from sursis.domain.approver_admin import ApproverService
 from sursis.domain.audit import AuditService
 from sursis.domain.audit_verify import AuditChainService
 from sursis.domain.authorizations import PreApprovalService
@@ -89,6 +90,7 @@ class Container:
     worlds: WorldsContext
     channels: ChannelAdminService
     slack: SlackInbound
+    approvers: ApproverService
     listener: PgEventListener | None = None
     credentials: CredentialCache | None = None
     owns_telemetry: bool = field(default=False)
@@ -381,6 +383,7 @@ def build_container(
         worlds=worlds,
         channels=ChannelAdminService(uow, clock=utcnow),
         slack=slack,
+        approvers=ApproverService(uow, clock=utcnow),
         listener=None
         if listening is None
         else PgEventListener(

@@ -20,8 +20,10 @@ from sursis.client.errors import (
     UnavailableError,
 )
 from sursis.client.models import (
+    ApproverGroup,
     Conversation,
     ConversationDetail,
+    Delegation,
     Event,
     Message,
     PendingCall,
@@ -29,15 +31,18 @@ from sursis.client.models import (
     Resolved,
     Run,
     Usage,
+    Vote,
 )
 
 __all__ = [
+    "ApproverGroup",
     "ArgsChangedError",
     "AsyncClient",
     "AuthenticationError",
     "ConflictError",
     "Conversation",
     "ConversationDetail",
+    "Delegation",
     "Event",
     "ForbiddenError",
     "InvalidRequestError",
@@ -53,4 +58,5 @@ __all__ = [
     "SursisError",
     "UnavailableError",
     "Usage",
+    "Vote",
 ]

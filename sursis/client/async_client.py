@@ -15,8 +15,10 @@ from pydantic import BaseModel
 
 from sursis.client.errors import error_from
 from sursis.client.models import (
+    ApproverGroup,
     Conversation,
     ConversationDetail,
+    Delegation,
     Event,
     PendingCall,
     PendingPage,
@@ -179,6 +181,61 @@ class AsyncClient:
             json=body,
             params={"wait": wait} if wait else None,
         )
+
+    async def reassign(self, correlation_id: Id, to: list[str]) -> PendingCall:
+        """Put a routed call before other approvers (`group:NAME`, `key:KEY_ID`); admins."""
+        return await self._model(
+            PendingCall, "POST", f"/v1/pending/{correlation_id}/reassign", json={"to": to}
+        )
+
+    # Approver groups and delegations
+
+    async def list_groups(self, *, workspace: str | None = None) -> list[ApproverGroup]:
+        found = await self._request(
+            "GET", "/v1/groups", params={"workspace": workspace} if workspace else None
+        )
+        return [ApproverGroup.model_validate(g) for g in found]
+
+    async def create_group(
+        self, workspace: str, name: str, *, members: list[str] | None = None, description: str | None = None
+    ) -> ApproverGroup:
+        body: dict[str, Any] = {"workspace": workspace, "name": name, "members": members or []}
+        if description is not None:
+            body["description"] = description
+        return await self._model(ApproverGroup, "POST", "/v1/groups", json=body)
+
+    async def get_group(self, workspace: str, name: str) -> ApproverGroup:
+        return await self._model(ApproverGroup, "GET", f"/v1/groups/{workspace}/{name}")
+
+    async def add_group_member(self, workspace: str, name: str, key_id: Id) -> ApproverGroup:
+        return await self._model(
+            ApproverGroup, "POST", f"/v1/groups/{workspace}/{name}/members", json={"key_id": str(key_id)}
+        )
+
+    async def remove_group_member(self, workspace: str, name: str, key_id: Id) -> ApproverGroup:
+        return await self._model(ApproverGroup, "DELETE", f"/v1/groups/{workspace}/{name}/members/{key_id}")
+
+    async def delete_group(self, workspace: str, name: str) -> None:
+        response = await self._http.request("DELETE", f"/v1/groups/{workspace}/{name}")
+        if response.is_error:
+            raise _error(response)
+
+    async def create_delegation(
+        self, delegate: Id, ends_at: str, *, starts_at: str | None = None, delegator: Id | None = None
+    ) -> Delegation:
+        """`delegate` votes for you (an admin: for `delegator`) until `ends_at` (ISO 8601 with a zone)."""
+        body: dict[str, Any] = {"delegate": str(delegate), "ends_at": ends_at}
+        if starts_at is not None:
+            body["starts_at"] = starts_at
+        if delegator is not None:
+            body["delegator"] = str(delegator)
+        return await self._model(Delegation, "POST", "/v1/delegations", json=body)
+
+    async def list_delegations(self) -> list[Delegation]:
+        return [Delegation.model_validate(d) for d in await self._request("GET", "/v1/delegations")]
+
+    async def revoke_delegation(self, delegation_id: Id) -> Delegation:
+        return await self._model(Delegation, "DELETE", f"/v1/delegations/{delegation_id}")
 
     # Events
 

@@ -36,6 +36,19 @@ class Message(Model):
     message: dict[str, Any]
 
 
+class Vote(Model):
+    """One approver's vote on a call routed to approver groups (`cast_by` a delegate when it differs)."""
+
+    approver: str
+    approver_name: str | None = None
+    cast_by: str
+    cast_by_name: str | None = None
+    on_behalf_of: str | None = None
+    decision: str
+    reason: str | None = None
+    at: datetime
+
+
 class PendingCall(Model):
     correlation_id: uuid.UUID
     conversation_id: uuid.UUID
@@ -58,6 +71,13 @@ class PendingCall(Model):
     args: dict[str, Any] | None = None
     edited_args: dict[str, Any] | None = None
     result: Any = None
+    on_behalf_of: str | None = None
+    votes: list[Vote] | None = None
+    quorum: int | None = None
+    still_needed: int | None = None
+    approvers: list[str] | None = None
+    escalation_level: int | None = None
+    can_decide: bool | None = None
 
 
 class Usage(Model):
@@ -111,3 +131,25 @@ class Event(Model):
     conversation_id: uuid.UUID
     created_at: datetime
     data: dict[str, Any]
+
+
+class ApproverGroup(Model):
+    id: uuid.UUID
+    workspace: str
+    name: str
+    description: str | None = None
+    members: list[str]
+    created_by: str
+    created_at: datetime
+
+
+class Delegation(Model):
+    id: uuid.UUID
+    workspace: str | None = None
+    delegator: str
+    delegate: str
+    starts_at: datetime
+    ends_at: datetime
+    created_by: str
+    created_at: datetime
+    revoked_at: datetime | None = None

@@ -43,6 +43,8 @@ class Permission(StrEnum):
     POST_EVENTS = "post_events"
     """Post domain events of the key's workspace (`POST /v1/events`)."""
     ALL_WORKSPACES = "all_workspaces"
+    MANAGE_APPROVERS = "manage_approvers"
+    """Create and change approver groups, reassign a routed call, manage anyone's delegations (admin only)."""
     MANAGE_RETENTION = "manage_retention"
     """Set retention policies, place and release legal holds, plan and run purges (admin only)."""
     MANAGE_POLICIES = "manage_policies"

@@ -6,6 +6,7 @@ import uuid
 from dataclasses import KW_ONLY, dataclass, field
 
 from sursis.domain.access import Permission
+from sursis.domain.approval_votes import with_approval
 from sursis.domain.clock import Clock, utcnow
 from sursis.domain.errors import NotFound, ValidationFailed
 from sursis.domain.ports import (
@@ -76,6 +77,7 @@ class ConversationService:
                 run = await uow.runs.get(conversation.active_run_id)
                 if run is not None:
                     pending = await uow.pending.for_run(run.id, PendingStatus.AWAITING)
+                    pending = await with_approval(uow, principal, pending, self.clock())
                     active = RunView(run=run, pending=pending)
             return ConversationDetail(conversation, messages, active)
 

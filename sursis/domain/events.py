@@ -31,6 +31,9 @@ class EventType(StrEnum):
     TOOL_RESULT = "tool.result"
     PENDING_CREATED = "pending.created"
     PENDING_RESOLVED = "pending.resolved"
+    PENDING_VOTE = "pending.vote"
+    PENDING_REMINDED = "pending.reminded"
+    PENDING_ESCALATED = "pending.escalated"
     RUN_COMPLETED = "run.completed"
     RUN_FAILED = "run.failed"
     CONVERSATION_STARTED = "conversation.started"
@@ -40,6 +43,9 @@ class EventType(StrEnum):
 PENDING_EVENT_TYPES: tuple[str, ...] = (
     EventType.PENDING_CREATED.value,
     EventType.PENDING_RESOLVED.value,
+    EventType.PENDING_VOTE.value,
+    EventType.PENDING_REMINDED.value,
+    EventType.PENDING_ESCALATED.value,
     EventType.CONVERSATION_STARTED.value,
 )
 """What the workspace-wide stream carries (`GET /v1/pending/events`): pending calls, and the

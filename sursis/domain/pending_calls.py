@@ -8,11 +8,14 @@ from datetime import datetime
 from typing import Any
 
 from sursis.domain.access import Permission, permission_to_resolve
+from sursis.domain.approval_votes import cast, record_vote, with_approval
+from sursis.domain.approvers import routed
 from sursis.domain.audit import actor_names
 from sursis.domain.clock import Clock, utcnow
 from sursis.domain.errors import ArgsChanged, NotFound, Stale
 from sursis.domain.events import EventType, publish, publish_pending_resolved, run_status_data
 from sursis.domain.paging import Page
+from sursis.domain.policy_decisions import TimeoutOutcome
 from sursis.domain.ports import (
     NoMetrics,
     RunNotifier,
@@ -56,7 +59,7 @@ class PendingCallService:
         async with self.uow.reader() as uow:
             call = await _visible_call(uow, principal, correlation_id)
             principal.require(Permission.CONVERSE)
-            return call
+            return (await with_approval(uow, principal, [call], self.clock()))[0]
 
     async def list_pending(
         self,
@@ -79,6 +82,7 @@ class PendingCallService:
                 after=after,
                 limit=limit + 1,
             )
+            rows = await with_approval(uow, principal, rows, self.clock())
         return Page.of(rows, limit, _cursor)
 
     async def resolve_pending(
@@ -102,7 +106,25 @@ class PendingCallService:
                 raise ArgsChanged(
                     "the call's arguments are not the ones you reviewed", extra={"args_hash": call.args_hash}
                 )
+            route = routed(call.policy) if call.kind is PendingKind.APPROVAL else None
+            on_behalf_of: str | None = None
+            if route is not None:
+                ballot = await cast(
+                    uow, principal, call, route, resolution.decision, resolution.reason, resolution.args, now
+                )
+                on_behalf_of = ballot.vote.on_behalf_of
+                if not ballot.decides:
+                    fresh = await uow.pending.get(correlation_id) or call
+                    if fresh.status is not PendingStatus.AWAITING:
+                        raise await _stale(uow, fresh)
+                    await record_vote(uow, call, ballot, route.quorum, now)
+                    counted = (await with_approval(uow, principal, [call], now))[0]
+                    await uow.commit()
+                    return counted
             record, details = self._checked(call, resolution)
+            if on_behalf_of is not None:
+                record["on_behalf_of"] = on_behalf_of
+                details["on_behalf_of"] = on_behalf_of
             requeued = await uow.pending.decide(
                 call,
                 target,
@@ -116,6 +138,10 @@ class PendingCallService:
                 if fresh.status is PendingStatus.AWAITING:
                     raise await self._expire_late(uow, fresh, now)
                 raise await _stale(uow, fresh)
+            approval = None
+            if route is not None:
+                await record_vote(uow, call, ballot, route.quorum, now)
+                approval = (await with_approval(uow, principal, [call], now))[0].approval
             await uow.audit.append(
                 AuditEntry.of_call(
                     _AUDIT_ACTIONS[target], principal.id, call, {"reason": resolution.reason, **details}
@@ -132,6 +158,7 @@ class PendingCallService:
             reason=resolution.reason,
             resolution=record,
             resolved_at=now,
+            approval=approval,
         )
         await self._after_commit(call, target, requeued, now)
         return resolved
@@ -156,14 +183,15 @@ class PendingCallService:
         expiry = await expire_overdue_call(uow, call, now)
         if expiry is None:
             return await _stale(uow, await uow.pending.get(call.correlation_id) or call)
-        await _publish_resolution(uow, call, PendingStatus.EXPIRED, EXPIRY_ACTOR, expiry.run_requeued, now)
+        await _publish_resolution(uow, call, expiry.status, EXPIRY_ACTOR, expiry.run_requeued, now)
         await uow.commit()
-        await self._after_commit(call, PendingStatus.EXPIRED, expiry.run_requeued, now)
+        await self._after_commit(call, expiry.status, expiry.run_requeued, now)
+        outcome = "was denied by its route (nobody decided)" if timeout_denies(call) else "expired"
         return Stale(
-            f"the pending call expired at {call.expires_at.isoformat()} before a decision; "
+            f"the pending call {outcome} at {call.expires_at.isoformat()} before a decision; "
             "the action was not performed",
             extra={
-                "pending_status": PendingStatus.EXPIRED.value,
+                "pending_status": expiry.status.value,
                 "resolved_by": EXPIRY_ACTOR,
                 "resolved_by_name": None,
                 "resolved_at": now.isoformat(),
@@ -186,30 +214,46 @@ EXPIRY_ACTOR = "system:sweeper"
 
 @dataclass(frozen=True, slots=True)
 class Expiry:
-    """An overdue call moved to `expired`, and whether that re-queued its run."""
+    """An overdue call moved to `expired` (or `denied`, when its route says a timeout denies), and
+    whether that re-queued its run."""
 
     call: PendingCall
     run_requeued: bool
+    status: PendingStatus = PendingStatus.EXPIRED
+
+
+TIMEOUT_DECISION = "timeout"
+"""The stored decision of a call its route denied because nobody decided in time: no person denied it."""
+
+
+def timeout_denies(call: PendingCall) -> bool:
+    """Whether the call's route denies it (rather than letting it expire) when nobody decided in time."""
+    route = call.policy.route if call.policy is not None else None
+    return call.kind is PendingKind.APPROVAL and route is not None and route.on_timeout is TimeoutOutcome.DENY
 
 
 async def expire_overdue_call(uow: UnitOfWork, call: PendingCall, now: datetime) -> Expiry | None:
     """Expire an awaiting call in the caller's transaction; None if it was no longer awaiting.
 
-    The same conditional write as a decision, the `pending.expired` audit row, and one awaiting
-    call counted down on the run, which is re-queued when it was the last. The caller publishes
-    the events: they come last in its transaction (their per-conversation lock is the last lock).
+    The same conditional write as a decision, the `pending.expired` audit row (`pending.timed_out`
+    when its route denies on timeout), and one awaiting call counted down on the run, which is
+    re-queued when it was the last. The caller publishes the events: they come last in its
+    transaction (their per-conversation lock is the last lock).
     """
+    deny = timeout_denies(call)
+    status = PendingStatus.DENIED if deny else PendingStatus.EXPIRED
     if not await uow.pending.transition(
         call.correlation_id,
-        PendingStatus.EXPIRED,
+        status,
         now,
         resolved_by=EXPIRY_ACTOR,
-        reason="no decision before expires_at",
-        resolution={"decision": "expire"},
+        reason="nobody decided before expires_at" if deny else "no decision before expires_at",
+        resolution={"decision": TIMEOUT_DECISION, "on_timeout": "deny"} if deny else {"decision": "expire"},
     ):
         return None
-    await uow.audit.append(AuditEntry.of_call("pending.expired", EXPIRY_ACTOR, call, {}), now)
-    return Expiry(call, await uow.runs.resolve_one_awaiting(call.run_id, now))
+    action = "pending.timed_out" if deny else "pending.expired"
+    await uow.audit.append(AuditEntry.of_call(action, EXPIRY_ACTOR, call, {}), now)
+    return Expiry(call, await uow.runs.resolve_one_awaiting(call.run_id, now), status)
 
 
 _AUDIT_ACTIONS = {

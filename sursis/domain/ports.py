@@ -10,6 +10,7 @@ from datetime import datetime
 from types import TracebackType
 from typing import Any, Protocol, Self
 
+from sursis.domain.approvers import ApproverRepository
 from sursis.domain.channels.ports import ChannelRepository
 from sursis.domain.customer.ports import WorkspaceRepository
 from sursis.domain.event_ports import EventRepository, OutboxRepository, WebhookRepository
@@ -309,6 +310,8 @@ class UnitOfWork(Protocol):
     def authorizations(self) -> AuthorizationRepository: ...
     @property
     def channels(self) -> ChannelRepository: ...
+    @property
+    def approvers(self) -> ApproverRepository: ...
 
     async def __aenter__(self) -> Self: ...
     async def __aexit__(

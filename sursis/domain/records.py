@@ -9,6 +9,7 @@ from decimal import Decimal
 from typing import Any
 
 from sursis.domain.access import PERMISSIONS, Permission, Role
+from sursis.domain.approvers import ApprovalView
 from sursis.domain.errors import Forbidden
 from sursis.domain.policy_decisions import PolicyDecision
 from sursis.domain.states import PendingStatus, RunStatus
@@ -211,6 +212,9 @@ class PendingCall:
     policy: PolicyDecision | None = None
     """The policy decision that made the call wait (whom it asks, the rule and the policy version);
     None for a call no policy asked about (an elicitation, a client execution, older rows)."""
+    approval: ApprovalView | None = None
+    """For a call routed to approver groups, as read for a person: votes, quorum, still needed,
+    who may decide now (not a column: attached by the use case that reads the call)."""
 
 
 @dataclass(slots=True)

@@ -11,6 +11,7 @@ from dataclasses import KW_ONLY, dataclass, field
 
 from sursis.domain import run_lifecycle
 from sursis.domain.access import Permission
+from sursis.domain.approval_votes import with_approval
 from sursis.domain.clock import Clock, utcnow
 from sursis.domain.errors import NotFound, Stale
 from sursis.domain.ports import (
@@ -52,7 +53,7 @@ class RunService:
         async with self.uow.reader() as uow:
             run = await _visible_run(uow, principal, run_id)
             pending = await uow.pending.for_run(run.id, PendingStatus.AWAITING) if run.awaiting_count else []
-            return RunView(run=run, pending=pending)
+            return RunView(run=run, pending=await with_approval(uow, principal, pending, self.clock()))
 
     async def wait_for_run(self, principal: Principal, run_id: uuid.UUID, wait: float) -> RunView:
         """Long-poll: the run once it is settled, or as it is when `wait` seconds have passed

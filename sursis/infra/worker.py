@@ -16,6 +16,7 @@ from sqlalchemy import exc as sa_exc
 
 from sursis.domain.clock import Clock
 from sursis.domain.encryption import EncryptedValueUnreadable, EncryptionKeyUnavailable
+from sursis.domain.escalation import advance_routes
 from sursis.domain.events import publish_pending_resolved, publish_run_status
 from sursis.domain.pending_calls import EXPIRY_ACTOR, expire_overdue_call
 from sursis.domain.ports import UnitOfWork, UnitOfWorkFactory
@@ -264,7 +265,7 @@ class Worker:
         """Expire at most SWEEP_BATCH overdue pending calls and requeue runs whose lease ran out, in
         one transaction. Safe to run anywhere."""
         now = self._clock()
-        expired: list[PendingCall] = []
+        expired: list[tuple[PendingCall, PendingStatus]] = []
         async with self._uow() as uow:
             requeued = await uow.runs.requeue_expired_leases(now)
             overdue = await uow.pending.overdue(now, limit=SWEEP_BATCH)
@@ -275,27 +276,35 @@ class Worker:
                     for call in overdue:
                         expiry = await expire_overdue_call(uow, call, now)
                         if expiry is not None:
-                            expired.append(call)
+                            expired.append((call, expiry.status))
                             if expiry.run_requeued:
                                 requeued.append(call.run_id)
+            advanced = await advance_routes(uow, now, SWEEP_BATCH)
             # Events last: their per-conversation lock is the last lock this transaction takes.
-            for call in expired:
-                await publish_pending_resolved(uow, call, PendingStatus.EXPIRED.value, EXPIRY_ACTOR, now)
+            for call, status in expired:
+                await publish_pending_resolved(uow, call, status.value, EXPIRY_ACTOR, now)
             for run_id in requeued:
                 queued = await uow.runs.get(run_id)
                 if queued is not None:
                     await publish_run_status(uow, queued, RunStatus.QUEUED.value, now)
             await uow.commit()
-        for call in expired:
+        for call, status in expired:
             log.info(
-                "pending.expired",
+                "pending.expired" if status is PendingStatus.EXPIRED else "pending.timed_out",
                 correlation_id=str(call.correlation_id),
                 run_id=str(call.run_id),
                 tool_name=call.tool_name,
             )
-            self._telemetry.metrics.pending_resolved(call, PendingStatus.EXPIRED, now)
+            self._telemetry.metrics.pending_resolved(call, status, now)
         for run_id in requeued:
             log.info("sweeper.requeued", run_id=str(run_id))
             self._telemetry.metrics.run_status(RunStatus.QUEUED)
             await self._notifier.run_queued(run_id)
-        return len(expired) + len(requeued)
+        for step in advanced:
+            log.info(
+                "pending.routed",
+                correlation_id=str(step.call.correlation_id),
+                reminded=step.step.remind,
+                escalation_level=step.step.level,
+            )
+        return len(expired) + len(requeued) + len(advanced)

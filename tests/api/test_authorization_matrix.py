@@ -16,6 +16,7 @@ import re
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from litestar.testing import AsyncTestClient
@@ -27,6 +28,12 @@ from tests.api.http_calls import create_conversation, post_message
 from tests.conftest import KeyMaker, bearer, call, make_settings, script
 
 ROLES = ("user", "operator", "admin")
+
+
+def tomorrow() -> str:
+    return (datetime.now(UTC) + timedelta(days=1)).isoformat()
+
+
 PLACES = ("own", "other")
 HOME = {"own": "default", "other": "elsewhere"}
 
@@ -262,6 +269,46 @@ ROUTES = [
     Route("GET", "/v1/policies/tools", admins(200)),
     Route("GET", "/v1/ladder", everyone(200)),
     Route("PUT", "/v1/ladder", everyone(200), body=lambda o: {"tool": "replay_dlq_event", "level": "ask"}),
+    Route("POST", "/v1/groups", admins(201), body=lambda o: {"workspace": "default", "name": "made-here"}),
+    Route("GET", "/v1/groups", admins(200)),
+    Route("GET", "/v1/groups/{workspace}/{group_name}", admins(200)),
+    Route(
+        "POST",
+        "/v1/groups/{workspace}/{group_name}/members",
+        admins(200),
+        body=lambda o: {"key_id": o.ids["slack_key_id"]},
+    ),
+    Route("DELETE", "/v1/groups/{workspace}/{group_name}/members/{member_key_id}", admins(200)),
+    Route("DELETE", "/v1/groups/{workspace}/{group_name}", admins(204)),
+    Route(
+        "POST",
+        "/v1/delegations",
+        # Approvers delegate to a key of their own workspace: another workspace's key is a wrong body.
+        {
+            "user": {"own": 403, "other": 403},
+            "operator": {"own": 201, "other": 422},
+            "admin": {"own": 201, "other": 422},
+        },
+        body=lambda o: {"delegate": o.ids["slack_key_id"], "ends_at": tomorrow()},
+    ),
+    Route("GET", "/v1/delegations", operator_listing(200)),
+    Route(
+        "DELETE",
+        "/v1/delegations/{delegation_id}",
+        # Its delegator or an admin; to another operator it does not exist.
+        {
+            "user": {"own": 403, "other": 403},
+            "operator": {"own": 404, "other": 404},
+            "admin": {"own": 200, "other": 200},
+        },
+    ),
+    Route(
+        "POST",
+        "/v1/pending/{approval_id}/reassign",
+        # Admins only; this call is decided by any operator (no approver groups): a wrong target.
+        admins(422),
+        body=lambda o: {"to": ["group:matrix"]},
+    ),
     Route(
         "POST",
         "/v1/events",
@@ -294,6 +341,9 @@ TEMPLATE_OF = {
     "{hold_id}": "{hold_id}",
     "{policy_version}": "{version}",
     "{workspace}": "{workspace}",
+    "{group_name}": "{name}",
+    "{member_key_id}": "{key_id}",
+    "{delegation_id}": "{delegation_id}",
 }
 
 
@@ -375,6 +425,14 @@ async def make_objects(client: AsyncTestClient[Any], keys: KeyMaker) -> Objects:
     assert binding.status_code == 201, binding.text
     hold = await client.post("/v1/retention/holds", json={"workspace": "default", "reason": "setup"})
     assert hold.status_code == 201, hold.text
+    group_name = f"g{uuid.uuid4().hex[:12]}"
+    group = await client.post("/v1/groups", json={"workspace": "default", "name": group_name})
+    assert group.status_code == 201, group.text
+    await client.delete("/v1/groups/default/made-here")
+    delegation = await client.post(
+        "/v1/delegations", json={"delegate": str(slack_key.key.id), "ends_at": tomorrow()}
+    )
+    assert delegation.status_code == 201, delegation.text
     return Objects(
         ids={
             "conversation_id": conversation_id,
@@ -397,6 +455,9 @@ async def make_objects(client: AsyncTestClient[Any], keys: KeyMaker) -> Objects:
             "hold_id": hold.json()["id"],
             "policy_version": "1",
             "workspace": "default",
+            "group_name": group_name,
+            "member_key_id": str(slack_key.key.id),
+            "delegation_id": delegation.json()["id"],
         }
     )
 

@@ -54,8 +54,10 @@ async def test_every_operation_documents_its_problem_responses(client: AsyncTest
 
 def test_problem_codes_come_from_the_error_table() -> None:
     assert codes_for(409) == [
+        "already_voted",
         "args_changed",
         "conflict",
+        "group_exists",
         "idempotency_conflict",
         "invalid_transition",
         "run_active",
@@ -65,6 +67,7 @@ def test_problem_codes_come_from_the_error_table() -> None:
     assert codes_for(422) == [
         "audit_period_too_short",
         "invalid_decision",
+        "invalid_member",
         "invalid_policy",
         "validation_failed",
     ]

@@ -22,6 +22,7 @@ import re
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any
 
 import httpx
@@ -36,6 +37,7 @@ from schemathesis.config import SchemathesisConfig
 from schemathesis.generation.meta import TestPhase
 
 from sursis.app.main import create_app
+from sursis.domain.clock import utcnow
 from tests.api.http_calls import create_conversation, post_message
 from tests.api.live import serve
 from tests.conftest import KeyMaker, bearer, call, make_settings, script
@@ -84,6 +86,12 @@ SEMANTIC_422 = {
     "POST /v1/policies/simulate": "the same rules; `until` must come after `since`",
     # The tool must be declared; an `ask_above` condition is Cedar, checked against the schema.
     "PUT /v1/ladder": "the tool must be declared; the condition is checked by Cedar",
+    # Members, delegates and reassignment targets must name active operator or admin keys (and
+    # groups) of the workspace; a delegation must end in the future (docs/approval-routing.md).
+    "POST /v1/groups": "members must name active operator or admin keys of the workspace",
+    "POST /v1/groups/{workspace}/{name}/members": "key_id must name an active operator or admin key",
+    "POST /v1/delegations": "delegate must name an active key; ends_at is checked against now",
+    "POST /v1/pending/{correlation_id}/reassign": "targets must name groups and keys of the call's workspace",
 }
 CONFIG: dict[str, Any] = {
     "checks": {"enabled": True},
@@ -154,7 +162,17 @@ async def real_objects(seeded: str, keys: KeyMaker) -> dict[str, str]:
         assert hold.status_code == 201
         policy = await client.put("/v1/policies", json={"rules": []})
         assert policy.status_code == 200
+        group = await client.post("/v1/groups", json={"workspace": "default", "name": "fuzz"})
+        assert group.status_code == 201, group.text
+        delegate = await keys.issue("operator", "default", name="delegate")
+        ends_at = (utcnow() + timedelta(days=1)).isoformat()
+        delegation = await client.post(
+            "/v1/delegations", json={"delegate": str(delegate.key.id), "ends_at": ends_at}
+        )
+        assert delegation.status_code == 201, delegation.text
     return {
+        "name": "fuzz",
+        "delegation_id": delegation.json()["id"],
         "conversation_id": conversation_id,
         "run_id": run["id"],
         "correlation_id": run["pending"][0]["correlation_id"],

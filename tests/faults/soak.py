@@ -1,7 +1,10 @@
 """`make soak`: a thousand SIGKILLs of worker processes, at every fault point, on PostgreSQL.
 
 Conversations loop through turns whose gated tool (`replay_dlq_event`) waits for an approval;
-each approval is sent twice at once (a race: one 200, one 409). Meanwhile 2+ worker processes,
+each approval is sent twice at once (a race: one 200, one 409). A quarter of the conversations ask
+approver groups instead (`soak_routed`): racing quorum votes with the requester and a repeated vote
+among them, votes of a group reached by escalation, denials, and calls nobody decides until their
+route's timeout denies them. Meanwhile 2+ worker processes,
 forked from `tests/faults/zygote.py`, each carry `SURSIS_CRASH_AT=<point>#<n>` and SIGKILL
 themselves at that point; the driver also kills workers from outside at random moments. Every
 delivery to a local webhook receiver is counted. When the kills are done the workers drain and
@@ -36,6 +39,7 @@ from sursis.infra.db.uow import SqlUnitOfWorkFactory
 from sursis.infra.demo import seed_demo
 from tests.api.live import serve
 from tests.conftest import _reset_pg_schema, admin_headers, call, script
+from tests.faults import soak_routed as routed
 from tests.faults.processes import ROOT, Cluster
 from tests.fresh_database import ensure_database
 
@@ -314,7 +318,7 @@ async def check(database_url: str, tally: Tally) -> list[str]:
             "every decided call has its resolution audit row",
             "SELECT p.correlation_id FROM pending_calls p WHERE p.status IN ('approved','denied') "
             "AND NOT EXISTS (SELECT 1 FROM audit_log a WHERE a.correlation_id = p.correlation_id "
-            "AND a.action IN ('pending.approved','pending.denied'))",
+            "AND a.action IN ('pending.approved','pending.denied','pending.timed_out'))",
         )
         await none(
             "no side effect twice: one replay per recorded replay_dlq_event call",
@@ -386,11 +390,16 @@ async def soak(database_url: str, kills: int, workers: int, conversations: int, 
     await seed_demo(SqlUnitOfWorkFactory(engine), "default", utcnow())
     await engine.dispose()
     tally = Tally()
+    routed_tally = routed.RoutedTally()
     cluster = Cluster(
         database_url,
         logs,
         headers=await admin_headers(database_url),
-        settings={"SURSIS_WEBHOOK_ALLOW_PRIVATE_HOSTS": "true", "SURSIS_DB_POOL_SIZE": "6"},
+        settings={
+            "SURSIS_WEBHOOK_ALLOW_PRIVATE_HOSTS": "true",
+            "SURSIS_DB_POOL_SIZE": "6",
+            "SURSIS_AGENTS": f"ops,{routed.AGENT_SPEC}",
+        },
     )
     started = time.monotonic()
     pool = Workers(cluster, tally, workers, rng)
@@ -405,6 +414,7 @@ async def soak(database_url: str, kills: int, workers: int, conversations: int, 
                     json={"url": f"{hook_url}/hook", "events": ["run.completed", "pending.created"]},
                 )
                 assert hook.status_code == 201, hook.text
+                people = await routed.make_approvers(http, base)
                 await pool.start()
                 stop, traffic_stop = asyncio.Event(), asyncio.Event()
                 supervisor = asyncio.create_task(pool.supervise(kills, stop))
@@ -412,7 +422,21 @@ async def soak(database_url: str, kills: int, workers: int, conversations: int, 
                     asyncio.create_task(
                         conversation_loop(http, base, tally, random.Random(seed + i), traffic_stop)
                     )
-                    for i in range(conversations)
+                    for i in range(conversations - conversations // 4)
+                ] + [
+                    asyncio.create_task(
+                        routed.routed_loop(
+                            http,
+                            base,
+                            people,
+                            routed_tally,
+                            random.Random(seed + 1000 + i),
+                            traffic_stop,
+                            send,
+                            settle,
+                        )
+                    )
+                    for i in range(max(conversations // 4, 1))
                 ]
                 while tally.total_kills < kills:
                     await asyncio.sleep(1)
@@ -427,10 +451,16 @@ async def soak(database_url: str, kills: int, workers: int, conversations: int, 
                 await supervisor
         elapsed = time.monotonic() - started
         checked = await check(database_url, tally)
+        checked += await routed.check_routed(database_url, routed_tally)
     finally:
         await pool.stop()
         cluster.stop_all()
     report(tally, checked, elapsed, pool.unexpected_exits, workers)
+    print(
+        f"routed turns {dict(routed_tally.turns)}  vote rounds {dict(routed_tally.vote_outcomes)}  "
+        f"votes after an escalation {routed_tally.escalated_votes}  "
+        f"transfers run without an approved call (known redispatch gap) {routed_tally.unasked}"
+    )
     return 0 if not pool.unexpected_exits else 1
 
 

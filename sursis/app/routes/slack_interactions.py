@@ -32,7 +32,7 @@ from sursis.app.schemas.slack import (
 )
 from sursis.domain.channels.slack import SlackInbound, SlackPress
 from sursis.domain.records import PendingCall
-from sursis.domain.states import Decision
+from sursis.domain.states import Decision, PendingStatus
 from sursis.infra.channels import slack_messages as msg
 
 if TYPE_CHECKING:
@@ -163,6 +163,8 @@ async def on_block_actions(
         log.info("slack.press", correlation_id=str(correlation_id), decided=decided is not None)
         if decided is None:
             return outcome("refused")
+        if decided.status is PendingStatus.AWAITING:
+            return outcome("voted")
         await acknowledge(web, decided, channel_id, message_ts, actions.user.id)
         return outcome("decided")
     if (modal := msg.MODAL_OF_ACTION.get(action.action_id)) is not None:
@@ -211,7 +213,7 @@ async def on_submission(
     )
     decided = await slack.press(press)
     log.info("slack.modal", correlation_id=str(metadata.correlation_id), decided=decided is not None)
-    if decided is not None:
+    if decided is not None and decided.status is not PendingStatus.AWAITING:
         await acknowledge(web, decided, metadata.channel_id, metadata.message_ts, submission.user.id)
     return Response(content=b"", status_code=200, media_type="text/plain")
 

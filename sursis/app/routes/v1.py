@@ -21,6 +21,7 @@ from litestar.status_codes import HTTP_200_OK, HTTP_201_CREATED, HTTP_202_ACCEPT
 
 from sursis.app.auth import requires
 from sursis.app.routes.agents import list_agents
+from sursis.app.routes.approvers import approver_route_handlers
 from sursis.app.routes.channels_admin import channel_route_handlers
 from sursis.app.routes.events import event_route_handlers
 from sursis.app.routes.platform_events import list_conversations, post_event
@@ -443,6 +444,7 @@ def route_handlers() -> list[Any]:
         *channel_route_handlers(),
         *retention_route_handlers(),
         *policy_route_handlers(),
+        *approver_route_handlers(),
         post_event,
         list_conversations,
     ]

@@ -9,6 +9,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from sursis.app.schemas.approvers import VoteOut, approval_fields
 from sursis.app.schemas.policies import PolicyDecisionOut
 from sursis.app.schemas.validation import FromRecord, JsonObject, JsonValue, Strict, as_utc
 from sursis.domain.access import Permission
@@ -60,6 +61,21 @@ class PendingCallOut(FromRecord):
         default=None,
         description="the policy decision that made the call wait; null for other kinds and older calls",
     )
+    on_behalf_of: str | None = Field(
+        default=None,
+        description="A delegate decided: the approver it decided for (`resolved_by` is the delegate)",
+    )
+    votes: list[VoteOut] | None = Field(
+        default=None,
+        description="The votes of a call routed to approver groups; null when any operator decides",
+    )
+    quorum: int | None = Field(default=None, description="Distinct approvers needed to approve")
+    still_needed: int | None = Field(default=None, description="Approvals still needed")
+    approvers: list[str] | None = Field(
+        default=None, description="Who may vote now: `group:NAME` and `key:KEY_ID` (escalations add groups)"
+    )
+    escalation_level: int | None = Field(default=None, description="Escalations reached so far")
+    can_decide: bool | None = Field(default=None, description="Whether the caller's key may vote on it now")
 
 
 class PendingPage(BaseModel):
@@ -77,6 +93,8 @@ def pending_out(p: PendingCall, principal: Principal) -> PendingCallOut:
             "args": p.args if privileged else None,
             "edited_args": resolution.get("args") if privileged else None,
             "result": resolution.get("result"),
+            "on_behalf_of": resolution.get("on_behalf_of"),
+            **approval_fields(p.approval),
         }
     )
 

@@ -22,12 +22,12 @@ from sursis.domain.channels.records import (
     ChannelBinding,
     SlackAddress,
 )
-from sursis.domain.errors import Forbidden, NotFound, RunActive, Stale, ValidationFailed
+from sursis.domain.errors import Conflict, Forbidden, NotFound, RunActive, Stale, ValidationFailed
 from sursis.domain.pending_calls import PendingCallService, Resolution
 from sursis.domain.ports import RunNotifier, UnitOfWork, UnitOfWorkFactory
 from sursis.domain.records import Conversation, PendingCall, Principal, Run
 from sursis.domain.run_queue import check_content, queue_message
-from sursis.domain.states import Decision
+from sursis.domain.states import Decision, PendingStatus
 
 UNMAPPED_NOTICE = (
     "This Slack user is not linked to an account of this service, so nothing was run. "
@@ -222,7 +222,9 @@ class SlackInbound:
     async def press(self, press: SlackPress) -> PendingCall | None:
         """Decide a pending call as the presser's mapped principal, through the same path as
         `POST /v1/pending/{id}/resolve`: the call as decided; None when it was not, and then the
-        presser gets an ephemeral notice and nothing changes."""
+        presser gets an ephemeral notice and nothing changes. A vote that counts but does not decide
+        (a quorum not reached yet) answers the call still awaiting, and the voter is told privately
+        how many approvals are still needed."""
         async with self._uow() as uow:
             principal = await mapped_principal(uow, press.team_id, press.user_id)
         notice = ""
@@ -238,12 +240,16 @@ class SlackInbound:
                 )
             except Stale as stale:
                 notice = f"Nothing changed: {stale}" + _who(stale.extra)
+            except Conflict as conflict:
+                notice = f"Nothing changed: {conflict}."
             except (Forbidden, NotFound) as refused:
                 notice = f"Nothing changed: you may not decide this call ({refused})."
             except ValidationFailed as invalid:
                 notice = f"Nothing changed: {invalid}"
-        if decided is not None:
+        if decided is not None and decided.status is not PendingStatus.AWAITING:
             return decided
+        if decided is not None:
+            notice = _vote_counted(decided)
         async with self._uow() as uow:
             call = await uow.pending.get(press.correlation_id)
             workspace = call.workspace if call else self._notice_workspace
@@ -252,7 +258,18 @@ class SlackInbound:
                 uow, workspace, address, notice, self._clock(), ephemeral_user=press.user_id
             )
             await uow.commit()
-        return None
+        return decided
+
+
+def _vote_counted(call: PendingCall) -> str:
+    """What a voter whose vote did not decide the call is told, privately."""
+    approval = call.approval
+    if approval is None:
+        return "Your vote is counted."
+    return (
+        f"Your vote is counted: {approval.approvals} of {approval.quorum} approvals, "
+        f"{approval.still_needed} still needed."
+    )
 
 
 def _who(extra: dict[str, Any]) -> str:

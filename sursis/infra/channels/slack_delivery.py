@@ -24,6 +24,7 @@ from slack_sdk.errors import SlackApiError, SlackClientError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from sursis.domain.audit import actor_names
+from sursis.domain.channels.escalation import OPENS_THREAD
 from sursis.domain.channels.records import SLACK_TOPIC, ChannelBinding
 from sursis.domain.ports import UnitOfWork, UnitOfWorkFactory
 from sursis.domain.records import OutboxItem
@@ -159,7 +160,10 @@ class SlackDeliverer:
                 correlation_id = uuid.UUID(str(data["correlation_id"]))
                 text = await self._approval_as_it_stands(data, correlation_id)
                 ts = await self._post(item, binding, text)
-                return Posted(binding.id, channel, ts, correlation_id)
+                # An escalation's post opens the thread of the channel it reached.
+                return Posted(
+                    binding.id, channel, ts, correlation_id, opens_thread=binding.slack.thread_ts is None
+                )
             case "pending.created":
                 text = msg.answer_request(data, self._inbox_url)
             case "pending.resolved":
@@ -194,7 +198,9 @@ class SlackDeliverer:
         channel); the message's `ts`."""
         assert binding.slack is not None
         channel, thread_ts = binding.slack.channel_id, binding.slack.thread_ts
-        opening = (item.payload.get("event") or {}).get("type") == "conversation.started"
+        opening = (item.payload.get("event") or {}).get("type") == "conversation.started" or bool(
+            item.payload.get(OPENS_THREAD)
+        )
         if thread_ts is None and not opening:
             raise ThreadNotStarted("the thread's opening message has not been posted yet")
         if item.attempts > 1 and (earlier := await self._posted_before(item.id, channel, thread_ts)):

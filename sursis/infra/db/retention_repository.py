@@ -13,6 +13,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from sursis.domain.retention import LegalHold, RetentionPolicy
+from sursis.infra.db import approver_tables as ap
 from sursis.infra.db import channel_tables as ch
 from sursis.infra.db import customer_tables as cu
 from sursis.infra.db import retention_tables as r
@@ -30,6 +31,10 @@ def _bindings(ids: Ids) -> Any:
 
 def _deliveries(ids: Ids) -> Any:
     return sa.select(t.outbox.c.id).where(t.outbox.c.conversation_id.in_(ids))
+
+
+def _calls(ids: Ids) -> Any:
+    return sa.select(t.pending_calls.c.correlation_id).where(t.pending_calls.c.conversation_id.in_(ids))
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,6 +68,8 @@ PURGE_STEPS: tuple[PurgeStep, ...] = (
     PurgeStep(ch.channel_bindings, lambda ids: ch.channel_bindings.c.conversation_id.in_(ids)),
     PurgeStep(t.events, lambda ids: t.events.c.conversation_id.in_(ids)),
     PurgeStep(t.tool_calls, lambda ids: t.tool_calls.c.conversation_id.in_(ids)),
+    PurgeStep(ap.pending_votes, lambda ids: ap.pending_votes.c.correlation_id.in_(_calls(ids))),
+    PurgeStep(ap.pending_routes, lambda ids: ap.pending_routes.c.correlation_id.in_(_calls(ids))),
     PurgeStep(t.pending_calls, lambda ids: t.pending_calls.c.conversation_id.in_(ids)),
     PurgeStep(cu.delegations, lambda ids: cu.delegations.c.conversation_id.in_(ids)),
     PurgeStep(w.world_sessions, lambda ids: w.world_sessions.c.conversation_id.in_(ids)),

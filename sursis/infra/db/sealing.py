@@ -15,6 +15,7 @@ from typing import Any, Literal
 import sqlalchemy as sa
 
 from sursis.domain.encryption import Address, Cipher
+from sursis.infra.db import approver_tables as approvers
 from sursis.infra.db import channel_tables as channels
 from sursis.infra.db import customer_tables as customer
 from sursis.infra.db import retention_tables as retention
@@ -106,6 +107,7 @@ PENDING_CALLS = SealedTable(
     },
     ("correlation_id",),
 )
+VOTES = SealedTable(approvers.pending_votes, {"reason": "text"}, ("correlation_id", "voter"))
 TOOL_CALLS = SealedTable(t.tool_calls, {"result": "json"}, ("conversation_id", "tool_call_id"))
 AUDIT_LOG = SealedTable(
     t.audit_log, {"details": "json"}, ("workspace", "action", "at", "run_id", "correlation_id")
@@ -140,5 +142,6 @@ SEALED_TABLES: list[SealedTable] = [
     DIGEST_ITEMS,
     LEGAL_HOLDS,
     FAILURE_CLUSTERS,
+    VOTES,
 ]
 """Every table with encrypted columns, in the order `rotate` walks them."""

@@ -267,7 +267,12 @@ authorizations = sa.Table(
     sa.Column("revoked_at", UtcDateTime, nullable=True),
 )
 
-PENDING_EVENTS = sa.text("type IN ('pending.created', 'pending.resolved')")
+PENDING_EVENTS = sa.text(
+    "type IN ('pending.created', 'pending.resolved', 'pending.vote', 'pending.reminded', "
+    "'pending.escalated', 'conversation.started')"
+)
+"""Exactly the types of `PENDING_EVENT_TYPES` (what the workspace stream reads), so its partial
+indexes serve its queries (`tests/unit/test_pending_event_index.py`)."""
 
 events = sa.Table(
     "events",

@@ -12,6 +12,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 from sursis.domain.encryption import Cipher
 from sursis.domain.events import deliver
 from sursis.infra.db.access_repositories import SqlApiKeyRepository, SqlAuthorizationRepository
+from sursis.infra.db.approver_repository import SqlApproverRepository
 from sursis.infra.db.channel_repository import SqlChannelRepository
 from sursis.infra.db.customer_repository import SqlWorkspaceRepository
 from sursis.infra.db.delegation_repository import SqlDelegationRepository
@@ -77,6 +78,7 @@ class SqlUnitOfWork:
         self.audit_chain = SqlAuditChainRepository(self.session)
         self.retention = SqlRetentionRepository(self.session)
         self.policies = SqlPolicyRepository(self.session)
+        self.approvers = SqlApproverRepository(self.session)
         return self
 
     async def __aexit__(

@@ -19,6 +19,7 @@ from pydantic_ai.messages import (
 from pydantic_ai.tools import DeferredToolResults, ToolApproved, ToolDenied
 
 from sursis.domain.errors import ToolPolicyError, ok_result
+from sursis.domain.pending_calls import TIMEOUT_DECISION
 from sursis.domain.records import PendingCall
 from sursis.domain.states import PendingStatus
 from sursis.domain.tools import PendingKind
@@ -54,6 +55,13 @@ def denial_for(call: PendingCall) -> str:
     """What the model sees for a suspension that did not end in approval or an answer."""
     reason = (call.reason or "").strip()
     match call.status:
+        case PendingStatus.DENIED if (call.resolution or {}).get("decision") == TIMEOUT_DECISION:
+            waited = call.expires_at - call.created_at
+            return policy_denial(
+                "APPROVAL_TIMED_OUT",
+                f"Nobody decided within {_human(waited)}, so the approval policy denied this call; "
+                "no approver denied it. The action was not performed.",
+            )
         case PendingStatus.DENIED:
             return policy_denial(
                 "APPROVAL_DENIED", f"The operator denied this call. Reason: {reason or 'none given'}."

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import timedelta
 
 from pydantic_ai.messages import (
     ModelMessage,
@@ -10,6 +11,7 @@ from pydantic_ai.messages import (
 from pydantic_ai.tools import DeferredToolRequests
 
 from sursis.domain import run_lifecycle
+from sursis.domain.policy_decisions import PolicyDecision
 from sursis.domain.records import PendingCall, Run, Usage
 from sursis.domain.sanitize import args_hash
 from sursis.domain.states import PendingStatus, RunStatus
@@ -60,7 +62,10 @@ class Suspending(Ending):
                     status=PendingStatus.AWAITING,
                     created_at=now,
                     expires_at=now
-                    + (spec.timeout_for(kind, self._timeouts) if spec else self._timeouts[kind]),
+                    + _wait_for(
+                        target.policy,
+                        spec.timeout_for(kind, self._timeouts) if spec else self._timeouts[kind],
+                    ),
                     agent_path=target.agent_path,
                     category=spec.category if spec else None,
                     policy=target.policy,
@@ -120,3 +125,10 @@ class Suspending(Ending):
             )
         log.info("run.suspended", pending=len(calls), usage=usage.to_json())
         return RunStatus.SUSPENDED
+
+
+def _wait_for(policy: PolicyDecision | None, declared: timedelta) -> timedelta:
+    """How long a call may wait: its route's timeout when the policy names one, else the tool's."""
+    if policy is not None and policy.route is not None and policy.route.timeout is not None:
+        return policy.route.timeout
+    return declared

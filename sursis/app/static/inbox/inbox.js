@@ -418,6 +418,8 @@
         expires_at: d.expires_at,
       });
       renderList();
+    } else if (type === "pending.vote" || type === "pending.escalated" || type === "pending.reminded") {
+      refreshCall(d.correlation_id);
     } else if (type === "pending.resolved") {
       state.gone.add(d.correlation_id);
       state.calls.delete(d.correlation_id);
@@ -427,6 +429,37 @@
       }
       refreshDecisionsSoon();
     }
+  }
+
+  // A vote or an escalation changed who may decide and what is still needed: read the call again.
+  async function refreshCall(id) {
+    if (!id || state.gone.has(id)) return;
+    let call;
+    try {
+      call = await api(`/v1/pending/${id}`);
+    } catch (error) {
+      return;
+    }
+    if (call.status !== "awaiting" || state.gone.has(id)) return;
+    const known = state.calls.get(id);
+    remember({ ...(known || {}), ...call, seq: known ? known.seq : ++state.seq });
+    renderList();
+    if (state.openId === id && state.openCall && !state.decidedHere.has(id)) {
+      state.openCall = call;
+      renderCall(call);
+    }
+  }
+
+  function approvalsText(call) {
+    const approvals = call.quorum - call.still_needed;
+    return `${approvals} of ${call.quorum} approvals · ${call.still_needed} still needed`;
+  }
+
+  function voteText(vote) {
+    const by = actorName(vote.cast_by, vote.cast_by_name);
+    const forWhom = vote.on_behalf_of ? ` for ${actorName(vote.approver, vote.approver_name)}` : "";
+    const reason = vote.reason ? `: “${vote.reason}”` : "";
+    return `${vote.decision} by ${by}${forWhom} at ${clock(vote.at)}${reason}`;
   }
 
   function remember(call) {
@@ -494,6 +527,16 @@
               h("span", { className: `badge kind-${c.kind}` }, KIND_LABELS[c.kind] || c.kind),
               c.category
                 ? h("span", { className: `badge category category-${c.category}`, title: "tool category" }, c.category)
+                : null,
+              c.quorum != null
+                ? h(
+                    "span",
+                    { className: "badge votes", title: "approvals of the quorum" },
+                    `${c.quorum - c.still_needed}/${c.quorum}`,
+                  )
+                : null,
+              c.escalation_level
+                ? h("span", { className: "badge escalated", title: "escalation level" }, `escalated ${c.escalation_level}`)
                 : null,
             ),
             h("span", { className: "call-effect" }, c.effect_description),
@@ -593,6 +636,19 @@
       ["Status", STATUS_WORDS[call.status] || call.status],
       ["Requested", h("span", {}, timeNode(call.created_at, "ago"), ` · ${clock(call.created_at)}`)],
       ["Deadline", h("span", {}, timeNode(call.expires_at, "left"), ` · ${clock(call.expires_at)}`)],
+      ...(call.quorum != null
+        ? [
+            ["Approvals", h("span", { id: "detail-approvals" }, approvalsText(call))],
+            ["Approvers", (call.approvers || []).join(", ") || "nobody yet"],
+            ["Escalation", call.escalation_level ? `level ${call.escalation_level}` : "not escalated"],
+            [
+              "Votes",
+              (call.votes || []).length
+                ? h("ul", { id: "detail-votes", className: "votes" }, ...call.votes.map((v) => h("li", {}, voteText(v))))
+                : "none yet",
+            ],
+          ]
+        : []),
       ["Conversation", h("code", {}, call.conversation_id)],
       ["Correlation id", h("code", {}, call.correlation_id)],
     ];
@@ -607,7 +663,17 @@
     setText("detail-args", pretty(args));
     $("edit-args").value = pretty(args);
     const awaiting = call.status === "awaiting";
-    $("decide").hidden = !awaiting;
+    // A call routed to approver groups: the buttons only for a key that may vote on it now.
+    const notMine = call.can_decide === false;
+    $("decide").hidden = !awaiting || notMine;
+    if (awaiting && notMine) {
+      // Read again after a vote (this page's or another's): say why the buttons are gone.
+      const mine = (call.votes || []).some((v) => state.me && v.cast_by === state.me.id);
+      if (mine) showState("done", `Your vote is counted: ${approvalsText(call)}.`);
+      else showState("info", "You are not one of this call's approvers.");
+    } else if (awaiting && $("detail-state").classList.contains("info")) {
+      clearState(); // an escalation or a reassignment made this key an approver
+    }
     $("approval-actions").hidden = call.kind !== "approval";
     $("answer-form").hidden = call.kind !== "elicitation";
     $("client-note").hidden = call.kind !== "client_exec";
@@ -660,6 +726,17 @@
       if (state.openCall !== call) return;
       setBusy(false);
       refuse(error, source);
+      return;
+    }
+    if (decided.status === "awaiting") {
+      // A vote that did not decide: the call still waits for others.
+      state.decidedHere.delete(call.correlation_id);
+      remember({ ...(state.calls.get(call.correlation_id) || {}), ...decided });
+      renderList();
+      if (state.openCall !== call) return;
+      state.openCall = decided;
+      renderCall(decided);
+      showState("done", `Your vote is counted: ${approvalsText(decided)}.`);
       return;
     }
     state.gone.add(call.correlation_id);

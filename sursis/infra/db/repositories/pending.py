@@ -10,12 +10,15 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.dialects.postgresql import ARRAY
 
+from sursis.domain.approval_votes import new_route_state
 from sursis.domain.encryption import Cipher
 from sursis.domain.policy_decisions import PolicyDecision
 from sursis.domain.records import PendingCall, ToolCallRecord
 from sursis.domain.states import PendingStatus, RunStatus
 from sursis.domain.tools import Category, Executor, PendingKind
+from sursis.infra.db import approver_tables as ap
 from sursis.infra.db import tables as t
+from sursis.infra.db.approver_tables import route_row
 from sursis.infra.db.held import flush_held, hold, holds
 from sursis.infra.db.repositories.base import SqlRepository, rowcount
 from sursis.infra.db.repositories.runs import resolve_one_awaiting_statement
@@ -115,10 +118,15 @@ class SqlPendingCallRepository(SqlRepository):
     async def add(self, call: PendingCall) -> None:
         policy = call.policy.to_json() if call.policy is not None else None
         row = PENDING_CALLS.seal(self._cipher, row_values(call, t.pending_calls, policy=policy))
+        route = new_route_state(call)
         if holds(self._session):
             hold(self._session, t.pending_calls, [row])  # written at commit, with the events
+            if route is not None:
+                hold(self._session, ap.pending_routes, [route_row(route)])
         else:
             await self._session.execute(_INSERT, row)
+            if route is not None:
+                await self._session.execute(ap.pending_routes.insert(), route_row(route))
 
     async def _execute(self, statement: Any, params: Any = None) -> Any:
         """Execute `statement` after writing the pending calls this transaction holds."""

@@ -1,0 +1,227 @@
+"""Votes on a call routed to approver groups: who may vote, for whom, and when the votes decide.
+
+Every voter of one call queues on the call's route row (`lock_route`), so the vote that reaches the
+quorum is the one that decides, exactly once, however many approvers press at once; a vote that
+finds the call decided already is `Stale` and is not kept.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from datetime import datetime
+from typing import Any
+
+from sursis.domain import approvers as a
+from sursis.domain.approvers import AlreadyVoted, NotAnApprover, SelfApproval, Vote
+from sursis.domain.audit import actor_names
+from sursis.domain.errors import InvalidDecision
+from sursis.domain.events import EventType, publish
+from sursis.domain.policy_decisions import ApprovalRoute
+from sursis.domain.ports import UnitOfWork
+from sursis.domain.records import AuditEntry, PendingCall, Principal
+from sursis.domain.states import Decision
+
+
+@dataclass(frozen=True, slots=True)
+class Ballot:
+    """A vote counted in the caller's transaction: for whom, the approvals now, and whether it decides."""
+
+    vote: Vote
+    approvals: int
+    decides: bool
+
+
+async def requester_of(uow: UnitOfWork, call: PendingCall) -> str | None:
+    """The key that started the call's conversation (its owner): its vote never counts."""
+    conversation = await uow.conversations.get(call.conversation_id)
+    return conversation.created_by if conversation is not None else None
+
+
+async def eligible(uow: UnitOfWork, call: PendingCall, route: ApprovalRoute, state: a.RouteState) -> set[str]:
+    """The keys that may vote on the call now."""
+    found = a.targets(route, state)
+    keys = set(a.key_ids(found))
+    names = a.group_names(found)
+    if names:
+        keys |= await uow.approvers.members(call.workspace, names)
+    return keys
+
+
+async def voter_for(
+    uow: UnitOfWork,
+    principal: Principal,
+    call: PendingCall,
+    approvers: set[str],
+    requester: str | None,
+    voted: set[str],
+    now: datetime,
+) -> str:
+    """The approver the principal's vote counts for: itself if it is one, else the first approver
+    (by id) it is the delegate of who has not voted. `SelfApproval` for the requester (or its
+    delegate voting for it), `NotAnApprover` otherwise."""
+    if requester is not None and principal.id == requester:
+        raise SelfApproval(
+            "the key that started the conversation may not decide its own call",
+            extra={"requester": requester},
+        )
+    if principal.id in approvers:
+        return principal.id
+    delegators = [d for d in sorted(await uow.approvers.delegators(principal.id, now)) if d in approvers]
+    for delegator in delegators:
+        if delegator == requester:
+            continue
+        if delegator not in voted:
+            return delegator
+    if delegators and all(d == requester for d in delegators):
+        raise SelfApproval(
+            "the approver you act for started the conversation: that vote never counts",
+            extra={"requester": requester},
+        )
+    if delegators:
+        return delegators[0]  # already voted: `add_vote` refuses it as `AlreadyVoted`
+    raise NotAnApprover(
+        "you are none of this call's approvers",
+        extra={"approvers": list(a.targets(_route(call), await _state(uow, call)))},
+    )
+
+
+async def cast(
+    uow: UnitOfWork,
+    principal: Principal,
+    call: PendingCall,
+    route: ApprovalRoute,
+    decision: Decision,
+    reason: str | None,
+    args: dict[str, Any] | None,
+    now: datetime,
+) -> Ballot:
+    """Check the principal may vote, store the vote and count it, holding the route's row."""
+    state = await _state(uow, call)
+    approvers = await eligible(uow, call, route, state)
+    requester = await requester_of(uow, call)
+    votes = (await uow.approvers.votes([call.correlation_id])).get(call.correlation_id, [])
+    voter = await voter_for(uow, principal, call, approvers, requester, {v.voter for v in votes}, now)
+    if decision is Decision.APPROVE and args is not None and route.quorum > 1:
+        raise InvalidDecision(
+            "a call that needs several approvers is approved with its arguments as asked; "
+            "deny or revise it with a reason instead of editing them",
+            extra={"quorum": route.quorum},
+        )
+    vote = Vote(call.correlation_id, voter, principal.id, decision.value, reason, now)
+    if not await uow.approvers.add_vote(vote):
+        raise AlreadyVoted(
+            "this approver's vote on the call is already counted",
+            extra={"approver": voter},
+        )
+    approving = decision is Decision.APPROVE
+    counted = await uow.approvers.lock_route(call.correlation_id, 1 if approving else 0)
+    if counted is None:
+        await uow.approvers.add_route(
+            a.RouteState(call.correlation_id, call.workspace, approvals=int(approving), created_at=now)
+        )
+        counted = sum(1 for v in votes if v.decision == Decision.APPROVE.value) + int(approving)
+    return Ballot(vote, counted, decides=not approving or counted >= route.quorum)
+
+
+async def record_vote(uow: UnitOfWork, call: PendingCall, ballot: Ballot, quorum: int, now: datetime) -> None:
+    """The vote's audit row and `pending.vote` event, in the caller's transaction."""
+    vote = ballot.vote
+    details = {
+        "decision": vote.decision,
+        "approver": vote.voter,
+        "on_behalf_of": vote.on_behalf_of,
+        "approvals": ballot.approvals,
+        "quorum": quorum,
+        "reason": vote.reason,
+    }
+    await uow.audit.append(AuditEntry.of_call("pending.vote", vote.cast_by, call, details), now)
+    await publish(
+        uow,
+        call.conversation_id,
+        call.workspace,
+        EventType.PENDING_VOTE,
+        {
+            "correlation_id": str(call.correlation_id),
+            "tool_name": call.tool_name,
+            "approver": vote.voter,
+            "cast_by": vote.cast_by,
+            "decision": vote.decision,
+            "approvals": ballot.approvals,
+            "quorum": quorum,
+            "still_needed": max(quorum - ballot.approvals, 0),
+        },
+        now,
+    )
+
+
+async def with_approval(
+    uow: UnitOfWork, principal: Principal | None, calls: list[PendingCall], now: datetime
+) -> list[PendingCall]:
+    """`calls` with the approval view of each routed one (votes, quorum, still needed, approvers,
+    escalation level, and whether `principal` may decide it now). Calls without a route cost nothing."""
+    ids = [c.correlation_id for c in calls if a.routed(c.policy) is not None]
+    if not ids:
+        return calls
+    states = await uow.approvers.routes(ids)
+    votes = await uow.approvers.votes(ids)
+    delegators: list[str] | None = None
+    # A page of calls often shares conversations and routes: each is read once.
+    requesters: dict[object, str | None] = {}
+    members: dict[tuple[str, tuple[str, ...]], set[str]] = {}
+    out: list[PendingCall] = []
+    for call in calls:
+        route = a.routed(call.policy)
+        if route is None:
+            out.append(call)
+            continue
+        state = a.by_id(states, call.correlation_id, call.workspace)
+        if call.conversation_id not in requesters:
+            requesters[call.conversation_id] = await requester_of(uow, call)
+        requester = requesters[call.conversation_id]
+        can: bool | None = None
+        if principal is not None:
+            key = (call.workspace, a.targets(route, state))
+            if key not in members:
+                members[key] = await eligible(uow, call, route, state)
+            approvers = members[key]
+            if delegators is None:
+                delegators = await uow.approvers.delegators(principal.id, now)
+            mine = {principal.id, *delegators} - {requester}
+            voted = {v.voter for v in votes.get(call.correlation_id, [])}
+            can = principal.id != requester and bool((mine & approvers) - voted)
+        call_votes = votes.get(call.correlation_id, [])
+        out.append(replace(call, approval=a.view(route, state, call_votes, requester, can)))
+    names = await vote_names(uow, out)
+    if names:
+        out = [replace(c, approval=replace(c.approval, names=names)) if c.approval else c for c in out]
+    return out
+
+
+async def vote_names(uow: UnitOfWork, calls: list[PendingCall]) -> dict[str, str]:
+    """The names of the keys that voted on `calls` (and for whom), for showing the votes."""
+    ids = {k for c in calls if c.approval for v in c.approval.votes for k in (v.voter, v.cast_by)}
+    return await actor_names(uow, list(ids)) if ids else {}
+
+
+def _route(call: PendingCall) -> ApprovalRoute:
+    route = a.routed(call.policy)
+    assert route is not None
+    return route
+
+
+async def _state(uow: UnitOfWork, call: PendingCall) -> a.RouteState:
+    states = await uow.approvers.routes([call.correlation_id])
+    return a.by_id(states, call.correlation_id, call.workspace)
+
+
+def new_route_state(call: PendingCall) -> a.RouteState | None:
+    """The route row a routed call starts with (its first reminder or escalation due)."""
+    route = a.routed(call.policy)
+    if route is None:
+        return None
+    return a.RouteState(
+        correlation_id=call.correlation_id,
+        workspace=call.workspace,
+        due_at=a.next_due(route, call.created_at, False, 0),
+        created_at=call.created_at,
+    )
