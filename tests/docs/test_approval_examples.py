@@ -114,3 +114,48 @@ async def test_unanswered_refunds_escalate_to_on_call(
         on_timeout=TimeoutOutcome.DENY,
     )
     assert RAN == []
+
+
+async def test_the_deploy_example_is_decided_by_two_engineers_never_the_requester(
+    shop: AsyncTestClient[Any], model: ScriptedModel, keys: KeyMaker
+) -> None:
+    """The stored policy routes the call; the approver groups decide it: the requester (here an
+    engineer too) is refused, an outsider is refused, two engineers approve, and it runs once."""
+    RAN.clear()
+    await store(shop, "deploy")
+    engineers = [await keys.issue("operator", "default", name=f"eng{i}") for i in range(2)]
+    outsider = await keys.issue("operator", "default", name="outsider")
+    requester = await keys.issue("operator", "default", name="requester")
+    members = [str(k.key.id) for k in [*engineers, requester]]
+    made = await shop.post(
+        "/v1/groups", json={"workspace": "default", "name": "engineers", "members": members}
+    )
+    assert made.status_code == 201, made.text
+    model.calls(("deploy", {"service": "api", "env": "prod"})).text("deployed")
+    as_requester = bearer(requester.secret)
+    conversation = (await shop.post("/v1/conversations", json={"agent": "shop"}, headers=as_requester)).json()
+    posted = await shop.post(
+        f"/v1/conversations/{conversation['id']}/messages",
+        params={"wait": 10},
+        json={"content": "ship it"},
+        headers=as_requester,
+    )
+    [pending] = posted.json()["pending"]
+    resolve = f"/v1/pending/{pending['correlation_id']}/resolve"
+    approve = {"decision": "approve"}
+    refused = await shop.post(resolve, json=approve, headers=as_requester)
+    assert (refused.status_code, refused.json()["code"]) == (403, "self_approval")
+    refused = await shop.post(resolve, json=approve, headers=bearer(outsider.secret))
+    assert (refused.status_code, refused.json()["code"]) == (403, "not_an_approver")
+    first = await shop.post(resolve, json=approve, headers=bearer(engineers[0].secret))
+    assert first.status_code == 200, first.text
+    assert (first.json()["status"], first.json()["still_needed"]) == ("awaiting", 1)
+    assert RAN == []
+    second = await shop.post(resolve, json=approve, params={"wait": 10}, headers=bearer(engineers[1].secret))
+    assert second.status_code == 200, second.text
+    decided = (await shop.get(f"/v1/pending/{pending['correlation_id']}")).json()
+    assert (decided["status"], decided["still_needed"]) == ("approved", 0)
+    assert sorted(v["approver"] for v in decided["votes"]) == sorted(str(k.key.id) for k in engineers)
+    run = (await shop.get(f"/v1/runs/{pending['run_id']}", params={"wait": 10})).json()
+    assert run["status"] == "completed", run
+    assert RAN == [("deploy", {"service": "api", "env": "prod"})]
