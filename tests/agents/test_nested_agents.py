@@ -5,8 +5,9 @@ summed and the inner agent's spans are nested under the call. On SQLite and Post
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from dataclasses import dataclass
 from typing import Any
 
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
@@ -14,7 +15,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from pydantic_ai import Agent, RunContext
 
-from sursis import Service, adopt, run_agent
+from sursis import RunInfo, Service, adopt, run_agent
 from sursis.app.container import build_container
 from sursis.infra.agents.declarations import AgentDefinition
 from sursis.infra.customer.supervisor import customer_agents
@@ -214,3 +215,63 @@ async def test_chains_nest_and_resume_inside_the_innermost_agent(database_url: s
         records = await svc.container.runs.list_tool_calls(svc.principal, run.id)
         assert sorted(r.metadata.tool_name for r in records) == ["ask_billing", "ask_concierge", "refund"]
     assert [order for _, order in REFUNDS] == ["D4"]
+
+
+
+@dataclass
+class Ledger:
+    """An agent's own deps: told which agent they serve, closed after the step."""
+
+    agent: str
+    workspace: str
+    closed: bool = False
+
+
+OPENED: list[Ledger] = []
+
+
+@contextmanager
+def ledger_scope(info: RunInfo) -> Iterator[Ledger]:
+    book = Ledger(info.agent, info.workspace)
+    OPENED.append(book)
+    yield book
+    book.closed = True
+
+
+async def test_an_agent_another_agent_runs_gets_its_own_deps(database_url: str) -> None:
+    """Each agent of the chain gets the deps its own factory builds, told which agent they serve;
+    the inner agent's deps are closed once its step is done."""
+    OPENED.clear()
+    seen: list[tuple[str, str]] = []
+    billing: Agent[Ledger, str] = Agent(name="billing", deps_type=Ledger)
+
+    @billing.tool
+    def balance(ctx: RunContext[Ledger], account: str) -> str:
+        """An account's balance."""
+        seen.append(("billing", ctx.deps.agent))
+        return f"{account}: 10"
+
+    concierge: Agent[Ledger, str] = Agent(name="concierge", deps_type=Ledger)
+
+    @concierge.tool
+    async def ask_billing(ctx: RunContext[Ledger], request: str) -> str:
+        """Ask billing."""
+        seen.append(("concierge", ctx.deps.agent))
+        output: str = await run_agent(ctx, "billing", request)
+        return output
+
+    definitions = [
+        adopt(concierge, deps=ledger_scope),
+        adopt(billing, deps=ledger_scope, conversational=False),
+    ]
+    model = ScriptedModel().call("ask_billing", request="balance of A").call("balance", account="A")
+    model.text("A: 10").text("Your balance is 10.")
+    async with traced(database_url, model, lambda _: {d.name: d for d in definitions}) as (svc, _):
+        conversation = await svc.start_conversation("concierge")
+        view = await settle(svc, (await svc.send(conversation.id, "balance?")).id)
+        assert (view.run.status, view.run.output) == ("completed", "Your balance is 10.")
+    assert seen == [("concierge", "concierge"), ("billing", "billing")]
+    assert [(b.agent, b.workspace, b.closed) for b in OPENED] == [
+        ("concierge", "default", True),
+        ("billing", "default", True),
+    ]

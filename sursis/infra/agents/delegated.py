@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from contextlib import AsyncExitStack
 from contextvars import ContextVar
 from typing import Any, cast
 
@@ -31,6 +32,7 @@ from pydantic_ai.tools import DeferredToolRequests, DeferredToolResults
 from pydantic_core import to_json
 
 from sursis.domain.errors import ToolTerminalError
+from sursis.infra.agents.agent_deps import OpenedDeps
 from sursis.infra.agents.nested import DeferredTarget, defer_nested, requested_targets
 from sursis.infra.agents.run_deps import RunDeps, current_run_deps, run_deps
 from sursis.infra.db.delegation_repository import Delegation
@@ -92,13 +94,21 @@ class NestedRuns:
         token = current_run_deps.set(service)
         path_token = _path.set(path)
         try:
-            result = await inner.run(
-                prompt if history is None else None,
-                message_history=history,
-                deferred_tool_results=results,
-                deps=service if isinstance(ctx.deps, RunDeps) else ctx.deps,
-                usage=ctx.usage,
-            )
+            async with AsyncExitStack() as stack:
+                factory = deps.agent_deps.get(agent)
+                if factory is not None and deps.run_info is not None:
+                    # The inner agent's own deps, opened for this step as for a run of its own.
+                    info = dataclasses.replace(deps.run_info, agent=agent)
+                    own: Any = await stack.enter_async_context(OpenedDeps(factory, info))
+                else:
+                    own = service if isinstance(ctx.deps, RunDeps) else ctx.deps
+                result = await inner.run(
+                    prompt if history is None else None,
+                    message_history=history,
+                    deferred_tool_results=results,
+                    deps=own,
+                    usage=ctx.usage,
+                )
         finally:
             _path.reset(path_token)
             current_run_deps.reset(token)

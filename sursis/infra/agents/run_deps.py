@@ -19,6 +19,7 @@ from sursis.domain.policy_decisions import PolicyDecision, PolicyEffect
 from sursis.domain.ports import UnitOfWorkFactory
 from sursis.domain.records import AuditEntry, ToolCallRecord
 from sursis.domain.tools import ToolSpec
+from sursis.infra.agents.agent_deps import DepsFactory, RunInfo
 
 log = structlog.get_logger("sursis.tools")
 
@@ -78,6 +79,11 @@ class RunDeps:
     progress: ProgressSink | None = None
     agents: Mapping[str, Any] = field(default_factory=dict)
     """The service's pydantic-ai agents by name, for a tool that runs another agent (delegation)."""
+    agent_deps: Mapping[str, DepsFactory] = field(default_factory=dict)
+    """The deps factories of the agents that have one, by name: an agent another agent runs gets
+    its own deps, as it would in a run of its own."""
+    run_info: RunInfo | None = None
+    """What a deps factory is told of the run (None outside a worker's segment)."""
     tracer: trace.Tracer | None = None
     """The service's tracer, for spans a tool opens itself."""
     announced: set[str] | None = None

@@ -73,6 +73,7 @@ class RunnerBase:
             name: served.runnable(d.mcp.connect if d.mcp is not None else None)
             for (name, served), d in zip(self._served.items(), definitions.values(), strict=True)
         }
+        self._agent_deps = {name: s.deps for name, s in self._served.items() if s.deps is not None}
         self._notifier = notifier
         self._clock = clock
         self._step_limit = step_limit

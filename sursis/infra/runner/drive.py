@@ -229,6 +229,8 @@ class AgentRunner(Suspending, Leases, Streaming):
             policy=self._policy,
             progress=self._progress_sink(run),
             agents=self._agents,
+            agent_deps=self._agent_deps,
+            run_info=run_info(run),
             tracer=self._telemetry.tracer,
             announced=announced,
             before_effect=before_effect,
