@@ -89,7 +89,7 @@ class ListenConnection:
             wait = self._retry
             try:
                 await self._serve()
-            except _FAILURES as exc:
+            except Exception as exc:  # whatever it was, listening is only an optimisation: retry
                 self._fallback.lost(exc)
                 wait = retry_after(exc, self._retry)
             await asyncio.sleep(wait)
