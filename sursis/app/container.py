@@ -49,6 +49,7 @@ from sursis.infra.customer.supervisor import customer_agents
 from sursis.infra.db.encryption_state import EncryptionState
 from sursis.infra.db.engine import is_sqlite
 from sursis.infra.db.errors import database_unreachable
+from sursis.infra.db.listen_connection import ListenConnection
 from sursis.infra.db.listen_target import listen_url
 from sursis.infra.db.listener import PgEventListener
 from sursis.infra.db.uow import SqlUnitOfWorkFactory
@@ -237,10 +238,12 @@ def build_container(
     sqlite = is_sqlite(settings.database_url)
     listening = None if sqlite else listen_url(settings.database_url, settings.database_listen_url)
     caches = PolicyCaches.build(settings, sqlite=sqlite, policy=policy)
+    # One LISTEN connection per process, shared by everything that listens in it.
+    listen = None if listening is None else ListenConnection(listening)
     notifier = (
         LocalRunNotifier()
         if sqlite
-        else PostgresRunNotifier(engine, listening, authorizations=caches.invalidations())
+        else PostgresRunNotifier(engine, listen, authorizations=caches.invalidations())
     )
     uow = build_unit_of_work(
         settings,
@@ -385,9 +388,9 @@ def build_container(
         slack=slack,
         approvers=ApproverService(uow, clock=utcnow),
         listener=None
-        if listening is None
+        if listen is None
         else PgEventListener(
-            listening,
+            listen,
             notifier.conversations_changed,
             on_pending=notifier.pending_changed,
             keys=credentials,

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import uuid
 from typing import Any
@@ -14,7 +13,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from sursis.domain.notified_cache import Invalidations
 from sursis.infra.db.access_repositories import AUTHORIZATION_CHANNEL
 from sursis.infra.db.event_repositories import RUN_CHANNEL, WORK_CHANNEL
-from sursis.infra.db.listen_target import PollingFallback, connect_for_listening, retry_after
+from sursis.infra.db.listen_connection import ListenConnection, Subscription
 from sursis.infra.db.sessions import pinned_sessions
 from sursis.infra.faults import crash_point
 from sursis.infra.notifier import LocalRunNotifier
@@ -23,24 +22,32 @@ log = structlog.get_logger("sursis.notify")
 
 
 class PostgresRunNotifier(LocalRunNotifier):
-    """Local wake-ups plus `pg_notify`, and one listening connection per process.
+    """Local wake-ups plus `pg_notify`, heard on the process's LISTEN connection.
 
     Notifications are an optimisation: a lost one only delays a worker until its next poll. A run
     whose change was notified in the transaction that made it (see `runs_notified`) is not
     notified again. The same connection hears `sursis_authorizations` for the pre-approval cache
-    (`authorizations`), which serves only while the connection is up. `listen_url` is where the
-    listening connection goes (`listen_target.listen_url`); None: no listening, polling only.
+    (`authorizations`), which serves only while the connection is up. `listen` is the process's
+    shared `ListenConnection`, or a LISTEN URL (`listen_target.listen_url`) for a connection of its
+    own; None: no listening, polling only.
     """
 
     def __init__(
-        self, engine: AsyncEngine, listen_url: str | None, *, authorizations: Invalidations | None = None
+        self,
+        engine: AsyncEngine,
+        listen: ListenConnection | str | None,
+        *,
+        authorizations: Invalidations | None = None,
     ) -> None:
         super().__init__()
         self._engine = engine
-        self._url = listen_url
-        self._listener: asyncio.Task[None] | None = None
+        self._connection = ListenConnection(listen) if isinstance(listen, str) else listen
         self._authorizations = authorizations
-        self.listening = asyncio.Event()
+        channels = {WORK_CHANNEL: self._on_work, RUN_CHANNEL: self._on_run}
+        if authorizations is not None:
+            channels[AUTHORIZATION_CHANNEL] = self._on_authorizations
+        self._subscription = Subscription(channels, up=self._heard, down=self._lost)
+        self.listening = self._subscription.listening
 
     async def run_queued(self, run_id: uuid.UUID) -> None:
         crash_point("notify_queued")
@@ -71,60 +78,28 @@ class PostgresRunNotifier(LocalRunNotifier):
             log.warning("notify.failed", channel=channel, error=str(exc)[:200])
 
     def start(self) -> None:
-        if self._url is None:
-            return
-        if self._listener is None:
-            self._listener = asyncio.create_task(self._listen(), name="pg-listen")
+        if self._connection is not None:
+            self._connection.attach(self._subscription)
 
     async def stop(self) -> None:
-        if self._listener is not None:
-            self._listener.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._listener
-            self._listener = None
+        if self._connection is not None:
+            await self._connection.detach(self._subscription)
 
-    async def _listen(self) -> None:
-        assert self._url is not None
-        fallback = PollingFallback("runs", self._url)
-        while True:
-            wait = 1.0
-            connection: Any = None
-            try:
-                closed = asyncio.Event()
-                connection = await connect_for_listening(self._url)
-                connection.add_termination_listener(lambda _c, done=closed: self._lost(done))
-                await connection.add_listener(WORK_CHANNEL, self._on_work)
-                await connection.add_listener(RUN_CHANNEL, self._on_run)
-                if self._authorizations is not None:
-                    await connection.add_listener(AUTHORIZATION_CHANNEL, self._on_authorizations)
-                    self._authorizations.resume()
-                # A reconnect may have missed notifications: wake everyone to re-check.
-                self._work.set()
-                self.listening.set()
-                fallback.listening()
-                await closed.wait()
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:
-                fallback.lost(exc)
-                wait = retry_after(exc, wait)
-            finally:
-                self._lost(closed)
-                if connection is not None and not connection.is_closed():
-                    with contextlib.suppress(Exception):
-                        await connection.close(timeout=2)
-            await asyncio.sleep(wait)
+    def _heard(self) -> None:
+        """The channels are listened to (again): the cache starts empty, and a reconnect may have
+        missed notifications, so everyone re-checks."""
+        if self._authorizations is not None:
+            self._authorizations.resume()
+        self._work.set()
+
+    def _lost(self) -> None:
+        """The connection is gone (or going): authorization changes may be missed from now on."""
+        if self._authorizations is not None:
+            self._authorizations.suspend()
 
     def _on_work(self, _conn: Any, _pid: int, _channel: str, payload: str) -> None:
         self._work.set()
         self._wake_run(payload)
-
-    def _lost(self, closed: asyncio.Event) -> None:
-        """The connection is gone (or going): authorization changes may be missed from now on."""
-        closed.set()
-        self.listening.clear()
-        if self._authorizations is not None:
-            self._authorizations.suspend()
 
     def _on_authorizations(self, _conn: Any, _pid: int, _channel: str, payload: str) -> None:
         if self._authorizations is not None and payload:

@@ -170,8 +170,8 @@ def service(topology: Topology, logs: Path) -> Iterator[tuple[Cluster, list[str]
     try:
         workers = [processes.worker(concurrency=2) for _ in range(2)]
         bases = [asyncio.run(processes.api())[1] for _ in range(2)]
-        # Each API process listens on two connections, each worker on one: all up, all serving.
-        asyncio.run(wait_listening(topology.direct, 2 * 2 + len(workers), workers))
+        # Each process listens on one connection: all up, all serving.
+        asyncio.run(wait_listening(topology.direct, len(bases) + len(workers), workers))
         yield processes, bases
     finally:
         processes.stop_all()
