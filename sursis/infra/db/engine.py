@@ -10,7 +10,7 @@ from sqlalchemy import event, exc
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from sursis.infra.db.sessions import watch_sessions
-from sursis.infra.db.urls import normalized
+from sursis.infra.db.urls import database_url
 
 READ_ONLY = "sursis_read_only"
 
@@ -84,7 +84,7 @@ def create_engine(
     if pool_size is not None:
         limits = PoolLimits(size=pool_size, overflow=pool_size, timeout=limits.timeout)
     engine = create_async_engine(
-        normalized(url),
+        database_url(url),  # an unreadable URL: `InvalidDatabaseUrl`, one line, no password
         echo=echo,
         hide_parameters=True,
         pool_size=limits.size,
