@@ -217,7 +217,6 @@ async def test_chains_nest_and_resume_inside_the_innermost_agent(database_url: s
     assert [order for _, order in REFUNDS] == ["D4"]
 
 
-
 @dataclass
 class Ledger:
     """An agent's own deps: told which agent they serve, closed after the step."""
