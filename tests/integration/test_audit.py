@@ -28,8 +28,8 @@ from sursis.domain.runs import RunView
 from sursis.domain.states import Decision, RunStatus
 from sursis.domain.tools import Category, ToolSpec
 from sursis.infra.agents.declarations import AgentDefinition, DeclaredTool
+from sursis.infra.agents.effects import record_effect
 from sursis.infra.agents.models import build_model
-from sursis.infra.agents.observed import record_effect
 from sursis.infra.agents.run_deps import PreApprovalPolicy, RunDeps
 from sursis.infra.db.engine import create_engine
 from sursis.infra.db.repositories import SqlAuditRepository

@@ -10,9 +10,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Mapping
-from contextvars import ContextVar
-from dataclasses import dataclass, replace
-from datetime import datetime
+from dataclasses import replace
 from typing import Any, Protocol
 
 import structlog
@@ -30,10 +28,11 @@ from sursis.domain.errors import ToolError, ok_result, unexpected_error_result
 from sursis.domain.events import EventType, publish
 from sursis.domain.policies import authorization_of, governed, unavailable
 from sursis.domain.policy_decisions import PolicyDecision, PolicyEffect
-from sursis.domain.ports import NoMetrics, ServiceMetrics, UnitOfWork
+from sursis.domain.ports import NoMetrics, ServiceMetrics
 from sursis.domain.records import ToolCallMetadata, ToolCallRecord
 from sursis.domain.sanitize import args_hash, sanitize
-from sursis.domain.tools import Category, Executor, PendingKind, ToolSpec
+from sursis.domain.tools import Executor, PendingKind, ToolSpec
+from sursis.infra.agents.effects import AlreadyApplied, CallTiming, call_timing, committed, result_event
 from sursis.infra.agents.policy_gate import NOTIFIED, decide, denied, notify
 from sursis.infra.agents.redispatch import UnapprovedRedispatch, not_approved
 from sursis.infra.agents.run_deps import RunDeps, run_deps
@@ -53,90 +52,6 @@ pending call keeps it."""
 AUTO_APPROVED = "pending.auto_approved"
 EDITED_NOTE = "args_edited_by_operator"
 _AUDIT_PAGE = 200
-
-
-@dataclass(slots=True)
-class _CallTiming:
-    started_at: datetime
-    t0: float
-    executor: Executor | None = None
-    category: Category | None = None
-    policy: PolicyDecision | None = None
-    recorded_in: UnitOfWork | None = None
-    """The tool's transaction that recorded the outcome with the effect (`record_effect`), and
-    published its `tool.result` event when the segment asked for that."""
-
-
-_timing: ContextVar[_CallTiming | None] = ContextVar("sursis_tool_call_timing", default=None)
-
-
-class AlreadyApplied(Exception):
-    """A side effect for this tool call id was committed before; carries the stored outcome."""
-
-    def __init__(self, payload: Any) -> None:
-        super().__init__("already applied")
-        self.payload = payload
-
-
-async def record_effect(uow: UnitOfWork, ctx: RunContext[RunDeps], tool_name: str, result: Any) -> None:
-    """Record a side effect's outcome in the same transaction as the effect.
-
-    The `(conversation_id, tool_call_id)` row is the idempotency record: when it already
-    exists, the effect was applied by an earlier dispatch of the same call, and the caller's
-    transaction must not commit (`AlreadyApplied` makes sure it rolls back).
-    """
-    deps = run_deps(ctx)
-    timing = _timing.get() or _CallTiming(deps.clock(), time.perf_counter())
-    payload = ok_result(result)
-    md = ToolCallMetadata(
-        tool_name=tool_name,
-        agent_name=deps.agent_name,
-        latency_ms=round((time.perf_counter() - timing.t0) * 1000, 3),
-        ok=True,
-        error_class=None,
-        trace_id=current_trace_id(),
-        started_at=timing.started_at,
-        ended_at=deps.clock(),
-        category=timing.category,
-    )
-    inserted = await uow.tool_calls.record(
-        ToolCallRecord(
-            conversation_id=deps.conversation_id,
-            run_id=deps.run_id,
-            tool_call_id=ctx.tool_call_id or "",
-            metadata=md,
-            result=payload,
-            policy=timing.policy,
-        )
-    )
-    if not inserted:
-        previous = await uow.tool_calls.get(deps.conversation_id, ctx.tool_call_id or "")
-        raise AlreadyApplied(previous.result if previous else payload)
-    if _timing.get() is timing and timing.executor is not None and deps.announced is not None:
-        # The outcome is written with the effect; its event goes with them, so the call's
-        # wrapper has nothing left to write once the tool's transaction has committed.
-        data = _result_event(deps, ctx.tool_call_id or "", tool_name, timing.executor, payload)
-        await publish(uow, deps.conversation_id, deps.workspace, EventType.TOOL_RESULT, data, md.ended_at)
-        timing.recorded_in = uow
-    # The effect and its record are written, not committed: a crash here must undo both.
-    crash_point(f"tool_effect_uncommitted:{tool_name}")
-
-
-def _result_event(
-    deps: RunDeps, tool_call_id: str, tool_name: str, executor: Executor, payload: Mapping[str, Any]
-) -> dict[str, Any]:
-    return {
-        "run_id": str(deps.run_id),
-        "tool_call_id": tool_call_id,
-        "tool_name": tool_name,
-        "executor": executor.value,
-        "ok": True,
-        "result": to_jsonable_python(payload.get("result"), fallback=str),
-    }
-
-
-def _committed(uow: UnitOfWork | None) -> bool:
-    return uow is not None and bool(getattr(uow, "committed", False))
 
 
 def failure_message(payload: Mapping[str, Any]) -> str:
@@ -354,8 +269,8 @@ class ObservedTools(AbstractCapability[RunDeps]):
         started_at = deps.clock()
         t0 = time.perf_counter()
         error_code: str | None = None
-        timing = _CallTiming(started_at, t0, spec.executor, spec.category, decision)
-        token = _timing.set(timing)
+        timing = CallTiming(started_at, t0, spec.executor, spec.category, decision)
+        token = call_timing.set(timing)
         crash_point("tool_started")
         crash_point(f"tool_started:{spec.name}")
         try:
@@ -375,7 +290,7 @@ class ObservedTools(AbstractCapability[RunDeps]):
             payload = unexpected_error_result()
             error_code = "UNEXPECTED"
         finally:
-            _timing.reset(token)
+            call_timing.reset(token)
         if metadata.get(EDITED_ARGS) is not None:
             payload[EDITED_NOTE] = metadata[EDITED_ARGS]
         ended_at = deps.clock()
@@ -394,7 +309,7 @@ class ObservedTools(AbstractCapability[RunDeps]):
             category=spec.category,
         )
         announce = ok and deps.announced is not None
-        recorded = _committed(timing.recorded_in)  # the outcome and its event went with the effect
+        recorded = committed(timing.recorded_in)  # the outcome and its event went with the effect
         if not recorded:
             await self._record_outcome(
                 deps, call.tool_call_id, spec, md, payload, error_code, announce, decision
@@ -467,7 +382,7 @@ class ObservedTools(AbstractCapability[RunDeps]):
                 )
             )
             if announce:
-                data = _result_event(deps, tool_call_id, spec.name, spec.executor, payload)
+                data = result_event(deps, tool_call_id, spec.name, spec.executor, payload)
                 await publish(
                     uow, deps.conversation_id, deps.workspace, EventType.TOOL_RESULT, data, md.ended_at
                 )

@@ -11,7 +11,7 @@ from sursis.domain.errors import ToolTerminalError, ToolUserError
 from sursis.domain.ports import UnitOfWorkFactory
 from sursis.domain.tools import Category, Executor, ToolSpec
 from sursis.infra.agents.declarations import AgentDefinition, DeclaredTool
-from sursis.infra.agents.observed import record_effect
+from sursis.infra.agents.effects import record_effect
 from sursis.infra.agents.run_deps import RunDeps
 
 INSTRUCTIONS = """You are the operations agent of the Sursis service. You inspect the dead-letter

@@ -10,7 +10,7 @@ from sursis.domain.errors import ToolUserError
 from sursis.domain.ports import UnitOfWorkFactory
 from sursis.domain.tools import Category, ToolSpec
 from sursis.infra.agents.declarations import AgentDefinition, DeclaredTool
-from sursis.infra.agents.observed import record_effect
+from sursis.infra.agents.effects import record_effect
 from sursis.infra.agents.run_deps import RunDeps
 
 SCAN_ANALYST = "scan-analyst"

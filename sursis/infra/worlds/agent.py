@@ -22,7 +22,8 @@ from sursis.domain.tools import Category, PendingKind, ToolSpec
 from sursis.domain.worlds.predicates import PredicateRefused, check_predicate
 from sursis.domain.worlds.rules import Citation, RuleState, TestCase, World, WorldMode, override_patterns
 from sursis.infra.agents.declarations import AgentDefinition, DeclaredTool
-from sursis.infra.agents.observed import REDISPATCH, REVIEW, failure_message, record_effect
+from sursis.infra.agents.effects import record_effect
+from sursis.infra.agents.observed import REDISPATCH, REVIEW, failure_message
 from sursis.infra.agents.run_deps import RunDeps
 from sursis.infra.db.uow import SqlUnitOfWorkFactory
 from sursis.infra.worlds.corpus import RuleCorpus, rule_view
