@@ -21,42 +21,38 @@ import statistics
 import sys
 import tempfile
 import time
-import uuid
 from pathlib import Path
 
-import cedarpy
 from common import percentile
 from turn_ours import OursSide
 
-from sursis.domain.authorization_cache import AuthorizationCache
-from sursis.domain.clock import utcnow
-from sursis.domain.policies import PolicyRule
-from sursis.domain.policy_cache import PolicyCache
-from sursis.domain.policy_decisions import ApprovalRoute, PolicyEffect
-from sursis.domain.records import Principal
-from sursis.infra.agents.run_deps import RunDeps
-from sursis.infra.policy.cedar import CedarPolicies, ToolShape
-from sursis.infra.policy.point import StoredPolicyPoint
+from sursis.testing import store_policy, time_policy_decisions
 
-RULES = [
-    PolicyRule(
-        "no-bulk",
-        PolicyEffect.DENY,
-        'context.arguments.reason == "bulk"',
-        ("replay_dlq_event",),
-        "no bulk replays",
-    ),
-    PolicyRule(
-        "prod-replays",
-        PolicyEffect.ASK,
-        'context.arguments.event_id like "evt_1*"',
-        ("replay_dlq_event",),
-        route=ApprovalRoute(quorum=1),
-    ),
-    PolicyRule("reads", PolicyEffect.ALLOW, "", ("list_dlq_events",)),
-    PolicyRule("night-triage", PolicyEffect.NOTIFY, "context.time.hour < 6", ("triage_cluster",)),
-]
-ADMIN = Principal(id="bench", role="admin", workspace=None)
+POLICY = {
+    "rules": [
+        {
+            "id": "no-bulk",
+            "effect": "deny",
+            "when": 'context.arguments.reason == "bulk"',
+            "tools": ["replay_dlq_event"],
+            "reason": "no bulk replays",
+        },
+        {
+            "id": "prod-replays",
+            "effect": "ask",
+            "when": 'context.arguments.event_id like "evt_1*"',
+            "tools": ["replay_dlq_event"],
+            "route": {"quorum": 1},
+        },
+        {"id": "reads", "effect": "allow", "tools": ["list_dlq_events"]},
+        {
+            "id": "night-triage",
+            "effect": "notify",
+            "when": "context.time.hour < 6",
+            "tools": ["triage_cluster"],
+        },
+    ]
+}
 
 
 def ms(values: list[float]) -> str:
@@ -69,53 +65,16 @@ async def decisions(url: str, count: int) -> None:
     await side.open()
     assert side.service is not None
     try:
-        container = side.service.container
-        await container.policies.put(ADMIN, "default", RULES, "bench")
-        cedar = CedarPolicies(
-            ToolShape(d.spec.name, d.tool.function_schema.json_schema)
-            for d in container.catalog.declared_tools()
-        )
-        point = StoredPolicyPoint(
-            container.uow,
-            cedar,
-            rules=AuthorizationCache(3600, live=True),
-            cache=PolicyCache(3600, live=True),
-        )
-        spec = container.catalog.spec("ops", "replay_dlq_event")
-        assert spec is not None
-        deps = RunDeps(
-            conversation_id=uuid.uuid4(),
-            run_id=uuid.uuid4(),
-            workspace="default",
-            agent_name="ops",
-            uow=container.uow,
-            clock=utcnow,
-            policy=point,
-        )
+        await store_policy(side.service, POLICY)
         args = {"event_id": "evt_1001", "reason": "retry"}
-        decision = await point.decide(deps, spec, args)
-        assert (decision.effect, decision.rule) == (PolicyEffect.ASK, "prod-replays"), decision
-        state = await point.workspace_policy("default")
-        facts = await point.facts(deps, spec, args, state)
-        evaluate, whole = [], []
-        for _ in range(count):
-            t0 = time.perf_counter()
-            cedar.evaluate(state, facts)
-            t1 = time.perf_counter()
-            await point.decide(deps, spec, args)
-            t2 = time.perf_counter()
-            evaluate.append(t1 - t0)
-            whole.append(t2 - t1)
-        compiled = cedar.compiled("default", state.conditions())
-        requests = [cedar.request(facts)] * 100
-        batch = []
-        for _ in range(max(1, count // 100)):
-            t0 = time.perf_counter()
-            cedarpy.is_authorized_batch(requests, compiled.policies, [])
-            batch.append((time.perf_counter() - t0) / len(requests))
-        print(f"decision, Cedar evaluation of {len(RULES)} rules: {ms(evaluate)}")
-        print(f"decision, cedarpy batch call, per request:  {ms(batch)}")
-        print(f"decision, whole point (warm cache):         {ms(whole)}")
+        timed = await time_policy_decisions(
+            side.service, agent="ops", tool="replay_dlq_event", args=args, count=count
+        )
+        assert timed.decision == ("ask", "prod-replays"), timed.decision
+        rules = len(POLICY["rules"])
+        print(f"decision, Cedar evaluation of {rules} rules: {ms(timed.evaluation)}")
+        print(f"decision, cedarpy batch call, per request:  {ms(timed.batch_per_request)}")
+        print(f"decision, whole point (warm cache):         {ms(timed.whole_point)}")
     finally:
         await side.close()
 
@@ -128,7 +87,7 @@ async def turns(base: Path, count: int) -> None:
         await side.prepare(side.url)
         await side.open()
     assert with_policy.service is not None
-    await with_policy.service.container.policies.put(ADMIN, "default", RULES, "bench")
+    await store_policy(with_policy.service, POLICY)
     try:
         conversations = {name: await side.new_conversation() for name, side in sides.items()}
         for name, side in sides.items():  # warm-up: caches, compiled policies, first statements

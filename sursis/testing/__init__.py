@@ -12,15 +12,27 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from sursis.testing.assertions import expect_pending, resolve_and_settle, settle
+    from sursis.testing.policy_timing import PolicyTimings, store_policy, time_policy_decisions
     from sursis.testing.scripted import ScriptedModel
 
-__all__ = ["ScriptedModel", "expect_pending", "resolve_and_settle", "settle"]
+__all__ = [
+    "PolicyTimings",
+    "ScriptedModel",
+    "expect_pending",
+    "resolve_and_settle",
+    "settle",
+    "store_policy",
+    "time_policy_decisions",
+]
 
 _LAZY = {
     "ScriptedModel": "sursis.testing.scripted",
     "expect_pending": "sursis.testing.assertions",
     "resolve_and_settle": "sursis.testing.assertions",
     "settle": "sursis.testing.assertions",
+    "PolicyTimings": "sursis.testing.policy_timing",
+    "store_policy": "sursis.testing.policy_timing",
+    "time_policy_decisions": "sursis.testing.policy_timing",
 }
 
 

@@ -37,6 +37,19 @@ NOT_STORAGE = {
     "pending deny": "an HTTP client of the API",
     "pending revise": "an HTTP client of the API",
     "pending answer": "an HTTP client of the API",
+    "pending reassign": "an HTTP client of the API",
+    "policy get": "an HTTP client of the API",
+    "policy set": "an HTTP client of the API",
+    "policy simulate": "an HTTP client of the API",
+    "groups list": "an HTTP client of the API",
+    "groups show": "an HTTP client of the API",
+    "groups create": "an HTTP client of the API",
+    "groups add": "an HTTP client of the API",
+    "groups remove": "an HTTP client of the API",
+    "groups delete": "an HTTP client of the API",
+    "delegations create": "an HTTP client of the API",
+    "delegations list": "an HTTP client of the API",
+    "delegations revoke": "an HTTP client of the API",
 }
 
 
