@@ -3,6 +3,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -13,13 +14,18 @@ from tests.fresh_database import drop_database, fresh_database
 
 
 @pytest.fixture(scope="session")
-def adoption(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AdoptionHarness]:
-    """One venv with the wheel and every package, one fresh PostgreSQL database, one API process."""
+def adoption_bin(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One fresh venv with the built wheel and every package under `packages/`: its `bin`."""
+    return install(tmp_path_factory.mktemp("adoption-venv"))
+
+
+@pytest.fixture(scope="session")
+def adoption(tmp_path_factory: pytest.TempPathFactory, adoption_bin: Path) -> Iterator[AdoptionHarness]:
+    """The session's venv, one fresh PostgreSQL database, one API process."""
     root = tmp_path_factory.mktemp("adoption")
-    bin_dir = install(root)
     url = asyncio.run(fresh_database(PG_URL, "adoption"))
     try:
-        with AdoptionHarness(bin_dir, url, root, CASES) as harness:
+        with AdoptionHarness(adoption_bin, url, root, CASES) as harness:
             yield harness
     finally:
         # On a busy server the drop's checkpoint can outlast the command timeout; the next session's

@@ -9,11 +9,9 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import signal
 import socket
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,42 +20,19 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.packaging.installing import clean_env
+
 pytestmark = pytest.mark.packaging
 
-REPO = Path(__file__).resolve().parents[2]
 PACKAGES = Path(__file__).resolve().parent / "packages"
 KILLED = -signal.SIGKILL
 
 
-@pytest.fixture(scope="module")
-def venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A fresh venv with the built wheel and the two packages (pip, the configured indexes only)."""
-    dist = tmp_path_factory.mktemp("dist")
-    subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", "-w", str(dist), str(REPO)],
-        check=True,
-        capture_output=True,
-    )
-    [wheel] = dist.glob("sursis-*.whl")
-    root = tmp_path_factory.mktemp("venv")
-    subprocess.run([sys.executable, "-m", "venv", str(root)], check=True)
-    targets = [str(wheel), str(PACKAGES / "mcp-desk"), str(PACKAGES / "billing-specialist")]
-    subprocess.run(
-        [str(root / "bin" / "pip"), "install", "--quiet", "--no-compile", *targets],
-        check=True,
-        capture_output=True,
-        cwd=root,
-        env=_clean_env(root / "bin"),
-    )
-    return root / "bin"
-
-
-def _clean_env(bin_dir: Path, **extra: str) -> dict[str, str]:
-    """A user's shell with only the venv on PATH: nothing from the checkout."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("SURSIS_", "PYTHON", "VIRTUAL_ENV"))}
-    env["PATH"] = f"{bin_dir}{os.pathsep}{env.get('PATH', '')}"
-    env.update(extra)
-    return env
+@pytest.fixture
+def venv(adoption_bin: Path) -> Path:
+    """The adoption session's venv: the built wheel with every package, `mcp-desk` and
+    `billing-specialist` among them."""
+    return adoption_bin
 
 
 def _free_port() -> int:
@@ -88,7 +63,7 @@ def _serving(bin_dir: Path, cwd: Path, agents: list[str], crash_at: str | None, 
         process = subprocess.Popen(
             [str(bin_dir / "sursis"), "serve", "--port", str(port), *args],
             cwd=cwd,
-            env=_clean_env(bin_dir, **extra),
+            env=clean_env(bin_dir, **extra),
             stdout=out,
             stderr=subprocess.STDOUT,
         )
@@ -118,7 +93,7 @@ def _migrate(bin_dir: Path, cwd: Path) -> None:
     done = subprocess.run(
         [str(bin_dir / "sursis"), "migrate"],
         cwd=cwd,
-        env=_clean_env(bin_dir, SURSIS_DATABASE_URL=url),
+        env=clean_env(bin_dir, SURSIS_DATABASE_URL=url),
         capture_output=True,
         text=True,
         timeout=120,
