@@ -3,8 +3,10 @@ API's unsampled trace context does not unsample the worker's traces (real proces
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
+from typing import Any
 
 import httpx
 
@@ -25,15 +27,15 @@ async def test_a_worker_with_console_traces_records_a_run_queued_by_a_silent_api
         while run["status"] != "completed":
             assert time.monotonic() < deadline, run
             run = (await client.get(f"{base}/v1/runs/{run['id']}", params={"wait": 2})).json()
+    # The run reads `completed` once the segment's last transaction committed; its span ends (and
+    # is printed) a moment later, in the worker: wait for it there before stopping the processes.
+    for _ in range(100):
+        if _segments(cluster, run["id"])[0]:
+            break
+        await asyncio.sleep(0.2)
     cluster.stop_all()
-    [log] = [p for p in cluster.log_dir.glob("worker-*.log") if p.stat().st_size]
-    text = log.read_text()
     assert worker.returncode is not None
-    segments = [
-        span
-        for span in _spans(text)
-        if span["name"] == "run.segment" and span["attributes"].get("sursis.run_id") == run["id"]
-    ]
+    segments, text = _segments(cluster, run["id"])
     assert segments, text[-2000:]
     names = {
         span["name"]
@@ -44,9 +46,21 @@ async def test_a_worker_with_console_traces_records_a_run_queued_by_a_silent_api
     assert {"run.segment", "invoke_agent assistant", "chat scripted"} <= names
 
 
-def _spans(text: str) -> list[dict[str, object]]:
+def _segments(cluster: Cluster, run_id: str) -> tuple[list[dict[str, Any]], str]:
+    """The `run.segment` spans of `run_id` the workers printed so far, and all they printed."""
+    text = "".join(p.read_text() for p in cluster.log_dir.glob("worker-*.log"))
+    found = [
+        span
+        for span in _spans(text)
+        if span["name"] == "run.segment" and span["attributes"].get("sursis.run_id") == run_id
+    ]
+    return found, text
+
+
+def _spans(text: str) -> list[dict[str, Any]]:
     """The JSON objects the console exporter printed (one span each, over several lines)."""
-    spans, depth, start = [], 0, None
+    spans: list[dict[str, Any]] = []
+    depth, start = 0, None
     for index, char in enumerate(text):
         if char == "{":
             if depth == 0:
