@@ -77,13 +77,13 @@ def _under(spans: list[ReadableSpan], root: ReadableSpan) -> list[ReadableSpan]:
         if span.parent is not None:
             by_parent.setdefault(span.parent.span_id, []).append(span)
     found: list[ReadableSpan] = []
-    todo = [root]
-    while todo:
-        current = todo.pop()
+    waiting = [root]
+    while waiting:
+        current = waiting.pop()
         assert current.context is not None
         children = by_parent.get(current.context.span_id, [])
         found += children
-        todo += children
+        waiting += children
     return found
 
 
