@@ -94,8 +94,15 @@ def test_the_readme_command_runs_as_written_from_the_folder_that_holds_the_file(
     )
     log = tmp_path / "serve.log"
     with log.open("w") as out:
+        # A session of its own: the shell does not pass a signal on to `sursis`, its process group does.
         server = subprocess.Popen(
-            SERVE.group(1), shell=True, cwd=tmp_path, env=env, stdout=out, stderr=subprocess.STDOUT
+            SERVE.group(1),
+            shell=True,
+            cwd=tmp_path,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
         )
     try:
         base = f"http://127.0.0.1:{port}"
@@ -115,7 +122,7 @@ def test_the_readme_command_runs_as_written_from_the_folder_that_holds_the_file(
             "refund": "requires_approval",
         }
     finally:
-        server.send_signal(signal.SIGTERM)
+        os.killpg(server.pid, signal.SIGTERM)
         server.wait(timeout=20)
     assert "agents: desk" in log.read_text()
 
