@@ -22,7 +22,7 @@ from sursis.domain.errors import ServiceError
 from sursis.domain.keys import WORKSPACE, IssuedKey, KeyService
 from sursis.domain.records import Principal
 from sursis.infra.db.readiness import DatabaseNotReady, require_head, require_location, shown_url
-from sursis.infra.db.urls import InvalidDatabaseUrl
+from sursis.infra.db.urls import InvalidDatabaseUrl, check_listen_url
 
 if TYPE_CHECKING:
     from sursis.app.storage import Storage
@@ -415,26 +415,13 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
-def _check_listen_url(settings: Settings) -> None:
-    """An unreadable `SURSIS_DATABASE_LISTEN_URL` is one line at start (`InvalidDatabaseUrl`)."""
-    from sursis.infra.db.listen_target import listen_url
-    from sursis.infra.db.urls import database_url
-
-    listening = listen_url(settings.database_url, settings.database_listen_url)
-    if listening is not None and listening != settings.database_url:
-        try:
-            database_url(listening)
-        except InvalidDatabaseUrl as error:
-            raise InvalidDatabaseUrl(f"SURSIS_DATABASE_LISTEN_URL: {error}") from None
-
-
 def run(argv: list[str], settings: Settings) -> int:
     """Parse and run one command; a refused request (bad role, unknown key) exits with 2."""
     args = parser().parse_args(argv)
     try:
         if args.command in ("serve", "worker"):
             check_keyring(settings)  # a malformed keyring stops the start here, not in each process
-            _check_listen_url(settings)
+            check_listen_url(settings.database_url, settings.database_listen_url)
         return int(args.func(settings, args))
     except ServiceError as exc:
         print(f"sursis: {exc.message}", file=sys.stderr)

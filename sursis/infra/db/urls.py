@@ -135,3 +135,15 @@ def shown_url(url: str) -> str:
     except InvalidDatabaseUrl:
         return "(an unreadable database URL)"
     return re.sub(r"(?<=host=)([^&]*)", lambda m: unquote(m[1]), shown)
+
+
+def check_listen_url(url: str, configured: str | None) -> None:
+    """An unreadable `SURSIS_DATABASE_LISTEN_URL` is one line at start (`InvalidDatabaseUrl`)."""
+    from sursis.infra.db.listen_target import listen_url
+
+    listening = listen_url(url, configured)
+    if listening is not None and listening != url:
+        try:
+            database_url(listening)
+        except InvalidDatabaseUrl as error:
+            raise InvalidDatabaseUrl(f"SURSIS_DATABASE_LISTEN_URL: {error}") from None
