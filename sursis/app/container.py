@@ -319,7 +319,9 @@ def build_container(
             RetentionLoop(chain, retention, settings.audit_seal_seconds, settings.retention_sweep_seconds),
         ],
     )
-    pending_calls = PendingCallService(uow, catalog, notifier, clock=utcnow, metrics=telemetry.metrics)
+    pending_calls = PendingCallService(
+        uow, catalog, notifier, clock=utcnow, metrics=telemetry.metrics, hand_off=worker
+    )
     slack = SlackInbound(
         uow,
         notifier,
@@ -357,6 +359,7 @@ def build_container(
             clock=utcnow,
             max_content_chars=settings.max_content_chars,
             metrics=telemetry.metrics,
+            hand_off=worker,
         ),
         runs=RunService(
             uow,

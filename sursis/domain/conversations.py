@@ -9,6 +9,7 @@ from sursis.domain.access import Permission
 from sursis.domain.approval_votes import with_approval
 from sursis.domain.clock import Clock, utcnow
 from sursis.domain.errors import NotFound, ValidationFailed
+from sursis.domain.hand_off import RunHandOff
 from sursis.domain.ports import (
     NoMetrics,
     RunNotifier,
@@ -19,7 +20,7 @@ from sursis.domain.ports import (
 )
 from sursis.domain.records import Conversation, Principal, Run, StoredMessage
 from sursis.domain.retention import raise_if_purged
-from sursis.domain.run_queue import check_content, queue_message
+from sursis.domain.run_queue import check_content, queue_or_hand_off
 from sursis.domain.runs import RunView
 from sursis.domain.states import PendingStatus, RunStatus
 
@@ -44,6 +45,8 @@ class ConversationService:
     clock: Clock = utcnow
     max_content_chars: int = 32_000
     metrics: ServiceMetrics = field(default_factory=NoMetrics)
+    hand_off: RunHandOff | None = None
+    """This process's worker slots: a message's run is leased to a free one in the same transaction."""
 
     async def create_conversation(
         self, principal: Principal, agent: str, workspace: str | None
@@ -84,17 +87,34 @@ class ConversationService:
     async def post_message(
         self, principal: Principal, conversation_id: uuid.UUID, content: str, channel: str = "web"
     ) -> Run:
-        """Write the user message's run as `queued`; the worker turns it into messages."""
+        """Write the user message's run as `queued` (or leased to a free worker slot of this
+        process: `hand_off.py`); the worker turns it into messages."""
         check_content(content, self.max_content_chars)
         now = self.clock()
-        async with self.uow() as uow:
-            conversation = await visible_conversation(uow, principal, conversation_id)
-            run = await queue_message(
-                uow, principal.id, conversation, content, now, channel, role=principal.role.value
-            )
-            await uow.commit()
+        lease = self.hand_off.reserve() if self.hand_off is not None else None
+        try:
+            async with self.uow() as uow:
+                conversation = await visible_conversation(uow, principal, conversation_id)
+                run, start = await queue_or_hand_off(
+                    uow,
+                    principal.id,
+                    conversation,
+                    content,
+                    now,
+                    channel,
+                    role=principal.role.value,
+                    hand_off=None if lease is None or self.hand_off is None else (self.hand_off, lease),
+                )
+                await uow.commit()
+        except BaseException:
+            if lease is not None and self.hand_off is not None:
+                self.hand_off.cancel(lease)
+            raise
         self.metrics.run_status(RunStatus.QUEUED)
-        await self.notifier.run_queued(run.id)
+        if lease is not None and self.hand_off is not None:
+            self.hand_off.hand(lease, run, start)
+        else:
+            await self.notifier.run_queued(run.id)
         return run
 
 

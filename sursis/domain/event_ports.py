@@ -18,6 +18,11 @@ class EventRepository(Protocol):
         conversation increase in commit order."""
         ...
 
+    def handed(self, run_id: uuid.UUID) -> None:
+        """The run is leased to a worker slot of this process in this transaction: its `queued`
+        status wakes no worker (`hand_off.py`)."""
+        ...
+
     def take_undelivered(self) -> list[StoredEvent]:
         """The events written so far in this transaction that a webhook or a channel binding may
         hear of (see `events.deliver`), each returned once."""

@@ -14,6 +14,7 @@ from sursis.domain.audit import actor_names
 from sursis.domain.clock import Clock, utcnow
 from sursis.domain.errors import ArgsChanged, NotFound, Stale
 from sursis.domain.events import EventType, publish, publish_pending_resolved, run_status_data
+from sursis.domain.hand_off import RunHandOff, SegmentStartRead, SlotLease
 from sursis.domain.paging import Page
 from sursis.domain.policy_decisions import TimeoutOutcome
 from sursis.domain.ports import (
@@ -24,7 +25,7 @@ from sursis.domain.ports import (
     UnitOfWork,
     UnitOfWorkFactory,
 )
-from sursis.domain.records import AuditEntry, PendingCall, Principal
+from sursis.domain.records import AuditEntry, PendingCall, Principal, Run
 from sursis.domain.sanitize import args_hash as compute_args_hash
 from sursis.domain.states import Decision, PendingStatus, RunStatus, decide
 from sursis.domain.tools import PendingKind
@@ -45,6 +46,15 @@ class Resolution:
 
 
 @dataclass
+class _Handing:
+    """A decision's hand-off: the reserved slot, and the run it leased with what it starts from."""
+
+    lease: SlotLease | None
+    run: Run | None = None
+    start: SegmentStartRead | None = None
+
+
+@dataclass
 class PendingCallService:
     """Read, list and decide pending calls. Exactly one of racing deciders wins."""
 
@@ -54,6 +64,8 @@ class PendingCallService:
     _: KW_ONLY
     clock: Clock = utcnow
     metrics: ServiceMetrics = field(default_factory=NoMetrics)
+    hand_off: RunHandOff | None = None
+    """This process's worker slots: a decision that re-queues its run leases it to a free one."""
 
     async def get_pending(self, principal: Principal, correlation_id: uuid.UUID) -> PendingCall:
         async with self.uow.reader() as uow:
@@ -90,8 +102,22 @@ class PendingCallService:
     ) -> PendingCall:
         """Commit one decision. Exactly one of racing resolvers wins; the others get `Stale`.
 
-        Answered as soon as the decision is committed: the resume happens in a worker.
+        Answered as soon as the decision is committed: the resume happens in a worker (a free slot
+        of this process's worker when there is one: `hand_off.py`).
         """
+        handing = _Handing(self.hand_off.reserve() if self.hand_off is not None else None)
+        try:
+            resolved = await self._resolve(principal, correlation_id, resolution, handing)
+        finally:
+            # Not handed (no run re-queued, a stale decision, a rolled back transaction): the slot
+            # is free again. A lease committed but never handed runs out and is swept.
+            if handing.lease is not None and self.hand_off is not None:
+                self.hand_off.cancel(handing.lease)
+        return resolved
+
+    async def _resolve(
+        self, principal: Principal, correlation_id: uuid.UUID, resolution: Resolution, handing: _Handing
+    ) -> PendingCall:
         now = self.clock()
         async with self.uow() as uow:
             call = await _visible_call(uow, principal, correlation_id)
@@ -138,6 +164,8 @@ class PendingCallService:
                 if fresh.status is PendingStatus.AWAITING:
                     raise await self._expire_late(uow, fresh, now)
                 raise await _stale(uow, fresh)
+            if requeued:
+                await self._lease(uow, call, now, handing)
             approval = None
             if route is not None:
                 await record_vote(uow, call, ballot, route.quorum, now)
@@ -149,6 +177,8 @@ class PendingCallService:
                 now,
             )
             await _publish_resolution(uow, call, target, principal.id, requeued, now)
+            if handing.run is not None and self.hand_off is not None:
+                await self.hand_off.record_start(uow, handing.run, now)
             await uow.commit()
         # What the conditional update wrote: no second read of the row.
         resolved = replace(
@@ -160,8 +190,18 @@ class PendingCallService:
             resolved_at=now,
             approval=approval,
         )
-        await self._after_commit(call, target, requeued, now)
+        await self._after_commit(call, target, requeued, now, handing)
         return resolved
+
+    async def _lease(self, uow: UnitOfWork, call: PendingCall, now: datetime, handing: _Handing) -> None:
+        """The re-queued run leased to the reserved slot, and what its segment starts from read, in
+        the decision's transaction (before anything is held back for its commit)."""
+        if handing.lease is None or self.hand_off is None:
+            return
+        run = await uow.runs.lease(call.run_id, handing.lease.owner, now, handing.lease.until)
+        if run is not None:
+            handing.start = await self.hand_off.read_start(uow, run)
+            handing.run = run
 
     def _checked(self, call: PendingCall, resolution: Resolution) -> tuple[dict[str, Any], dict[str, Any]]:
         """The resolution as stored (edited args and answers validated against the tool's
@@ -200,12 +240,22 @@ class PendingCallService:
         )
 
     async def _after_commit(
-        self, call: PendingCall, status: PendingStatus, requeued: bool, now: datetime
+        self,
+        call: PendingCall,
+        status: PendingStatus,
+        requeued: bool,
+        now: datetime,
+        handing: _Handing | None = None,
     ) -> None:
         self.metrics.pending_resolved(call, status, now)
         if requeued:
             self.metrics.run_status(RunStatus.QUEUED)
-            await self.notifier.run_queued(call.run_id)
+            lease, run = (handing.lease, handing.run) if handing is not None else (None, None)
+            if lease is not None and run is not None and handing is not None and self.hand_off is not None:
+                self.hand_off.hand(lease, run, handing.start)
+                handing.lease = None  # handed: the slot is the run's now
+            else:
+                await self.notifier.run_queued(call.run_id)
 
 
 EXPIRY_ACTOR = "system:sweeper"

@@ -84,6 +84,11 @@ class RunRepository(Protocol):
         """Count one awaiting call down; requeue the run when it was the last. True if requeued."""
         ...
 
+    async def lease(self, run_id: uuid.UUID, owner: str, now: datetime, lease_until: datetime) -> Run | None:
+        """A queued run leased to `owner` as a claim leases it (running, next segment, one more
+        claim); None when it is not queued (another worker claimed it first)."""
+        ...
+
     async def claim_next(
         self,
         owner: str,

@@ -8,6 +8,7 @@ from typing import Any
 
 from sursis.domain.errors import RunActive, ValidationFailed
 from sursis.domain.events import publish_run_status
+from sursis.domain.hand_off import RunHandOff, SegmentStartRead, SlotLease, leased
 from sursis.domain.ports import UnitOfWork
 from sursis.domain.records import AuditEntry, Conversation, PendingCall, Run
 from sursis.domain.states import PendingStatus, RunStatus
@@ -35,6 +36,23 @@ async def queue_message(
 ) -> Run:
     """The queued run of `content`, or `RunActive` (nothing written) while another run holds the
     conversation. `actor` (with its `role`) is recorded as the run's starter."""
+    run, _ = await queue_or_hand_off(uow, actor, conversation, content, now, channel, role)
+    return run
+
+
+async def queue_or_hand_off(
+    uow: UnitOfWork,
+    actor: str,
+    conversation: Conversation,
+    content: str,
+    now: datetime,
+    channel: str,
+    role: str | None = None,
+    hand_off: tuple[RunHandOff, SlotLease] | None = None,
+) -> tuple[Run, SegmentStartRead | None]:
+    """`queue_message`; with `hand_off` (a reserved slot of this process) the run is written leased
+    to that slot, as its claim would leave it, with the claim's audit row and event, and what its
+    first segment starts from is read in the same transaction (`hand_off.py`)."""
     run = Run.queued(
         conversation.id,
         conversation.workspace,
@@ -53,11 +71,25 @@ async def queue_message(
             "the conversation has a run that has not finished; resolve or cancel it first",
             extra={"run_id": str(active) if active else None, "pending": [brief(p) for p in pending]},
         )
+    start = None
+    if hand_off is not None:
+        slots, lease = hand_off
+        queued = run
+        run = leased(run, lease, now)
+        start = await slots.read_start(uow, run)  # a read: before any write is held back
+        await uow.runs.add(run)
+        await _record_queued(uow, actor, queued, now, channel)
+        await slots.record_start(uow, run, now)
+        return run, start
     await uow.runs.add(run)
+    await _record_queued(uow, actor, run, now, channel)
+    return run, None
+
+
+async def _record_queued(uow: UnitOfWork, actor: str, run: Run, now: datetime, channel: str) -> None:
     details = {} if channel == "web" else {"channel": channel}
     await uow.audit.append(AuditEntry.of_run("run.queued", actor, run, details), now)
     await publish_run_status(uow, run, RunStatus.QUEUED.value, now)
-    return run
 
 
 def brief(call: PendingCall) -> dict[str, Any]:

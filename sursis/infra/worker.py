@@ -7,8 +7,10 @@ import contextlib
 import os
 import socket
 import uuid
+from collections import deque
 from collections.abc import Sequence
-from datetime import timedelta
+from dataclasses import replace
+from datetime import datetime, timedelta
 from typing import Protocol
 
 import structlog
@@ -18,18 +20,22 @@ from sursis.domain.clock import Clock
 from sursis.domain.encryption import EncryptedValueUnreadable, EncryptionKeyUnavailable
 from sursis.domain.escalation import advance_routes
 from sursis.domain.events import publish_pending_resolved, publish_run_status
+from sursis.domain.hand_off import SegmentStartRead, SlotLease
 from sursis.domain.pending_calls import EXPIRY_ACTOR, expire_overdue_call
 from sursis.domain.ports import UnitOfWork, UnitOfWorkFactory
 from sursis.domain.records import AuditEntry, PendingCall, Run
 from sursis.domain.states import PendingStatus, RunStatus
+from sursis.infra.faults import crash_point
 from sursis.infra.notifier import LocalRunNotifier
 from sursis.infra.runner import ACTOR, AgentRunner
 from sursis.infra.runner.drive import SegmentStart
 from sursis.infra.runner.failures import is_transient_database_error
-from sursis.infra.telemetry import Telemetry, trace_id_of
+from sursis.infra.telemetry import Telemetry, current_trace_context, trace_id_of
 from sursis.infra.webhook_delivery import WebhookDeliverer
 
 log = structlog.get_logger("sursis.worker")
+StartRead = tuple[SegmentStart | None, EncryptionKeyUnavailable | EncryptedValueUnreadable | None]
+"""What a segment starts from as the leasing transaction read it (see `Worker.read_start`)."""
 SWEEP_BATCH = 25
 """Overdue calls one sweeper pass expires: each costs a few statements (the call, its run, an audit
 row, events), so a pass stays well under a second and holds its row locks briefly
@@ -81,9 +87,18 @@ class Worker:
         self._running: set[uuid.UUID] = set()
         self._claim_unsure = False
         """A claim failed on a lost connection: its commit may have happened all the same."""
+        self._free = concurrency
+        """Slots neither running a segment nor reserved for a hand-off (`sursis/domain/hand_off.py`)."""
+        self._handed: deque[tuple[Run, StartRead]] = deque()
+        self._missed = False
+        """A loop did not claim because every slot was taken or reserved."""
+        self._idle: deque[asyncio.Future[None]] = deque()
+        """Loops waiting for work: a hand-off wakes one of them, not all."""
 
     def start(self) -> None:
         self._stopping.clear()
+        self._free = self._concurrency
+        self._handed.clear()
         self._tasks = [
             asyncio.create_task(self._loop(i), name=f"worker-{i}") for i in range(self._concurrency)
         ]
@@ -106,6 +121,7 @@ class Worker:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         self._tasks = []
+        self._handed.clear()  # leased to this worker, released below with the rest
         async with self._uow() as uow:
             released = await uow.runs.release_all(self.id, self._clock())
             await uow.commit()
@@ -114,6 +130,7 @@ class Worker:
     async def _loop(self, index: int) -> None:
         while not self._stopping.is_set():
             try:
+                handed = bool(self._handed)
                 worked = await self.run_once()
             except Exception as exc:
                 if is_transient_database_error(exc):
@@ -123,13 +140,95 @@ class Worker:
                     log.exception("worker.loop_error", worker=self.id)
                 worked = False
                 await asyncio.sleep(self._poll)
-            if not worked and not self._stopping.is_set():
-                await self._notifier.wait_for_work(self._poll)
+            # After a handed-off run only a wake-up, or a claim passed over meanwhile, sends this
+            # loop to the queue: nothing else was queued for it.
+            if (not worked or (handed and not self._missed)) and not self._stopping.is_set():
+                await self._wait_for_work()
+
+    async def _wait_for_work(self) -> None:
+        """Until a wake-up, a hand-off to this loop, or the poll interval."""
+        if self._handed:
+            return
+        handed = asyncio.get_running_loop().create_future()
+        self._idle.append(handed)
+        woken = asyncio.ensure_future(self._notifier.wait_for_work(self._poll))
+        try:
+            await asyncio.wait((handed, woken), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            woken.cancel()
+            with contextlib.suppress(ValueError):
+                self._idle.remove(handed)
+
+    # The claim hand-off: `RunHandOff` for the services of this process.
+
+    def reserve(self) -> SlotLease | None:
+        if not self._tasks or self._stopping.is_set() or self._free <= 0:
+            return None
+        self._free -= 1
+        return SlotLease(self.id, self._clock() + self._lease)
+
+    def cancel(self, lease: SlotLease) -> None:
+        self._free += 1
+        if self._missed:  # a loop passed over the queue while every slot was taken: look again
+            self._missed = False
+            self._wake_one()
+
+    async def read_start(self, uow: UnitOfWork, run: Run) -> StartRead:
+        return await self._read_start(uow, run)
+
+    async def record_start(self, uow: UnitOfWork, run: Run, now: datetime) -> None:
+        crash_point("run_leased")
+        uow.events.handed(run.id)
+        await uow.audit.append(self._segment_audit(run), now)
+        await publish_run_status(uow, run, RunStatus.RUNNING.value, now)
+
+    def hand(self, lease: SlotLease, run: Run, start: SegmentStartRead | None) -> None:
+        crash_point("run_handed_off")
+        if run.trace_context is None:  # the row got the request's, as `runs.add` writes it
+            run = replace(run, trace_context=current_trace_context())
+        read: StartRead = start if isinstance(start, tuple) else (None, None)
+        self._handed.append((run, read))
+        self._wake_one()
+
+    def _wake_one(self) -> None:
+        while self._idle:
+            waiting = self._idle.popleft()
+            if not waiting.done():
+                waiting.set_result(None)
+                return
 
     async def run_once(self) -> bool:
         """Claim and run one segment; False when there was nothing to do."""
         if self._stopping.is_set():
             return False
+        if self._handed:
+            return await self._run_handed(*self._handed.popleft())
+        if self._free <= 0:
+            self._missed = True  # every slot runs a segment or waits for its hand-off
+            return False
+        self._free -= 1
+        self._missed = False
+        try:
+            return await self._claim_and_run()
+        finally:
+            self._free += 1
+
+    async def _run_handed(self, run: Run, read: StartRead) -> bool:
+        """A run a transaction of this process leased to this slot (its slot was reserved then)."""
+        start, unreadable = read
+        self._running.add(run.id)
+        try:
+            crash_point("handed_run_started")
+            if unreadable is not None:
+                await self._runner.fail_unreadable(run, self.id, unreadable)
+                return True
+            await self._drive(run, start)
+            return True
+        finally:
+            self._running.discard(run.id)
+            self._free += 1
+
+    async def _claim_and_run(self) -> bool:
         if self._claim_unsure:
             await self._release_unsure_claims()
         now = self._clock()
@@ -166,25 +265,30 @@ class Worker:
                 # crash, an error outside the segment's own handling): stop re-queuing the run.
                 await self._runner.give_up(run, self.id, self._max_attempts)
                 return True
-            self._telemetry.metrics.run_status(RunStatus.RUNNING)
-            heartbeat = asyncio.create_task(self._heartbeat(run.id))
-            try:
-                with structlog.contextvars.bound_contextvars(worker=self.id):
-                    await self._runner.run_segment(run, self.id, self._stopping, start)
-            finally:
-                heartbeat.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await heartbeat
+            await self._drive(run, start)
             return True
         finally:
             if claimed is not None:
                 self._running.discard(claimed)
 
+    async def _drive(self, run: Run, start: SegmentStart | None) -> None:
+        """One segment of a run this worker holds the lease of, with the lease's heartbeat."""
+        self._telemetry.metrics.run_status(RunStatus.RUNNING)
+        heartbeat = asyncio.create_task(self._heartbeat(run.id))
+        try:
+            with structlog.contextvars.bound_contextvars(worker=self.id):
+                await self._runner.run_segment(run, self.id, self._stopping, start)
+        finally:
+            heartbeat.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await heartbeat
+
     async def _release_unsure_claims(self) -> None:
         """After a claim whose commit went unanswered: give back any run this worker holds but
         runs no segment of, instead of leaving it to its lease (raises while the database is away)."""
         async with self._uow() as uow:
-            released = await uow.runs.release_all(self.id, self._clock(), keep=sorted(self._running))
+            keep = sorted({*self._running, *(run.id for run, _ in self._handed)})
+            released = await uow.runs.release_all(self.id, self._clock(), keep=keep)
             await uow.commit()
         self._claim_unsure = False
         if released:

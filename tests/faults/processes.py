@@ -76,6 +76,15 @@ class Cluster:
         await wait_ready(process, base)
         return process, base
 
+    async def embedded(self, crash_at: str | None = None) -> tuple[subprocess.Popen[bytes], str]:
+        """`serve` with its worker in the same process: the layout where a message's or a
+        decision's transaction hands its run to a free slot of that worker."""
+        port = free_port()
+        process = self._spawn(["serve", "--port", str(port)], self.env(crash_at), "embedded")
+        base = f"http://127.0.0.1:{port}"
+        await wait_ready(process, base)
+        return process, base
+
     def worker(
         self, crash_at: str | None = None, concurrency: int = 2, **extra: str
     ) -> subprocess.Popen[bytes]:

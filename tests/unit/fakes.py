@@ -267,6 +267,21 @@ class FakeRuns(_Repository):
             updated_at=now,
         )
 
+    async def lease(self, run_id: uuid.UUID, owner: str, now: datetime, lease_until: datetime) -> Run | None:
+        found = (await self._uow.write()).runs.get(run_id)
+        if found is None:
+            return None
+        return await self._update(
+            run_id,
+            lambda r: r.status is RunStatus.QUEUED,
+            status=RunStatus.RUNNING,
+            lease_owner=owner,
+            lease_expires_at=lease_until,
+            segment=found.segment + 1,
+            claims=found.claims + 1,
+            updated_at=now,
+        )
+
     def _held(self, owner: str) -> Any:
         return lambda r: r.lease_owner == owner and r.status is RunStatus.RUNNING
 
@@ -554,6 +569,9 @@ class FakeEvents(_Repository):
                 event.workspace, event.conversation_id
             ):
                 self._undelivered.append(event)
+
+    def handed(self, run_id: uuid.UUID) -> None:
+        """No other process to wake here."""
 
     def take_undelivered(self) -> list[StoredEvent]:
         undelivered, self._undelivered = self._undelivered, []

@@ -195,6 +195,7 @@ class SqlEventRepository:
         self.published: set[uuid.UUID] = set()
         self.pending_workspaces: set[str] = set()
         self.notified_runs: set[uuid.UUID] = set()
+        self._handed: set[str] = set()
         self._held: list[dict[str, Any]] = []
         self._undelivered: list[StoredEvent] = []
 
@@ -285,9 +286,18 @@ class SqlEventRepository:
     def _postgres(self) -> bool:
         return self._session.get_bind().dialect.name == "postgresql"
 
+    def handed(self, run_id: uuid.UUID) -> None:
+        self._handed.add(str(run_id))
+
     def _pg_rows(self, held: list[dict[str, Any]]) -> list[dict[str, Any]]:
         for row in held:
             notification = run_notification(row["type"], row["data"])
+            if (
+                notification is not None
+                and notification[0] == WORK_CHANNEL
+                and notification[1] in self._handed
+            ):
+                notification = None  # leased to a slot of this process: no worker is to claim it
             if notification is not None:
                 self.notified_runs.add(uuid.UUID(notification[1]))
             pending = row["type"] in PENDING_EVENT_TYPES

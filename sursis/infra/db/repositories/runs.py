@@ -98,6 +98,19 @@ def _claim_statement(postgres: bool) -> Any:
 
 
 _CLAIM = {postgres: _claim_statement(postgres) for postgres in (False, True)}
+_LEASE = (
+    t.runs.update()
+    .where(_c.id == sa.bindparam("b_run_id"), _c.status == RunStatus.QUEUED.value)
+    .values(
+        status=_RUNNING,
+        lease_owner=sa.bindparam("b_owner"),
+        lease_expires_at=sa.bindparam("b_lease_until"),
+        segment=_c.segment + 1,
+        claims=_c.claims + 1,
+        updated_at=sa.bindparam("b_now"),
+    )
+    .returning(*_c)
+)
 _LOG_COLUMNS = ("seq", "run_id", "body", "created_at", "channel")
 
 
@@ -233,6 +246,11 @@ class SqlRunRepository(SqlRepository):
         ]
         read_ahead(self._session, run.conversation_id, int(rows[0]._mapping["log_after"]), log)
         return run
+
+    async def lease(self, run_id: uuid.UUID, owner: str, now: datetime, lease_until: datetime) -> Run | None:
+        params = {"b_run_id": run_id, "b_owner": owner, "b_lease_until": lease_until, "b_now": now}
+        row = (await self._execute(_LEASE, params)).first()
+        return _run_from_row(row, self._cipher) if row else None
 
     async def renew_lease(self, run_id: uuid.UUID, owner: str, lease_until: datetime) -> bool:
         result = await self._execute(
