@@ -2,7 +2,10 @@
 after comparisons: run it alternately with two venvs (one with the other checkout's service on its
 path) and compare the JSON lines; CPU time, unlike wall time, barely moves with the machine's load.
 
-    .venv/bin/python bench/cpu_per_turn.py [--turns 100] [--warm 10]
+    .venv/bin/python bench/cpu_per_turn.py [--turns 100] [--warm 10] [--no-hand-off]
+
+`--no-hand-off`: no worker loops in the process; each segment is claimed and run by `run_once`
+(the layout of an API process beside worker processes, without their wake-ups).
 """
 
 from __future__ import annotations
@@ -24,11 +27,12 @@ async def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--turns", type=int, default=100)
     parser.add_argument("--warm", type=int, default=10)
+    parser.add_argument("--no-hand-off", dest="hand_off", action="store_false")
     args = parser.parse_args()
     log_to_file(Path(tempfile.mkdtemp(prefix="sursis-cpu-")) / "service.log")
     url = os.environ.get("BENCH_PG_URL", DEFAULT_PG_URL)
     await OursSide.prepare(url)
-    side = OursSide(url, verify=False)
+    side = OursSide(url, verify=False, hand_off=args.hand_off)
     await side.open()
     try:
         conversation = await side.new_conversation()
@@ -49,6 +53,7 @@ async def main() -> None:
                 "wall_ms_per_turn": round(wall * 1000 / args.turns, 2),
                 "statements_per_turn": round(statements / args.turns, 2),
                 "commits": side.commit_counts(),
+                "hand_off": args.hand_off,
                 "load_average": os.getloadavg()[0],
             }
         )

@@ -8,6 +8,7 @@ import uuid
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import sqlalchemy as sa
 from common import GATED_TURN, DatabaseCounter, ensure_pg_database, fresh_database
@@ -51,10 +52,15 @@ class OursSide:
     history_turns: int | None = None
     encryption_keys: str | None = None
     """`SURSIS_ENCRYPTION_KEYS` for this side (None: encryption off)."""
+    hand_off: bool = True
+    """Run the worker's loops in this process, as `sursis serve` does: the message's and the
+    decision's transactions hand their run to a free slot (no claim transactions), and the turn
+    waits for the run to settle. False: no loops, the bench drives each segment with `run_once`."""
     service: Service | None = None
     counter: DatabaseCounter = field(default_factory=DatabaseCounter)
     last: PhaseCounts = field(default_factory=PhaseCounts)
     bench_statements: int = 0
+    _settled: Any = None
     _stack: AsyncExitStack | None = None
 
     @staticmethod
@@ -67,10 +73,26 @@ class OursSide:
         )
         if self.encryption_keys is not None:
             overrides["encryption_keys"] = self.encryption_keys
+        if self.hand_off:
+            # The turn is measured, not the background loops' polls (webhooks, channels, the
+            # sweeper, the queue): they would land in some turns and not others.
+            overrides.update(
+                worker_poll_seconds=60.0,
+                sweep_seconds=60.0,
+                webhook_poll_seconds=60.0,
+                channel_poll_seconds=60.0,
+            )
         self.counter.database = sa.engine.make_url(self.url).database  # not another library's engine
         self._stack = AsyncExitStack()
         self.service = await self._stack.enter_async_context(
-            Service.open(self.url, model="scripted", actor="bench", rate_limit_per_minute=0, **overrides)
+            Service.open(
+                self.url,
+                model="scripted",
+                actor="bench",
+                rate_limit_per_minute=0,
+                run_worker=self.hand_off,
+                **overrides,
+            )
         )
         self.counter.install()
 
@@ -95,9 +117,26 @@ class OursSide:
     async def suspend_only(self, conversation_id: uuid.UUID) -> uuid.UUID:
         assert self.service is not None
         run = await self.service.send(conversation_id, GATED_TURN)
-        if not await self.service.run_once():
-            raise RuntimeError("the queued run was not claimed")
+        self._settled = await self._settle(run.id)
         return run.id
+
+    async def _settle(self, run_id: uuid.UUID) -> Any:
+        """The run driven to its next settled state, by this process's worker loops (waited for,
+        then read: the bench's statements) or here (`run_once`, nothing read)."""
+        assert self.service is not None
+        if not self.hand_off:
+            if not await self.service.run_once():
+                raise RuntimeError("the queued run was not claimed")
+            return None
+        await self.service.wait_until_idle(within=30)
+        before = self.counter.statements
+        view = await self.service.get_run(run_id)
+        if not view.run.status.settled:  # no slot was free: a loop claims it
+            view = await self.service.wait_for_run(run_id, within=30)
+        self.bench_statements += self.counter.statements - before
+        if not view.run.status.settled:
+            raise RuntimeError(f"run {run_id} did not settle")
+        return view
 
     async def turn(self, conversation_id: uuid.UUID) -> tuple[float, float, float]:
         """(message -> suspended, the resolve call, resolve -> completed) in ms."""
@@ -109,14 +148,13 @@ class OursSide:
         suspended = time.perf_counter()
         suspend_commits, suspend_statements = self.counter.since(mark)
         before = self.counter.statements
-        [pending] = (await service.get_run(run_id)).pending
+        [pending] = (self._settled or await service.get_run(run_id)).pending
         self.bench_statements += self.counter.statements - before
         mark = self.counter.mark()
         resume_started = time.perf_counter()
         await service.resolve(pending.correlation_id, "approve")
         answered = time.perf_counter()
-        if not await service.run_once():
-            raise RuntimeError("the resolved run was not claimed")
+        await self._settle(run_id)
         completed = time.perf_counter()
         self.last = PhaseCounts(suspend_commits, suspend_statements, *self.counter.since(mark))
         if self.verify:

@@ -245,6 +245,13 @@ class Service:
         fails; False when nothing was queued. `run_until_idle` is this in a loop, then the sweep."""
         return await self.container.worker.run_once()
 
+    async def wait_until_idle(self, *, within: float = 30.0) -> bool:
+        """With a background worker (`run_worker=True`): until it runs no segment and has none
+        handed to it, without reading the database; False if `within` seconds pass first. A message
+        or a decision this process committed while a slot was free is already that slot's work when
+        `send` or `resolve` returns."""
+        return await self.container.worker.wait_idle(within)
+
     async def run_until_idle(self) -> int:
         """Run queued work in the calling task until none is left: every queued run is driven until
         it suspends, completes or fails, and overdue calls are expired. Returns the segments run."""

@@ -93,6 +93,7 @@ class Worker:
         self._missed = False
         """A loop did not claim because every slot was taken or reserved."""
         self._idle: deque[asyncio.Future[None]] = deque()
+        self._slot_freed = asyncio.Event()
         """Loops waiting for work: a hand-off wakes one of them, not all."""
 
     def start(self) -> None:
@@ -168,7 +169,7 @@ class Worker:
         return SlotLease(self.id, self._clock() + self._lease)
 
     def cancel(self, lease: SlotLease) -> None:
-        self._free += 1
+        self._release_slot()
         if self._missed:  # a loop passed over the queue while every slot was taken: look again
             self._missed = False
             self._wake_one()
@@ -211,7 +212,23 @@ class Worker:
         try:
             return await self._claim_and_run()
         finally:
-            self._free += 1
+            self._release_slot()
+
+    def _release_slot(self) -> None:
+        self._free += 1
+        self._slot_freed.set()
+
+    async def wait_idle(self, within: float) -> bool:
+        """Until no slot of this worker runs or waits for a segment (False after `within` seconds)."""
+        deadline = asyncio.get_running_loop().time() + within
+        while self._free < self._concurrency or self._handed:
+            self._slot_freed.clear()
+            remaining = deadline - asyncio.get_running_loop().time()
+            if remaining <= 0:
+                return False
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._slot_freed.wait(), remaining)
+        return True
 
     async def _run_handed(self, run: Run, read: StartRead) -> bool:
         """A run a transaction of this process leased to this slot (its slot was reserved then)."""
@@ -226,7 +243,7 @@ class Worker:
             return True
         finally:
             self._running.discard(run.id)
-            self._free += 1
+            self._release_slot()
 
     async def _claim_and_run(self) -> bool:
         if self._claim_unsure:
