@@ -120,12 +120,13 @@ async def test_a_suspended_then_approved_run_is_one_trace(seeded: str) -> None:
 
     [posted] = app.spans("POST /v1/conversations/{conversation_id}/messages")
     assert hex_trace(posted) == trace_id, "the run's trace starts at the request that queued it"
-    assert [e.name for e in posted.events] == ["run.queued"]
+    # The request's transaction also leased the run to this process's worker (the hand-off).
+    assert [e.name for e in posted.events] == ["run.queued", "run.started"]
     assert [e.name for e in first.events] == ["pending.requested", "run.suspended"]
     assert [e.name for e in second.events] == ["run.completed"]
     [resolving] = app.spans("POST /v1/pending/{correlation_id}/resolve")
-    [approved] = resolving.events
-    assert approved.name == "pending.approved"
+    approved, resumed = resolving.events
+    assert (approved.name, resumed.name) == ("pending.approved", "run.resumed")
     assert approved.attributes is not None
     assert approved.attributes["sursis.correlation_id"] == run["pending"][0]["correlation_id"]
 
