@@ -39,6 +39,7 @@ from sursis.infra.db.uow import SqlUnitOfWorkFactory
 from sursis.infra.demo import seed_demo
 from tests.api.live import serve
 from tests.conftest import _reset_pg_schema, admin_headers, call, script
+from tests.faults import soak_hand_off as hand_off
 from tests.faults import soak_routed as routed
 from tests.faults.processes import ROOT, Cluster
 from tests.fresh_database import ensure_database
@@ -58,6 +59,8 @@ POINTS = (
     "webhook_posted",
 )
 EXTERNAL = "external"
+HANDED_CONVERSATIONS = 3
+"""Conversations through a `serve` with its worker, killed at the hand-off's points (`soak_hand_off`)."""
 EVENTS = ("evt_1001", "evt_1002", "evt_1003", "evt_1004")
 
 
@@ -403,6 +406,10 @@ async def soak(database_url: str, kills: int, workers: int, conversations: int, 
     )
     started = time.monotonic()
     pool = Workers(cluster, tally, workers, rng)
+    handed_tally = Tally()
+    handed = hand_off.HandOffSoak(
+        f"{database_url}_hand_off", logs, tally.kills, handed_tally, seed + 2000, HANDED_CONVERSATIONS
+    )
     try:
         async with await receiver(tally) as hook_url:
             _, base = await cluster.api()
@@ -418,6 +425,7 @@ async def soak(database_url: str, kills: int, workers: int, conversations: int, 
                 await pool.start()
                 stop, traffic_stop = asyncio.Event(), asyncio.Event()
                 supervisor = asyncio.create_task(pool.supervise(kills, stop))
+                await handed.start(stop, traffic_stop, send)
                 loops = [
                     asyncio.create_task(
                         conversation_loop(http, base, tally, random.Random(seed + i), traffic_stop)
@@ -440,33 +448,43 @@ async def soak(database_url: str, kills: int, workers: int, conversations: int, 
                 ]
                 while tally.total_kills < kills:
                     await asyncio.sleep(1)
-                    for task in (*loops, supervisor):
+                    for task in (*loops, supervisor, *handed.tasks):
                         if task.done():
                             task.result()
                     print(f"  {time.monotonic() - started:6.0f}s  kills {tally.total_kills}", flush=True)
+                handed.stop_crashing()
                 traffic_stop.set()
                 await asyncio.gather(*loops)
+                await handed.traffic_done()
                 await drain(database_url, 120)
+                await drain(handed.database_url, 120)
                 stop.set()
                 await supervisor
         elapsed = time.monotonic() - started
         checked = await check(database_url, tally)
         checked += await routed.check_routed(database_url, routed_tally)
+        checked += [f"hand-off database: {name}" for name in await check(handed.database_url, handed_tally)]
     finally:
         await pool.stop()
+        await handed.close()
         cluster.stop_all()
-    report(tally, checked, elapsed, pool.unexpected_exits, workers)
+    unexpected = [*pool.unexpected_exits, *(handed.api.unexpected_exits if handed.api else [])]
+    report(tally, checked, elapsed, unexpected, workers)
+    print(
+        f"hand-off turns: runs {handed_tally.runs}  approvals {handed_tally.approvals}  "
+        f"denials {handed_tally.denials}  races {dict(handed_tally.race_outcomes)}"
+    )
     print(
         f"routed turns {dict(routed_tally.turns)}  vote rounds {dict(routed_tally.vote_outcomes)}  "
         f"votes after an escalation {routed_tally.escalated_votes}"
     )
-    return 0 if not pool.unexpected_exits else 1
+    return 0 if not unexpected else 1
 
 
 def report(tally: Tally, checked: list[str], elapsed: float, unexpected: list[Any], workers: int) -> None:
     print(f"\nsoak: {tally.total_kills} SIGKILLs in {elapsed:.0f}s, {workers} worker processes (PostgreSQL)")
     print("kills per point:")
-    for point in (*POINTS, EXTERNAL):
+    for point in (*POINTS, *hand_off.POINTS, EXTERNAL):
         print(f"  {point:42} {tally.kills[point]:5}")
     duplicates = sum(n - 1 for n in tally.receipts.values() if n > 1)
     print(
