@@ -61,7 +61,11 @@ bench: $(STAMP) ## per-turn cost, resolve p50/p99, throughput, memory over 10,00
 	$(PY) bench/world_memory.py
 	$(PY) bench/memory.py
 
-bench-peers: $(STAMP) ## the approval turn against LangGraph, pydantic-ai on DBOS and LangGraph's Agent Server (PostgreSQL)
+bench-peers: $(STAMP) ## the approval turn against LangGraph, pydantic-ai on DBOS and LangGraph's Agent Server on its PostgreSQL runtime (installs redis-server when missing)
+	@if [ ! -x /usr/bin/redis-server ]; then \
+	  sudo=""; [ "$$(id -u)" -eq 0 ] || sudo=sudo; \
+	  $$sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -qq redis-server; \
+	fi
 	$(PY) -m pip install --quiet -e ".[dev,peers]"
 	test -x .venv-agent-server/bin/python || python3 -m venv .venv-agent-server
 	.venv-agent-server/bin/pip install --quiet -r bench/agent-server-requirements.txt

@@ -15,9 +15,10 @@ approves, the tool runs, the model answers.
 - pydantic-ai on DBOS: the same agent as `agent_only` with pydantic-ai's `DBOSDurability`
   capability inside a `@DBOS.workflow`, the approval published with `DBOS.set_event` and received
   with `DBOS.recv` (`turn_dbos.py`), DBOS's system database on the same server (DBOS_PG_URL).
-- Over HTTP (`--http`, the default; `peers_http.py`): Sursis's processes against LangGraph's Agent
-  Server (`langgraph dev`, the in-memory runtime, in its own venv), turn time, server CPU per
-  turn, and turns/s with 10 clients.
+- Over HTTP (`--http`, the default; `--http-only` for this part alone; `peers_http.py`): Sursis's
+  processes against LangGraph's Agent Server on its PostgreSQL runtime (`langgraph-api` with
+  `langgraph-runtime-pg` and Redis, in its own venv; `agent_server.py`), turn time, server CPU per
+  turn (processes, PostgreSQL backends, Redis), and turns/s with 10 clients.
 - Throughput (`--throughput`, the default; `peers_throughput.py`): approval turns/s with 10
   conversations at once through Sursis's processes over HTTP (2 API + 2 workers, then 4 workers)
   and through LangGraph with a pooled `AsyncPostgresSaver`, with the CPU per turn and the load.
@@ -30,6 +31,7 @@ cursor). Needs the `peers` extra: `pip install -e '.[peers]'` (`make bench-peers
 
     .venv/bin/python bench/peers.py [--rounds 5] [--window 10] [--long 200] [--durability sync]
         [--no-throughput] [--throughput-turns 20] [--throughput-seconds 120] [--quick]
+        [--http-only] [--no-http] [--http-rounds 5] [--agent-server-layout split|single]
 """
 
 from __future__ import annotations
@@ -196,6 +198,15 @@ async def main() -> None:
     ours_url = os.environ.get("BENCH_PG_URL", DEFAULT_BENCH_URL)
     peers_url = os.environ.get("PEERS_PG_URL", DEFAULT_PEERS_URL)
     dbos_url = os.environ.get("DBOS_PG_URL", DEFAULT_DBOS_URL)
+    if args.http_only:
+        summary_http: dict[str, Any] = {}
+        started = time.perf_counter()
+        await peers_http.run(args, ours_url, log_dir, summary_http)
+        summary_http["load_average"] = os.getloadavg()[0]
+        summary_http["seconds"] = round(time.perf_counter() - started, 1)
+        print(f"logs: {log_dir}")
+        print(json.dumps(summary_http))
+        return
     for url in (peers_url, dbos_url):
         await ensure_database(url.replace("postgresql://", "postgresql+asyncpg://", 1))
     await OursSide.prepare(ours_url)

@@ -1,49 +1,49 @@
-"""Over HTTP, side by side: Sursis's processes against LangGraph's Agent Server, same approval turn.
+"""Over HTTP, side by side: Sursis's processes against LangGraph's Agent Server on its PostgreSQL
+runtime, the same approval turn with a zero-latency model.
 
 - Sursis: one `sursis serve --no-worker` and one `sursis worker` on PostgreSQL (BENCH_PG_URL); a
-  turn is the message with `?wait=` (-> suspended), the resolve, and the wait for `completed`
+  turn is the message with `?wait=` (-> suspended), the resolve with `?wait=` (-> completed)
   (`http_load.http_turn`).
-- LangGraph's Agent Server: `langgraph dev` (the in-memory runtime of `langgraph-cli[inmem]`: its
-  PostgreSQL runtime needs a licensed image and Redis, which do not install here) serving
-  `langgraph_graph.py`'s graph; a turn is `POST /threads/{id}/runs/wait` with the message (->
-  interrupted) and again with `{"command": {"resume": "approve"}}` (-> final answer). The server
-  needs versions of structlog and protobuf that the service's own venv cannot have, so it runs from
-  a venv of its own (`AGENT_SERVER_VENV`, default `.venv-agent-server`; `make bench-peers` makes it).
+- LangGraph's Agent Server (`agent_server.py`): `langgraph-api` with `langgraph-runtime-pg`, its
+  own database on the same PostgreSQL server and a Redis of its own; by default an API process and
+  a queue process (`--agent-server-layout split`), or the API running its queue (`single`). A turn
+  is `POST /threads/{id}/runs/wait` with the message (-> interrupted) and again with
+  `{"command": {"resume": "approve"}}` (-> final answer), `langgraph_graph.py`'s graph.
 
-Turns are interleaved one by one (the side that goes first alternates every round). Beside each
-turn time: the server's CPU per turn (user + system time of its processes, read from /proc; for
-Sursis the API and the worker, not PostgreSQL's backends, which are reported apart), then turns/s
-with `--http-clients` conversations at once, each side alone.
+Turns are interleaved one by one (the side that goes first alternates every round). Server CPU
+per turn is each side's CPU over the whole round divided by its turns (`server_cpu.py`): its
+processes (API and workers or queue), the PostgreSQL backends of its database, and on the Agent
+Server's side Redis. Over a round each side also idles while the other runs its turn; the idle
+CPU per second, measured apart before the rounds, says how much of the figure that is. Then
+turns/s with `--http-clients` conversations at once, one side at a time, in
+`--http-throughput-rounds` rounds whose first side alternates, with the same CPU split.
+
+    .venv/bin/python bench/peers.py --http-only [--http-rounds 5] [--http-window 10]
+        [--http-clients 10] [--http-turns 10] [--http-throughput-rounds 3]
+        [--agent-server-layout split|single]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import statistics
-import subprocess
 import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import httpx
-from common import Processes, free_port, fresh_database, percentile
-from http_load import (
-    THROUGHPUT_HEADER,
-    CpuMeter,
-    ThroughputRow,
-    cpu_seconds,
-    format_throughput,
-    http_turn,
-    new_conversation,
-    seed_letters,
-    start_service,
-)
+from agent_server import LAYOUTS, AgentServer
+from common import Processes, call, fresh_database, percentile, script
+from http_load import http_turn, new_conversation, seed_letters, start_service
+from server_cpu import ZERO, BackendLister, CpuSplit, ServerCpu
 
-BENCH = Path(__file__).resolve().parent
-DEFAULT_VENV = BENCH.parent / ".venv-agent-server"
+SETTLE_S = 0.3
+"""Left after a round's last turn before the closing sample, for the work a turn leaves behind."""
+IDLE_S = 3.0
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -51,85 +51,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--http",
         action=argparse.BooleanOptionalAction,
         default=True,
-        help="over HTTP: Sursis's processes against LangGraph's Agent Server",
+        help="over HTTP: Sursis's processes against LangGraph's Agent Server (PostgreSQL runtime)",
     )
-    parser.add_argument("--http-rounds", type=int, default=3)
+    parser.add_argument("--http-only", action="store_true", help="only the part over HTTP")
+    parser.add_argument("--http-rounds", type=int, default=5)
     parser.add_argument("--http-window", type=int, default=10, help="turns per side in each round")
     parser.add_argument("--http-clients", type=int, default=10, help="conversations at once for turns/s")
     parser.add_argument("--http-turns", type=int, default=10, help="turns per conversation for turns/s")
-
-
-def descendants(pid: int) -> list[int]:
-    """`pid` and every process under it."""
-    found = [pid]
-    for task in Path(f"/proc/{pid}/task").glob("*"):
-        try:
-            children = (task / "children").read_text().split()
-        except OSError:
-            continue
-        for child in children:
-            found.extend(descendants(int(child)))
-    return found
-
-
-class AgentServer:
-    """`langgraph dev` on a free port, its logs in `log_dir`."""
-
-    def __init__(self, log_dir: Path) -> None:
-        self.log_dir = log_dir
-        self.process: subprocess.Popen[bytes] | None = None
-        self.base = ""
-
-    async def start(self) -> None:
-        venv = Path(os.environ.get("AGENT_SERVER_VENV", DEFAULT_VENV))
-        command = venv / "bin" / "langgraph"
-        if not command.exists():
-            raise RuntimeError(f"no {command}: make bench-peers installs the Agent Server there")
-        config = self.log_dir / "langgraph.json"
-        config.write_text(
-            json.dumps(
-                {"dependencies": [str(BENCH)], "graphs": {"agent": f"{BENCH / 'langgraph_graph.py'}:graph"}}
-            )
-        )
-        port = free_port()
-        env = {
-            **{k: v for k, v in os.environ.items() if not k.startswith(("SURSIS_", "OTEL_", "VIRTUAL_ENV"))},
-            "PYTHONPATH": str(BENCH),
-            "LANGSMITH_TRACING": "false",
-            "LANGGRAPH_CLI_NO_ANALYTICS": "1",
-            "LOG_LEVEL": "WARNING",
-        }
-        args = [str(command), "dev", "--no-browser", "--no-reload", "--host", "127.0.0.1"]
-        args += ["--port", str(port), "--config", str(config)]
-        with (self.log_dir / "agent-server.log").open("wb") as log:
-            self.process = subprocess.Popen(  # noqa: ASYNC220 (started once, before anything is measured)
-                args, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=self.log_dir
-            )
-        self.base = f"http://127.0.0.1:{port}"
-        async with httpx.AsyncClient(timeout=2) as client:
-            for _ in range(600):
-                if self.process.poll() is not None:
-                    raise RuntimeError(f"the Agent Server exited; see {self.log_dir / 'agent-server.log'}")
-                try:
-                    if (await client.get(f"{self.base}/ok")).status_code == 200:
-                        return
-                except httpx.TransportError:
-                    pass
-                await asyncio.sleep(0.1)
-        raise RuntimeError("the Agent Server did not start in 60 s")
-
-    def pids(self) -> list[int]:
-        assert self.process is not None
-        return descendants(self.process.pid)
-
-    def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+    parser.add_argument("--http-throughput-rounds", type=int, default=3, help="bursts per side for turns/s")
+    parser.add_argument(
+        "--agent-server-layout",
+        choices=LAYOUTS,
+        default="split",
+        help="split: an API and a queue process; single: the API runs its queue",
+    )
 
 
 async def new_thread(client: httpx.AsyncClient, base: str) -> str:
@@ -137,6 +72,27 @@ async def new_thread(client: httpx.AsyncClient, base: str) -> str:
     response.raise_for_status()
     thread_id: str = response.json()["thread_id"]
     return thread_id
+
+
+EARLY_ANSWERS = [0]
+"""How many `runs/wait` answers came before their run had finished (the PostgreSQL runtime, under
+load, sometimes answers with the thread's values mid-run); the turn then joins the run."""
+
+
+async def wait_for(
+    client: httpx.AsyncClient, base: str, response: httpx.Response, done: Callable[[Any], bool]
+) -> Any:
+    """The run's answer once `done` holds: `response`'s, or from joining the run (`Location`)."""
+    response.raise_for_status()
+    for _ in range(200):
+        body = response.json()
+        if done(body):
+            return body
+        EARLY_ANSWERS[0] += 1
+        await asyncio.sleep(0.05)
+        response = await client.get(f"{base}{response.headers['Location']}")
+        response.raise_for_status()
+    raise RuntimeError(f"the run did not finish: {response.text[:300]}")
 
 
 async def agent_server_turn(
@@ -147,34 +103,187 @@ async def agent_server_turn(
     message = {"role": "human", "content": "please replay evt_1001"}
     started = time.perf_counter()
     response = await client.post(url, json={"assistant_id": "agent", "input": {"messages": [message]}})
-    response.raise_for_status()
-    if "__interrupt__" not in response.json():
-        raise RuntimeError(f"the graph did not interrupt: {response.text[:300]}")
+    await wait_for(client, base, response, lambda body: "__interrupt__" in body)
     suspended = time.perf_counter()
     response = await client.post(url, json={"assistant_id": "agent", "command": {"resume": "approve"}})
-    response.raise_for_status()
-    if response.json()["messages"][-1]["content"] != "replayed":
-        raise RuntimeError(f"unexpected answer {response.text[:300]}")
+    await wait_for(client, base, response, lambda body: body["messages"][-1]["content"] == "replayed")
     completed = time.perf_counter()
     return (suspended - started) * 1000, 0.0, (completed - suspended) * 1000
 
 
-def cpu_of(pids: list[int]) -> float:
-    return sum(cpu_seconds(pid) or 0.0 for pid in pids)
+def replay(client: int) -> str:
+    """Sursis's turn for the `client`-th conversation: its own dead letter (`seed_letters`), so
+    concurrent replays do not queue on one row; the Agent Server's tool touches no row."""
+    return script([call("replay_dlq_event", event_id=f"evt_bench_{client}", reason="bench")], "replayed")
+
+
+@dataclass
+class Side:
+    turn: Callable[[str, int], Awaitable[tuple[float, float, float]]]
+    """(conversation, client index) -> the turn's phases in ms."""
+    new: Callable[[], Awaitable[str]]
+    cpu: ServerCpu
+
+    async def timed_turn(self, conversation: str, client: int = 0) -> float:
+        suspend, _, resume = await self.turn(conversation, client)
+        return suspend + resume
 
 
 def rng(values: list[float]) -> str:
     return f"{round(statistics.median(values), 3)} ({round(min(values), 3)}-{round(max(values), 3)})"
 
 
+def split_text(cpu: CpuSplit, turns: int, name: str) -> str:
+    """The CPU per turn and its parts (Redis on the Agent Server's side only)."""
+    per = cpu.per_turn_ms(turns)
+    parts = f"processes {per['processes']} + postgres {per['postgres']}"
+    if name == "agent_server":
+        parts += f" + redis {per['redis']}"
+    return f"cpu {per['total']} ms ({parts})"
+
+
+def record_cpu(summary: dict[str, Any], key: str, cpu: CpuSplit, turns: int) -> None:
+    per = cpu.per_turn_ms(turns)
+    summary[f"{key}_cpu_ms_per_turn"] = per["total"]
+    for part in ("processes", "postgres", "redis"):
+        summary[f"{key}_cpu_{part}_ms_per_turn"] = per[part]
+
+
+async def idle_cpu(sides: dict[str, Side], summary: dict[str, Any]) -> None:
+    before = {n: await s.cpu.sample() for n, s in sides.items()}
+    await asyncio.sleep(IDLE_S)
+    after = {n: await s.cpu.sample() for n, s in sides.items()}
+    text = []
+    for name in sides:
+        per_s = round(ServerCpu.between(before[name], after[name]).total * 1000 / IDLE_S, 2)
+        summary[f"http_{name}_idle_cpu_ms_per_s"] = per_s
+        text.append(f"{name} {per_s}")
+    print(f" idle, server CPU ms per second: {', '.join(text)}", flush=True)
+
+
+async def rounds(args: argparse.Namespace, sides: dict[str, Side], summary: dict[str, Any]) -> None:
+    turn_ratios: list[float] = []
+    cpu_ratios: list[float] = []
+    all_turns: dict[str, list[float]] = {n: [] for n in sides}
+    all_cpu: dict[str, CpuSplit] = dict.fromkeys(sides, ZERO)
+    w = args.http_window
+    for r in range(args.http_rounds):
+        order = list(sides) if r % 2 == 0 else list(reversed(sides))
+        conversations = {n: await sides[n].new() for n in order}
+        turns: dict[str, list[float]] = {n: [] for n in order}
+        before = {n: await sides[n].cpu.sample() for n in order}
+        for _ in range(args.http_window):
+            for name in order:
+                turns[name].append(await sides[name].timed_turn(conversations[name]))
+        await asyncio.sleep(SETTLE_S)
+        cpu = {n: ServerCpu.between(before[n], await sides[n].cpu.sample()) for n in order}
+        turn_ratios.append(percentile(turns["sursis"], 0.5) / percentile(turns["agent_server"], 0.5))
+        cpu_ratios.append(cpu["sursis"].total / max(cpu["agent_server"].total, 1e-6))
+        for name in order:
+            all_turns[name].extend(turns[name])
+            all_cpu[name] += cpu[name]
+        print(
+            f" round {r + 1}: "
+            + "; ".join(f"{n} {percentile(turns[n], 0.5):.1f} ms, {split_text(cpu[n], w, n)}" for n in order)
+            + f"; turn ratio {turn_ratios[-1]:.3f}, cpu ratio {cpu_ratios[-1]:.3f}",
+            flush=True,
+        )
+    total = args.http_rounds * args.http_window
+    for name in sides:
+        summary[f"http_{name}_turn_p50_ms"] = round(percentile(all_turns[name], 0.5), 2)
+        record_cpu(summary, f"http_{name}_server", all_cpu[name], total)
+        p50 = summary[f"http_{name}_turn_p50_ms"]
+        print(f" all rounds: {name} {p50} ms, {split_text(all_cpu[name], total, name)}")
+    for key, values in (("http_turn_ratio", turn_ratios), ("http_cpu_ratio", cpu_ratios)):
+        summary[key] = round(statistics.median(values), 3)
+        summary[f"{key}_min"], summary[f"{key}_max"] = round(min(values), 3), round(max(values), 3)
+    print(
+        f" sursis / agent server: turn {rng(turn_ratios)}, server CPU per turn {rng(cpu_ratios)} "
+        "(target <= 0.5)",
+        flush=True,
+    )
+
+
+@dataclass
+class Burst:
+    turns: int
+    seconds: float
+    latencies: list[float]
+    cpu: CpuSplit
+    client_cpu: float
+
+    @property
+    def rate(self) -> float:
+        return self.turns / self.seconds
+
+
+async def burst(args: argparse.Namespace, side: Side) -> Burst:
+    """`--http-clients` conversations at once, `--http-turns` turns each, on one side."""
+    conversations = [await side.new() for _ in range(args.http_clients)]
+    latencies: list[float] = []
+
+    async def client(conversation: str, index: int) -> None:
+        for _ in range(args.http_turns):
+            latencies.append(await side.timed_turn(conversation, index))
+
+    before = await side.cpu.sample()
+    own = time.process_time()
+    started = time.perf_counter()
+    await asyncio.gather(*(client(c, i) for i, c in enumerate(conversations)))
+    elapsed = time.perf_counter() - started
+    own = time.process_time() - own
+    await asyncio.sleep(SETTLE_S)
+    cpu = ServerCpu.between(before, await side.cpu.sample())
+    return Burst(len(latencies), elapsed, latencies, cpu, own)
+
+
+async def throughput(args: argparse.Namespace, sides: dict[str, Side], summary: dict[str, Any]) -> None:
+    """Bursts of `--http-clients` conversations, one side at a time, the order alternating."""
+    print(
+        f"\nturns/s over HTTP, {args.http_clients} clients of {args.http_turns} turns, one side at a time, "
+        f"{args.http_throughput_rounds} rounds, the side that goes first alternating"
+    )
+    bursts: dict[str, list[Burst]] = {n: [] for n in sides}
+    ratios: list[float] = []
+    for r in range(args.http_throughput_rounds):
+        order = list(sides) if r % 2 == 0 else list(reversed(sides))
+        for name in order:
+            b = await burst(args, sides[name])
+            bursts[name].append(b)
+            print(
+                f"  round {r + 1} {name:<13} {b.turns} turns in {b.seconds:.2f} s: {b.rate:.2f} turns/s, "
+                f"p50 {percentile(b.latencies, 0.5):.1f} ms, p95 {percentile(b.latencies, 0.95):.1f} ms, "
+                f"{split_text(b.cpu, b.turns, name)}, "
+                f"client {b.client_cpu * 1000 / max(b.turns, 1):.1f} ms/turn, "
+                f"load {os.getloadavg()[0]:.2f}",
+                flush=True,
+            )
+        ratios.append(bursts["sursis"][-1].rate / bursts["agent_server"][-1].rate)
+    for name, runs in bursts.items():
+        turns = sum(b.turns for b in runs)
+        cpu = sum((b.cpu for b in runs), ZERO)
+        summary[f"http_{name}_turns_per_s"] = round(statistics.median(b.rate for b in runs), 2)
+        latencies = [x for b in runs for x in b.latencies]
+        summary[f"http_{name}_throughput_turn_p50_ms"] = round(percentile(latencies, 0.5), 2)
+        record_cpu(summary, f"http_{name}_throughput", cpu, turns)
+        rate = summary[f"http_{name}_turns_per_s"]
+        print(f" all rounds: {name} {rate} turns/s (median), {split_text(cpu, turns, name)}")
+    summary["http_throughput_ratio"] = round(statistics.median(ratios), 3)
+    summary["http_throughput_ratio_min"] = round(min(ratios), 3)
+    summary["http_throughput_ratio_max"] = round(max(ratios), 3)
+    print(f" sursis / agent server turns/s = {rng(ratios)} (target >= 2)", flush=True)
+
+
 async def run(args: argparse.Namespace, ours_url: str, log_dir: Path, summary: dict[str, Any]) -> None:
     if args.quick:
-        args.http_rounds, args.http_window, args.http_turns = 1, 3, 2
+        args.http_rounds, args.http_window, args.http_turns, args.http_throughput_rounds = 1, 3, 2, 1
     headers = await fresh_database(ours_url)
     await seed_letters(ours_url, args.http_clients)
     processes = Processes(ours_url, log_dir)
-    server = AgentServer(log_dir)
+    server = AgentServer(log_dir, args.agent_server_layout)
+    lister = BackendLister(ours_url)
     try:
+        await lister.open()
         layout = await start_service(processes, ours_url, workers=1, apis=1)
         await server.start()
         base = layout.bases[0]
@@ -183,100 +292,36 @@ async def run(args: argparse.Namespace, ours_url: str, log_dir: Path, summary: d
             httpx.AsyncClient(headers=headers, timeout=120, limits=limits) as ours,
             httpx.AsyncClient(timeout=120, limits=limits) as peer,
         ):
-            sides: dict[str, Any] = {
-                "sursis": (
-                    lambda c: http_turn(ours, base, c),
+            sides = {
+                "sursis": Side(
+                    lambda c, i: http_turn(ours, base, c, replay(i)),
                     lambda: new_conversation(ours, base),
-                    layout.pids,
+                    ServerCpu(lister, layout.pids, ours_url.rsplit("/", 1)[1]),
                 ),
-                "agent_server": (
-                    lambda c: agent_server_turn(peer, server.base, c),
+                "agent_server": Side(
+                    lambda c, _: agent_server_turn(peer, server.base, c),
                     lambda: new_thread(peer, server.base),
-                    server.pids(),
+                    ServerCpu(lister, server.pids(), server.database, [server.redis_pid]),
                 ),
             }
-            for turn, new, _ in sides.values():  # warm up
-                conversation = await new()
-                for _ in range(3):
-                    await turn(conversation)
+            for side in sides.values():  # warm up
+                conversation = await side.new()
+                for _ in range(5):
+                    await side.timed_turn(conversation)
             print(
-                f"\nover HTTP: {args.http_rounds} rounds of {args.http_window} turns per side, interleaved; "
-                "turn p50 ms and server CPU ms per turn (Sursis: 1 API + 1 worker; PostgreSQL apart)"
+                f"\nover HTTP: Sursis {layout.describe()}; the Agent Server (PostgreSQL runtime) "
+                f"{server.describe()}, Redis; {args.http_rounds} rounds of {args.http_window} turns per "
+                "side, interleaved; turn p50 and server CPU per turn (processes + PostgreSQL backends "
+                f"+ Redis); load {os.getloadavg()[0]:.2f}",
+                flush=True,
             )
-            turn_ratios: list[float] = []
-            cpu_ratios: list[float] = []
-            all_turns: dict[str, list[float]] = {n: [] for n in sides}
-            all_cpu: dict[str, float] = dict.fromkeys(sides, 0.0)
-            for r in range(args.http_rounds):
-                order = list(sides) if r % 2 == 0 else list(reversed(sides))
-                conversations = {n: await sides[n][1]() for n in order}
-                turns: dict[str, list[float]] = {n: [] for n in order}
-                cpu: dict[str, float] = dict.fromkeys(order, 0.0)
-                for _ in range(args.http_window):
-                    for name in order:
-                        turn, _, pids = sides[name]
-                        before = cpu_of(pids)
-                        suspend, _, resume = await turn(conversations[name])
-                        cpu[name] += cpu_of(pids) - before
-                        turns[name].append(suspend + resume)
-                per = {n: cpu[n] * 1000 / args.http_window for n in order}
-                turn_ratios.append(percentile(turns["sursis"], 0.5) / percentile(turns["agent_server"], 0.5))
-                cpu_ratios.append(per["sursis"] / max(per["agent_server"], 0.001))
-                for name in order:
-                    all_turns[name].extend(turns[name])
-                    all_cpu[name] += cpu[name]
-                print(
-                    f" round {r + 1}: "
-                    + ", ".join(f"{n} {percentile(turns[n], 0.5):.1f} ms, cpu {per[n]:.1f} ms" for n in order)
-                    + f"; turn ratio {turn_ratios[-1]:.2f}, cpu ratio {cpu_ratios[-1]:.2f}",
-                    flush=True,
-                )
-            total = args.http_rounds * args.http_window
-            for name in sides:
-                summary[f"http_{name}_turn_p50_ms"] = round(percentile(all_turns[name], 0.5), 2)
-                summary[f"http_{name}_server_cpu_ms_per_turn"] = round(all_cpu[name] * 1000 / total, 2)
-            summary["http_turn_ratio"] = round(statistics.median(turn_ratios), 3)
-            summary["http_turn_ratio_min"], summary["http_turn_ratio_max"] = (
-                round(min(turn_ratios), 3),
-                round(max(turn_ratios), 3),
-            )
-            summary["http_cpu_ratio"] = round(statistics.median(cpu_ratios), 3)
-            summary["http_cpu_ratio_min"], summary["http_cpu_ratio_max"] = (
-                round(min(cpu_ratios), 3),
-                round(max(cpu_ratios), 3),
-            )
-            print(
-                f" sursis / agent server: turn {rng(turn_ratios)}, server CPU per turn {rng(cpu_ratios)} "
-                "(targets <= 0.5)"
-            )
-
-            print(f"\nturns/s over HTTP with {args.http_clients} clients, {args.http_turns} turns each")
-            print(THROUGHPUT_HEADER, flush=True)
-            rows: dict[str, ThroughputRow] = {}
-            for name, (turn, new, pids) in sides.items():
-                conversations_ = [await new() for _ in range(args.http_clients)]
-                latencies: list[float] = []
-
-                async def client(conversation: Any, turn: Any = turn, into: list[float] = latencies) -> None:
-                    for _ in range(args.http_turns):
-                        suspend, _, resume = await turn(conversation)
-                        into.append(suspend + resume)
-
-                meter = CpuMeter(pids, ours_url if name == "sursis" else None)
-                await meter.start()
-                started = time.perf_counter()
-                await asyncio.gather(*(client(c) for c in conversations_))
-                elapsed = time.perf_counter() - started
-                service, own, postgres, load = await meter.stop()
-                rows[name] = ThroughputRow.measured(
-                    f"{name} http", args.http_clients, latencies, elapsed, (service, postgres, own), load
-                )
-                print(format_throughput(rows[name]), flush=True)
-                summary[f"http_{name}_turns_per_s"] = rows[name].turns_per_s
-                summary[f"http_{name}_throughput_cpu_ms_per_turn"] = rows[name].service_cpu_ms_per_turn
-            ratio = rows["sursis"].turns_per_s / rows["agent_server"].turns_per_s
-            summary["http_throughput_ratio"] = round(ratio, 3)
-            print(f" sursis / agent server turns/s = {ratio:.2f} (target >= 2)", flush=True)
+            summary["http_agent_server_layout"] = args.agent_server_layout
+            await idle_cpu(sides, summary)
+            await rounds(args, sides, summary)
+            await throughput(args, sides, summary)
+            summary["http_agent_server_early_answers"] = EARLY_ANSWERS[0]
+            print(f" the Agent Server's answers before their run had ended (joined): {EARLY_ANSWERS[0]}")
     finally:
         server.stop()
         processes.stop_all()
+        await lister.close()
