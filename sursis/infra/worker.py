@@ -7,7 +7,6 @@ import contextlib
 import os
 import socket
 import uuid
-from collections import deque
 from collections.abc import Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta
@@ -32,6 +31,7 @@ from sursis.infra.runner.drive import SegmentStart
 from sursis.infra.runner.failures import is_transient_database_error
 from sursis.infra.telemetry import Telemetry, current_trace_context, trace_id_of
 from sursis.infra.webhook_delivery import WebhookDeliverer
+from sursis.infra.worker_slots import Handed, Slots
 
 log = structlog.get_logger("sursis.worker")
 StartRead = tuple[SegmentStart | None, EncryptionKeyUnavailable | EncryptedValueUnreadable | None]
@@ -87,19 +87,12 @@ class Worker:
         self._running: set[uuid.UUID] = set()
         self._claim_unsure = False
         """A claim failed on a lost connection: its commit may have happened all the same."""
-        self._free = concurrency
-        """Slots neither running a segment nor reserved for a hand-off (`sursis/domain/hand_off.py`)."""
-        self._handed: deque[tuple[Run, StartRead]] = deque()
-        self._missed = False
-        """A loop did not claim because every slot was taken or reserved."""
-        self._idle: deque[asyncio.Future[None]] = deque()
-        self._slot_freed = asyncio.Event()
-        """Loops waiting for work: a hand-off wakes one of them, not all."""
+        self._slots = Slots(concurrency)
+        """Busy and reserved slots, runs handed over (`sursis/domain/hand_off.py`)."""
 
     def start(self) -> None:
         self._stopping.clear()
-        self._free = self._concurrency
-        self._handed.clear()
+        self._slots.reset()
         self._tasks = [
             asyncio.create_task(self._loop(i), name=f"worker-{i}") for i in range(self._concurrency)
         ]
@@ -122,7 +115,7 @@ class Worker:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         self._tasks = []
-        self._handed.clear()  # leased to this worker, released below with the rest
+        self._slots.reset()  # runs handed and not started: leased to this worker, released below
         async with self._uow() as uow:
             released = await uow.runs.release_all(self.id, self._clock())
             await uow.commit()
@@ -131,7 +124,7 @@ class Worker:
     async def _loop(self, index: int) -> None:
         while not self._stopping.is_set():
             try:
-                handed = bool(self._handed)
+                handed = bool(self._slots.handed)
                 worked = await self.run_once()
             except Exception as exc:
                 if is_transient_database_error(exc):
@@ -143,36 +136,19 @@ class Worker:
                 await asyncio.sleep(self._poll)
             # After a handed-off run only a wake-up, or a claim passed over meanwhile, sends this
             # loop to the queue: nothing else was queued for it.
-            if (not worked or (handed and not self._missed)) and not self._stopping.is_set():
-                await self._wait_for_work()
-
-    async def _wait_for_work(self) -> None:
-        """Until a wake-up, a hand-off to this loop, or the poll interval."""
-        if self._handed:
-            return
-        handed = asyncio.get_running_loop().create_future()
-        self._idle.append(handed)
-        woken = asyncio.ensure_future(self._notifier.wait_for_work(self._poll))
-        try:
-            await asyncio.wait((handed, woken), return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            woken.cancel()
-            with contextlib.suppress(ValueError):
-                self._idle.remove(handed)
+            if (not worked or (handed and not self._slots.missed)) and not self._stopping.is_set():
+                # Until a wake-up, a run handed to this loop, or the poll interval.
+                await self._slots.wait(lambda: self._notifier.wait_for_work(self._poll))
 
     # The claim hand-off: `RunHandOff` for the services of this process.
 
     def reserve(self) -> SlotLease | None:
-        if not self._tasks or self._stopping.is_set() or self._free <= 0:
+        if not self._tasks or self._stopping.is_set() or not self._slots.reserve():
             return None
-        self._free -= 1
         return SlotLease(self.id, self._clock() + self._lease)
 
     def cancel(self, lease: SlotLease) -> None:
-        self._release_slot()
-        if self._missed:  # a loop passed over the queue while every slot was taken: look again
-            self._missed = False
-            self._wake_one()
+        self._slots.cancel()
 
     async def read_start(self, uow: UnitOfWork, run: Run) -> StartRead:
         return await self._read_start(uow, run)
@@ -188,62 +164,40 @@ class Worker:
         if run.trace_context is None:  # the row got the request's, as `runs.add` writes it
             run = replace(run, trace_context=current_trace_context())
         read: StartRead = start if isinstance(start, tuple) else (None, None)
-        self._handed.append((run, read))
-        self._wake_one()
-
-    def _wake_one(self) -> None:
-        while self._idle:
-            waiting = self._idle.popleft()
-            if not waiting.done():
-                waiting.set_result(None)
-                return
+        # The lease is kept from now on, even if the run waits a moment for a loop.
+        self._slots.hand(Handed(run, read, asyncio.create_task(self._heartbeat(run.id))))
 
     async def run_once(self) -> bool:
         """Claim and run one segment; False when there was nothing to do."""
         if self._stopping.is_set():
             return False
-        if self._handed:
-            return await self._run_handed(*self._handed.popleft())
-        if self._free <= 0:
-            self._missed = True  # every slot runs a segment or waits for its hand-off
-            return False
-        self._free -= 1
-        self._missed = False
-        try:
-            return await self._claim_and_run()
-        finally:
-            self._release_slot()
-
-    def _release_slot(self) -> None:
-        self._free += 1
-        self._slot_freed.set()
+        handed = self._slots.take()
+        if handed is not None:
+            return await self._run_handed(handed)
+        if not self._slots.may_claim():
+            return False  # every slot runs a segment or waits for its hand-off
+        return await self._claim_and_run()
 
     async def wait_idle(self, within: float) -> bool:
         """Until no slot of this worker runs or waits for a segment (False after `within` seconds)."""
-        deadline = asyncio.get_running_loop().time() + within
-        while self._free < self._concurrency or self._handed:
-            self._slot_freed.clear()
-            remaining = deadline - asyncio.get_running_loop().time()
-            if remaining <= 0:
-                return False
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._slot_freed.wait(), remaining)
-        return True
+        return await self._slots.idle(within)
 
-    async def _run_handed(self, run: Run, read: StartRead) -> bool:
-        """A run a transaction of this process leased to this slot (its slot was reserved then)."""
-        start, unreadable = read
+    async def _run_handed(self, handed: Handed) -> bool:
+        """A run a transaction of this process leased to this worker (a slot was reserved then)."""
+        run = handed.run
+        start, unreadable = handed.start
         self._running.add(run.id)
         try:
             crash_point("handed_run_started")
             if unreadable is not None:
+                handed.heartbeat.cancel()
                 await self._runner.fail_unreadable(run, self.id, unreadable)
                 return True
-            await self._drive(run, start)
+            await self._drive(run, start, handed.heartbeat)
             return True
         finally:
             self._running.discard(run.id)
-            self._release_slot()
+            self._slots.done()
 
     async def _claim_and_run(self) -> bool:
         if self._claim_unsure:
@@ -261,6 +215,7 @@ class Worker:
                     if run is not None:
                         claimed = run.id
                         self._running.add(claimed)
+                        self._slots.started()
                     exhausted = run is not None and run.claims > self._max_attempts
                     if run is not None and not exhausted:
                         await uow.audit.append(self._segment_audit(run), now)
@@ -287,11 +242,14 @@ class Worker:
         finally:
             if claimed is not None:
                 self._running.discard(claimed)
+                self._slots.done()
 
-    async def _drive(self, run: Run, start: SegmentStart | None) -> None:
+    async def _drive(
+        self, run: Run, start: SegmentStart | None, heartbeat: asyncio.Task[None] | None = None
+    ) -> None:
         """One segment of a run this worker holds the lease of, with the lease's heartbeat."""
         self._telemetry.metrics.run_status(RunStatus.RUNNING)
-        heartbeat = asyncio.create_task(self._heartbeat(run.id))
+        heartbeat = heartbeat or asyncio.create_task(self._heartbeat(run.id))
         try:
             with structlog.contextvars.bound_contextvars(worker=self.id):
                 await self._runner.run_segment(run, self.id, self._stopping, start)
@@ -304,7 +262,7 @@ class Worker:
         """After a claim whose commit went unanswered: give back any run this worker holds but
         runs no segment of, instead of leaving it to its lease (raises while the database is away)."""
         async with self._uow() as uow:
-            keep = sorted({*self._running, *(run.id for run, _ in self._handed)})
+            keep = sorted({*self._running, *(h.run.id for h in self._slots.handed)})
             released = await uow.runs.release_all(self.id, self._clock(), keep=keep)
             await uow.commit()
         self._claim_unsure = False

@@ -86,16 +86,10 @@ async def test_an_approval_turn_handed_off_commits_five_times(container: Contain
 
     for turn in range(3):
         commits.clear(), begins.clear(), statements.clear()
-        print(
-            "DBG", container.worker._free, len(container.worker._tasks), container.worker._stopping.is_set()
-        )
         run = await container.conversations.post_message(ADMIN, conversation.id, GATED)
         await _settled(seeded, run.id, RunStatus.SUSPENDED)
         await asyncio.sleep(0.05)  # the segment's last commit is in; nothing else may follow
-        assert len(commits) == SUSPEND_COMMITS, (
-            turn,
-            "\n".join(s[:90].replace("\n", " ") for s in statements),
-        )
+        assert len(commits) == SUSPEND_COMMITS, f"turn {turn}: suspend path"
         readers = 2 if turn == 0 else 0  # the workspace's policy and ladder, read once
         assert len(begins) == SUSPEND_COMMITS + readers, f"turn {turn}: suspend path"
         assert not [s for s in statements if "claimed" in s], "a handed-off run is not claimed"
@@ -132,6 +126,7 @@ async def test_without_a_free_slot_the_run_is_queued_for_any_worker(
     worker = container.worker
     held = [worker.reserve(), worker.reserve()]  # both slots of this worker
     assert all(held) and worker.reserve() is None
+    assert not await worker.wait_idle(0.05), "reserved slots are not idle"
     conversation = await container.conversations.create_conversation(ADMIN, "ops", "default")
     run = await container.conversations.post_message(ADMIN, conversation.id, GATED)
     async with container.uow() as uow:

@@ -180,3 +180,22 @@ async def test_the_http_app_runs_on_the_service_it_is_given(seeded: str) -> None
         [pending] = posted.json()["pending"]
         assert pending["tool_name"] == "write"
         assert model.requests, "the app ran the service's own model"
+
+
+async def test_with_a_background_worker_a_message_runs_at_once_and_wait_until_idle_needs_no_read(
+    database_url: str,
+) -> None:
+    model = ScriptedModel().calls(("write", {"target": "b"})).text("done")
+    async with Service.open(database_url, agents=agents(), model=model.model, run_worker=True) as svc:
+        conversation = await svc.start_conversation("writer")
+        run = await svc.send(conversation.id, "write b")
+        # Taken by this process's worker in the message's own transaction: never queued.
+        assert run.status == "running"
+        assert await svc.wait_until_idle(within=30)
+        view = await svc.get_run(run.id)
+        assert view.run.status == "suspended"
+        await svc.resolve(view.pending[0].correlation_id, "approve")
+        assert await svc.wait_until_idle(within=30)
+        done = await svc.get_run(run.id)
+        assert (done.run.status, done.run.output) == ("completed", "done")
+        assert done.run.claims == 0 and done.run.segment == 2

@@ -1,0 +1,127 @@
+"""A worker's slots: the segments its loops run, and the runs this process's transactions hand it.
+
+A slot is busy while a loop runs a segment in it, and reserved from the moment a transaction asks
+for it (`sursis/domain/hand_off.py`) until a loop takes the run it was handed (or the reservation
+is given back). A loop claims from the queue only while a slot is neither; an empty claim
+attempt holds none, so a transaction is not refused a slot because loops were merely looking.
+A handed run may wait a moment for a loop (when a claim that raced with its reservation won): its
+lease's heartbeat starts when it is handed, not when a loop takes it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections import deque
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from sursis.domain.records import Run
+
+
+@dataclass(frozen=True, slots=True)
+class Handed:
+    """A run leased to this worker by a transaction of this process, waiting for a loop."""
+
+    run: Run
+    start: Any
+    """What the leasing transaction read for the segment (the worker's `StartRead`)."""
+    heartbeat: asyncio.Task[None]
+
+
+class Slots:
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self.busy = 0
+        self.reserved = 0
+        self.handed: deque[Handed] = deque()
+        self.missed = False
+        """A loop passed over the queue because every slot was busy or reserved."""
+        self._idle: deque[asyncio.Future[None]] = deque()
+        self._freed = asyncio.Event()
+
+    def reset(self) -> None:
+        for item in self.handed:
+            item.heartbeat.cancel()
+        self.handed.clear()
+        self.busy = self.reserved = 0
+        self.missed = False
+
+    @property
+    def full(self) -> bool:
+        return self.busy + self.reserved >= self.size
+
+    def reserve(self) -> bool:
+        if self.full:
+            return False
+        self.reserved += 1
+        return True
+
+    def cancel(self) -> None:
+        """A reservation given back: a loop that passed over the queue meanwhile looks again."""
+        self.reserved -= 1
+        self._freed.set()
+        if self.missed:
+            self.missed = False
+            self.wake_one()
+
+    def hand(self, item: Handed) -> None:
+        self.handed.append(item)
+        self.wake_one()
+
+    def take(self) -> Handed | None:
+        """The next handed run, its slot now busy."""
+        if not self.handed:
+            return None
+        self.reserved -= 1
+        self.busy += 1
+        return self.handed.popleft()
+
+    def may_claim(self) -> bool:
+        if self.full:
+            self.missed = True
+            return False
+        self.missed = False
+        return True
+
+    def started(self) -> None:
+        self.busy += 1
+
+    def done(self) -> None:
+        self.busy -= 1
+        self._freed.set()
+
+    def wake_one(self) -> None:
+        while self._idle:
+            waiting = self._idle.popleft()
+            if not waiting.done():
+                waiting.set_result(None)
+                return
+
+    async def wait(self, woken: Callable[[], Awaitable[None]]) -> None:
+        """Until a run is handed to this loop or `woken` returns (a wake-up, the poll interval)."""
+        if self.handed:
+            return
+        handed = asyncio.get_running_loop().create_future()
+        self._idle.append(handed)
+        other = asyncio.ensure_future(woken())
+        try:
+            await asyncio.wait((handed, other), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            other.cancel()
+            with contextlib.suppress(ValueError):
+                self._idle.remove(handed)
+
+    async def idle(self, within: float) -> bool:
+        """Until nothing runs or waits in any slot (False after `within` seconds)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + within
+        while self.busy or self.reserved or self.handed:
+            self._freed.clear()
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                return False
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._freed.wait(), remaining)
+        return True
