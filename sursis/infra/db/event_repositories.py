@@ -20,7 +20,15 @@ from sursis.domain.records import StoredEvent, Webhook
 from sursis.domain.states import RunStatus
 from sursis.infra.db import channel_tables as ch
 from sursis.infra.db import tables as t
-from sursis.infra.db.held import encode_rows, held_params, take_held
+from sursis.infra.db.held import (
+    Guard,
+    GuardFailed,
+    encode_rows,
+    guard_statement,
+    held_params,
+    take_guard,
+    take_held,
+)
 from sursis.infra.db.repositories.base import session_cipher
 from sursis.infra.db.rows import row_values
 from sursis.infra.db.sealing import EVENTS
@@ -83,7 +91,7 @@ def _event_from_row(row: Any, cipher: Cipher) -> StoredEvent:
 
 _EVENTS_WRITE = """
     events_held AS (
-        SELECT * FROM jsonb_to_recordset(CAST(:events AS JSONB)) AS e(
+        SELECT * FROM jsonb_to_recordset({events}) AS e(
             ord integer, conversation_id uuid, workspace varchar, type varchar, data jsonb,
             created_at timestamptz, lock_key bigint, pending_workspace text, run_channel text, run_id text)
     ),
@@ -109,24 +117,39 @@ _EVENTS_WRITE = """
         ORDER BY h.ord
         RETURNING id, workspace, conversation_id, type
     )
-    SELECT w.id, w.type IN ({delivered}) AND (
-        EXISTS (SELECT 1 FROM webhooks k WHERE k.workspace = w.workspace)
-        OR EXISTS (
-            SELECT 1 FROM channel_bindings b
-            WHERE b.workspace = w.workspace AND b.kind IN ({kinds})
-              AND (b.conversation_id = w.conversation_id OR b.conversation_id IS NULL)
-        )
-    ) AS deliver
+    SELECT w.id, w.type IN ({delivered}) AND ({may_deliver}) AS deliver
     FROM written w
     ORDER BY w.id
-""".format(
-    delivered=", ".join(f"'{name}'" for name in sorted(DELIVERED_EVENT_TYPES)),
-    kinds=", ".join(f"'{kind.value}'" for kind in BindingKind),
-)
+"""
+_DELIVERED = ", ".join(f"'{name}'" for name in sorted(DELIVERED_EVENT_TYPES))
+_MAY_DELIVER_SQL = """
+        EXISTS (SELECT 1 FROM webhooks k WHERE k.workspace = {e}.workspace)
+        OR EXISTS (
+            SELECT 1 FROM channel_bindings b
+            WHERE b.workspace = {e}.workspace AND b.kind IN ({kinds})
+              AND (b.conversation_id = {e}.conversation_id OR b.conversation_id IS NULL)
+        )""".replace("{kinds}", ", ".join(f"'{kind.value}'" for kind in BindingKind))
+_QUIET = """quiet AS MATERIALIZED (
+        SELECT NOT EXISTS (
+            SELECT 1 FROM jsonb_to_recordset(CAST(:events AS JSONB)) AS e(
+                type varchar, workspace varchar, conversation_id uuid)
+            WHERE e.type IN ({delivered}) AND ({may_deliver})
+        ) AS ok
+    )""".format(delivered=_DELIVERED, may_deliver=_MAY_DELIVER_SQL.format(e="e"))
+"""A transaction sent as one statement (no `BEGIN`) writes nothing when one of its events may be
+delivered: the deliveries are written by later statements of the same transaction (`deliver`), so
+that statement is sent again in a transaction."""
+_GATED = "CASE WHEN EXISTS (SELECT 1 FROM go) THEN CAST(:{param} AS JSONB) ELSE CAST('[]' AS JSONB) END"
 
 
 @functools.cache
-def _held_write(inserts: tuple[str, ...], with_events: bool) -> Any:
+def _held_write(
+    inserts: tuple[str, ...],
+    with_events: bool,
+    guard: str | None = None,
+    guard_types: tuple[tuple[str, Any], ...] = (),
+    alone: bool = False,
+) -> Any:
     """A transaction's held rows (`held`: `inserts`, one CTE a table) and its events, written by
     one statement on PostgreSQL: one round trip at commit instead of one per table.
 
@@ -137,19 +160,46 @@ def _held_write(inserts: tuple[str, ...], with_events: bool) -> Any:
     webhook or a channel binding may hear of it (the look-up of `_MAY_DELIVER`), so a transaction
     whose events nothing delivers reads no more. Without events it writes the held rows alone
     (a data-modifying CTE runs whether or not the query reads it).
+
+    With a `guard` (`held.Guard`, the CTE `guard`), and when the statement is the whole transaction
+    (`alone`, sent without `BEGIN`) with events that may have to be delivered (`_QUIET`), every
+    other CTE reads its rows from `go`: one row if the statement is to write, none if not. Each
+    held document is then the empty array unless `go` has its row, and the events' locks,
+    notifications and inserts are read from that document, so a statement that is not to write
+    takes no lock, sends no notification and writes nothing: it answers no row.
     """
-    ctes = list(inserts)
+    gates: list[str] = []
+    if alone and with_events:
+        gates.append(_QUIET)
+    if guard is not None:
+        gates.append(guard.replace("WHERE ", "WHERE (SELECT ok FROM quiet) AND ", 1) if gates else guard)
+        gates.append("go AS MATERIALIZED (SELECT 1 FROM guard)")
+    elif gates:
+        gates.append("go AS MATERIALIZED (SELECT 1 FROM quiet WHERE ok)")
+    gated = bool(gates)
+
+    def document(param: str) -> str:
+        return _GATED.format(param=param) if gated else f"CAST(:{param} AS JSONB)"
+
+    params = [f"held_{i}" for i in range(len(inserts))]
+    ctes = [*gates]
+    for param, cte in zip(params, inserts, strict=True):
+        ctes.append(cte.replace(f"CAST(:{param} AS JSONB)", document(param)))
+    binds = [sa.bindparam(param, type_=sa.Text()) for param in params]
+    binds += [sa.bindparam(name, type_=type_) for name, type_ in guard_types]
     if with_events:
-        text = "WITH " + ",\n".join([*ctes, _EVENTS_WRITE])
+        events = _EVENTS_WRITE.format(
+            events=document("events"), delivered=_DELIVERED, may_deliver=_MAY_DELIVER_SQL.format(e="w")
+        )
+        text = "WITH " + ",\n".join([*ctes, events])
         return sa.text(text).bindparams(
             sa.bindparam("events", type_=sa.Text()),
             sa.bindparam("events_channel", NOTIFY_CHANNEL, type_=sa.Text()),
             sa.bindparam("pending_channel", PENDING_CHANNEL, type_=sa.Text()),
-            *(sa.bindparam(f"held_{i}", type_=sa.Text()) for i in range(len(inserts))),
+            *binds,
         )
-    return sa.text("WITH " + ",\n".join(ctes) + "\nSELECT 1").bindparams(
-        *(sa.bindparam(f"held_{i}", type_=sa.Text()) for i in range(len(inserts)))
-    )
+    answer = "SELECT 1 FROM go" if gated else "SELECT 1"
+    return sa.text("WITH " + ",\n".join(ctes) + "\n" + answer).bindparams(*binds)
 
 
 def _may_deliver() -> Any:
@@ -218,13 +268,17 @@ class SqlEventRepository:
         undelivered, self._undelivered = self._undelivered, []
         return undelivered
 
-    async def flush(self, audit: Sequence[dict[str, Any]] = ()) -> None:
+    async def flush(self, audit: Sequence[dict[str, Any]] = (), *, alone: bool = False) -> None:
         """Write `audit` (sealed audit rows, in order), the inserts the session holds (`held`) and
         the held events, in the order they were added: on PostgreSQL one statement for all, on
         SQLite one for each (and one look-up per conversation whose events a webhook or a channel
-        binding may hear of)."""
+        binding may hear of).
+
+        `alone`: on PostgreSQL, that statement is the whole transaction, sent on a connection in
+        autocommit; if it may not be (an event to deliver), it writes nothing and is sent again in
+        a transaction. A held guard that matches no row raises `GuardFailed`, nothing written."""
         if self._postgres:
-            await self._flush_postgres(audit)
+            await self._flush_postgres(audit, alone)
             return
         if audit:
             await self._session.execute(t.audit_log.insert(), list(audit))
@@ -241,28 +295,57 @@ class SqlEventRepository:
             if event.type in DELIVERED_EVENT_TYPES and await self._may_deliver(event):
                 self._undelivered.append(_stored(int(event_id or 0), event))
 
-    async def _flush_postgres(self, audit: Sequence[dict[str, Any]]) -> None:
+    async def _flush_postgres(self, audit: Sequence[dict[str, Any]], alone: bool) -> None:
         tables = take_held(self._session)
+        guard = take_guard(self._session)
         if audit:
             tables[t.audit_log] = list(audit)
         if not tables and not self._held:
+            if (
+                guard is not None
+                and not (await self._session.execute(guard_statement(guard, False), guard.params)).first()
+            ):
+                raise GuardFailed()
             return
         inserts: list[str] = []
-        params: dict[str, str] = {}
+        params: dict[str, Any] = {}
         for i, (table, rows) in enumerate(tables.items()):
             cte, values = held_params(table, rows, f"held_{i}")
             inserts.append(cte)
             params.update(values)
-        if not self._held:
-            await self._session.execute(_held_write(tuple(inserts), False), params)
-            return
+        if guard is not None:
+            params.update(guard.params)
         held, self._held = self._held, []
         plain = [_stored(0, row) for row in held]
-        params["events"] = encode_rows([dict(r, ord=i) for i, r in enumerate(self._pg_rows(held))])
-        written = (await self._session.execute(_held_write(tuple(inserts), True), params)).all()
-        self._undelivered += [
-            _stored(id_, e) for (id_, deliver), e in zip(written, plain, strict=True) if deliver
-        ]
+        if held:
+            params["events"] = encode_rows([dict(r, ord=i) for i, r in enumerate(self._pg_rows(held))])
+        gated = guard is not None or (alone and bool(held))
+        written = await self._write_held(tuple(inserts), bool(held), guard, alone, params)
+        if gated and not written and alone:
+            # Nothing written: an event to deliver, or the guard. The statement goes again, in a
+            # transaction this time (the autocommit connection goes back to the pool unused).
+            await self._session.rollback()
+            written = await self._write_held(tuple(inserts), bool(held), guard, False, params)
+        if gated and not written:
+            raise GuardFailed()
+        if held:
+            self._undelivered += [
+                _stored(id_, e) for (id_, deliver), e in zip(written, plain, strict=True) if deliver
+            ]
+
+    async def _write_held(
+        self,
+        inserts: tuple[str, ...],
+        with_events: bool,
+        guard: Guard | None,
+        alone: bool,
+        params: dict[str, Any],
+    ) -> list[Any]:
+        if guard is None:
+            statement = _held_write(inserts, with_events, None, (), alone)
+        else:
+            statement = _held_write(inserts, with_events, guard_statement(guard, True), guard.types, alone)
+        return list((await self._session.execute(statement, params)).all())
 
     async def _any_delivered(self, events: Sequence[StoredEvent]) -> bool:
         for event in events:
