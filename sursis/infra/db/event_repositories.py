@@ -37,6 +37,7 @@ WORK_CHANNEL = "sursis_work"
 """A run was queued: workers wake and claim (and the run's waiters re-read it)."""
 RUN_CHANNEL = "sursis_run"
 """A run settled (suspended, completed, failed, cancelled): its waiters re-read it."""
+AUTOCOMMIT = {"isolation_level": "AUTOCOMMIT"}
 _SETTLING = {EventType.RUN_COMPLETED.value, EventType.RUN_FAILED.value}
 _SETTLED = {s.value for s in RunStatus if s.settled}
 
@@ -186,6 +187,8 @@ class SqlEventRepository:
         if audit:
             tables[t.audit_log] = list(audit)
         if not tables and not self._held:
+            if guard is not None and alone:
+                await self._session.connection(execution_options=AUTOCOMMIT)
             if (
                 guard is not None
                 and not (await self._session.execute(guard_statement(guard, False), guard.params)).first()
@@ -205,6 +208,8 @@ class SqlEventRepository:
         if held:
             params["events"] = encode_rows([dict(r, ord=i) for i, r in enumerate(self._pg_rows(held))])
         gated = guard is not None or (alone and bool(held))
+        if alone:  # nothing was sent before: the connection is taken in autocommit
+            await self._session.connection(execution_options=AUTOCOMMIT)
         written = await self._write_held(tuple(inserts), bool(held), guard, alone, params)
         if gated and not written and alone:
             # Nothing written: an event to deliver, or the guard. The statement goes again, in a

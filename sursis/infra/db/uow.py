@@ -113,8 +113,6 @@ class SqlUnitOfWork:
             and self._engine is not None
             and pinned_sessions(self._engine)
         )
-        if alone:
-            await self.session.connection(execution_options=AUTOCOMMIT)
         await self.events.flush(audit=self.audit.take_held(), alone=alone)
         while undelivered := self.events.take_undelivered():
             for event in undelivered:
@@ -134,9 +132,6 @@ class SqlUnitOfWork:
             if self._on_runs is not None:
                 self._on_runs(frozenset(self.events.notified_runs))
             self.events.notified_runs.clear()
-
-
-AUTOCOMMIT = {"isolation_level": "AUTOCOMMIT"}
 
 
 class SqlUnitOfWorkFactory:
