@@ -127,7 +127,12 @@ class RunRepository(Protocol):
     ) -> bool:
         """End the owner's segment (and reset `claims`); `trace_context`, when given, is what the next
         segment continues. With `unless_cancel_requested`, a run asked to cancel is left as it is
-        (False), so the caller can end it as cancelled instead in the same transaction."""
+        (False), so the caller can end it as cancelled instead in the same transaction.
+
+        An implementation may hold the update to the commit when it is the transaction's first
+        statement (PostgreSQL: one statement for the whole state change): it answers True, and the
+        commit writes nothing and raises if the condition no longer holds; the caller then asks
+        again in a new transaction (the runner does)."""
         ...
 
     async def cancel_requested(self, run_id: uuid.UUID) -> bool:

@@ -4,7 +4,6 @@ never commit."""
 from __future__ import annotations
 
 import dataclasses
-import functools
 import uuid
 from collections.abc import Mapping, Sequence
 from datetime import datetime
@@ -20,17 +19,25 @@ from sursis.domain.records import StoredEvent, Webhook
 from sursis.domain.states import RunStatus
 from sursis.infra.db import channel_tables as ch
 from sursis.infra.db import tables as t
-from sursis.infra.db.held import encode_rows, held_params, take_held
+from sursis.infra.db.held import (
+    Guard,
+    GuardFailed,
+    encode_rows,
+    guard_statement,
+    held_params,
+    take_guard,
+    take_held,
+)
+from sursis.infra.db.held_write import held_write
 from sursis.infra.db.repositories.base import session_cipher
 from sursis.infra.db.rows import row_values
 from sursis.infra.db.sealing import EVENTS
 
-NOTIFY_CHANNEL = "sursis_events"
-PENDING_CHANNEL = "sursis_pending"
 WORK_CHANNEL = "sursis_work"
 """A run was queued: workers wake and claim (and the run's waiters re-read it)."""
 RUN_CHANNEL = "sursis_run"
 """A run settled (suspended, completed, failed, cancelled): its waiters re-read it."""
+AUTOCOMMIT = {"isolation_level": "AUTOCOMMIT"}
 _SETTLING = {EventType.RUN_COMPLETED.value, EventType.RUN_FAILED.value}
 _SETTLED = {s.value for s in RunStatus if s.settled}
 
@@ -78,77 +85,6 @@ def _event_from_row(row: Any, cipher: Cipher) -> StoredEvent:
         type=m["type"],
         data=m["data"],
         created_at=m["created_at"],
-    )
-
-
-_EVENTS_WRITE = """
-    events_held AS (
-        SELECT * FROM jsonb_to_recordset(CAST(:events AS JSONB)) AS e(
-            ord integer, conversation_id uuid, workspace varchar, type varchar, data jsonb,
-            created_at timestamptz, lock_key bigint, pending_workspace text, run_channel text, run_id text)
-    ),
-    locked AS MATERIALIZED (
-        SELECT count(*) AS n FROM (
-            SELECT pg_advisory_xact_lock(k.lock_key)
-            FROM (SELECT DISTINCT lock_key FROM events_held ORDER BY lock_key) k
-        ) l
-    ),
-    notified AS MATERIALIZED (
-        SELECT count(*) AS n FROM (
-            SELECT pg_notify(:events_channel, h.conversation_id::text),
-                   CASE WHEN h.pending_workspace IS NOT NULL
-                        THEN pg_notify(:pending_channel, h.pending_workspace) END,
-                   CASE WHEN h.run_channel IS NOT NULL THEN pg_notify(h.run_channel, h.run_id) END
-            FROM events_held h
-        ) n
-    ),
-    written AS (
-        INSERT INTO events (conversation_id, workspace, type, data, created_at)
-        SELECT h.conversation_id, h.workspace, h.type, h.data, h.created_at
-        FROM events_held h, locked, notified
-        ORDER BY h.ord
-        RETURNING id, workspace, conversation_id, type
-    )
-    SELECT w.id, w.type IN ({delivered}) AND (
-        EXISTS (SELECT 1 FROM webhooks k WHERE k.workspace = w.workspace)
-        OR EXISTS (
-            SELECT 1 FROM channel_bindings b
-            WHERE b.workspace = w.workspace AND b.kind IN ({kinds})
-              AND (b.conversation_id = w.conversation_id OR b.conversation_id IS NULL)
-        )
-    ) AS deliver
-    FROM written w
-    ORDER BY w.id
-""".format(
-    delivered=", ".join(f"'{name}'" for name in sorted(DELIVERED_EVENT_TYPES)),
-    kinds=", ".join(f"'{kind.value}'" for kind in BindingKind),
-)
-
-
-@functools.cache
-def _held_write(inserts: tuple[str, ...], with_events: bool) -> Any:
-    """A transaction's held rows (`held`: `inserts`, one CTE a table) and its events, written by
-    one statement on PostgreSQL: one round trip at commit instead of one per table.
-
-    Events are inserted in the order held (ids are drawn after the sort, so they increase in that
-    order). Their conversation locks are taken first, in key order, and their notifications
-    queued, before any event id is drawn: `locked` is read by the insert's join, so every lock is
-    held when the first row is produced. The statement answers each event's id and whether a
-    webhook or a channel binding may hear of it (the look-up of `_MAY_DELIVER`), so a transaction
-    whose events nothing delivers reads no more. Without events it writes the held rows alone
-    (a data-modifying CTE runs whether or not the query reads it).
-    """
-    ctes = list(inserts)
-    if with_events:
-        text = "WITH " + ",\n".join([*ctes, _EVENTS_WRITE])
-        return sa.text(text).bindparams(
-            sa.bindparam("events", type_=sa.Text()),
-            sa.bindparam("events_channel", NOTIFY_CHANNEL, type_=sa.Text()),
-            sa.bindparam("pending_channel", PENDING_CHANNEL, type_=sa.Text()),
-            *(sa.bindparam(f"held_{i}", type_=sa.Text()) for i in range(len(inserts))),
-        )
-    return sa.text("WITH " + ",\n".join(ctes) + "\nSELECT 1").bindparams(
-        *(sa.bindparam(f"held_{i}", type_=sa.Text()) for i in range(len(inserts)))
     )
 
 
@@ -219,13 +155,17 @@ class SqlEventRepository:
         undelivered, self._undelivered = self._undelivered, []
         return undelivered
 
-    async def flush(self, audit: Sequence[dict[str, Any]] = ()) -> None:
+    async def flush(self, audit: Sequence[dict[str, Any]] = (), *, alone: bool = False) -> None:
         """Write `audit` (sealed audit rows, in order), the inserts the session holds (`held`) and
         the held events, in the order they were added: on PostgreSQL one statement for all, on
         SQLite one for each (and one look-up per conversation whose events a webhook or a channel
-        binding may hear of)."""
+        binding may hear of).
+
+        `alone`: on PostgreSQL, that statement is the whole transaction, sent on a connection in
+        autocommit; if it may not be (an event to deliver), it writes nothing and is sent again in
+        a transaction. A held guard that matches no row raises `GuardFailed`, nothing written."""
         if self._postgres:
-            await self._flush_postgres(audit)
+            await self._flush_postgres(audit, alone)
             return
         if audit:
             await self._session.execute(t.audit_log.insert(), list(audit))
@@ -242,28 +182,61 @@ class SqlEventRepository:
             if event.type in DELIVERED_EVENT_TYPES and await self._may_deliver(event):
                 self._undelivered.append(_stored(int(event_id or 0), event))
 
-    async def _flush_postgres(self, audit: Sequence[dict[str, Any]]) -> None:
+    async def _flush_postgres(self, audit: Sequence[dict[str, Any]], alone: bool) -> None:
         tables = take_held(self._session)
+        guard = take_guard(self._session)
         if audit:
             tables[t.audit_log] = list(audit)
         if not tables and not self._held:
+            if guard is not None and alone:
+                await self._session.connection(execution_options=AUTOCOMMIT)
+            if (
+                guard is not None
+                and not (await self._session.execute(guard_statement(guard, False), guard.params)).first()
+            ):
+                raise GuardFailed()
             return
         inserts: list[str] = []
-        params: dict[str, str] = {}
+        params: dict[str, Any] = {}
         for i, (table, rows) in enumerate(tables.items()):
             cte, values = held_params(table, rows, f"held_{i}")
             inserts.append(cte)
             params.update(values)
-        if not self._held:
-            await self._session.execute(_held_write(tuple(inserts), False), params)
-            return
+        if guard is not None:
+            params.update(guard.params)
         held, self._held = self._held, []
         plain = [_stored(0, row) for row in held]
-        params["events"] = encode_rows([dict(r, ord=i) for i, r in enumerate(self._pg_rows(held))])
-        written = (await self._session.execute(_held_write(tuple(inserts), True), params)).all()
-        self._undelivered += [
-            _stored(id_, e) for (id_, deliver), e in zip(written, plain, strict=True) if deliver
-        ]
+        if held:
+            params["events"] = encode_rows([dict(r, ord=i) for i, r in enumerate(self._pg_rows(held))])
+        gated = guard is not None or (alone and bool(held))
+        if alone:  # nothing was sent before: the connection is taken in autocommit
+            await self._session.connection(execution_options=AUTOCOMMIT)
+        written = await self._write_held(tuple(inserts), bool(held), guard, alone, params)
+        if gated and not written and alone:
+            # Nothing written: an event to deliver, or the guard. The statement goes again, in a
+            # transaction this time (the autocommit connection goes back to the pool unused).
+            await self._session.rollback()
+            written = await self._write_held(tuple(inserts), bool(held), guard, False, params)
+        if gated and not written:
+            raise GuardFailed()
+        if held:
+            self._undelivered += [
+                _stored(id_, e) for (id_, deliver), e in zip(written, plain, strict=True) if deliver
+            ]
+
+    async def _write_held(
+        self,
+        inserts: tuple[str, ...],
+        with_events: bool,
+        guard: Guard | None,
+        alone: bool,
+        params: dict[str, Any],
+    ) -> list[Any]:
+        if guard is None:
+            statement = held_write(inserts, with_events, None, (), alone)
+        else:
+            statement = held_write(inserts, with_events, guard_statement(guard, True), guard.types, alone)
+        return list((await self._session.execute(statement, params)).all())
 
     async def _any_delivered(self, events: Sequence[StoredEvent]) -> bool:
         for event in events:

@@ -11,6 +11,13 @@ transaction still reads its own writes, and rows are written in the order they w
 
 Rows travel as one JSON document per table, read back by `jsonb_to_recordset` with the table's
 column types, inserted in the order held.
+
+A conditional state change that is the transaction's first statement (a run's end or suspension,
+conditional on its lease) may be held too, as the statement's guard (`hold_guard`): the one row it
+updates is the condition of every other write of the statement, so a guard that matches nothing
+writes nothing, and the commit raises `GuardFailed` for the caller to handle as it handled the
+update's answer. A transaction whose only statement is that one is sent without `BEGIN` and
+`COMMIT` (`uow.SqlUnitOfWork.commit`).
 """
 
 from __future__ import annotations
@@ -24,10 +31,14 @@ from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
+from sqlalchemy import event
 from sqlalchemy.dialects import postgresql
 from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.orm import Session
 
 HELD_KEY = "sursis.held"
+GUARD_KEY = "sursis.guard"
+BEGUN_KEY = "sursis.begun"
 READ_AHEAD_KEY = "sursis.log_read_ahead"
 _DIALECT = postgresql.dialect()  # type: ignore[no-untyped-call]
 
@@ -60,9 +71,69 @@ def take_held(session: AsyncSession) -> Held:
     return held
 
 
+class UnitSession(Session):
+    """The sessions of units of work: they remember whether a statement was sent (`begun`)."""
+
+
+@event.listens_for(UnitSession, "after_begin")
+def _on_begin(session: Session, _transaction: Any, _connection: Any) -> None:
+    session.info[BEGUN_KEY] = True
+
+
+def begun(session: AsyncSession) -> bool:
+    """Whether the session's transaction has sent anything (taken a connection) yet."""
+    return bool(session.info.get(BEGUN_KEY))
+
+
+class GuardFailed(Exception):
+    """The held state change matched no row (`hold_guard`): the transaction wrote nothing."""
+
+
+@dataclass(frozen=True)
+class Guard:
+    """A conditional `UPDATE` held to the commit: `sql` is the update with `RETURNING` (its bound
+    parameters in `params`); the statement that writes what is held runs it first, as its CTE
+    `guard`, and writes the rest only if it updated a row."""
+
+    sql: str
+    params: dict[str, Any]
+    types: tuple[tuple[str, Any], ...]
+
+
+def may_guard(session: AsyncSession) -> bool:
+    """Whether a conditional update may be held as this transaction's guard: on PostgreSQL, as its
+    first statement (nothing sent, nothing held before it)."""
+    return (
+        holds(session)
+        and not begun(session)
+        and GUARD_KEY not in session.info
+        and HELD_KEY not in session.info
+    )
+
+
+def hold_guard(session: AsyncSession, guard: Guard) -> None:
+    session.info[GUARD_KEY] = guard
+
+
+def take_guard(session: AsyncSession) -> Guard | None:
+    guard: Guard | None = session.info.pop(GUARD_KEY, None)
+    return guard
+
+
+def guard_statement(guard: Guard, cte: bool) -> Any:
+    """The guard as a statement of its own, or (`cte`) as the text of the CTE `guard`."""
+    if cte:
+        return f"guard AS ({guard.sql})"
+    return sa.text(guard.sql).bindparams(*(sa.bindparam(n, type_=t) for n, t in guard.types))
+
+
 async def flush_held(session: AsyncSession) -> None:
     """Write everything held now, in the order first held, before the transaction reads or changes
-    a table that may be held."""
+    a table that may be held. A held guard runs first, as a statement of its own; one that matches
+    no row raises `GuardFailed` (the caller's transaction rolls back)."""
+    guard = take_guard(session)
+    if guard is not None and not (await session.execute(guard_statement(guard, False), guard.params)).first():
+        raise GuardFailed()
     for target, rows in take_held(session).items():
         if isinstance(target, HeldUpdate):
             statement = sa.text(target.sql.format(param="rows")).bindparams(

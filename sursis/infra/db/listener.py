@@ -17,7 +17,7 @@ from typing import Any
 
 from sursis.domain.notified_cache import Invalidations
 from sursis.infra.db.access_repositories import KEY_CHANNEL
-from sursis.infra.db.event_repositories import NOTIFY_CHANNEL, PENDING_CHANNEL
+from sursis.infra.db.held_write import NOTIFY_CHANNEL, PENDING_CHANNEL
 from sursis.infra.db.listen_connection import Callback, ListenConnection, Subscription
 
 

@@ -10,14 +10,18 @@ statement outside a transaction may be prepared on one server connection and exe
 So every new connection starts in the safe way (unnamed statements, no statement cache: see
 `engine.create_engine`) and asks the server which backend it is talking to: PostgreSQL's own
 `BackendKeyData` at the start of a session names its backend process, a pooler makes one up. A
-connection whose backend is the one it was told of is a session: its statements are cached and
-named again, as asyncpg does by default. Readers use autocommit only while every connection of
+connection whose backend is the one it was told of is a session: its statements are named
+(`statement_name`), cached in SQLAlchemy's cache of that connection, and so parsed and planned once
+per connection instead of at every execution. The cache belongs to the driver connection: a
+connection opened after a failover or a restart starts with an empty one, so it never executes a
+statement prepared on another server. Readers use autocommit only while every connection of
 the engine has been such a session (`pinned_sessions`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import itertools
 from dataclasses import dataclass
 from typing import Any
 from weakref import WeakKeyDictionary
@@ -44,6 +48,14 @@ class SessionCount:
 
 
 _COUNTS: WeakKeyDictionary[Engine, SessionCount] = WeakKeyDictionary()
+_NAMES = itertools.count(1)
+
+
+def statement_name() -> str:
+    """A name no other statement of this process has: a session connection's prepared statements
+    are named, so the server keeps them parsed and planned (an unnamed statement is parsed again at
+    every execution; asyncpg's own naming needs its statement cache, turned off for poolers)."""
+    return f"__sursis_{next(_NAMES):x}__"
 
 
 FIRST_STATEMENT_SECONDS = 10.0
@@ -87,9 +99,9 @@ def watch_sessions(engine: AsyncEngine) -> None:
             count.pooled += 1
             return
         count.sessions += 1
-        # SQLAlchemy's asyncpg adapter: cache prepared statements, let asyncpg name them.
+        # SQLAlchemy's asyncpg adapter: cache prepared statements, each under a name of its own.
         dbapi_connection._prepared_statement_cache = util.LRUCache(STATEMENT_CACHE_SIZE)
-        dbapi_connection._prepared_statement_name_func = dbapi_connection._default_name_func
+        dbapi_connection._prepared_statement_name_func = statement_name
 
 
 def pinned_sessions(engine: AsyncEngine) -> bool:

@@ -18,6 +18,7 @@ from sursis.infra.db.customer_repository import SqlWorkspaceRepository
 from sursis.infra.db.delegation_repository import SqlDelegationRepository
 from sursis.infra.db.engine import reader_options
 from sursis.infra.db.event_repositories import SqlEventRepository, SqlWebhookRepository
+from sursis.infra.db.held import UnitSession, begun, holds
 from sursis.infra.db.ops_repository import SqlOpsRepository
 from sursis.infra.db.outbox_repository import SqlOutboxRepository
 from sursis.infra.db.policy_repository import SqlPolicyRepository
@@ -50,13 +51,17 @@ class SqlUnitOfWork:
         on_runs: RunsListener | None = None,
         *,
         read_only: bool = False,
+        engine: AsyncEngine | None = None,
     ) -> None:
+        """`engine`: the engine whose connections tell whether a transaction may be sent as one
+        statement without `BEGIN` (`commit`); without it, never."""
         self._sessions = sessions
         self._on_events = on_events
         self._on_pending = on_pending
         self._on_runs = on_runs
         self._read_only = read_only
         self._committed = False
+        self._engine = engine
 
     async def __aenter__(self) -> Self:
         self.session = self._sessions()
@@ -95,9 +100,20 @@ class SqlUnitOfWork:
         return self._committed
 
     async def commit(self) -> None:
+        """Write what is held, deliver the events that need it, commit. On PostgreSQL, a
+        transaction that sent nothing before is its last statement alone: sent on a connection in
+        autocommit, without `BEGIN` and `COMMIT` (a statement is atomic on its own), as long as
+        the engine's connections are sessions of their own (behind a transaction pooler the
+        statement keeps its transaction)."""
         if self._read_only:
             raise RuntimeError("a reader unit of work does not commit: use the factory's unit of work")
-        await self.events.flush(audit=self.audit.take_held())
+        alone = (
+            holds(self.session)
+            and not begun(self.session)
+            and self._engine is not None
+            and pinned_sessions(self._engine)
+        )
+        await self.events.flush(audit=self.audit.take_held(), alone=alone)
         while undelivered := self.events.take_undelivered():
             for event in undelivered:
                 await deliver(self, event)
@@ -134,12 +150,18 @@ class SqlUnitOfWorkFactory:
         self.on_runs = on_runs
         self.cipher = cipher
         info = {"cipher": cipher} if cipher is not None else None
-        self._sessions = async_sessionmaker(engine, expire_on_commit=False, info=info)
+        self._sessions = async_sessionmaker(
+            engine, expire_on_commit=False, info=info, sync_session_class=UnitSession
+        )
         reader = engine.execution_options(**reader_options(engine))
-        self._readers = async_sessionmaker(reader, expire_on_commit=False, info=info)
+        self._readers = async_sessionmaker(
+            reader, expire_on_commit=False, info=info, sync_session_class=UnitSession
+        )
 
     def __call__(self) -> SqlUnitOfWork:
-        return SqlUnitOfWork(self._sessions, self.on_events, self.on_pending, self.on_runs)
+        return SqlUnitOfWork(
+            self._sessions, self.on_events, self.on_pending, self.on_runs, engine=self.engine
+        )
 
     def reader(self) -> SqlUnitOfWork:
         """Reads without a transaction: on PostgreSQL the connection is in autocommit (no BEGIN

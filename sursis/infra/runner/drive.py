@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from contextlib import AsyncExitStack
+from contextlib import AsyncExitStack, suppress
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,6 +28,7 @@ from sursis.domain.records import PendingCall, Run, RunError, ToolCallRecord
 from sursis.domain.states import RunStatus
 from sursis.infra.agents.agent_deps import DepsFactoryFailed, OpenedDeps, RunInfo
 from sursis.infra.agents.run_deps import RunDeps, current_run_deps
+from sursis.infra.db.held import GuardFailed
 from sursis.infra.faults import crash_point
 from sursis.infra.runner.base import log
 from sursis.infra.runner.events import Announced
@@ -113,11 +114,12 @@ class AgentRunner(Suspending, Leases, Streaming):
                 return None
             except NotReady as exc:
                 log.error("run.queued_while_awaiting", error=str(exc))
-                async with self._uow() as uow:
-                    await uow.runs.finish(
-                        run.id, owner, RunStatus.SUSPENDED, self._clock(), awaiting_count=exc.awaiting
-                    )
-                    await uow.commit()
+                with suppress(GuardFailed):  # a lost lease: nothing to put back
+                    async with self._uow() as uow:
+                        await uow.runs.finish(
+                            run.id, owner, RunStatus.SUSPENDED, self._clock(), awaiting_count=exc.awaiting
+                        )
+                        await uow.commit()
                 return RunStatus.SUSPENDED
             except Interrupted:
                 async with self._uow() as uow:

@@ -17,6 +17,7 @@ from sursis.domain.ports import UnitOfWork
 from sursis.domain.records import Run, RunError, Usage
 from sursis.domain.run_lifecycle import ToolEvents
 from sursis.domain.states import RunStatus
+from sursis.infra.db.held import GuardFailed
 from sursis.infra.runner.base import ACTOR, log
 from sursis.infra.runner.events import EventPublishing
 from sursis.infra.runner.leases import LeaseLost
@@ -61,25 +62,47 @@ class Ending(EventPublishing):
     ) -> RunStatus:
         now = self._clock()
         tool_events = self._tool_events(run, messages, announced)
-        async with self._uow() as uow:
-            completing = status is RunStatus.COMPLETED
-            last_seq = await self._end(
-                uow,
-                run,
-                owner,
-                messages,
-                status,
-                usage,
-                now,
-                output=output,
-                error=error,
-                announced=announced,
-                tool_events=tool_events,
-                unless_cancel_requested=completing,
-            )
-            if last_seq is False and completing and await uow.runs.cancel_requested(run.id):
-                # A cancel that came after the last persistence point still wins; the answer stays
-                # in the log.
+        completing = status is RunStatus.COMPLETED
+        try:
+            async with self._uow() as uow:
+                last_seq = await self._end(
+                    uow,
+                    run,
+                    owner,
+                    messages,
+                    status,
+                    usage,
+                    now,
+                    output=output,
+                    error=error,
+                    announced=announced,
+                    tool_events=tool_events,
+                    unless_cancel_requested=completing,
+                )
+                if last_seq is False and completing and await uow.runs.cancel_requested(run.id):
+                    # A cancel that came after the last persistence point still wins; the answer
+                    # stays in the log.
+                    status, output = RunStatus.CANCELLED, None
+                    last_seq = await self._end(
+                        uow,
+                        run,
+                        owner,
+                        messages,
+                        status,
+                        usage,
+                        now,
+                        announced=announced,
+                        tool_events=tool_events,
+                    )
+                if last_seq is False:
+                    raise LeaseLost()
+                await uow.commit()
+        except GuardFailed:
+            # On PostgreSQL the end was held to the commit, which found the lease gone (or, for a
+            # completion, a cancel requested) and wrote nothing: asked again in a transaction.
+            async with self._uow() as uow:
+                if not (completing and await uow.runs.cancel_requested(run.id)):
+                    raise LeaseLost() from None
                 status, output = RunStatus.CANCELLED, None
                 last_seq = await self._end(
                     uow,
@@ -92,9 +115,9 @@ class Ending(EventPublishing):
                     announced=announced,
                     tool_events=tool_events,
                 )
-            if last_seq is False:
-                raise LeaseLost()
-            await uow.commit()
+                if last_seq is False:
+                    raise LeaseLost() from None
+                await uow.commit()
         self._appended(announced, last_seq)
         self._metrics.run_status(status)
         log.info(f"run.{status.value}", error=error.code if error else None, usage=usage.to_json())

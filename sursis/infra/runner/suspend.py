@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from pydantic_ai.messages import (
     ModelMessage,
@@ -12,11 +12,14 @@ from pydantic_ai.tools import DeferredToolRequests
 
 from sursis.domain import run_lifecycle
 from sursis.domain.policy_decisions import PolicyDecision
+from sursis.domain.ports import UnitOfWork
 from sursis.domain.records import PendingCall, Run, Usage
+from sursis.domain.run_lifecycle import ToolEvents
 from sursis.domain.sanitize import args_hash
 from sursis.domain.states import PendingStatus, RunStatus
 from sursis.domain.tools import Executor, ToolApprovalRequest
 from sursis.infra.agents.nested import deferred_targets
+from sursis.infra.db.held import GuardFailed
 from sursis.infra.runner.base import ACTOR, log
 from sursis.infra.runner.finish import Ending
 from sursis.infra.runner.leases import LeaseLost
@@ -72,46 +75,33 @@ class Suspending(Ending):
                 )
             )
         tool_events = self._tool_events(run, messages, announced)
-        async with self._uow() as uow:
-            suspended = await run_lifecycle.suspend(
-                uow,
-                run,
-                owner,
-                calls,
-                usage,
-                now,
-                actor=ACTOR,
-                tool_events=tool_events,
-                trace_context=current_trace_context(),
-                unless_cancel_requested=True,
-            )
-            if not suspended and await uow.runs.cancel_requested(run.id):
-                # Cancelled after the last persistence point: nobody is asked. The calls stay
-                # unanswered in the log and the next message tells the model they were not performed.
-                details = {"calls_not_requested": len(calls)}
-                last_seq = await self._end(
+        try:
+            async with self._uow() as uow:
+                suspended = await run_lifecycle.suspend(
                     uow,
                     run,
                     owner,
-                    messages,
-                    RunStatus.CANCELLED,
+                    calls,
                     usage,
                     now,
-                    announced=announced,
-                    details=details,
+                    actor=ACTOR,
                     tool_events=tool_events,
+                    trace_context=current_trace_context(),
+                    unless_cancel_requested=True,
                 )
-                if last_seq is False:
-                    raise LeaseLost()
+                if not suspended:
+                    return await self._not_suspended(
+                        uow, run, owner, messages, calls, usage, now, announced, tool_events
+                    )
+                last_seq = await self._append(uow, run, messages, now, announced)
                 await uow.commit()
-                self._appended(announced, last_seq)
-                self._metrics.run_status(RunStatus.CANCELLED)
-                log.info("run.cancelled", usage=usage.to_json(), **details)
-                return RunStatus.CANCELLED
-            if not suspended:
-                raise LeaseLost()
-            last_seq = await self._append(uow, run, messages, now, announced)
-            await uow.commit()
+        except GuardFailed:
+            # On PostgreSQL the suspension was held to the commit, which found the lease gone or a
+            # cancel requested and wrote nothing: the same question again, in a transaction of its own.
+            async with self._uow() as uow:
+                return await self._not_suspended(
+                    uow, run, owner, messages, calls, usage, now, announced, tool_events
+                )
         self._appended(announced, last_seq)
         self._metrics.run_status(RunStatus.SUSPENDED)
         for call in calls:
@@ -125,6 +115,45 @@ class Suspending(Ending):
             )
         log.info("run.suspended", pending=len(calls), usage=usage.to_json())
         return RunStatus.SUSPENDED
+
+    async def _not_suspended(
+        self,
+        uow: UnitOfWork,
+        run: Run,
+        owner: str,
+        messages: Sequence[ModelMessage],
+        calls: Sequence[PendingCall],
+        usage: Usage,
+        now: datetime,
+        announced: set[str],
+        tool_events: ToolEvents,
+    ) -> RunStatus:
+        """The suspension was refused: the run is cancelled if a cancel was requested and the lease
+        is still `owner`'s, else the lease was lost (`LeaseLost`)."""
+        if not await uow.runs.cancel_requested(run.id):
+            raise LeaseLost()
+        # Cancelled after the last persistence point: nobody is asked. The calls stay
+        # unanswered in the log and the next message tells the model they were not performed.
+        details = {"calls_not_requested": len(calls)}
+        last_seq = await self._end(
+            uow,
+            run,
+            owner,
+            messages,
+            RunStatus.CANCELLED,
+            usage,
+            now,
+            announced=announced,
+            details=details,
+            tool_events=tool_events,
+        )
+        if last_seq is False:
+            raise LeaseLost()
+        await uow.commit()
+        self._appended(announced, last_seq)
+        self._metrics.run_status(RunStatus.CANCELLED)
+        log.info("run.cancelled", usage=usage.to_json(), **details)
+        return RunStatus.CANCELLED
 
 
 def _wait_for(policy: PolicyDecision | None, declared: timedelta) -> timedelta:

@@ -21,7 +21,7 @@ from sursis.domain.records import (
 )
 from sursis.domain.states import RunStatus
 from sursis.infra.db import tables as t
-from sursis.infra.db.held import flush_held, hold, holds, read_ahead
+from sursis.infra.db.held import Guard, flush_held, hold, hold_guard, holds, may_guard, read_ahead
 from sursis.infra.db.repositories.base import SqlRepository, rowcount
 from sursis.infra.db.rows import record_from_row, row_values
 from sursis.infra.db.sealing import RUNS
@@ -163,6 +163,33 @@ def _finish_statement(with_usage: bool, with_trace_context: bool, unless_cancel_
             **extra,
         )
     )
+
+
+_GUARD_SET = ("status", "output", "error", "awaiting_count", "updated_at", "finished_at")
+
+
+@functools.cache
+def _finish_guard(
+    with_usage: bool, with_trace_context: bool, unless_cancel_requested: bool
+) -> tuple[str, Any]:
+    """`_finish_statement` as the text of a held guard (`held.Guard`): the run's end or suspension
+    conditional on the lease, answering the run's id when it holds. Its parameters are `g_`
+    and the column's name (the values `finish` binds), typed as the columns."""
+    names = [*_GUARD_SET]
+    if with_usage:
+        names.append("usage")
+    if with_trace_context:
+        names.append("trace_context")
+    sets = ", ".join(f"{name} = :g_{name}" for name in names)
+    condition = "id = :g_id AND lease_owner = :g_lease_owner AND status = '" + _RUNNING + "'"
+    if unless_cancel_requested:
+        condition += " AND cancel_requested IS FALSE"
+    sql = (
+        f"UPDATE runs SET {sets}, lease_owner = NULL, lease_expires_at = NULL, claims = 0 "
+        f"WHERE {condition} RETURNING id"
+    )
+    types = tuple((f"g_{name}", _c[name].type) for name in [*names, "id", "lease_owner"])
+    return sql, types
 
 
 class SqlRunRepository(SqlRepository):
@@ -364,5 +391,13 @@ class SqlRunRepository(SqlRepository):
             params["b_usage"] = usage.to_json()
         if trace_context is not None:
             params["b_trace_context"] = trace_context
-        statement = _finish_statement(usage is not None, trace_context is not None, unless_cancel_requested)
-        return rowcount(await self._execute(statement, params)) == 1
+        shape = (usage is not None, trace_context is not None, unless_cancel_requested)
+        if may_guard(self._session):
+            # The transaction's first statement: held as the guard of the statement that writes
+            # the rest at commit, which raises `GuardFailed` if the lease was lost (`held`).
+            sql, types = _finish_guard(*shape)
+            names = {"b_run_id": "g_id", "b_owner": "g_lease_owner", "b_now": "g_updated_at"}
+            guarded = {names.get(key, "g_" + key.removeprefix("b_")): value for key, value in params.items()}
+            hold_guard(self._session, Guard(sql, guarded, types))
+            return True
+        return rowcount(await self._execute(_finish_statement(*shape), params)) == 1
