@@ -8,7 +8,7 @@ from typing import TextIO
 
 import structlog
 from opentelemetry import trace
-from structlog.typing import EventDict, WrappedLogger
+from structlog.typing import EventDict, ExcInfo, WrappedLogger
 
 from sursis.domain.sanitize import redact
 
@@ -55,6 +55,20 @@ def redact_secrets(_: WrappedLogger, __: str, event: EventDict) -> EventDict:
     return event
 
 
+def console_traceback(sio: TextIO, exc_info: ExcInfo) -> None:
+    """A traceback on the console, drawn by Rich when it is installed (imported here, at the first
+    traceback, not with structlog: see `sursis.app`). Local variables of a traceback can hold
+    request headers (API keys): they are never printed."""
+    try:
+        from rich.console import Console
+        from rich.traceback import Traceback
+    except ImportError:
+        structlog.dev.plain_traceback(sio, exc_info)
+        return
+    sio.write("\n")
+    Console(file=sio, color_system="truecolor").print(Traceback.from_exception(*exc_info, show_locals=False))
+
+
 def configure_logging(
     level: str = "INFO", json_logs: bool | None = None, stream: TextIO | None = None
 ) -> None:
@@ -78,10 +92,7 @@ def configure_logging(
     renderer: structlog.typing.Processor = (
         structlog.processors.JSONRenderer()
         if json_logs
-        else structlog.dev.ConsoleRenderer(
-            # Local variables of a traceback can hold request headers (API keys): never print them.
-            exception_formatter=structlog.dev.RichTracebackFormatter(show_locals=False)
-        )
+        else structlog.dev.ConsoleRenderer(exception_formatter=console_traceback)
     )
     structlog.configure(
         processors=[
