@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import logging
 import sys
+from functools import lru_cache
 from typing import TextIO
 
 import structlog
 from opentelemetry import trace
 from structlog.typing import EventDict, ExcInfo, WrappedLogger
 
-from sursis.domain.sanitize import redact
+from sursis.domain.sanitize import MASK, is_secret_key, redact
 
 # Fields whose values are the service's own identifiers and vocabulary: never masked. (`event`
 # is masked: for library records it is the free-text message.)
@@ -46,12 +47,26 @@ def add_trace_id(_: WrappedLogger, __: str, event: EventDict) -> EventDict:
     return event
 
 
+_PLAIN, _MASKED, _SECRET = range(3)
+
+
+@lru_cache(maxsize=1024)
+def _field_rule(key: str) -> int:
+    """How a field is masked, decided once per field name (log lines reuse a few dozen)."""
+    # `*_at` fields are timestamps by the service's naming: kept whole, never searched for numbers.
+    if key in PLAIN_FIELDS or key.startswith("_") or key.endswith("_at"):
+        return _PLAIN
+    return _SECRET if is_secret_key(key) else _MASKED
+
+
 def redact_secrets(_: WrappedLogger, __: str, event: EventDict) -> EventDict:
     """Mask secrets and personal data in every field (exception text included) before rendering."""
     for key, value in list(event.items()):
-        # `*_at` fields are timestamps by the service's naming: kept whole, never searched for numbers.
-        if key not in PLAIN_FIELDS and not key.startswith("_") and not key.endswith("_at"):
-            event[key] = redact(value, key)
+        rule = _field_rule(key) if isinstance(key, str) else _MASKED
+        if rule == _MASKED:
+            event[key] = redact(value)
+        elif rule == _SECRET:
+            event[key] = MASK
     return event
 
 
@@ -96,6 +111,8 @@ def configure_logging(
     )
     structlog.configure(
         processors=[
+            # A line below the logger's level is dropped before anything is built for it.
+            structlog.stdlib.filter_by_level,
             *shared,
             structlog.processors.format_exc_info,
             structlog.stdlib.ProcessorFormatter.wrap_for_formatter,
@@ -155,6 +172,7 @@ def quiet_unless_configured() -> None:
         return
     structlog.configure(
         processors=[
+            structlog.stdlib.filter_by_level,
             structlog.contextvars.merge_contextvars,
             redact_secrets,
             structlog.processors.format_exc_info,
