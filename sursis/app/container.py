@@ -10,7 +10,6 @@ import structlog
 from pydantic_ai.models import Model
 
 from sursis.app.agent_loading import BUILT_IN, check_no_clash, select_agents
-from sursis.app.bridges import ask_world_bridge
 from sursis.app.channel_wiring import channel_loops
 from sursis.app.policy_wiring import PolicyCaches, policy_parts
 from sursis.app.settings import Settings
@@ -45,7 +44,6 @@ from sursis.infra.agents.declarations import AgentDefinition, DeclaredToolCatalo
 from sursis.infra.agents.models import build_model
 from sursis.infra.agents.ops import ops_agent
 from sursis.infra.agents.run_deps import PreApprovalPolicy
-from sursis.infra.customer.supervisor import customer_agents
 from sursis.infra.db.encryption_state import EncryptionState
 from sursis.infra.db.engine import is_sqlite
 from sursis.infra.db.errors import database_unreachable
@@ -152,11 +150,14 @@ def agent_definitions(
     loaded: Iterable[AgentDefinition] = (),
 ) -> dict[str, AgentDefinition]:
     """The built-in agents of the named groups (`ops` comes with the World Agent it asks); the
-    customer supervisor may consult the `loaded` agents adopted with `supervisor="customer"`."""
+    customer supervisor may consult the `loaded` agents adopted with `supervisor="customer"`.
+    A group's modules are imported only when it is served."""
     worlds = worlds or build_worlds(uow, utcnow)
     wanted = set(groups)
     definitions: list[AgentDefinition] = []
     if "ops" in wanted:
+        from sursis.app.bridges import ask_world_bridge
+
         definitions.append(
             ops_agent(
                 uow, ask_world=ask_world_bridge(worlds.runner), extra_tools=worlds.workspace_memory_tools()
@@ -167,6 +168,8 @@ def agent_definitions(
     if wanted & {"ops", "world"}:
         definitions.append(worlds.definition)
     if "customer" in wanted:
+        from sursis.infra.customer.supervisor import customer_agents
+
         definitions += customer_agents(uow, [d for d in loaded if d.supervisor == "customer"])
     return {d.name: d for d in definitions}
 
@@ -286,7 +289,7 @@ def build_container(
         history_cache_messages=settings.history_cache_messages,
         history_turns=settings.history_turns,
     )
-    worlds.runner.bind(runner)
+    worlds.bind(runner)
     deliverer = WebhookDeliverer(
         uow,
         DeliveryPolicy(

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import logging
 import sys
+from functools import lru_cache
 from typing import TextIO
 
 import structlog
 from opentelemetry import trace
-from structlog.typing import EventDict, WrappedLogger
+from structlog.typing import EventDict, ExcInfo, WrappedLogger
 
-from sursis.domain.sanitize import redact
+from sursis.domain.sanitize import MASK, is_secret_key, redact
 
 # Fields whose values are the service's own identifiers and vocabulary: never masked. (`event`
 # is masked: for library records it is the free-text message.)
@@ -46,13 +47,41 @@ def add_trace_id(_: WrappedLogger, __: str, event: EventDict) -> EventDict:
     return event
 
 
+_PLAIN, _MASKED, _SECRET = range(3)
+
+
+@lru_cache(maxsize=1024)
+def _field_rule(key: str) -> int:
+    """How a field is masked, decided once per field name (log lines reuse a few dozen)."""
+    # `*_at` fields are timestamps by the service's naming: kept whole, never searched for numbers.
+    if key in PLAIN_FIELDS or key.startswith("_") or key.endswith("_at"):
+        return _PLAIN
+    return _SECRET if is_secret_key(key) else _MASKED
+
+
 def redact_secrets(_: WrappedLogger, __: str, event: EventDict) -> EventDict:
     """Mask secrets and personal data in every field (exception text included) before rendering."""
     for key, value in list(event.items()):
-        # `*_at` fields are timestamps by the service's naming: kept whole, never searched for numbers.
-        if key not in PLAIN_FIELDS and not key.startswith("_") and not key.endswith("_at"):
-            event[key] = redact(value, key)
+        rule = _field_rule(key) if isinstance(key, str) else _MASKED
+        if rule == _MASKED:
+            event[key] = redact(value)
+        elif rule == _SECRET:
+            event[key] = MASK
     return event
+
+
+def console_traceback(sio: TextIO, exc_info: ExcInfo) -> None:
+    """A traceback on the console, drawn by Rich when it is installed (imported here, at the first
+    traceback, not with structlog: see `sursis.app`). Local variables of a traceback can hold
+    request headers (API keys): they are never printed."""
+    try:
+        from rich.console import Console
+        from rich.traceback import Traceback
+    except ImportError:
+        structlog.dev.plain_traceback(sio, exc_info)
+        return
+    sio.write("\n")
+    Console(file=sio, color_system="truecolor").print(Traceback.from_exception(*exc_info, show_locals=False))
 
 
 def configure_logging(
@@ -78,13 +107,12 @@ def configure_logging(
     renderer: structlog.typing.Processor = (
         structlog.processors.JSONRenderer()
         if json_logs
-        else structlog.dev.ConsoleRenderer(
-            # Local variables of a traceback can hold request headers (API keys): never print them.
-            exception_formatter=structlog.dev.RichTracebackFormatter(show_locals=False)
-        )
+        else structlog.dev.ConsoleRenderer(exception_formatter=console_traceback)
     )
     structlog.configure(
         processors=[
+            # A line below the logger's level is dropped before anything is built for it.
+            structlog.stdlib.filter_by_level,
             *shared,
             structlog.processors.format_exc_info,
             structlog.stdlib.ProcessorFormatter.wrap_for_formatter,
@@ -144,6 +172,7 @@ def quiet_unless_configured() -> None:
         return
     structlog.configure(
         processors=[
+            structlog.stdlib.filter_by_level,
             structlog.contextvars.merge_contextvars,
             redact_secrets,
             structlog.processors.format_exc_info,

@@ -28,9 +28,7 @@ from sursis.domain.states import Decision, PendingStatus
 from sursis.domain.tools import PendingKind
 from sursis.infra.agents.declarations import AgentDefinition
 from sursis.infra.db.migrations import upgrade_async
-from sursis.infra.demo import seed_demo
 from sursis.infra.telemetry import Telemetry
-from sursis.infra.worlds.memory import MemoryScope
 
 EMBEDDED = "embedded"
 """The actor of embedded calls unless `Service.open(actor=...)` names another."""
@@ -304,6 +302,8 @@ class Service:
     async def seed_demo(self, workspace: str = "default") -> int:
         """The demo dead letters and clusters the `ops` agent works on, unless they exist (as
         `sursis demo seed`); returns how many dead letters were added."""
+        from sursis.infra.demo import seed_demo
+
         return await seed_demo(self.container.uow, workspace, utcnow())
 
     async def recall_memory(
@@ -318,6 +318,8 @@ class Service:
         """What `agent`'s `recall` tool finds for `query` outside any conversation: its persistent
         memories of `workspace` (of one world when `world_id` is given), best match first, each as
         `{"id", "tier", "kind", "text", "score"}`."""
+        from sursis.infra.worlds.memory import MemoryScope
+
         world = _id(world_id) if world_id is not None else None
         scope = MemoryScope(workspace, agent, world, uuid.uuid4(), uuid.uuid4())
         return await self.container.worlds.memory.recall(scope, query, limit)

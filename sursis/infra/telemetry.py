@@ -18,6 +18,7 @@ from opentelemetry import metrics, trace
 from opentelemetry.context import Context
 from opentelemetry.exporter.prometheus import PrometheusMetricReader
 from opentelemetry.metrics import CallbackOptions, Observation
+from opentelemetry.sdk.metrics import AlwaysOffExemplarFilter, ExemplarFilter
 from opentelemetry.sdk.metrics import MeterProvider as SdkMeterProvider
 from opentelemetry.sdk.metrics.export import MetricReader, PeriodicExportingMetricReader
 from opentelemetry.sdk.resources import SERVICE_NAME, Resource
@@ -30,7 +31,7 @@ from prometheus_client.exposition import choose_encoder
 from pydantic_ai.capabilities import Instrumentation
 from pydantic_ai.models.instrumented import InstrumentationSettings
 
-from sursis.domain.records import PendingCall, ToolCallMetadata
+from sursis.domain.records import PendingCall, Run, ToolCallMetadata
 from sursis.domain.states import PendingStatus, RunStatus
 from sursis.domain.tools import PendingKind
 
@@ -38,6 +39,7 @@ INSTRUMENTATION_SCOPE = "sursis"
 TOOL_SECONDS_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 DECISION_SECONDS_BUCKETS = (1, 5, 15, 30, 60, 300, 900, 1800, 3600, 4 * 3600, 12 * 3600, 24 * 3600, 48 * 3600)
 ACTIVE_RUN_STATUSES = (RunStatus.QUEUED, RunStatus.RUNNING, RunStatus.SUSPENDED)
+MAX_LABEL_SETS = 4096
 
 _W3C = TraceContextTextMapPropagator()
 
@@ -94,6 +96,9 @@ class OtelMetrics:
         )
         self._awaiting: dict[PendingKind, int] = {}
         self._active: dict[RunStatus, int] = {}
+        # Label sets built once: by status, and by (tool, agent, outcome) as calls meet them.
+        self._status_labels = {status: {"status": status.value} for status in RunStatus}
+        self._tool_labels: dict[tuple[str, str, str], dict[str, str]] = {}
         meter.create_observable_gauge(
             "sursis.pending.awaiting",
             callbacks=[self._observe_awaiting],
@@ -108,7 +113,7 @@ class OtelMetrics:
         )
 
     def run_status(self, status: RunStatus) -> None:
-        self._runs.add(1, {"status": status.value})
+        self._runs.add(1, self._status_labels[status])
 
     def pending_resolved(self, call: PendingCall, status: PendingStatus, at: datetime) -> None:
         waited = max((at - call.created_at).total_seconds(), 0.0)
@@ -117,14 +122,14 @@ class OtelMetrics:
         )
 
     def tool_call(self, metadata: ToolCallMetadata) -> None:
-        self._tool.record(
-            metadata.latency_ms / 1000,
-            {
-                "tool": metadata.tool_name,
-                "agent": metadata.agent_name,
-                "outcome": "ok" if metadata.ok else (metadata.error_class or "error"),
-            },
-        )
+        outcome = "ok" if metadata.ok else (metadata.error_class or "error")
+        key = (metadata.tool_name, metadata.agent_name, outcome)
+        labels = self._tool_labels.get(key)
+        if labels is None:
+            labels = {"tool": key[0], "agent": key[1], "outcome": outcome}
+            if len(self._tool_labels) < MAX_LABEL_SETS:
+                self._tool_labels[key] = labels
+        self._tool.record(metadata.latency_ms / 1000, labels)
 
     def set_backlog(self, awaiting: Mapping[PendingKind, int], active: Mapping[RunStatus, int]) -> None:
         self._awaiting = {kind: awaiting.get(kind, 0) for kind in PendingKind}
@@ -149,8 +154,11 @@ class Telemetry:
         include_content: bool = False,
         instrument_agents: bool = True,
         closers: Sequence[Callable[[], object]] = (),
+        records_spans: bool = True,
     ) -> None:
         self.tracer_provider = tracer_provider
+        self.records_spans = records_spans
+        """False when no span is ever recorded (nothing exports them): callers skip the attributes."""
         self.meter_provider = meter_provider
         self.tracer = tracer_provider.get_tracer(INSTRUMENTATION_SCOPE)
         self.metrics = OtelMetrics(meter_provider.get_meter(INSTRUMENTATION_SCOPE))
@@ -162,7 +170,12 @@ class Telemetry:
     @classmethod
     def disabled(cls) -> Telemetry:
         """No spans, no metrics, no exporters."""
-        return cls(trace.NoOpTracerProvider(), metrics.NoOpMeterProvider(), instrument_agents=False)
+        return cls(
+            trace.NoOpTracerProvider(),
+            metrics.NoOpMeterProvider(),
+            instrument_agents=False,
+            records_spans=False,
+        )
 
     def agent_instrumentation(self) -> Instrumentation | None:
         """pydantic-ai's own spans (`invoke_agent`, `chat`, `execute_tool`) on this tracer provider."""
@@ -200,12 +213,14 @@ def build_telemetry(
     """SDK providers for `config`; a given `tracer_provider` is used as is (and not shut down)."""
     resource = _resource(config.service_name)
     closers: list[Callable[[], object]] = []
+    records_spans = True
     if tracer_provider is None:
         traces_endpoint = config.traces_endpoint()
         # Nothing would export a span: make them non-recording (they still carry trace ids, for the
         # logs and the runs' stored trace context), so nobody fills attributes no one reads;
         # pydantic-ai skips serialising the messages of a request whose span does not record.
-        sampler = exporting_sampler() if traces_endpoint or config.console else ALWAYS_OFF
+        records_spans = bool(traces_endpoint or config.console)
+        sampler = exporting_sampler() if records_spans else ALWAYS_OFF
         tracer_provider = SdkTracerProvider(resource=resource, sampler=sampler)
         if traces_endpoint:
             from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
@@ -224,7 +239,11 @@ def build_telemetry(
         from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
 
         readers.append(PeriodicExportingMetricReader(OTLPMetricExporter(endpoint=metrics_endpoint)))
-    meter_provider = SdkMeterProvider(resource=resource, metric_readers=readers)
+    meter_provider = SdkMeterProvider(
+        resource=resource,
+        metric_readers=readers,
+        exemplar_filter=_exemplar_filter(exported=bool(metrics_endpoint or metric_readers)),
+    )
     closers.append(meter_provider.shutdown)
     return Telemetry(
         tracer_provider,
@@ -232,7 +251,17 @@ def build_telemetry(
         registry=registry,
         include_content=config.include_content,
         closers=closers,
+        records_spans=records_spans,
     )
+
+
+def _exemplar_filter(*, exported: bool) -> ExemplarFilter | None:
+    """Exemplars (the trace of a sample measurement) reach only an OTLP exporter, never the Prometheus
+    exposition: without one, no measurement looks for its span. None lets the SDK decide (and read
+    `OTEL_METRICS_EXEMPLAR_FILTER`)."""
+    if exported or os.environ.get("OTEL_METRICS_EXEMPLAR_FILTER"):
+        return None
+    return AlwaysOffExemplarFilter()
 
 
 def _resource(service_name: str) -> Resource:
@@ -278,6 +307,17 @@ def trace_id_of(carrier: Mapping[str, str] | None) -> str | None:
     if context is None:
         return None
     return format(trace.get_current_span(context).get_span_context().trace_id, "032x")
+
+
+def segment_attributes(run: Run) -> dict[str, Any]:
+    """The attributes of a `run.segment` span (built only where spans are recorded)."""
+    return {
+        "sursis.run_id": str(run.id),
+        "sursis.conversation_id": str(run.conversation_id),
+        "sursis.workspace": run.workspace,
+        "sursis.agent": run.agent,
+        "sursis.segment": run.segment,
+    }
 
 
 def span_event(name: str, attributes: Mapping[str, Any]) -> None:

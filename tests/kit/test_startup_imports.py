@@ -1,6 +1,9 @@
 """A process loads a feature's libraries only when the feature is configured: building the app and
 the service without Slack or encryption keys imports neither the Slack SDK, aiohttp nor
-cryptography (about 17 MiB of resident memory in each process, see docs/performance.md)."""
+cryptography (about 17 MiB of resident memory in each process, see docs/performance.md); a
+process serving only its own agents loads neither the World Agent, the customer agents, the
+channel senders nor Cedar (until a policy has a condition), and no process loads Rich or Pygments
+for structlog's console or httpx's command line."""
 
 from __future__ import annotations
 
@@ -10,6 +13,31 @@ import sys
 from pathlib import Path
 
 OPTIONAL = ("aiohttp", "slack_sdk", "cryptography")
+SERVED_ONLY = (
+    "sursis.infra.worlds.agent",
+    "sursis.infra.worlds.corpus",
+    "sursis.infra.worlds.memory",
+    "sursis.infra.worlds.memory_tools",
+    "sursis.infra.worlds.runner",
+    "sursis.infra.worlds.sandbox",
+    "sursis.infra.customer.supervisor",
+    "sursis.infra.customer.specialists",
+    "sursis.infra.customer.delegation",
+    "sursis.infra.customer.demo",
+    "sursis.infra.channels.slack_delivery",
+    "sursis.infra.channels.email_digest",
+    "aiosmtplib",
+    "cedarpy",
+    "rich",
+    "pygments",
+)
+PLAIN_AGENT = (
+    "from pydantic_ai import Agent\n"
+    "agent = Agent('test', name='plain', instructions='Be brief.')\n"
+    "@agent.tool_plain\n"
+    "def lookup(order: str) -> str:\n"
+    "    return order\n"
+)
 BUILD = (
     "import sys\n"
     "from sursis.app.main import create_app\n"
@@ -18,7 +46,7 @@ BUILD = (
     "settings = Settings()\n"
     "create_app(settings)\n"
     "Service.from_settings(settings)\n"
-    f"print(' '.join(m for m in {OPTIONAL!r} if m in sys.modules))\n"
+    f"print(' '.join(m for m in {(*OPTIONAL, *SERVED_ONLY)!r} if m in sys.modules))\n"
 )
 
 
@@ -36,13 +64,32 @@ def loaded_after_start_up(tmp_path: Path, **settings: str) -> set[str]:
 
 
 def test_serving_without_slack_or_keys_loads_none_of_their_libraries(tmp_path: Path) -> None:
-    assert loaded_after_start_up(tmp_path) == set()
+    """The built-in agents: the World Agent and the customer agents load, channels and Cedar do not."""
+    assert loaded_after_start_up(tmp_path) == {
+        "sursis.infra.worlds.agent",
+        "sursis.infra.worlds.corpus",
+        "sursis.infra.worlds.memory",
+        "sursis.infra.worlds.memory_tools",
+        "sursis.infra.worlds.runner",
+        "sursis.infra.worlds.sandbox",
+        "sursis.infra.customer.supervisor",
+        "sursis.infra.customer.specialists",
+        "sursis.infra.customer.delegation",
+    }
+
+
+def test_serving_only_an_adopted_agent_loads_no_built_in_context(tmp_path: Path) -> None:
+    """`--agents plain_agent:agent`: the World Agent, the customer agents, the channels' senders,
+    Cedar, Rich and Pygments stay out of the process."""
+    (tmp_path / "plain_agent.py").write_text(PLAIN_AGENT)
+    assert loaded_after_start_up(tmp_path, agents="plain_agent:agent") == set()
 
 
 def test_a_configured_slack_channel_loads_its_client_at_start_up(tmp_path: Path) -> None:
     """The Slack deliverer is one of the worker's loops, built with the service: the check above
     would see the libraries if they were loaded."""
-    assert loaded_after_start_up(tmp_path, slack_bot_token="xoxb-test") == {"aiohttp", "slack_sdk"}
+    loaded = loaded_after_start_up(tmp_path, agents="assistant", slack_bot_token="xoxb-test")
+    assert loaded == {"aiohttp", "slack_sdk", "sursis.infra.channels.slack_delivery"}
 
 
 def test_checking_the_database_is_at_the_head_loads_no_alembic(tmp_path: Path) -> None:

@@ -317,16 +317,17 @@ class ObservedTools(AbstractCapability[RunDeps]):
         if (announce or recorded) and deps.announced is not None:
             deps.announced.add(call.tool_call_id)
         self._metrics.tool_call(md)
-        span.set_attributes(
-            {
-                "sursis.tool.name": md.tool_name,
-                "sursis.tool.agent": md.agent_name,
-                "sursis.tool.ok": md.ok,
-                "sursis.tool.latency_ms": md.latency_ms,
-                "sursis.tool.error_class": md.error_class or "",
-                "sursis.tool.error_code": error_code or "",
-            }
-        )
+        if span.is_recording():  # a span nothing exports is given no attributes
+            span.set_attributes(
+                {
+                    "sursis.tool.name": md.tool_name,
+                    "sursis.tool.agent": md.agent_name,
+                    "sursis.tool.ok": md.ok,
+                    "sursis.tool.latency_ms": md.latency_ms,
+                    "sursis.tool.error_class": md.error_class or "",
+                    "sursis.tool.error_code": error_code or "",
+                }
+            )
         log.info(
             "tool.call",
             tool_name=md.tool_name,

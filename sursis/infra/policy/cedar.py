@@ -6,6 +6,9 @@ when { <condition> };`. One Cedar request per call evaluates every rule of the w
 the policies that held (Cedar's `reasons`) and those that failed to evaluate (`errors`) go back to
 the policy point, which takes the first that held in the rules' order. A workspace's compiled set
 is parsed once and kept while its rules are unchanged.
+
+cedarpy (4.5 MiB resident) is imported at the first rule validated or evaluated: a process whose
+workspaces have no conditions never loads it.
 """
 
 from __future__ import annotations
@@ -18,8 +21,6 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from typing import Any
-
-import cedarpy
 
 from sursis.domain.policies import CallFacts, InvalidPolicy, Matches, PolicyRule, WorkspacePolicy
 
@@ -147,6 +148,8 @@ class CedarPolicies:
 
     def validate(self, rules: Sequence[PolicyRule]) -> None:
         """Raises `InvalidPolicy` naming each rule whose condition Cedar cannot parse or type."""
+        import cedarpy
+
         errors: list[dict[str, Any]] = []
         for i, rule in enumerate(rules):
             text = _policy_text(f"r{i}", rule)
@@ -176,6 +179,8 @@ class CedarPolicies:
         conditions = state.conditions()
         if not any(r.applies_to(facts.tool) for r in conditions):
             return Matches()
+        import cedarpy
+
         compiled = self.compiled(state.workspace, conditions)
         return compiled.matches(cedarpy.is_authorized(self.request(facts), compiled.policies, []))
 
@@ -184,6 +189,8 @@ class CedarPolicies:
         conditions = state.conditions()
         if not calls or not conditions:
             return [Matches() for _ in calls]
+        import cedarpy
+
         compiled = self.compiled(state.workspace, conditions)
         results = cedarpy.is_authorized_batch([self.request(f) for f in calls], compiled.policies, [])
         return [compiled.matches(r) for r in results]
@@ -230,6 +237,8 @@ class CedarPolicies:
             if compiled is not None:
                 self._compiled.move_to_end(key)
                 return compiled
+        import cedarpy
+
         text = "\n".join(_policy_text(f"r{i}", r) for i, r in enumerate(rules))
         # Cedar names the policies of a parsed set `policy0`, `policy1`... in the text's order.
         compiled = CompiledPolicies(

@@ -42,7 +42,7 @@ from sursis.infra.runner.resume import (
 from sursis.infra.runner.stream import Streaming
 from sursis.infra.runner.suspend import Suspending
 from sursis.infra.runner.usage import usage_record
-from sursis.infra.telemetry import context_from
+from sursis.infra.telemetry import context_from, segment_attributes
 
 
 def is_final_answer(message: ModelMessage) -> bool:
@@ -97,13 +97,7 @@ class AgentRunner(Suspending, Leases, Streaming):
             self._telemetry.tracer.start_as_current_span(
                 "run.segment",
                 context=context_from(run.trace_context),
-                attributes={
-                    "sursis.run_id": str(run.id),
-                    "sursis.conversation_id": str(run.conversation_id),
-                    "sursis.workspace": run.workspace,
-                    "sursis.agent": run.agent,
-                    "sursis.segment": run.segment,
-                },
+                attributes=segment_attributes(run) if self._telemetry.records_spans else None,
             ) as span,
         ):
             try:
