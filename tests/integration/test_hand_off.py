@@ -23,7 +23,8 @@ from sursis.infra.db.engine import create_engine
 from sursis.infra.db.tables import runs
 from sursis.infra.pg_notify import PostgresRunNotifier
 from tests.conftest import make_settings
-from tests.integration.test_turn_commits import GATED
+from tests.integration.round_trips import RoundTrips, count_round_trips
+from tests.integration.test_turn_commits import GATED, POLICY_READ, assert_prepared_once_by_name
 
 ADMIN = Principal(id="admin:test", role=Role.ADMIN, workspace=None)
 QUIET = 3600.0
@@ -34,6 +35,19 @@ SUSPEND_COMMITS = 2
 RESUME_COMMITS = 3
 """The decision, with the run leased again (and the resumed segment's start read); the tool's
 effect with its outcome; the end."""
+SUSPEND_ROUND_TRIPS = 7
+"""PostgreSQL, what the driver sends once each statement is prepared on its connection: the
+message's transaction (6: `BEGIN`, the conversation read, taken, the log after what the worker
+holds, the run leased with its audit rows and events, `COMMIT`) and the suspension (1: one
+statement, the whole transaction, no `BEGIN`/`COMMIT`). Server transactions: 2, one per commit
+(the first turn adds the 3 policy reads)."""
+RESUME_ROUND_TRIPS = 16
+"""The decision's transaction (8: `BEGIN`, the call read, decided with the run re-queued, the run
+leased, the log, the pending calls with their outcomes, audit rows and events, `COMMIT`), the
+tool's effect (7: `BEGIN`, its own 3, its outcome, its event, `COMMIT`), the end (1). Server
+transactions: 3. An approval turn: 23 round trips in 5 server transactions and 5 commits; counted
+the same way, a turn whose segments are claimed sends 28 in 7 (34 before a suspension and an end
+were one statement each)."""
 
 
 @pytest.fixture
@@ -74,8 +88,16 @@ async def _settled(url: str, run_id: uuid.UUID, status: RunStatus) -> None:
         await engine.dispose()
 
 
-async def test_an_approval_turn_handed_off_commits_five_times(container: Container, seeded: str) -> None:
+async def test_an_approval_turn_handed_off_commits_five_times(
+    container: Container, seeded: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with count_round_trips(container.uow.engine, monkeypatch) as sent:
+        await _three_turns(container, seeded, sent)
+
+
+async def _three_turns(container: Container, seeded: str, sent: RoundTrips) -> None:
     engine = container.uow.engine.sync_engine
+    dialect = engine.dialect.name
     commits: list[Any] = []
     begins: list[Any] = []
     statements: list[str] = []
@@ -85,7 +107,7 @@ async def test_an_approval_turn_handed_off_commits_five_times(container: Contain
     conversation = await container.conversations.create_conversation(ADMIN, "ops", "default")
 
     for turn in range(3):
-        commits.clear(), begins.clear(), statements.clear()
+        commits.clear(), begins.clear(), statements.clear(), sent.clear()
         run = await container.conversations.post_message(ADMIN, conversation.id, GATED)
         await _settled(seeded, run.id, RunStatus.SUSPENDED)
         await asyncio.sleep(0.05)  # the segment's last commit is in; nothing else may follow
@@ -93,10 +115,15 @@ async def test_an_approval_turn_handed_off_commits_five_times(container: Contain
         readers = 2 if turn == 0 else 0  # the workspace's policy and ladder, read once
         assert len(begins) == SUSPEND_COMMITS + readers, f"turn {turn}: suspend path"
         assert not [s for s in statements if "claimed" in s], "a handed-off run is not claimed"
+        if dialect == "postgresql":
+            first = POLICY_READ if turn == 0 else 0
+            assert sent.round_trips() == SUSPEND_ROUND_TRIPS + first, (turn, sent.ours)
+            assert sent.transactions() == SUSPEND_COMMITS + first, (turn, sent.ours)
+            assert_prepared_once_by_name(sent)
 
         async with container.uow() as uow:
             [pending] = await uow.pending.for_run(run.id, PendingStatus.AWAITING)
-        commits.clear(), begins.clear(), statements.clear()
+        commits.clear(), begins.clear(), statements.clear(), sent.clear()
         await container.pending_calls.resolve_pending(
             ADMIN, pending.correlation_id, Resolution(Decision.APPROVE)
         )
@@ -105,6 +132,10 @@ async def test_an_approval_turn_handed_off_commits_five_times(container: Contain
         assert len(commits) == RESUME_COMMITS, f"turn {turn}: resume path"
         assert len(begins) == RESUME_COMMITS, f"turn {turn}: resume path"
         assert not [s for s in statements if "claimed" in s], "a handed-off run is not claimed"
+        if dialect == "postgresql":
+            assert sent.round_trips() == RESUME_ROUND_TRIPS, (turn, sent.ours)
+            assert sent.transactions() == RESUME_COMMITS, (turn, sent.ours)
+            assert_prepared_once_by_name(sent)
 
         view = await container.runs.get_run(ADMIN, run.id)
         assert view.run.output == "replayed"
