@@ -96,6 +96,7 @@ class Worker:
         self._tasks = [
             asyncio.create_task(self._loop(i), name=f"worker-{i}") for i in range(self._concurrency)
         ]
+        self._tasks.append(asyncio.create_task(self._dispatch(), name="dispatcher"))
         self._tasks.append(asyncio.create_task(self._sweeper(), name="sweeper"))
         if self._deliverer is not None:
             self._tasks.append(asyncio.create_task(self._deliverer.run(self._stopping), name="webhooks"))
@@ -108,6 +109,7 @@ class Worker:
             return
         self._stopping.set()
         self._notifier.wake_all()
+        self._slots.wake_all()
         _, pending = await asyncio.wait(self._tasks, timeout=grace)
         for task in pending:
             task.cancel()
@@ -124,21 +126,24 @@ class Worker:
     async def _loop(self, index: int) -> None:
         while not self._stopping.is_set():
             try:
-                handed = bool(self._slots.handed)
-                worked = await self.run_once()
+                await self.run_once()
             except Exception as exc:
                 if is_transient_database_error(exc):
                     # An outage: one line per attempt, no traceback; claims resume when it ends.
                     log.warning("worker.database_unavailable", worker=self.id, error_class=type(exc).__name__)
                 else:
                     log.exception("worker.loop_error", worker=self.id)
-                worked = False
                 await asyncio.sleep(self._poll)
-            # After a handed-off run only a wake-up, or a claim passed over meanwhile, sends this
-            # loop to the queue: nothing else was queued for it.
-            if (not worked or (handed and not self._slots.missed)) and not self._stopping.is_set():
-                # Until a wake-up, a run handed to this loop, or the poll interval.
-                await self._slots.wait(lambda: self._notifier.wait_for_work(self._poll))
+            # To the queue again only when woken (`worker_slots.py`): a wake-up no idle loop took
+            # waits for the first loop that goes idle.
+            if not self._stopping.is_set():
+                await self._slots.wait()
+
+    async def _dispatch(self) -> None:
+        """Each wake-up from the queue (or each poll interval without one) sends one idle loop to it."""
+        while not self._stopping.is_set():
+            await self._notifier.wait_for_work(self._poll)
+            self._slots.wake_one()
 
     # The claim hand-off: `RunHandOff` for the services of this process.
 
@@ -216,6 +221,7 @@ class Worker:
                         claimed = run.id
                         self._running.add(claimed)
                         self._slots.started()
+                        self._slots.wake_one()  # more may be queued: the next idle loop looks
                     exhausted = run is not None and run.claims > self._max_attempts
                     if run is not None and not exhausted:
                         await uow.audit.append(self._segment_audit(run), now)

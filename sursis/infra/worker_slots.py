@@ -6,6 +6,11 @@ is given back). A loop claims from the queue only while a slot is neither; an em
 attempt holds none, so a transaction is not refused a slot because loops were merely looking.
 A handed run may wait a moment for a loop (when a claim that raced with its reservation won): its
 lease's heartbeat starts when it is handed, not when a loop takes it.
+
+Idle loops are woken one at a time: by a hand-off, by the worker's dispatcher (one loop per
+wake-up from the queue's notifications, or per poll interval), or by a loop that just claimed a
+run (there may be more queued). A burst of queued runs is taken by as many loops as it needs,
+and a notification costs one claim attempt, not one per idle loop.
 """
 
 from __future__ import annotations
@@ -13,7 +18,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections import deque
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,8 +40,9 @@ class Slots:
         self.busy = 0
         self.reserved = 0
         self.handed: deque[Handed] = deque()
-        self.missed = False
-        """A loop passed over the queue because every slot was busy or reserved."""
+        self.owed = False
+        """A wake-up found no idle loop (or a loop passed over the queue with every slot taken): the
+        next loop to go idle looks at the queue first."""
         self._idle: deque[asyncio.Future[None]] = deque()
         self._freed = asyncio.Event()
 
@@ -46,7 +51,7 @@ class Slots:
             item.heartbeat.cancel()
         self.handed.clear()
         self.busy = self.reserved = 0
-        self.missed = False
+        self.owed = False
 
     @property
     def full(self) -> bool:
@@ -62,8 +67,7 @@ class Slots:
         """A reservation given back: a loop that passed over the queue meanwhile looks again."""
         self.reserved -= 1
         self._freed.set()
-        if self.missed:
-            self.missed = False
+        if self.owed:
             self.wake_one()
 
     def hand(self, item: Handed) -> None:
@@ -80,9 +84,8 @@ class Slots:
 
     def may_claim(self) -> bool:
         if self.full:
-            self.missed = True
+            self.owed = True
             return False
-        self.missed = False
         return True
 
     def started(self) -> None:
@@ -98,20 +101,28 @@ class Slots:
             if not waiting.done():
                 waiting.set_result(None)
                 return
+        self.owed = True
 
-    async def wait(self, woken: Callable[[], Awaitable[None]]) -> None:
-        """Until a run is handed to this loop or `woken` returns (a wake-up, the poll interval)."""
+    def wake_all(self) -> None:
+        while self._idle:
+            waiting = self._idle.popleft()
+            if not waiting.done():
+                waiting.set_result(None)
+
+    async def wait(self) -> None:
+        """Until this loop is woken: a run handed to it, or its turn to look at the queue."""
         if self.handed:
             return
-        handed = asyncio.get_running_loop().create_future()
-        self._idle.append(handed)
-        other = asyncio.ensure_future(woken())
+        if self.owed:
+            self.owed = False
+            return
+        woken = asyncio.get_running_loop().create_future()
+        self._idle.append(woken)
         try:
-            await asyncio.wait((handed, other), return_when=asyncio.FIRST_COMPLETED)
+            await woken
         finally:
-            other.cancel()
             with contextlib.suppress(ValueError):
-                self._idle.remove(handed)
+                self._idle.remove(woken)
 
     async def idle(self, within: float) -> bool:
         """Until nothing runs or waits in any slot (False after `within` seconds)."""

@@ -38,8 +38,9 @@ async def test_a_process_killed_around_a_message_hand_off(cluster: Cluster, cras
             assert detail["active_run"] is None and detail["messages"] == []
             acknowledged = (await _post_message(client, base, cid)).json()["id"]
         else:
-            # Committed, leased to the dead process, never run.
-            assert detail["active_run"]["status"] == "running"
+            # Committed, leased to the dead process: still leased, or re-queued once its lease ran
+            # out (the new process's sweeper may have been first), or already run by then.
+            assert detail["active_run"] is not None
             acknowledged = detail["active_run"]["id"]
         assert acknowledged is not None
         # Leased to the dead process: its lease runs out (2 s here), the sweeper re-queues it.
