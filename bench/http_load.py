@@ -115,16 +115,24 @@ class Layout:
 
     def describe(self) -> str:
         if self.embedded:
-            return f"{len(self.api_pids)} `sursis serve` with its worker"
+            if len(self.api_pids) == 1:
+                return "1 `sursis serve` with its worker"
+            return f"{len(self.api_pids)} `sursis serve`, each with its worker"
         return f"{len(self.api_pids)} `sursis serve --no-worker` + {len(self.worker_pids)} `sursis worker`"
 
 
-async def start_service(processes: Processes, url: str, workers: int, apis: int = 1) -> Layout:
+async def start_service(
+    processes: Processes, url: str, workers: int, apis: int = 1, *, embedded: bool = False
+) -> Layout:
     """Embedded SQLite: one `serve` with its worker. PostgreSQL: `apis` x `serve --no-worker` +
-    `workers` x `worker`."""
+    `workers` x `worker`, or with `embedded` `apis` x `serve`, each running its worker (`workers`
+    unused)."""
     if is_sqlite(url):
         server, base = await processes.serve(worker=True)
         return Layout([server.pid], [base], [], embedded=True)
+    if embedded:
+        servers = [await processes.serve(worker=True) for _ in range(apis)]
+        return Layout([p.pid for p, _ in servers], [b for _, b in servers], [], embedded=True)
     servers = [await processes.serve(worker=False) for _ in range(apis)]
     worker_pids = [processes.worker().pid for _ in range(workers)]
     return Layout([p.pid for p, _ in servers], [b for _, b in servers], worker_pids, embedded=False)

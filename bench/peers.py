@@ -16,7 +16,8 @@ approves, the tool runs, the model answers.
   capability inside a `@DBOS.workflow`, the approval published with `DBOS.set_event` and received
   with `DBOS.recv` (`turn_dbos.py`), DBOS's system database on the same server (DBOS_PG_URL).
 - Over HTTP (`--http`, the default; `--http-only` for this part alone; `peers_http.py`): Sursis's
-  processes against LangGraph's Agent Server on its PostgreSQL runtime (`langgraph-api` with
+  processes (`--ours-layout`: two `serve` with their workers, or `serve --no-worker` + `worker`)
+  against LangGraph's Agent Server on its PostgreSQL runtime (`langgraph-api` with
   `langgraph-runtime-pg` and Redis, in its own venv; `agent_server.py`), turn time, server CPU per
   turn (processes, PostgreSQL backends, Redis), and turns/s with 10 clients.
 - Throughput (`--throughput`, the default; `peers_throughput.py`): approval turns/s with 10
@@ -31,7 +32,8 @@ cursor). Needs the `peers` extra: `pip install -e '.[peers]'` (`make bench-peers
 
     .venv/bin/python bench/peers.py [--rounds 5] [--window 10] [--long 200] [--durability sync]
         [--no-throughput] [--throughput-turns 20] [--throughput-seconds 120] [--quick]
-        [--http-only] [--no-http] [--http-rounds 5] [--agent-server-layout split|single]
+        [--http-only] [--no-http] [--http-rounds 5] [--ours-layout embedded|split]
+        [--agent-server-layout split|single]
 """
 
 from __future__ import annotations

@@ -1,9 +1,13 @@
 """Over HTTP, side by side: Sursis's processes against LangGraph's Agent Server on its PostgreSQL
 runtime, the same approval turn with a zero-latency model.
 
-- Sursis: one `sursis serve --no-worker` and one `sursis worker` on PostgreSQL (BENCH_PG_URL); a
-  turn is the message with `?wait=` (-> suspended), the resolve with `?wait=` (-> completed)
-  (`http_load.http_turn`).
+- Sursis on PostgreSQL (BENCH_PG_URL), in one of two layouts (`--ours-layout`): `embedded` (the
+  default, the service's own: `sursis serve` runs the API and its worker, so a message's or a
+  decision's transaction hands its run to a free slot of that process's worker): two `sursis serve`
+  processes, the conversations split between them (each stays on its process), the one-client
+  turns on the first; `split`: one `sursis serve --no-worker` and one `sursis worker` (no hand-off,
+  every run is claimed). A turn is the message with `?wait=` (-> suspended), the resolve with
+  `?wait=` (-> completed) (`http_load.http_turn`).
 - LangGraph's Agent Server (`agent_server.py`): `langgraph-api` with `langgraph-runtime-pg`, its
   own database on the same PostgreSQL server and a Redis of its own; by default an API process and
   a queue process (`--agent-server-layout split`), or the API running its queue (`single`). A turn
@@ -20,7 +24,7 @@ turns/s with `--http-clients` conversations at once, one side at a time, in
 
     .venv/bin/python bench/peers.py --http-only [--http-rounds 5] [--http-window 10]
         [--http-clients 10] [--http-turns 10] [--http-throughput-rounds 3]
-        [--agent-server-layout split|single]
+        [--ours-layout embedded|split] [--agent-server-layout split|single]
 """
 
 from __future__ import annotations
@@ -36,11 +40,15 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import sqlalchemy as sa
 from agent_server import LAYOUTS, AgentServer
-from common import Processes, call, fresh_database, percentile, script
+from common import Processes, call, engine_for, fresh_database, percentile, script
 from http_load import http_turn, new_conversation, seed_letters, start_service
 from server_cpu import ZERO, BackendLister, CpuSplit, ServerCpu
 
+OURS_LAYOUTS = ("embedded", "split")
+EMBEDDED_APIS = 2
+"""`sursis serve` processes in the embedded layout: one per core of the bench machine."""
 SETTLE_S = 0.3
 """Left after a round's last turn before the closing sample, for the work a turn leaves behind."""
 IDLE_S = 3.0
@@ -59,6 +67,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--http-clients", type=int, default=10, help="conversations at once for turns/s")
     parser.add_argument("--http-turns", type=int, default=10, help="turns per conversation for turns/s")
     parser.add_argument("--http-throughput-rounds", type=int, default=3, help="bursts per side for turns/s")
+    parser.add_argument(
+        "--ours-layout",
+        choices=OURS_LAYOUTS,
+        default="embedded",
+        help="embedded: two `sursis serve`, each with its worker; split: `serve --no-worker` + `worker`",
+    )
     parser.add_argument(
         "--agent-server-layout",
         choices=LAYOUTS,
@@ -121,7 +135,8 @@ def replay(client: int) -> str:
 class Side:
     turn: Callable[[str, int], Awaitable[tuple[float, float, float]]]
     """(conversation, client index) -> the turn's phases in ms."""
-    new: Callable[[], Awaitable[str]]
+    new: Callable[[int], Awaitable[str]]
+    """(client index) -> a new conversation (on the process that client's turns go to)."""
     cpu: ServerCpu
 
     async def timed_turn(self, conversation: str, client: int = 0) -> float:
@@ -169,7 +184,7 @@ async def rounds(args: argparse.Namespace, sides: dict[str, Side], summary: dict
     w = args.http_window
     for r in range(args.http_rounds):
         order = list(sides) if r % 2 == 0 else list(reversed(sides))
-        conversations = {n: await sides[n].new() for n in order}
+        conversations = {n: await sides[n].new(0) for n in order}
         turns: dict[str, list[float]] = {n: [] for n in order}
         before = {n: await sides[n].cpu.sample() for n in order}
         for _ in range(args.http_window):
@@ -204,6 +219,40 @@ async def rounds(args: argparse.Namespace, sides: dict[str, Side], summary: dict
     )
 
 
+HAND_OFFS = sa.text(
+    """
+    SELECT count(*) AS segments,
+           count(*) FILTER (WHERE EXISTS (
+               SELECT 1 FROM audit_log q WHERE q.run_id = s.run_id AND q.at = s.at
+               AND q.action IN ('run.queued', 'pending.approved'))) AS handed
+    FROM audit_log s WHERE s.action IN ('run.started', 'run.resumed')
+    """
+)
+"""Segments started, and those handed off: a hand-off writes its `run.started` / `run.resumed` row
+in the transaction that queued the run (`run.queued`) or approved its call (`pending.approved`),
+at the same instant; a claim writes it in a later transaction of its own."""
+
+
+async def segments(url: str) -> tuple[int, int]:
+    """Sursis's segments so far: (started, of them handed off)."""
+    engine = engine_for(url)
+    try:
+        async with engine.connect() as conn:
+            row = (await conn.execute(HAND_OFFS)).one()
+    finally:
+        await engine.dispose()
+    return int(row.segments), int(row.handed)
+
+
+def record_hand_offs(
+    summary: dict[str, Any], phase: str, before: tuple[int, int], after: tuple[int, int]
+) -> None:
+    started, handed = after[0] - before[0], after[1] - before[1]
+    summary[f"http_sursis_{phase}_segments"] = started
+    summary[f"http_sursis_{phase}_handed_off"] = handed
+    print(f" Sursis's segments in the {phase}: {handed} of {started} handed off, the rest claimed")
+
+
 @dataclass
 class Burst:
     turns: int
@@ -219,7 +268,7 @@ class Burst:
 
 async def burst(args: argparse.Namespace, side: Side) -> Burst:
     """`--http-clients` conversations at once, `--http-turns` turns each, on one side."""
-    conversations = [await side.new() for _ in range(args.http_clients)]
+    conversations = [await side.new(i) for i in range(args.http_clients)]
     latencies: list[float] = []
 
     async def client(conversation: str, index: int) -> None:
@@ -284,9 +333,14 @@ async def run(args: argparse.Namespace, ours_url: str, log_dir: Path, summary: d
     lister = BackendLister(ours_url)
     try:
         await lister.open()
-        layout = await start_service(processes, ours_url, workers=1, apis=1)
+        embedded = args.ours_layout == "embedded"
+        apis = EMBEDDED_APIS if embedded else 1
+        layout = await start_service(processes, ours_url, workers=1, apis=apis, embedded=embedded)
         await server.start()
-        base = layout.bases[0]
+
+        def base(client: int) -> str:
+            return layout.bases[client % len(layout.bases)]
+
         limits = httpx.Limits(max_connections=args.http_clients + 10)
         async with (
             httpx.AsyncClient(headers=headers, timeout=120, limits=limits) as ours,
@@ -294,20 +348,21 @@ async def run(args: argparse.Namespace, ours_url: str, log_dir: Path, summary: d
         ):
             sides = {
                 "sursis": Side(
-                    lambda c, i: http_turn(ours, base, c, replay(i)),
-                    lambda: new_conversation(ours, base),
+                    lambda c, i: http_turn(ours, base(i), c, replay(i)),
+                    lambda i: new_conversation(ours, base(i)),
                     ServerCpu(lister, layout.pids, ours_url.rsplit("/", 1)[1]),
                 ),
                 "agent_server": Side(
                     lambda c, _: agent_server_turn(peer, server.base, c),
-                    lambda: new_thread(peer, server.base),
+                    lambda _: new_thread(peer, server.base),
                     ServerCpu(lister, server.pids(), server.database, [server.redis_pid]),
                 ),
             }
-            for side in sides.values():  # warm up
-                conversation = await side.new()
-                for _ in range(5):
-                    await side.timed_turn(conversation)
+            for name, side in sides.items():  # warm up, each of Sursis's API processes
+                for client in range(len(layout.bases) if name == "sursis" else 1):
+                    conversation = await side.new(client)
+                    for _ in range(5):
+                        await side.timed_turn(conversation, client)
             print(
                 f"\nover HTTP: Sursis {layout.describe()}; the Agent Server (PostgreSQL runtime) "
                 f"{server.describe()}, Redis; {args.http_rounds} rounds of {args.http_window} turns per "
@@ -315,10 +370,15 @@ async def run(args: argparse.Namespace, ours_url: str, log_dir: Path, summary: d
                 f"+ Redis); load {os.getloadavg()[0]:.2f}",
                 flush=True,
             )
+            summary["http_ours_layout"] = args.ours_layout
             summary["http_agent_server_layout"] = args.agent_server_layout
             await idle_cpu(sides, summary)
+            warm = await segments(ours_url)
             await rounds(args, sides, summary)
+            after_rounds = await segments(ours_url)
             await throughput(args, sides, summary)
+            record_hand_offs(summary, "rounds", warm, after_rounds)
+            record_hand_offs(summary, "throughput", after_rounds, await segments(ours_url))
             summary["http_agent_server_early_answers"] = EARLY_ANSWERS[0]
             print(f" the Agent Server's answers before their run had ended (joined): {EARLY_ANSWERS[0]}")
     finally:
