@@ -213,9 +213,17 @@ async def receiver(tally: Tally) -> Any:
 
 
 async def send(http: httpx.AsyncClient, method: str, url: str, **kwargs: Any) -> httpx.Response:
-    """A request as a client would send it: a 503 (the database is busy) is retried after a pause."""
+    """A request as a client would send it: a 503 (the database is busy) is retried after a pause,
+    and so is a read whose connection broke (a kept-alive connection the server closed as it was
+    reused, on a loaded machine)."""
     for _ in range(30):
-        response = await http.request(method, url, **kwargs)
+        try:
+            response = await http.request(method, url, **kwargs)
+        except httpx.TransportError:
+            if method != "GET":
+                raise
+            await asyncio.sleep(0.5)
+            continue
         if response.status_code != 503:
             return response
         await asyncio.sleep(0.5)
