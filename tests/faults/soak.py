@@ -213,17 +213,9 @@ async def receiver(tally: Tally) -> Any:
 
 
 async def send(http: httpx.AsyncClient, method: str, url: str, **kwargs: Any) -> httpx.Response:
-    """A request as a client would send it: a 503 (the database is busy) is retried after a pause,
-    and so is a read whose connection broke (a kept-alive connection the server closed as it was
-    reused, on a loaded machine)."""
+    """A request as a client would send it: a 503 (the database is busy) is retried after a pause."""
     for _ in range(30):
-        try:
-            response = await http.request(method, url, **kwargs)
-        except httpx.TransportError:
-            if method != "GET":
-                raise
-            await asyncio.sleep(0.5)
-            continue
+        response = await http.request(method, url, **kwargs)
         if response.status_code != 503:
             return response
         await asyncio.sleep(0.5)
@@ -422,7 +414,9 @@ async def soak(database_url: str, kills: int, workers: int, conversations: int, 
         async with await receiver(tally) as hook_url:
             _, base = await cluster.api()
             headers = cluster.headers
-            limits = httpx.Limits(max_connections=2 * conversations + 10)
+            # Idle connections are dropped before uvicorn's keep-alive (5 s) closes them, so that a
+            # request never goes out on a connection the server is closing at that moment.
+            limits = httpx.Limits(max_connections=2 * conversations + 10, keepalive_expiry=2.0)
             async with httpx.AsyncClient(timeout=60, headers=headers, limits=limits) as http:
                 hook = await http.post(
                     f"{base}/v1/webhooks",

@@ -223,7 +223,9 @@ class HandOffSoak:
         cluster = Cluster(self.database_url, self._logs, headers=await admin_headers(self.database_url))
         self.api = EmbeddedApi(cluster, self._kills, random.Random(self._seed))
         await self.api.start()
-        self._http = httpx.AsyncClient(timeout=60, headers=cluster.headers)
+        self._http = httpx.AsyncClient(
+            timeout=60, headers=cluster.headers, limits=httpx.Limits(keepalive_expiry=2.0)
+        )
         self.tasks = [asyncio.create_task(self.api.supervise(stop))] + [
             asyncio.create_task(
                 handed_loop(
