@@ -41,17 +41,19 @@ class Slots:
         self.reserved = 0
         self.handed: deque[Handed] = deque()
         self.owed = False
-        """A wake-up found no idle loop (or a loop passed over the queue with every slot taken): the
-        next loop to go idle looks at the queue first."""
+        """A wake-up found no idle loop: the next loop to go idle looks at the queue first."""
+        self.missed = False
+        """A loop passed over the queue with every slot busy or reserved: the next slot freed sends
+        an idle loop to look again."""
         self._idle: deque[asyncio.Future[None]] = deque()
-        self._freed = asyncio.Event()
+        self._slot_freed = asyncio.Event()
 
     def reset(self) -> None:
         for item in self.handed:
             item.heartbeat.cancel()
         self.handed.clear()
         self.busy = self.reserved = 0
-        self.owed = False
+        self.owed = self.missed = False
 
     @property
     def full(self) -> bool:
@@ -66,9 +68,7 @@ class Slots:
     def cancel(self) -> None:
         """A reservation given back: a loop that passed over the queue meanwhile looks again."""
         self.reserved -= 1
-        self._freed.set()
-        if self.owed:
-            self.wake_one()
+        self._freed()
 
     def hand(self, item: Handed) -> None:
         self.handed.append(item)
@@ -84,7 +84,7 @@ class Slots:
 
     def may_claim(self) -> bool:
         if self.full:
-            self.owed = True
+            self.missed = True  # not `owed`: this loop would wake itself at once, and spin
             return False
         return True
 
@@ -93,7 +93,13 @@ class Slots:
 
     def done(self) -> None:
         self.busy -= 1
-        self._freed.set()
+        self._freed()
+
+    def _freed(self) -> None:
+        self._slot_freed.set()
+        if self.missed:
+            self.missed = False
+            self.wake_one()
 
     def wake_one(self) -> None:
         while self._idle:
@@ -129,10 +135,10 @@ class Slots:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + within
         while self.busy or self.reserved or self.handed:
-            self._freed.clear()
+            self._slot_freed.clear()
             remaining = deadline - loop.time()
             if remaining <= 0:
                 return False
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._freed.wait(), remaining)
+                await asyncio.wait_for(self._slot_freed.wait(), remaining)
         return True
