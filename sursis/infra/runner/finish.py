@@ -63,6 +63,21 @@ class Ending(EventPublishing):
         now = self._clock()
         tool_events = self._tool_events(run, messages, announced)
         completing = status is RunStatus.COMPLETED
+
+        async def end_cancelled(uow: UnitOfWork) -> int | Literal[False] | None:
+            """The end written as cancelled: a cancel requested after the last persistence point wins."""
+            return await self._end(
+                uow,
+                run,
+                owner,
+                messages,
+                RunStatus.CANCELLED,
+                usage,
+                now,
+                announced=announced,
+                tool_events=tool_events,
+            )
+
         try:
             async with self._uow() as uow:
                 last_seq = await self._end(
@@ -83,17 +98,7 @@ class Ending(EventPublishing):
                     # A cancel that came after the last persistence point still wins; the answer
                     # stays in the log.
                     status, output = RunStatus.CANCELLED, None
-                    last_seq = await self._end(
-                        uow,
-                        run,
-                        owner,
-                        messages,
-                        status,
-                        usage,
-                        now,
-                        announced=announced,
-                        tool_events=tool_events,
-                    )
+                    last_seq = await end_cancelled(uow)
                 if last_seq is False:
                     raise LeaseLost()
                 await uow.commit()
@@ -104,17 +109,7 @@ class Ending(EventPublishing):
                 if not (completing and await uow.runs.cancel_requested(run.id)):
                     raise LeaseLost() from None
                 status, output = RunStatus.CANCELLED, None
-                last_seq = await self._end(
-                    uow,
-                    run,
-                    owner,
-                    messages,
-                    status,
-                    usage,
-                    now,
-                    announced=announced,
-                    tool_events=tool_events,
-                )
+                last_seq = await end_cancelled(uow)
                 if last_seq is False:
                     raise LeaseLost() from None
                 await uow.commit()
