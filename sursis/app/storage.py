@@ -18,6 +18,7 @@ from sursis.domain.audit_verify import AuditChainService
 from sursis.domain.clock import utcnow
 from sursis.domain.keys import KeyService
 from sursis.domain.retention import RetentionService
+from sursis.infra.checkpoint_log import FileCheckpointLog
 from sursis.infra.db.encryption_state import EncryptionState, check_encryption
 from sursis.infra.db.engine import PoolLimits, create_engine
 from sursis.infra.db.uow import EventsListener, PendingListener, RunsListener, SqlUnitOfWorkFactory
@@ -71,7 +72,14 @@ def _signing_refused(workspace: str, reason: str) -> None:
 
 
 def build_audit_chain(settings: Settings, uow: SqlUnitOfWorkFactory) -> AuditChainService:
-    return AuditChainService(uow, utcnow, signer=build_signer(settings), on_refused=_signing_refused)
+    directory = settings.audit_checkpoint_dir
+    return AuditChainService(
+        uow,
+        utcnow,
+        signer=build_signer(settings),
+        on_refused=_signing_refused,
+        external=FileCheckpointLog(directory) if directory is not None else None,
+    )
 
 
 def build_retention(
