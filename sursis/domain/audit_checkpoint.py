@@ -30,6 +30,12 @@ class AuditSigningKeyRequired(ServiceError):
     code = "audit_signing_key_required"
 
 
+class CheckpointLogUnusable(ServiceError):
+    """The external checkpoint log cannot be read or appended to (a `CheckpointLog` raises it)."""
+
+    code = "audit_checkpoint_log_unusable"
+
+
 SIGNING_KEY_REQUIRED = (
     "this database's audit chains carry signed checkpoints, and this process would seal audit rows "
     "without the private signing key: set SURSIS_AUDIT_SIGNING_KEY_FILE to it (docs/security.md)"
@@ -87,7 +93,8 @@ class CheckpointSigner(Protocol):
 
 class CheckpointLog(Protocol):
     """Signed checkpoints kept outside the database, append-only: each one is added after the
-    transaction that stored it committed; nothing is ever rewritten."""
+    transaction that stored it committed; nothing is ever rewritten. Both methods raise
+    `CheckpointLogUnusable` when the log cannot be used."""
 
     @property
     def where(self) -> str:

@@ -22,6 +22,7 @@ from sursis.domain.audit_checkpoint import (
     AuditSigningKeyRequired,
     Checkpoint,
     CheckpointLog,
+    CheckpointLogUnusable,
     CheckpointSigner,
     behind_external,
     checkpoint_finding,
@@ -110,7 +111,11 @@ class AuditChainService:
         if signer is None or not signer.can_sign:
             return
         previous = await uow.audit_chain.checkpoint(workspace)
-        external = await self.external.newest(workspace) if self.external is not None else None
+        try:
+            external = await self.external.newest(workspace) if self.external is not None else None
+        except CheckpointLogUnusable as exc:
+            self.on_refused(workspace, exc.message)  # sealed, not signed: signed again once readable
+            return
         reason = _refusal(signer, previous, external, before)
         if reason is not None:
             self.on_refused(workspace, reason)
@@ -129,8 +134,12 @@ class AuditChainService:
             return
         async with self.uow.reader() as uow:
             stored = await uow.audit_chain.checkpoint(workspace)
-        if stored == signed:
+        if stored != signed:
+            return
+        try:
             await self.external.append(signed)
+        except CheckpointLogUnusable as exc:
+            self.on_refused(workspace, f"the checkpoint at seq {signed.seq} was not appended: {exc.message}")
 
     async def checkpoint(self, workspace: str | None = None) -> list[ChainReport]:
         """Seal what is unsealed, verify each chain, then sign its head whatever checkpoint it had
@@ -179,8 +188,11 @@ class AuditChainService:
                     signed = await uow.audit_chain.checkpoint(name)
                     finding = checkpoint_finding(self.signer, head, signed)
                 if self.external is not None and checkpoints and finding is None:
-                    outside = await self.external.newest(name)
-                    finding = external_finding(self.signer, head, outside, self.external.where)
+                    try:
+                        outside = await self.external.newest(name)
+                        finding = external_finding(self.signer, head, outside, self.external.where)
+                    except CheckpointLogUnusable as exc:
+                        finding = Finding(Breach.EXTERNAL, head.seq, None, exc.message)
                 checked = 0
                 if finding is None:
                     expected = {}

@@ -17,16 +17,11 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from sursis.domain.audit_checkpoint import Checkpoint
-from sursis.domain.errors import ServiceError
+from sursis.domain.audit_checkpoint import Checkpoint, CheckpointLogUnusable
 from sursis.domain.keys import WORKSPACE
 
 TAIL_BYTES = 64 * 1024
 """How much of a file's end is read to find its newest line (a line is about 400 bytes)."""
-
-
-class CheckpointLogUnusable(ServiceError):
-    code = "audit_checkpoint_log_unusable"
 
 
 def _line(checkpoint: Checkpoint) -> bytes:

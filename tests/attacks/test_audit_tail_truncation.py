@@ -178,3 +178,47 @@ async def test_a_torn_last_line_is_skipped_and_closed_before_the_next(
     assert len(lines) == 3 and json.loads(lines[-1])["seq"] == 3
     [again] = await chain.verify("alpha")
     assert again.ok, again.finding
+
+
+async def test_a_restore_is_acknowledged_by_the_operator_and_the_file_keeps_the_history(
+    settings: Settings, engine: AsyncEngine
+) -> None:
+    chain = chain_for(settings, engine)
+    await write_rows(engine, "alpha", 2)
+    await chain.seal_all()
+    copied = await copy_rows(engine, "alpha")
+    await write_rows(engine, "alpha", 2)
+    await chain.seal_all()
+    await cut_tail_and_put_back(engine, "alpha", copied)  # as a restore from an older backup would
+    [lost] = await chain.verify("alpha")
+    assert lost.finding is not None and lost.finding.breach is Breach.DELETED
+    [signed] = await chain.checkpoint("alpha")  # `sursis audit checkpoint`: the operator decides
+    assert signed.ok
+    [report] = await chain.verify("alpha")
+    assert report.ok, report.finding
+    lines = (settings.audit_checkpoint_dir / "alpha.jsonl").read_text().splitlines()  # type: ignore[operator]
+    assert [json.loads(line)["seq"] for line in lines] == [2, 4, 2]
+
+
+async def test_an_unusable_log_stops_no_sealing_and_is_reported(
+    settings: Settings, engine: AsyncEngine, tmp_path: Path
+) -> None:
+    not_a_directory = tmp_path / "checkpoints-file"
+    not_a_directory.write_text("")
+    broken = settings.model_copy(update={"audit_checkpoint_dir": not_a_directory})
+    chain = chain_for(broken, engine)
+    refused: list[tuple[str, str]] = []
+    chain.on_refused = lambda workspace, reason: refused.append((workspace, reason))
+    await write_rows(engine, "alpha", 2)
+    await write_rows(engine, "beta", 2)
+    assert await chain.seal_all() == 4  # both workspaces sealed
+    assert {workspace for workspace, _ in refused} == {"alpha", "beta"}
+    assert all("audit checkpoint log" in reason for _, reason in refused), refused
+    for report in await chain.verify():  # nothing was signed: the checkpoint is missing
+        assert report.finding is not None and report.finding.breach is Breach.CHECKPOINT, report
+    keyless = chain_for(broken.model_copy(update={"audit_signing_key_file": None}), engine)
+    reports = await keyless.verify()  # an auditor without the key: the log itself is reported
+    assert {r.workspace for r in reports} == {"alpha", "beta"}
+    for report in reports:
+        assert report.finding is not None and report.finding.breach is Breach.EXTERNAL, report
+        assert "cannot read the audit checkpoint log" in report.finding.detail
