@@ -239,7 +239,7 @@ class ChainVerifier:
         return self.finding
 
 
-EXPECTED_HEAD_PATTERN = r"^[0-9]{1,18}:[0-9a-f]{64}$"
+EXPECTED_HEAD_PATTERN = r"^[1-9][0-9]{0,17}:[0-9a-f]{64}$"
 """`SEQ:HASH`, a head recorded from an earlier verify (the command line's `--expect`, the API's
 `expect`)."""
 
