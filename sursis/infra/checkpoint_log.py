@@ -82,18 +82,18 @@ class FileCheckpointLog:
         try:
             self.directory.mkdir(mode=0o750, parents=True, exist_ok=True)
             fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o640)
+            try:
+                size = os.fstat(fd).st_size
+                # a line cut short by a crash is closed first, so the new one parses on its own
+                torn = size > 0 and os.pread(fd, 1, size - 1) != b"\n"
+                os.write(fd, (b"\n" if torn else b"") + _line(checkpoint))
+                os.fsync(fd)
+            finally:
+                os.close(fd)
         except OSError as exc:
             raise CheckpointLogUnusable(
                 f"cannot append to the audit checkpoint log {str(path)!r}: {exc.strerror}"
             ) from None
-        try:
-            size = os.fstat(fd).st_size
-            # a line cut short by a crash is closed first, so the new one parses on its own
-            torn = size > 0 and os.pread(fd, 1, size - 1) != b"\n"
-            os.write(fd, (b"\n" if torn else b"") + _line(checkpoint))
-            os.fsync(fd)
-        finally:
-            os.close(fd)
 
     def _newest(self, workspace: str) -> Checkpoint | None:
         path = self._file(workspace)
