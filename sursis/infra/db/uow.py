@@ -9,7 +9,7 @@ from typing import Self
 
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
-from sursis.domain.encryption import Cipher
+from sursis.domain.encryption import Cipher, UnsealedValue
 from sursis.domain.events import deliver
 from sursis.infra.db.access_repositories import SqlApiKeyRepository, SqlAuthorizationRepository
 from sursis.infra.db.approver_repository import SqlApproverRepository
@@ -18,6 +18,7 @@ from sursis.infra.db.customer_repository import SqlWorkspaceRepository
 from sursis.infra.db.delegation_repository import SqlDelegationRepository
 from sursis.infra.db.engine import reader_options
 from sursis.infra.db.event_repositories import SqlEventRepository, SqlWebhookRepository
+from sursis.infra.db.findings import record_unsealed
 from sursis.infra.db.held import UnitSession, begun, holds
 from sursis.infra.db.ops_repository import SqlOpsRepository
 from sursis.infra.db.outbox_repository import SqlOutboxRepository
@@ -52,10 +53,13 @@ class SqlUnitOfWork:
         *,
         read_only: bool = False,
         engine: AsyncEngine | None = None,
+        writers: async_sessionmaker[AsyncSession] | None = None,
     ) -> None:
         """`engine`: the engine whose connections tell whether a transaction may be sent as one
-        statement without `BEGIN` (`commit`); without it, never."""
+        statement without `BEGIN` (`commit`); without it, never. `writers`: where an integrity
+        finding met in this unit of work is written (default: `sessions`)."""
         self._sessions = sessions
+        self._writers = writers or sessions
         self._on_events = on_events
         self._on_pending = on_pending
         self._on_runs = on_runs
@@ -94,6 +98,8 @@ class SqlUnitOfWork:
                 await self.session.rollback()
         finally:
             await self.session.close()
+        if isinstance(exc, UnsealedValue):
+            await record_unsealed(self._writers, exc)
 
     @property
     def committed(self) -> bool:
@@ -170,4 +176,4 @@ class SqlUnitOfWorkFactory:
         `BEGIN`, a snapshot that does not take the write lock (`create_engine`). Behind a
         transaction pooler a PostgreSQL reader runs in a transaction (`sessions.py`)."""
         readers = self._readers if pinned_sessions(self.engine) else self._sessions
-        return SqlUnitOfWork(readers, read_only=True)
+        return SqlUnitOfWork(readers, read_only=True, writers=self._sessions)
