@@ -94,6 +94,8 @@ def _rotate(settings: Settings, args: argparse.Namespace) -> int:
                 pause_seconds=args.pause,
                 on_batch=lambda count: progress.advance(task, count),
             )
+        if storage.encryption.sealed_at_start is not None:  # this start turned encryption on
+            done += storage.encryption.sealed_at_start.rows
         left = await rows_to_rotate(engine, active)
         print(f"rewrote {done} rows; {left} rows still hold values under another key")
         if plain := await unsealed_rows(engine):
@@ -132,9 +134,9 @@ def _seal_existing(settings: Settings, args: argparse.Namespace) -> int:
             )
             return 1
         sealed = await seal_existing(engine, cipher, batch_size=args.batch_size)
-        total = sum(sealed.values())
+        total = sealed.values
         await record_sealed_existing(storage.uow, COMMAND_LINE_ACTOR, sealed)
-        for column, count in sealed.items():
+        for column, count in sealed.columns.items():
             print(f"{column}: sealed {count}")
         print(f"sealed {total} values under {cipher.active_key_id}")
         if total:

@@ -23,7 +23,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from sursis.domain.encryption import EncryptionRefused, KeyManager, key_check_value
 from sursis.infra.db.repositories.base import dialect_insert
 from sursis.infra.db.retention_tables import encryption_keys
-from sursis.infra.db.rotation import holds_sealed_values, keys_in_use, seal_existing
+from sursis.infra.db.rotation import SealedValues, holds_sealed_values, keys_in_use, seal_existing
 from sursis.infra.encryption.aesgcm import AesGcmCipher
 from sursis.infra.encryption.keyring import FileKeyring, KeyringError
 
@@ -47,9 +47,9 @@ class EncryptionState:
 
     active_key_id: str | None
     stored: tuple[StoredKey, ...]
-    sealed_at_start: dict[str, int] | None = None
-    """When this start turned encryption on: the values it found in plaintext and sealed, per
-    `table.column` (to be audited)."""
+    sealed_at_start: SealedValues | None = None
+    """When this start turned encryption on: the values it found in plaintext and sealed (to be
+    audited)."""
 
     @property
     def on(self) -> bool:

@@ -28,6 +28,18 @@ UNKNOWN_KEY = "(not in keyring)"
 
 
 @dataclass(frozen=True)
+class SealedValues:
+    """What `seal_existing` sealed: the rows it rewrote and the values per `table.column`."""
+
+    rows: int
+    columns: dict[str, int]
+
+    @property
+    def values(self) -> int:
+        return sum(self.columns.values())
+
+
+@dataclass(frozen=True)
 class ColumnKeys:
     """How many values of one column each key protects (and how many are plaintext)."""
 
@@ -252,11 +264,11 @@ async def seal_existing(
     batch_size: int = 500,
     on_batch: Callable[[int], None] = lambda _: None,
     pause_seconds: float = 0.0,
-) -> dict[str, int]:
+) -> SealedValues:
     """Seal, under the active key, every value of an encrypted column still in plaintext: the
     operator's deliberate step when a database that held plaintext is moved to encryption (each
     value is taken as it is stored now: run it before anyone without the key could write).
-    Returns the values sealed per `table.column`."""
+    Returns the rows rewritten and the values sealed per `table.column`."""
     if cipher.active_key_id is None:
         raise ValueError("encryption is off: set SURSIS_ENCRYPTION_KEYS to seal existing values")
 
@@ -267,7 +279,7 @@ async def seal_existing(
         return sealed.seal_value(cipher, column, plaintext, values)
 
     written: dict[str, int] = {}
-    await _rewrite_all(
+    rows = await _rewrite_all(
         engine,
         _plain,
         seal,
@@ -276,7 +288,7 @@ async def seal_existing(
         pause_seconds=pause_seconds,
         written=written,
     )
-    return written
+    return SealedValues(rows, written)
 
 
 async def compact(engine: AsyncEngine) -> list[str]:
