@@ -34,7 +34,8 @@ async def test_a_message_rewritten_in_plaintext_is_refused_and_recorded(
         )
         response = await client.get(f"/v1/conversations/{cid}")
         assert_refused(response, f"messages.body row ({cid}, 1)")
-        [finding] = await findings(seeded)
+        assert_refused(await client.get(f"/v1/conversations/{cid}"), "messages.body")  # read again
+        [finding] = await findings(seeded)  # one finding per value, not per read
         assert finding.workspace == "default" and finding.actor == "system:integrity"
         audit = (await client.get("/v1/audit", params={"action": "integrity.unsealed_value"})).json()
         [item] = audit["items"]

@@ -55,14 +55,37 @@ async def _owner(session: AsyncSession, exc: UnsealedValue) -> tuple[str, uuid.U
     return workspace or FALLBACK_WORKSPACE, conversation_id
 
 
+class FindingLog:
+    """The refusals already written down by this process: a value read again and again (a
+    delivery retried every second) is one finding, not one per read."""
+
+    def __init__(self, limit: int = 10_000) -> None:
+        self._seen: set[str] = set()
+        self._limit = limit
+
+    def first_time(self, exc: UnsealedValue) -> bool:
+        where = exc.address.describe()
+        if where in self._seen:
+            return False
+        if len(self._seen) >= self._limit:
+            self._seen.clear()
+        self._seen.add(where)
+        return True
+
+
 async def record_unsealed(
-    sessions: async_sessionmaker[AsyncSession], exc: UnsealedValue, now: datetime | None = None
+    sessions: async_sessionmaker[AsyncSession],
+    exc: UnsealedValue,
+    written: FindingLog,
+    now: datetime | None = None,
 ) -> None:
-    """Write the finding of `exc` in a transaction of its own, once per refusal. A failure to
-    write it is logged: the refusal itself stands either way."""
+    """Write the finding of `exc` in a transaction of its own, once per value and process. A
+    failure to write it is logged: the refusal itself stands either way."""
     if exc.recorded:
         return
     exc.recorded = True
+    if not written.first_time(exc):
+        return
     log.error("integrity.unsealed_value", **exc.address.details())
     try:
         async with sessions() as session:
