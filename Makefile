@@ -4,7 +4,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 SERVE_STAMP := $(VENV)/.serve-installed
 
-.PHONY: help install run test soak ha-drill lint migrate bench bench-peers bench-durability bench-volume image-smoke clean
+.PHONY: help install run test soak ha-drill lint migrate bench bench-calls bench-peers bench-durability bench-volume image-smoke clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-17s %s\n", $$1, $$2}'
@@ -60,6 +60,10 @@ bench: $(STAMP) ## per-turn cost, resolve p50/p99, throughput, memory over 10,00
 	$(PY) bench/events_burst.py
 	$(PY) bench/world_memory.py
 	$(PY) bench/memory.py
+
+bench-calls: $(STAMP) ## Python function calls per approval turn (Sursis, the bare pydantic-ai loop, LangGraph), split by package: a count, the same on every machine
+	$(PY) -m pip install --quiet -e ".[dev,peers]"
+	$(PY) bench/calls.py
 
 bench-peers: $(STAMP) ## the approval turn against LangGraph, pydantic-ai on DBOS and LangGraph's Agent Server on its PostgreSQL runtime (installs redis-server when missing)
 	@if [ ! -x /usr/bin/redis-server ]; then \

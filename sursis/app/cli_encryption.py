@@ -1,5 +1,6 @@
-"""`sursis encryption status | rotate | compact`: what each key protects, re-encryption under the
-active key, and reclaiming the space old values still occupy on disk."""
+"""`sursis encryption status | rotate | seal-existing | compact`: what each key protects,
+re-encryption under the active key, the deliberate sealing of values written before encryption was
+on, and reclaiming the space old values still occupy on disk."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ import sys
 from typing import Any
 
 from sursis.app.settings import Settings
+
+COMMAND_LINE_ACTOR = "cli"
 
 LEFT_ON_DISK = (
     "the old values are no longer readable through the service, but their bytes stay on disk: in\n"
@@ -67,7 +70,7 @@ def _rotate(settings: Settings, args: argparse.Namespace) -> int:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
     from sursis.app.storage import Storage, build_cipher, with_storage
-    from sursis.infra.db.rotation import rotate, rows_to_rotate
+    from sursis.infra.db.rotation import rotate, rows_to_rotate, unsealed_rows
 
     if build_cipher(settings).active_key_id is None:
         print(
@@ -91,11 +94,54 @@ def _rotate(settings: Settings, args: argparse.Namespace) -> int:
                 pause_seconds=args.pause,
                 on_batch=lambda count: progress.advance(task, count),
             )
+        if storage.encryption.sealed_at_start is not None:  # this start turned encryption on
+            done += storage.encryption.sealed_at_start.rows
         left = await rows_to_rotate(engine, active)
-        print(f"rewrote {done} rows; {left} rows still hold values under another key or in plaintext")
+        print(f"rewrote {done} rows; {left} rows still hold values under another key")
+        if plain := await unsealed_rows(engine):
+            print(
+                f"{plain} rows hold values in plaintext, left as they are (refused on read): "
+                "`sursis encryption seal-existing` seals them if they were written before encryption"
+            )
         if done:
             print(LEFT_ON_DISK)
         return 0 if left == 0 else 1
+
+    return with_storage(settings, main)
+
+
+def _seal_existing(settings: Settings, args: argparse.Namespace) -> int:
+    from sursis.app.storage import Storage, build_cipher, record_sealed_existing, with_storage
+    from sursis.infra.db.rotation import seal_existing, unsealed_rows
+
+    if build_cipher(settings).active_key_id is None:
+        print("sursis: encryption is off: set SURSIS_ENCRYPTION_KEYS to seal values", file=sys.stderr)
+        return 2
+
+    async def main(storage: Storage) -> int:
+        engine, cipher = storage.uow.engine, storage.cipher
+        waiting = await unsealed_rows(engine)
+        if not waiting:
+            print("no value is in plaintext: nothing to seal")
+            return 0
+        if not args.yes:
+            print(
+                f"{waiting} rows hold values in plaintext in encrypted columns. Sealing takes each one "
+                "as it is stored now, as real: run this only for a database being moved to "
+                "encryption, before anyone without the key could write to it. Again with --yes "
+                "to seal them.",
+                file=sys.stderr,
+            )
+            return 1
+        sealed = await seal_existing(engine, cipher, batch_size=args.batch_size)
+        total = sealed.values
+        await record_sealed_existing(storage.uow, COMMAND_LINE_ACTOR, sealed)
+        for column, count in sealed.columns.items():
+            print(f"{column}: sealed {count}")
+        print(f"sealed {total} values under {cipher.active_key_id}")
+        if total:
+            print(LEFT_ON_DISK)
+        return 0
 
     return with_storage(settings, main)
 
@@ -124,7 +170,9 @@ def _batch_size(value: str) -> int:
 
 
 def add_encryption_commands(sub: Any) -> None:
-    encryption = sub.add_parser("encryption", help="encryption at rest: status, rotate, compact")
+    encryption = sub.add_parser(
+        "encryption", help="encryption at rest: status, rotate, seal-existing, compact"
+    )
     encryption_sub = encryption.add_subparsers(dest="encryption_command", required=True)
     status = encryption_sub.add_parser(
         "status", help="on or off, the active key, each key's check value and how many values it protects"
@@ -140,6 +188,14 @@ def add_encryption_commands(sub: Any) -> None:
     )
     rotate.add_argument("--quiet", action="store_true", help="no progress bar")
     rotate.set_defaults(func=_rotate)
+    seal = encryption_sub.add_parser(
+        "seal-existing",
+        help="seal the values an encrypted column still holds in plaintext (a database being moved "
+        "to encryption); audited",
+    )
+    seal.add_argument("--yes", action="store_true", help="seal them (without it: only say how many)")
+    seal.add_argument("--batch-size", type=_batch_size, default=500, help="rows per transaction")
+    seal.set_defaults(func=_seal_existing)
     compact = encryption_sub.add_parser(
         "compact",
         help="rewrite the encrypted tables' files so old values are gone from them "

@@ -11,7 +11,7 @@ from sqlalchemy.exc import DBAPIError
 
 from sursis.app.schemas import jsonable
 from sursis.domain import errors as e
-from sursis.domain.encryption import EncryptedValueUnreadable, EncryptionKeyUnavailable
+from sursis.domain.encryption import EncryptedValueUnreadable, EncryptionKeyUnavailable, UnsealedValue
 from sursis.infra.db.errors import DatabaseFailure, database_failure
 
 log = structlog.get_logger("sursis.http")
@@ -30,6 +30,7 @@ STATUS_BY_ERROR: list[tuple[type[e.ServiceError], int]] = [
     (e.Forbidden, 403),
     (e.BadSignature, 401),
     (e.Unauthenticated, 401),
+    (UnsealedValue, 409),
     (EncryptionKeyUnavailable, 500),
     (EncryptedValueUnreadable, 500),
 ]

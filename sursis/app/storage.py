@@ -8,7 +8,7 @@ import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import structlog
 from sqlalchemy.ext.asyncio import AsyncEngine
@@ -16,11 +16,13 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from sursis.app.settings import Settings
 from sursis.domain.audit_verify import AuditChainService
 from sursis.domain.clock import utcnow
-from sursis.domain.keys import KeyService
+from sursis.domain.keys import NO_WORKSPACE, KeyService
+from sursis.domain.records import AuditEntry
 from sursis.domain.retention import RetentionService
 from sursis.infra.checkpoint_log import FileCheckpointLog
 from sursis.infra.db.encryption_state import EncryptionState, check_encryption
 from sursis.infra.db.engine import PoolLimits, create_engine
+from sursis.infra.db.rotation import SealedValues
 from sursis.infra.db.uow import EventsListener, PendingListener, RunsListener, SqlUnitOfWorkFactory
 from sursis.infra.encryption import AesGcmCipher, load_keyring
 from sursis.infra.encryption.signing import Ed25519Signer
@@ -93,7 +95,23 @@ async def check_storage(uow: SqlUnitOfWorkFactory) -> EncryptionState:
     `infra/db/encryption_state.py`."""
     cipher = uow.cipher
     assert isinstance(cipher, AesGcmCipher)
-    return await check_encryption(uow.engine, cipher.keys, utcnow())
+    state = await check_encryption(uow.engine, cipher.keys, utcnow())
+    cipher.refuses_plaintext = state.on  # an encrypted database serves no unsealed value
+    if state.sealed_at_start is not None and state.sealed_at_start.rows:
+        await record_sealed_existing(uow, "system:start", state.sealed_at_start)
+    return state
+
+
+async def record_sealed_existing(uow: SqlUnitOfWorkFactory, actor: str, sealed: SealedValues) -> None:
+    """The audit row of values sealed as they were found (encryption turned on, or
+    `sursis encryption seal-existing`): how many, in which columns, under which key."""
+    key_id = uow.cipher.active_key_id if uow.cipher else None
+    details: dict[str, Any] = {"key_id": key_id, "values": sealed.values, "columns": dict(sealed.columns)}
+    async with uow() as work:
+        await work.audit.append(
+            AuditEntry("encryption.sealed_existing", actor, NO_WORKSPACE, details=details), utcnow()
+        )
+        await work.commit()
 
 
 @dataclass

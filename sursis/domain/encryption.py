@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Protocol
 
 from sursis.domain.errors import ServiceError
+from sursis.domain.records import AuditEntry
 
 
 def _part(value: object) -> str:
@@ -35,6 +37,15 @@ class Address:
     def associated_data(self) -> bytes:
         row = "/".join(map(_part, self.row))
         return f"sursis/1\x1f{self.table}\x1f{self.column}\x1f{row}".encode()
+
+    def describe(self) -> str:
+        """`table.column row (names)`: where a refused value is, for an error or a finding (the row
+        is named by plaintext ids and states only, never by content)."""
+        return f"{self.table}.{self.column} row ({', '.join(map(_part, self.row))})"
+
+    def details(self) -> dict[str, object]:
+        """The address as an audit finding's details."""
+        return {"table": self.table, "column": self.column, "row": [_part(p) for p in self.row]}
 
 
 class EncryptionKeyUnavailable(ServiceError):
@@ -58,11 +69,50 @@ class EncryptedValueUnreadable(ServiceError):
 
     def __init__(self, key_id: str, address: Address) -> None:
         super().__init__(
-            f"a stored value ({address.table}.{address.column}) under key {key_id!r} does not "
-            "authenticate: it was altered or copied from another row",
+            f"a stored value ({address.describe()}) under key {key_id!r} does not "
+            "authenticate: it was altered or copied from another row or column",
             extra={"key_id": key_id},
         )
         self.key_id = key_id
+        self.address = address
+
+
+class UnsealedValue(EncryptedValueUnreadable):
+    """An encrypted column of an encrypted database holds a value that is not sealed: written by
+    someone with SQL rights and no key, or left from before encryption was turned on (then
+    `sursis encryption seal-existing` seals it, deliberately). Refused, never served as real; every
+    reader of an unreadable value (the worker, the audit chain) refuses it the same way."""
+
+    code = "unsealed_value"
+
+    def __init__(self, address: Address) -> None:
+        ServiceError.__init__(
+            self,
+            f"a stored value ({address.describe()}) is not sealed although this database is "
+            "encrypted: it was written around the service and is not served; if the database is "
+            "being moved to encryption, `sursis encryption seal-existing` seals the values written "
+            "before (docs/runbooks/encryption.md)",
+            extra={"table": address.table, "column": address.column},
+        )
+        self.key_id = ""
+        self.address = address
+        self.recorded = False
+
+    def finding(
+        self, workspace: str, conversation_id: uuid.UUID | None = None, run_id: uuid.UUID | None = None
+    ) -> AuditEntry:
+        """The audit row of this refusal: what was refused and where, never the value itself."""
+        return AuditEntry(
+            action=UNSEALED_FINDING,
+            actor="system:integrity",
+            workspace=workspace,
+            conversation_id=conversation_id,
+            run_id=run_id,
+            details=self.address.details(),
+        )
+
+
+UNSEALED_FINDING = "integrity.unsealed_value"
 
 
 class KeyringInvalid(ServiceError):
@@ -114,6 +164,12 @@ class Cipher(Protocol):
 
     @property
     def key_ids(self) -> tuple[str, ...]: ...
+
+    @property
+    def refuses_plaintext(self) -> bool:
+        """Whether a stored value that is not sealed is refused (`UnsealedValue`): true once the
+        database is known to be encrypted (it holds key check values)."""
+        ...
 
     def seal(self, plaintext: str, address: Address) -> str:
         """The stored form of `plaintext`: encrypted under the active key, or marked plain when

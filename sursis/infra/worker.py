@@ -16,7 +16,7 @@ import structlog
 from sqlalchemy import exc as sa_exc
 
 from sursis.domain.clock import Clock
-from sursis.domain.encryption import EncryptedValueUnreadable, EncryptionKeyUnavailable
+from sursis.domain.encryption import EncryptedValueUnreadable, EncryptionKeyUnavailable, UnsealedValue
 from sursis.domain.escalation import advance_routes
 from sursis.domain.events import publish_pending_resolved, publish_run_status
 from sursis.domain.hand_off import SegmentStartRead, SlotLease
@@ -292,6 +292,10 @@ class Worker:
             raise
         except (EncryptionKeyUnavailable, EncryptedValueUnreadable) as exc:
             log.error("worker.segment_start_unreadable", run_id=str(run.id), code=exc.code, error=exc.message)
+            if isinstance(exc, UnsealedValue) and not exc.recorded:
+                exc.recorded = True  # written here, in the claim's transaction
+                finding = exc.finding(run.workspace, run.conversation_id, run.id)
+                await uow.audit.append(finding, self._clock())
             return None, exc
         except Exception as exc:
             log.warning("worker.segment_start_unreadable", run_id=str(run.id), error_class=type(exc).__name__)

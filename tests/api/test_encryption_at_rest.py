@@ -128,9 +128,22 @@ async def test_without_keys_content_is_plaintext_and_still_reads_after_turning_e
         assert SECRET in str((await conversation(client, cid))["messages"])
 
 
+async def forget_key(database_url: str, key_id: str) -> None:
+    """Delete a key's check value, as someone with SQL rights could: the start check no longer
+    knows the database holds values under it (a keyring lacking a key it knows is refused at
+    start, tests/attacks/test_keyring_missing_key.py), so reading is what stops those values."""
+    engine = create_engine(database_url)
+    try:
+        async with engine.begin() as conn:
+            await conn.execute(sa.text("DELETE FROM encryption_keys WHERE key_id = :k"), {"k": key_id})
+    finally:
+        await engine.dispose()
+
+
 async def test_a_missing_key_is_a_500_with_a_code_naming_it(seeded: str, admin_key: IssuedKey) -> None:
     async with app_client(seeded, admin_key, new_key("k1")) as client:
         cid, run_id = await approved_turn(client)
+    await forget_key(seeded, "k1")
     async with app_client(seeded, admin_key, new_key("k2")) as client:
         for path in (f"/v1/conversations/{cid}", f"/v1/runs/{run_id}/tool-calls"):
             response = await client.get(path)
@@ -159,7 +172,7 @@ async def test_rotate_moves_every_value_to_the_new_key_and_the_old_one_can_go(
     try:
         before = await key_counts(engine, cipher)
         assert sum(c.by_key["k1"] for c in before) > 0
-        assert sum(c.by_key[PLAINTEXT_KEY] for c in before) > 0
+        assert sum(c.by_key[PLAINTEXT_KEY] for c in before) == 0  # sealed when encryption was turned on
         batches: list[int] = []
         rewritten = await rotate(engine, cipher, batch_size=3, on_batch=batches.append)
         assert rewritten == sum(batches) > 0

@@ -29,7 +29,7 @@ from sursis.infra.db.engine import create_engine
 from sursis.infra.db.uow import SqlUnitOfWorkFactory
 from sursis.infra.encryption import AesGcmCipher, LocalKeyring
 from tests.api.http_calls import create_conversation, post_message
-from tests.api.test_encryption_at_rest import app_client, new_key
+from tests.api.test_encryption_at_rest import app_client, forget_key, new_key
 from tests.conftest import make_settings, script
 
 UNUSED = "sqlite+aiosqlite:///never-opened.db"
@@ -148,6 +148,7 @@ async def test_a_run_whose_history_does_not_open_fails_at_once_with_the_code(
         cid = await create_conversation(client)
         first = await post_message(client, cid, script(text="first"))
         assert first["status"] == "completed", first
+    await forget_key(seeded, "k1")
     async with app_client(seeded, admin_key, k2) as client:  # k1 lost: k2 alone is a usable keyring
         run_ = await post_message(client, cid, script(text="second"))
         assert run_["status"] == "failed", run_

@@ -121,6 +121,7 @@ async def test_every_command_seals_what_it_writes(
     status = await sursis("encryption", "status", "--columns")
     assert "encryption: on" in status and "active key: cli-1" in status
     await sursis("encryption", "rotate", "--quiet")
+    assert "nothing to seal" in await sursis("encryption", "seal-existing")
     await sursis("encryption", "compact")
     assert "ok  workspace default" in await sursis("audit", "verify")
 

@@ -86,7 +86,10 @@ async def test_the_runbook_commands_report_and_rotate(
         parser().parse_args(argv)
         assert await asyncio.to_thread(run, argv, rotating) == 0, command
     shown = capsys.readouterr().out
-    assert "rewrote 4 rows" in shown and "0 rows still" in shown
+    assert "rewrote 3 rows" in shown and "0 rows still" in shown  # plaintext is not rotate's
+    assert "1 rows hold values in plaintext, left as they are" in shown
+    assert await asyncio.to_thread(run, ["encryption", "seal-existing", "--yes"], rotating) == 0
+    assert "sealed 1 values under new-2" in capsys.readouterr().out
     assert await asyncio.to_thread(run, ["encryption", "status"], rotating) == 0
     assert "no value is under old-1: safe to remove" in capsys.readouterr().out
     retired = make_settings(database_url, encryption_keys=new)

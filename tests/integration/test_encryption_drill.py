@@ -29,7 +29,7 @@ from sursis.infra.db.migrations import upgrade
 from sursis.infra.db.uow import SqlUnitOfWorkFactory
 from sursis.infra.demo import seed_demo
 from tests.api.http_calls import conversation, tool_calls
-from tests.api.test_encryption_at_rest import SECRET, approved_turn, new_key
+from tests.api.test_encryption_at_rest import SECRET, approved_turn, forget_key, new_key
 from tests.conftest import PG_URL, SETUP, bearer, make_settings
 
 pytestmark = pytest.mark.skipif(shutil.which("pg_dump") is None, reason="needs the PostgreSQL client tools")
@@ -128,6 +128,7 @@ async def test_a_restored_dump_reads_every_conversation_with_the_keyring_and_nam
             async with AsyncTestClient(app=create_app(settings)):
                 pass
 
+    await forget_key(target, "drill-1")
     async with app_client(target, key, new_key("drill-2")) as client:
         for cid, run_id in turns:
             for path in (f"/v1/conversations/{cid}", f"/v1/runs/{run_id}/tool-calls", f"/v1/runs/{run_id}"):

@@ -13,7 +13,9 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from sursis.domain.access import Role
 from sursis.domain.records import ApiKey, Authorization
 from sursis.infra.db import tables as t
+from sursis.infra.db.repositories.base import SqlRepository
 from sursis.infra.db.rows import row_values
+from sursis.infra.db.sealing import AUTHORIZATIONS
 
 KEY_CHANNEL = "sursis_keys"
 """`NOTIFY sursis_keys, '<key id>'` is sent in the transaction that changes a key (delivered on
@@ -79,14 +81,14 @@ AUTHORIZATION_CHANNEL = "sursis_authorizations"
 a pre-approval (delivered on commit): every worker drops the workspace from its policy cache."""
 
 
-class SqlAuthorizationRepository:
-    def __init__(self, session: AsyncSession) -> None:
-        self._session = session
+class SqlAuthorizationRepository(SqlRepository):
+    """Pre-approvals; their `reason` and `args_match` are sealed like other content, so a match is
+    made on the opened values (`candidates` filters on plaintext workspace, tool and times only)."""
 
     async def add(self, authorization: Authorization) -> None:
-        await self._session.execute(
-            t.authorizations.insert().values(row_values(authorization, t.authorizations))
-        )
+        values = row_values(authorization, t.authorizations)
+        sealed = AUTHORIZATIONS.seal(self._cipher, values)
+        await self._session.execute(t.authorizations.insert().values(sealed))
         await self._notify(authorization.workspace)
 
     async def get(self, authorization_id: uuid.UUID) -> Authorization | None:
@@ -95,7 +97,7 @@ class SqlAuthorizationRepository:
                 sa.select(t.authorizations).where(t.authorizations.c.id == authorization_id)
             )
         ).first()
-        return Authorization(**row._mapping) if row else None
+        return self._record(row) if row else None
 
     async def search(
         self, *, workspace: str | None, include_inactive: bool, now: datetime
@@ -107,12 +109,15 @@ class SqlAuthorizationRepository:
         if not include_inactive:
             query = query.where(*_active(now))
         rows = await self._session.execute(query.order_by(c.created_at, c.id))
-        return [Authorization(**row._mapping) for row in rows]
+        return [self._record(row) for row in rows]
 
     async def candidates(self, workspace: str, tool_name: str, now: datetime) -> list[Authorization]:
         params = {"workspace": workspace, "tool_name": tool_name, "now": now}
         rows = await self._session.execute(_CANDIDATES, params)
-        return [Authorization(**row._mapping) for row in rows]
+        return [self._record(row) for row in rows]
+
+    def _record(self, row: Any) -> Authorization:
+        return Authorization(**AUTHORIZATIONS.open(self._cipher, row))
 
     async def revoke(self, authorization_id: uuid.UUID, now: datetime) -> bool:
         c = t.authorizations.c

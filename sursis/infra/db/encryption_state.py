@@ -1,9 +1,15 @@
 """Encryption as a property of the database: the key check values it stores, checked at start.
 
 The first process that starts with a keyring stores the check value of each of its keys
-(`encryption_keys`); from then on the database is encrypted. A process whose keyring is empty is
+(`encryption_keys`); from then on the database is encrypted, and a value not sealed is refused on
+read. That first start is the moment encryption is turned on: it seals the values the database
+held in plaintext until then (they were the real ones a moment before), and says so in the audit
+log; a plaintext value found later is not the service's (`sursis encryption seal-existing` is the
+deliberate way to seal such values). A process whose keyring is empty is
 refused, and so is one holding a key whose bytes do not match the check value stored under its
-id (a wrong key under the right id would seal new values nobody can open with the right key).
+id (a wrong key under the right id would seal new values nobody can open with the right key), and
+one lacking a key the database still holds values under (a keyring holding only a new key would
+otherwise start, store its check value for good and leave every older value unreadable).
 """
 
 from __future__ import annotations
@@ -17,6 +23,8 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from sursis.domain.encryption import EncryptionRefused, KeyManager, key_check_value
 from sursis.infra.db.repositories.base import dialect_insert
 from sursis.infra.db.retention_tables import encryption_keys
+from sursis.infra.db.rotation import SealedValues, holds_sealed_values, keys_in_use, seal_existing
+from sursis.infra.encryption.aesgcm import AesGcmCipher
 from sursis.infra.encryption.keyring import FileKeyring, KeyringError
 
 OFF_ON_AN_ENCRYPTED_DATABASE = (
@@ -39,6 +47,9 @@ class EncryptionState:
 
     active_key_id: str | None
     stored: tuple[StoredKey, ...]
+    sealed_at_start: SealedValues | None = None
+    """When this start turned encryption on: the values it found in plaintext and sealed (to be
+    audited)."""
 
     @property
     def on(self) -> bool:
@@ -54,6 +65,21 @@ class EncryptionState:
 def mismatches(keys: KeyManager, stored: dict[str, str]) -> list[str]:
     """The key ids of `keys` whose bytes do not match the check value stored under their id."""
     return [k for k in keys.key_ids if k in stored and key_check_value(keys.data_key(k)) != stored[k]]
+
+
+def missing_message(key_ids: list[str]) -> str:
+    named = ", ".join(repr(k) for k in key_ids)
+    return (
+        f"key {named} is not in the keyring but this database holds values under it: put it back "
+        "in the keyring (a new key goes before the old one, not instead of it; the old one leaves "
+        "after `sursis encryption rotate`)"
+    )
+
+
+async def missing_keys(engine: AsyncEngine, keys: KeyManager, stored: dict[str, str]) -> list[str]:
+    """The key ids the database knows, holds values under, and `keys` lacks."""
+    absent = [k for k in stored if k not in keys.key_ids]
+    return await keys_in_use(engine, absent) if absent else []
 
 
 def mismatch_message(key_ids: list[str]) -> str:
@@ -80,7 +106,12 @@ async def check_encryption(engine: AsyncEngine, keys: KeyManager, now: datetime)
         return EncryptionState(None, ())
     if wrong := mismatches(keys, stored):
         raise EncryptionRefused(mismatch_message(wrong))
+    if missing := await missing_keys(engine, keys, stored):
+        raise EncryptionRefused(missing_message(missing))
     new = [k for k in keys.key_ids if k not in stored]
+    # Turning on: no key known and no value sealed. Sealed values without check values mean the
+    # check values were removed: plaintext found then is not taken as real.
+    turning_on = not stored and not await holds_sealed_values(engine)
     if new:
         async with engine.begin() as conn:
             insert = dialect_insert(encryption_keys, postgres=conn.dialect.name == "postgresql")
@@ -95,7 +126,8 @@ async def check_encryption(engine: AsyncEngine, keys: KeyManager, now: datetime)
         if wrong := mismatches(keys, stored):  # another process stored other bytes first
             raise EncryptionRefused(mismatch_message(wrong))
     follow_reloads(keys, stored)
-    return EncryptionState(keys.active_key_id, tuple(await stored_keys(engine)))
+    sealed = await seal_existing(engine, AesGcmCipher(keys)) if turning_on else None
+    return EncryptionState(keys.active_key_id, tuple(await stored_keys(engine)), sealed)
 
 
 def follow_reloads(keys: KeyManager, stored: dict[str, str]) -> None:

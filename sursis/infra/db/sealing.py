@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 import sqlalchemy as sa
 
-from sursis.domain.encryption import Address, Cipher
+from sursis.domain.encryption import Address, Cipher, UnsealedValue
 from sursis.infra.db import approver_tables as approvers
 from sursis.infra.db import channel_tables as channels
 from sursis.infra.db import customer_tables as customer
@@ -64,6 +64,19 @@ class SealedTable:
         return cipher.seal(text, self.address(column, values))
 
     def open_value(self, cipher: Cipher, column: str, stored: Any, values: Mapping[Any, Any]) -> Any:
+        """The plaintext of a stored value; on an encrypted database (`cipher.refuses_plaintext`) a
+        value that is not sealed is refused by its address (`UnsealedValue`), never served."""
+        if stored is not None and cipher.refuses_plaintext and not self.is_sealed(cipher, stored):
+            raise UnsealedValue(self.address(column, values))
+        return self.open_unchecked(cipher, column, stored, values)
+
+    @staticmethod
+    def is_sealed(cipher: Cipher, stored: Any) -> bool:
+        return isinstance(stored, str) and cipher.key_id_of(stored) is not None
+
+    def open_unchecked(self, cipher: Cipher, column: str, stored: Any, values: Mapping[Any, Any]) -> Any:
+        """`open_value` that reads an unsealed value as it is: only for `seal-existing`, the
+        operator's deliberate sealing of values written before encryption was on."""
         if not isinstance(stored, str):
             return stored
         opened = cipher.open(stored, self.address(column, values))
@@ -85,12 +98,13 @@ class SealedTable:
         """A row with every encrypted column opened, for `record_from_row`."""
         return OpenedRow(self.open(cipher, row))
 
-    def open(self, cipher: Cipher, row: Any) -> dict[str, Any]:
-        """A row's mapping with every encrypted column opened."""
+    def open(self, cipher: Cipher, row: Any, *, unchecked: bool = False) -> dict[str, Any]:
+        """A row's mapping with every encrypted column opened (`unchecked`: see `open_unchecked`)."""
         values = dict(row._mapping)
+        opener = self.open_unchecked if unchecked else self.open_value
         for column in self.columns:
             if column in values:
-                values[column] = self.open_value(cipher, column, values[column], values)
+                values[column] = opener(cipher, column, values[column], values)
         return values
 
 
@@ -128,6 +142,7 @@ DELEGATIONS = SealedTable(
 
 LEGAL_HOLDS = SealedTable(retention.legal_holds, {"reason": "text"}, ("id",))
 FAILURE_CLUSTERS = SealedTable(t.failure_clusters, {"notes": "text"}, ("id",))
+AUTHORIZATIONS = SealedTable(t.authorizations, {"reason": "text", "args_match": "json"}, ("id",))
 
 SEALED_TABLES: list[SealedTable] = [
     MESSAGES,
@@ -143,5 +158,6 @@ SEALED_TABLES: list[SealedTable] = [
     LEGAL_HOLDS,
     FAILURE_CLUSTERS,
     VOTES,
+    AUTHORIZATIONS,
 ]
 """Every table with encrypted columns, in the order `rotate` walks them."""

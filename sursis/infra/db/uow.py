@@ -9,7 +9,7 @@ from typing import Self
 
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
-from sursis.domain.encryption import Cipher
+from sursis.domain.encryption import Cipher, UnsealedValue
 from sursis.domain.events import deliver
 from sursis.infra.db.access_repositories import SqlApiKeyRepository, SqlAuthorizationRepository
 from sursis.infra.db.approver_repository import SqlApproverRepository
@@ -18,6 +18,7 @@ from sursis.infra.db.customer_repository import SqlWorkspaceRepository
 from sursis.infra.db.delegation_repository import SqlDelegationRepository
 from sursis.infra.db.engine import reader_options
 from sursis.infra.db.event_repositories import SqlEventRepository, SqlWebhookRepository
+from sursis.infra.db.findings import FindingLog, record_unsealed
 from sursis.infra.db.held import UnitSession, begun, holds
 from sursis.infra.db.ops_repository import SqlOpsRepository
 from sursis.infra.db.outbox_repository import SqlOutboxRepository
@@ -52,10 +53,15 @@ class SqlUnitOfWork:
         *,
         read_only: bool = False,
         engine: AsyncEngine | None = None,
+        writers: async_sessionmaker[AsyncSession] | None = None,
+        findings: FindingLog | None = None,
     ) -> None:
         """`engine`: the engine whose connections tell whether a transaction may be sent as one
-        statement without `BEGIN` (`commit`); without it, never."""
+        statement without `BEGIN` (`commit`); without it, never. `writers`: where an integrity
+        finding met in this unit of work is written (default: `sessions`)."""
         self._sessions = sessions
+        self._writers = writers or sessions
+        self._findings = findings or FindingLog()
         self._on_events = on_events
         self._on_pending = on_pending
         self._on_runs = on_runs
@@ -94,6 +100,8 @@ class SqlUnitOfWork:
                 await self.session.rollback()
         finally:
             await self.session.close()
+        if isinstance(exc, UnsealedValue):
+            await record_unsealed(self._writers, exc, self._findings)
 
     @property
     def committed(self) -> bool:
@@ -149,6 +157,7 @@ class SqlUnitOfWorkFactory:
         self.on_pending = on_pending
         self.on_runs = on_runs
         self.cipher = cipher
+        self.findings = FindingLog()
         info = {"cipher": cipher} if cipher is not None else None
         self._sessions = async_sessionmaker(
             engine, expire_on_commit=False, info=info, sync_session_class=UnitSession
@@ -160,7 +169,12 @@ class SqlUnitOfWorkFactory:
 
     def __call__(self) -> SqlUnitOfWork:
         return SqlUnitOfWork(
-            self._sessions, self.on_events, self.on_pending, self.on_runs, engine=self.engine
+            self._sessions,
+            self.on_events,
+            self.on_pending,
+            self.on_runs,
+            engine=self.engine,
+            findings=self.findings,
         )
 
     def reader(self) -> SqlUnitOfWork:
@@ -170,4 +184,4 @@ class SqlUnitOfWorkFactory:
         `BEGIN`, a snapshot that does not take the write lock (`create_engine`). Behind a
         transaction pooler a PostgreSQL reader runs in a transaction (`sessions.py`)."""
         readers = self._readers if pinned_sessions(self.engine) else self._sessions
-        return SqlUnitOfWork(readers, read_only=True)
+        return SqlUnitOfWork(readers, read_only=True, writers=self._sessions, findings=self.findings)

@@ -3,7 +3,9 @@
 A stored value says what it is. `sursis:enc:1:<key id>:<base64(nonce | ciphertext | tag)>` is
 sealed under that key, with the value's address (table, column, row) as associated data;
 `sursis:plain:<text>` is a plaintext value that happened to start with `sursis:`; anything else is
-plaintext written before encryption was on (or with it off), read as it is.
+plaintext written with encryption off, read as it is. Once the database is known to be encrypted
+(`refuses_plaintext`, set at start), the repositories refuse an unsealed value instead
+(`UnsealedValue`, see `infra/db/sealing.py`): the cipher itself only tells the forms apart.
 
 `cryptography` (~8 MiB with OpenSSL's bindings) is imported when a key is first used: a service
 without encryption keys never loads it.
@@ -30,9 +32,10 @@ _NONCE_BYTES = 12
 class AesGcmCipher:
     """The `Cipher` port with AES-256-GCM; seals with the manager's active key, opens with any."""
 
-    def __init__(self, keys: KeyManager) -> None:
+    def __init__(self, keys: KeyManager, *, refuses_plaintext: bool = False) -> None:
         self._keys = keys
         self._aead: dict[str, AESGCM] = {}
+        self.refuses_plaintext = refuses_plaintext
 
     @property
     def keys(self) -> KeyManager:
