@@ -143,7 +143,7 @@ def _serve(settings: Settings, args: argparse.Namespace) -> int:
     require_location(settings.database_url)
     if settings.migrate_on_start and is_sqlite(settings.database_url):
         upgrade(settings.database_url)
-    encryption = with_storage(settings, lambda storage: _encryption_state(storage))
+    encryption = with_storage(settings, lambda storage: _start_state(storage, seals=settings.run_worker))
     bootstrap_admin_key(settings)
     print(f"Sursis API on http://{host}:{port}/v1  (OpenAPI docs: http://{host}:{port}/schema)", flush=True)
     print(
@@ -170,7 +170,11 @@ def _serve(settings: Settings, args: argparse.Namespace) -> int:
     return 0
 
 
-async def _encryption_state(storage: Storage) -> EncryptionState:
+async def _start_state(storage: Storage, *, seals: bool) -> EncryptionState:
+    """What a starting process prints; refused (`AuditSigningKeyRequired`) when it would seal
+    audit rows unsigned on a database with signed checkpoints."""
+    if seals:
+        await storage.audit_chain.require_signing()
     return storage.encryption
 
 
@@ -202,7 +206,7 @@ def _worker(settings: Settings, args: argparse.Namespace) -> int:
         return supervise(one, args.processes, grace=settings.shutdown_grace_seconds)
     if args.concurrency:
         settings = settings.model_copy(update={"worker_concurrency": args.concurrency})
-    encryption = with_storage(settings, lambda storage: _encryption_state(storage))
+    encryption = with_storage(settings, lambda storage: _start_state(storage, seals=True))
     print(f"worker: {shown_url(settings.database_url)}  {encryption.describe()}", flush=True)
 
     async def main() -> None:

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from sursis.app.settings import Settings
-from sursis.domain.audit_chain import ChainReport
+from sursis.domain.audit_chain import ChainReport, parse_expected_head
 from sursis.domain.audit_verify import AuditChainService
 from sursis.domain.keys import WORKSPACE
 from sursis.domain.records import Principal
@@ -55,15 +55,10 @@ def hold_reason(value: str) -> str:
 
 def expected_head(value: str) -> tuple[int, str]:
     """`SEQ:HASH`, a head recorded from an earlier `verify`."""
-    seq, _, digest = value.partition(":")
-    if (
-        not seq.isdigit()
-        or int(seq) < 1
-        or len(digest) != 64
-        or not all(c in "0123456789abcdef" for c in digest)
-    ):
-        raise argparse.ArgumentTypeError("SEQ:HASH, e.g. 1042:9f86d0…(64 hex digits), from an earlier verify")
-    return int(seq), digest
+    try:
+        return parse_expected_head(value)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _print_reports(reports: list[RetentionReport], verb: str) -> None:
@@ -231,7 +226,8 @@ def add_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser], who: 
         "--expect",
         type=expected_head,
         metavar="SEQ:HASH",
-        help="a head recorded earlier (outside the database): the chain must still hold it",
+        help="a head recorded earlier (outside the database): the chain must still hold it "
+        "(with SURSIS_AUDIT_CHECKPOINT_DIR, the newest external checkpoint is checked too)",
     )
     verify.set_defaults(func=bind(_verify))
     checkpoint = a_sub.add_parser(

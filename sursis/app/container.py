@@ -98,9 +98,12 @@ class Container:
 
     async def start(self, *, run_worker: bool) -> None:
         """Start serving; refuses (`EncryptionRefused`) a keyring this database may not be used
-        with before anything runs."""
+        with, and (`AuditSigningKeyRequired`) a worker without the audit signing key on a database
+        with signed checkpoints, before anything runs."""
         self.encryption = await check_storage(self.uow)
         log.info("encryption.state", on=self.encryption.on, active_key_id=self.encryption.active_key_id)
+        if run_worker:  # the worker seals the audit chains: never unsigned over signed checkpoints
+            await self.audit_chain.require_signing()
         self.notifier.start()
         if run_worker:
             self.worker.start()

@@ -29,6 +29,10 @@ class Settings(BaseSettings):
     audit_signing_key_file: Path | None = None
     """An Ed25519 key (PEM) outside the database: a private key signs each audit chain head as it
     is sealed, a public key only checks the signatures (`sursis audit verify`); docs/security.md."""
+    audit_checkpoint_dir: Path | None = None
+    """A directory outside the database where each signed audit checkpoint is also appended (one
+    `WORKSPACE.jsonl` file per workspace, never rewritten); `sursis audit verify` and
+    `/v1/audit/verify` check each chain against its newest line (docs/security.md)."""
     model: str = "scripted"
     agents: Annotated[list[str], NoDecode] = Field(default_factory=list)
     """The agents to serve (`SURSIS_AGENTS`, comma-separated): built-in names, `package.module:NAME`

@@ -19,6 +19,7 @@ from sursis.domain.clock import utcnow
 from sursis.domain.keys import NO_WORKSPACE, KeyService
 from sursis.domain.records import AuditEntry
 from sursis.domain.retention import RetentionService
+from sursis.infra.checkpoint_log import FileCheckpointLog
 from sursis.infra.db.encryption_state import EncryptionState, check_encryption
 from sursis.infra.db.engine import PoolLimits, create_engine
 from sursis.infra.db.rotation import SealedValues
@@ -73,7 +74,14 @@ def _signing_refused(workspace: str, reason: str) -> None:
 
 
 def build_audit_chain(settings: Settings, uow: SqlUnitOfWorkFactory) -> AuditChainService:
-    return AuditChainService(uow, utcnow, signer=build_signer(settings), on_refused=_signing_refused)
+    directory = settings.audit_checkpoint_dir
+    return AuditChainService(
+        uow,
+        utcnow,
+        signer=build_signer(settings),
+        on_refused=_signing_refused,
+        external=FileCheckpointLog(directory) if directory is not None else None,
+    )
 
 
 def build_retention(

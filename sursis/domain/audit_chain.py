@@ -115,6 +115,8 @@ class Breach(StrEnum):
     """The signed checkpoint is missing, forged, or names a head the chain no longer has."""
     EXPECTED = "expected_head"
     """The chain does not hold the `(seq, hash)` the caller recorded."""
+    EXTERNAL = "external_checkpoint"
+    """The chain does not hold the head of the newest checkpoint kept outside the database."""
     BACKDATED = "backdated"
     """An unsealed row is dated before the chain's newest sealed row: sealing refuses it."""
 
@@ -237,12 +239,32 @@ class ChainVerifier:
         return self.finding
 
 
+EXPECTED_HEAD_PATTERN = r"^[1-9][0-9]{0,17}:[0-9a-f]{64}$"
+"""`SEQ:HASH`, a head recorded from an earlier verify (the command line's `--expect`, the API's
+`expect`)."""
+
+
+def parse_expected_head(value: str) -> tuple[int, str]:
+    """`SEQ:HASH` as `(seq, hash)`; ValueError unless SEQ >= 1 and HASH is 64 lower-case hex digits."""
+    seq, _, digest = value.partition(":")
+    if (
+        not seq.isdigit()
+        or len(seq) > 18
+        or int(seq) < 1
+        or len(digest) != 64
+        or not all(c in "0123456789abcdef" for c in digest)
+    ):
+        raise ValueError("SEQ:HASH, e.g. 1042:9f86d0…(64 hex digits), from an earlier verify")
+    return int(seq), digest
+
+
 EXPECTED_BY_CALLER = "recorded hash"
 SIGNED = "signed hash"
+EXTERNAL = "external checkpoint's hash"
 
 
 def _breach_of(who: str) -> Breach:
-    return Breach.CHECKPOINT if who == SIGNED else Breach.EXPECTED
+    return {SIGNED: Breach.CHECKPOINT, EXTERNAL: Breach.EXTERNAL}.get(who, Breach.EXPECTED)
 
 
 @dataclass(frozen=True, slots=True)

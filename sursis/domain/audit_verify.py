@@ -9,6 +9,7 @@ from datetime import datetime, timedelta
 
 from sursis.domain.audit_chain import (
     EXPECTED_BY_CALLER,
+    EXTERNAL,
     SIGNED,
     Breach,
     ChainHead,
@@ -16,7 +17,19 @@ from sursis.domain.audit_chain import (
     ChainVerifier,
     Finding,
 )
-from sursis.domain.audit_checkpoint import CheckpointSigner, checkpoint_finding, sign_head, signature_holds
+from sursis.domain.audit_checkpoint import (
+    SIGNING_KEY_REQUIRED,
+    AuditSigningKeyRequired,
+    Checkpoint,
+    CheckpointLog,
+    CheckpointLogUnusable,
+    CheckpointSigner,
+    behind_external,
+    checkpoint_finding,
+    external_finding,
+    sign_head,
+    signature_holds,
+)
 from sursis.domain.retention_ports import RetentionUnitOfWork, RetentionUnitOfWorkFactory
 from sursis.domain.retention_records import check_workspace
 
@@ -39,6 +52,26 @@ class AuditChainService:
     tolerance: timedelta = BACKDATE_TOLERANCE
     on_refused: Callable[[str, str], None] = field(default=_ignore)
     """Told (workspace, reason) when a head is not signed because the chain moved unsigned."""
+    external: CheckpointLog | None = None
+    """Where each signed checkpoint is also appended, outside the database; `verify` checks the
+    chain against its newest entry. None: the database's own checkpoint only."""
+    _signed: dict[str, Checkpoint] = field(default_factory=dict, init=False, repr=False)
+    """Checkpoints signed in a transaction not yet known to have committed: `publish` appends
+    each one to the external log once the database holds it."""
+
+    @property
+    def can_sign(self) -> bool:
+        return self.signer is not None and self.signer.can_sign
+
+    async def require_signing(self) -> None:
+        """Refuse (`AuditSigningKeyRequired`) a process that would seal without the private key
+        on a database whose chains carry signed checkpoints: it would seal rows unsigned, and the
+        newest ones could then be deleted with nothing to tell."""
+        if self.can_sign:
+            return
+        async with self.uow.reader() as uow:
+            if await uow.audit_chain.has_checkpoints():
+                raise AuditSigningKeyRequired(SIGNING_KEY_REQUIRED)
 
     async def seal(self, *, workspaces: int = 100) -> int:
         """One batch per workspace with unsealed rows, one transaction each; rows sealed."""
@@ -49,6 +82,7 @@ class AuditChainService:
             async with self.uow() as uow:
                 sealed += await self.seal_in(uow, workspace, self.clock())
                 await uow.commit()
+            await self.publish(workspace)
         return sealed
 
     async def seal_all(self) -> int:
@@ -62,6 +96,8 @@ class AuditChainService:
     ) -> int:
         """Seal one batch in the caller's transaction and sign the new head. `cut_from`: the head
         before a retention cut this transaction made (the anchor it moved from)."""
+        if not self.can_sign and await uow.audit_chain.checkpoint(workspace) is not None:
+            raise AuditSigningKeyRequired(SIGNING_KEY_REQUIRED)
         before = await uow.audit_chain.head(workspace)
         sealed = await uow.audit_chain.seal(workspace, self.batch, now, self.tolerance)
         if sealed or cut_from is not None:
@@ -69,26 +105,41 @@ class AuditChainService:
         return sealed
 
     async def _sign(self, uow: RetentionUnitOfWork, workspace: str, now: datetime, before: ChainHead) -> None:
-        """Sign the head, unless the chain moved in a way no signed step explains: the last
-        checkpoint is missing (on a chain that had rows), forged, or its anchor is not the one
-        this step started from. A refusal leaves the old checkpoint, so `verify` fails."""
+        """Sign the head, unless the chain moved in a way no signed step explains (`_refusal`). A
+        refusal leaves the old checkpoint, so `verify` fails."""
         signer = self.signer
         if signer is None or not signer.can_sign:
             return
         previous = await uow.audit_chain.checkpoint(workspace)
-        reason = None
-        if previous is None:
-            if before.seq > 0:
-                reason = "the chain has rows but no signed checkpoint: run `sursis audit checkpoint`"
-        elif not signature_holds(signer, previous):
-            reason = "the stored checkpoint's signature does not hold"
-        elif previous.anchor != before.anchor:
-            reason = "the anchor moved without a signed retention cut"
+        try:
+            external = await self.external.newest(workspace) if self.external is not None else None
+        except CheckpointLogUnusable as exc:
+            self.on_refused(workspace, exc.message)  # sealed, not signed: signed again once readable
+            return
+        reason = _refusal(signer, previous, external, before)
         if reason is not None:
             self.on_refused(workspace, reason)
             return
         head = await uow.audit_chain.head(workspace)
-        await uow.audit_chain.save_checkpoint(sign_head(signer, head, now))
+        checkpoint = sign_head(signer, head, now)
+        await uow.audit_chain.save_checkpoint(checkpoint)
+        self._signed[workspace] = checkpoint
+
+    async def publish(self, workspace: str) -> None:
+        """Append the checkpoint this process signed for `workspace` to the external log, once the
+        database holds it (its transaction committed; one rolled back is dropped). Call after the
+        commit of a transaction that sealed or cut."""
+        signed = self._signed.pop(workspace, None)
+        if signed is None or self.external is None:
+            return
+        async with self.uow.reader() as uow:
+            stored = await uow.audit_chain.checkpoint(workspace)
+        if stored != signed:
+            return
+        try:
+            await self.external.append(signed)
+        except CheckpointLogUnusable as exc:
+            self.on_refused(workspace, f"the checkpoint at seq {signed.seq} was not appended: {exc.message}")
 
     async def checkpoint(self, workspace: str | None = None) -> list[ChainReport]:
         """Seal what is unsealed, verify each chain, then sign its head whatever checkpoint it had
@@ -105,8 +156,11 @@ class AuditChainService:
             async with self.uow() as uow:
                 head = await uow.audit_chain.head(report.workspace, lock=True)
                 if head.seq > 0:
-                    await uow.audit_chain.save_checkpoint(sign_head(signer, head, self.clock()))
+                    checkpoint = sign_head(signer, head, self.clock())
+                    await uow.audit_chain.save_checkpoint(checkpoint)
                     await uow.commit()
+                    self._signed[report.workspace] = checkpoint
+            await self.publish(report.workspace)
         return reports
 
     async def verify(
@@ -120,7 +174,8 @@ class AuditChainService:
         breach found. Unsealed rows are counted, not checked (they are not chained yet), except
         those sealing refuses as back-dated, which are a breach. `expect`: a `(seq, hash)` the
         chain must hold (one workspace's, recorded outside the database); with a signer, the
-        signed checkpoint is checked too."""
+        signed checkpoint is checked too; with an external log, the chain must reach and hold its
+        newest checkpoint (`checkpoints=False` skips both)."""
         if workspace is not None:
             check_workspace(workspace)
         async with self.uow.reader() as uow:
@@ -128,15 +183,23 @@ class AuditChainService:
             reports = []
             for name in names:
                 head = await uow.audit_chain.head(name)
-                finding, signed = None, None
+                finding, signed, outside = None, None, None
                 if self.signer is not None and checkpoints:
                     signed = await uow.audit_chain.checkpoint(name)
                     finding = checkpoint_finding(self.signer, head, signed)
+                if self.external is not None and checkpoints and finding is None:
+                    try:
+                        outside = await self.external.newest(name)
+                        finding = external_finding(self.signer, head, outside, self.external.where)
+                    except CheckpointLogUnusable as exc:
+                        finding = Finding(Breach.EXTERNAL, head.seq, None, exc.message)
                 checked = 0
                 if finding is None:
                     expected = {}
                     if signed is not None:
                         expected[signed.seq] = (signed.hash, SIGNED)
+                    if outside is not None and outside.seq >= head.anchor_seq:
+                        expected[outside.seq] = (outside.hash, EXTERNAL)
                     if expect is not None:
                         expected[expect[0]] = (expect[1], EXPECTED_BY_CALLER)
                     finding, checked = await self._walk(uow, head, expected)
@@ -162,3 +225,22 @@ class AuditChainService:
             if not verifier.feed(links) or len(links) < self.batch:
                 break
         return verifier.finish(), verifier.checked
+
+
+def _refusal(
+    signer: CheckpointSigner, previous: Checkpoint | None, external: Checkpoint | None, before: ChainHead
+) -> str | None:
+    """Why a new head may not be signed: the database's checkpoint is older than the newest
+    external one, missing (on a chain that had rows), forged, or its anchor is not the one this
+    step started from."""
+    if (behind := behind_external(previous, external)) is not None:
+        return behind
+    if previous is None:
+        if before.seq > 0:
+            return "the chain has rows but no signed checkpoint: run `sursis audit checkpoint`"
+        return None
+    if not signature_holds(signer, previous):
+        return "the stored checkpoint's signature does not hold"
+    if previous.anchor != before.anchor:
+        return "the anchor moved without a signed retention cut"
+    return None

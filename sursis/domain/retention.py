@@ -216,7 +216,9 @@ class RetentionService:
             report.held, purged = await self._audit_cut(uow, policy, now, count_only=False, actor=actor)
             report.audit_rows += purged
             await uow.commit()
-            return purged > 0
+        if self.chain is not None:
+            await self.chain.publish(policy.workspace)
+        return purged > 0
 
     async def _audit_cut(
         self,

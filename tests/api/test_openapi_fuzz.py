@@ -81,6 +81,8 @@ SEMANTIC_422 = {
     "PUT /v1/retention/policies/{workspace}": "audit_days is checked against conversation_days",
     # `conversation_id` must name a conversation of `workspace`.
     "POST /v1/retention/holds": "conversation_id must name a conversation of the workspace",
+    # `expect` is one workspace's recorded head: it needs `workspace` too.
+    "GET /v1/audit/verify": "expect checks one workspace's chain and needs workspace",
     # Conditions are Cedar, checked against the published schema; a rule's tools must be declared.
     "PUT /v1/policies": "conditions are checked by Cedar against the schema, tools against the catalog",
     "POST /v1/policies/simulate": "the same rules; `until` must come after `since`",

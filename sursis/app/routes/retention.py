@@ -15,12 +15,22 @@ from sursis.app.routes.provide import services
 from sursis.app.schemas.retention import ChainOut, HoldIn, HoldOut, PolicyIn, PolicyOut, ReportOut
 from sursis.app.schemas.validation import MAX_WORKSPACE_CHARS, WORKSPACE_PATTERN
 from sursis.domain.access import Permission
+from sursis.domain.audit_chain import EXPECTED_HEAD_PATTERN, parse_expected_head
 from sursis.domain.audit_verify import AuditChainService
+from sursis.domain.errors import ValidationFailed
 from sursis.domain.records import Principal
 from sursis.domain.retention import RetentionPolicy, RetentionService
 
 _NAME = {"min_length": 1, "max_length": MAX_WORKSPACE_CHARS, "pattern": WORKSPACE_PATTERN}
 Workspace = Annotated[str | None, QueryParameter(description="One workspace; all by default", **_NAME)]
+Expect = Annotated[
+    str | None,
+    QueryParameter(
+        description="`SEQ:HASH`, a head recorded earlier outside the database (one workspace's): "
+        "the chain must still hold it",
+        pattern=EXPECTED_HEAD_PATTERN,
+    ),
+]
 """A workspace's name in the query: checked, and documented, by the parameter's own constraints."""
 WorkspacePath = Annotated[str, PathParameter(**_NAME)]
 
@@ -118,12 +128,22 @@ class AuditChainController(Controller):
         audit_chain: NamedDependency[AuditChainService],
         principal: NamedDependency[Principal],
         workspace: Workspace = None,
+        expect: Expect = None,
     ) -> list[ChainOut]:
         """Walk each workspace's audit chain from its anchor; each verdict names the first breach
         (a row edited, deleted, reordered or unreadable, an anchor moved without a purge, a signed
-        checkpoint that does not hold, back-dated rows). Rows written since the last seal are
-        counted, not checked."""
-        return [ChainOut.of(r) for r in await audit_chain.verify(workspace)]
+        checkpoint that does not hold, rows missing against the newest external checkpoint,
+        back-dated rows, a chain without the `expect`ed head). Rows written since the last seal
+        are counted, not checked."""
+        head = None
+        if expect is not None:
+            if workspace is None:
+                raise ValidationFailed("expect checks one workspace's chain: give workspace too")
+            try:
+                head = parse_expected_head(expect)
+            except ValueError as exc:
+                raise ValidationFailed(str(exc)) from None
+        return [ChainOut.of(r) for r in await audit_chain.verify(workspace, expect=head)]
 
 
 def retention_route_handlers() -> list[Any]:

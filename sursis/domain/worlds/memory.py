@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from enum import StrEnum
+from typing import Protocol
 
 from sursis.domain.sanitize import mask_text
 
@@ -23,6 +24,11 @@ MAX_MEMORY_CHARS = 2000
 _WORD = re.compile(r"[^\W_]+", re.UNICODE)
 
 _NAME = r"[A-Z][a-z'\u2019-]+"
+_NAMES = rf"{_NAME}(?:\s+(?:{_NAME}|[A-Z]\.))*"
+_STREET = (
+    r"(?:Street|St|Road|Rd|Avenue|Ave|Lane|Ln|Drive|Dr|Boulevard|Blvd|Court|Ct|Way|Place|Pl|"
+    r"Square|Sq|Terrace|Close|Crescent|Highway|Hwy|Parkway|Pkwy|Row|Gardens|Mews)"
+)
 _PERSONAL = re.compile(
     # card digits: a long run of digits (whatever its checksum), or digits said to be a card's
     r"(?<!\d)\d(?:[ -]?\d){11,18}(?!\d)"
@@ -32,16 +38,51 @@ _PERSONAL = re.compile(
     rf"|\b(?:Mr|Mrs|Ms|Miss|Mx|Dr|Prof)\.?\s+{_NAME}"
     rf"|\b(?:[Cc]ustomer|[Cc]lient|[Uu]ser|[Cc]aller|[Pp]atient|[Cc]ontact|[Nn]amed|[Cc]alled|[Nn]ame\s+is)"
     rf"\s+(?:is\s+|was\s+)?{_NAME}(?:\s+{_NAME})+"
+    # a name under a label (`name: Jane Doe`, `account holder = J. Doe`)
+    rf"|\b(?:[Ff]ull\s+|[Ff]irst\s+|[Ll]ast\s+|[Ss]ur|[Gg]iven\s+|[Ff]amily\s+)?[Nn]ame\s*[:=]\s*[\"']?{_NAME}"
+    r"|\b(?:[Aa]ccount[ -]?[Hh]older|[Cc]ard[ -]?[Hh]older|[Bb]eneficiary|[Rr]ecipient|[Pp]ayee|[Ss]ender"
+    r"|[Aa]ddressee|[Ss]ignatory|[Oo]wner|[Ss]ubscriber|[Dd]ebtor|[Cc]reditor)"
+    rf"(?:\s*[:=,]\s*|\s+(?:is|was)\s+|\s+)(?:[Mm]s\.?\s+|[Mm]r\.?\s+)?[A-Z](?:\.|[a-z'\u2019-]+)\s+{_NAMES}"
+    # an address: a street form, a postcode, or one introduced as an address
+    rf"|\b\d{{1,5}}[A-Za-z]?,?\s+(?:{_NAME}\s+){{1,4}}{_STREET}\b"
+    r"|\b[A-Z][a-z\u00e4\u00f6\u00fc\u00df]+(?:stra(?:ss|\u00df)e|str\.|weg|gasse|platz|allee|ring|damm)"
+    r"\s+\d{1,4}[a-z]?\b"
+    r"|\b\d{1,4}(?:\s*(?:bis|ter))?,?\s+(?:rue|avenue|boulevard|bd|place|chemin|all\u00e9e|impasse|quai)\s"
+    r"|\b(?:[A-Z]{1,2}\d[A-Z\d]?\s*\d[A-Z]{2})\b"
+    r"|\b(?:[Hh]ome|[Pp]ostal|[Mm]ailing|[Ss]treet|[Bb]illing|[Ss]hipping|[Dd]elivery)\s+address\s*(?:[:=]|is)"
+    r"|\b(?:lives|living|resides|residing)\s+(?:at|on)\s+\d"
 )
-"""Personal data `mask_text` does not catch: card digits that fail the checksum or are partial,
-and people's names where the text says they are names. A heuristic, not a classifier: it refuses
-the shapes an agent writes ("customer Jane Doe", "card ending in 4242") and lets "the Slack
-channel" through (docs/world-agent.md)."""
+"""Personal data `mask_text` and the validators do not catch: card digits that fail the checksum
+or are partial, people's names where the text says they are names (introduced, titled, or under a
+label such as `name:` or `account holder`), and postal addresses in their usual written forms
+(a number and a street word, `…straße 12`, `12 rue …`, a UK postcode, `home address:`). A
+heuristic, not a classifier: it refuses the shapes an agent writes ("customer Jane Doe", "card
+ending in 4242", "name: Jane Doe") and lets "the Slack channel" through (docs/world-agent.md)."""
 
 
-def personal_data(text: str) -> bool:
+class PersonalDataDetector(Protocol):
+    """Finds personal data with maintained validators (phone numbers, IBANs, card numbers, e-mail
+    addresses); implemented in infra, where third-party packages may be used."""
+
+    def find(self, text: str) -> str | None:
+        """What `text` carries (`"an IBAN"`), or None."""
+        ...
+
+
+def personal_data_kind(text: str, detector: PersonalDataDetector | None = None) -> str | None:
+    """What personal data or secret `text` carries (for the refusal's message), or None."""
+    if detector is not None and (found := detector.find(text)) is not None:
+        return found
+    if mask_text(text) != text:
+        return "a secret or contact detail"
+    if _PERSONAL.search(text) is not None:
+        return "a name, an address or card digits"
+    return None
+
+
+def personal_data(text: str, detector: PersonalDataDetector | None = None) -> bool:
     """True when `text` carries personal data or a secret the memory gateway refuses."""
-    return mask_text(text) != text or _PERSONAL.search(text) is not None
+    return personal_data_kind(text, detector) is not None
 
 
 class MemoryTier(StrEnum):
@@ -95,18 +136,26 @@ def word_similarity(query: str, text: str) -> float:
     return len(tq & trigrams(text)) / len(tq)
 
 
-def check_memory(text: str, *, enshrined_texts: Iterable[str], tool_outputs: Iterable[str]) -> None:
-    """Raise `MemoryRefused` unless `text` may be remembered."""
+def check_memory(
+    text: str,
+    *,
+    enshrined_texts: Iterable[str],
+    tool_outputs: Iterable[str],
+    detector: PersonalDataDetector | None = None,
+) -> None:
+    """Raise `MemoryRefused` unless `text` may be remembered; `detector` adds the maintained
+    validators to the patterns."""
     stripped = text.strip()
     if not stripped:
         raise MemoryRefused("MEMORY_EMPTY", "a memory needs some text")
     if len(stripped) > MAX_MEMORY_CHARS:
         raise MemoryRefused("MEMORY_TOO_LONG", f"a memory is at most {MAX_MEMORY_CHARS} characters")
-    if personal_data(stripped):
+    if (kind := personal_data_kind(stripped, detector)) is not None:
         raise MemoryRefused(
             "MEMORY_PERSONAL_DATA",
-            "the text carries personal data or a secret (a name, card digits, an e-mail address, a "
-            "phone number, a key); remember what you learned without it",
+            f"the text carries personal data or a secret ({kind}; a name, an address, card digits, "
+            "an IBAN, an e-mail address, a phone number and a key all are); remember what you "
+            "learned without it",
         )
     for rule_text in enshrined_texts:
         score = similarity(stripped, rule_text)

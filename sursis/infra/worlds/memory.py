@@ -16,8 +16,16 @@ import sqlalchemy as sa
 from sqlalchemy import exc as sa_exc
 
 from sursis.domain.clock import Clock
-from sursis.domain.worlds.memory import MemoryKind, MemoryRefused, MemoryTier, check_memory, word_similarity
+from sursis.domain.worlds.memory import (
+    MemoryKind,
+    MemoryRefused,
+    MemoryTier,
+    PersonalDataDetector,
+    check_memory,
+    word_similarity,
+)
 from sursis.infra.db.uow import SqlUnitOfWorkFactory
+from sursis.infra.worlds.personal_data import ValidatedPersonalData
 from sursis.infra.worlds.repository import SqlWorldRepository
 from sursis.infra.worlds.tables import memories
 
@@ -62,9 +70,12 @@ class MemoryScope:
 
 
 class MemoryGateway:
-    def __init__(self, uow: SqlUnitOfWorkFactory, clock: Clock) -> None:
+    def __init__(
+        self, uow: SqlUnitOfWorkFactory, clock: Clock, detector: PersonalDataDetector | None = None
+    ) -> None:
         self._uow = uow
         self._clock = clock
+        self._detector = detector if detector is not None else ValidatedPersonalData()
 
     async def remember(
         self, scope: MemoryScope, text: str, tier: MemoryTier, kind: MemoryKind, tool_outputs: list[str]
@@ -75,7 +86,9 @@ class MemoryGateway:
             async with self._uow() as uow:
                 rules = SqlWorldRepository(uow.session)
                 enshrined = await rules.enshrined_texts(scope.world_id) if scope.world_id else []
-                check_memory(text, enshrined_texts=enshrined, tool_outputs=tool_outputs)
+                check_memory(
+                    text, enshrined_texts=enshrined, tool_outputs=tool_outputs, detector=self._detector
+                )
                 await uow.session.execute(
                     memories.insert().values(
                         id=memory_id,

@@ -126,6 +126,11 @@ class SqlAuditChainRepository(SqlRepository):
         row = (await self._session.execute(sa.select(k).where(k.c.workspace == workspace))).first()
         return Checkpoint(**row._mapping) if row else None
 
+    async def has_checkpoints(self) -> bool:
+        k = r.audit_checkpoints
+        found = await self._session.execute(sa.select(k.c.workspace).limit(1))
+        return found.first() is not None
+
     async def save_checkpoint(self, checkpoint: Checkpoint) -> None:
         k = r.audit_checkpoints
         values = {
