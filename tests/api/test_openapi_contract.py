@@ -62,6 +62,7 @@ def test_problem_codes_come_from_the_error_table() -> None:
         "invalid_transition",
         "run_active",
         "stale",
+        "unsealed_value",
         "world_exists",
     ]
     assert codes_for(422) == [
