@@ -17,7 +17,8 @@ from typing import Any
 import structlog
 from pydantic import TypeAdapter
 from pydantic_ai import ToolReturn
-from pydantic_core import PydanticSerializationError
+from pydantic_ai.messages import AudioUrl, BinaryContent, DocumentUrl, ImageUrl, UploadedFile, VideoUrl
+from pydantic_core import PydanticSerializationError, to_jsonable_python
 
 from sursis.domain.errors import ToolTerminalError, ok_result
 
@@ -29,20 +30,28 @@ log = structlog.get_logger("sursis.tools")
 
 _TOOL_RETURN: TypeAdapter[ToolReturn[Any]] = TypeAdapter(ToolReturn)
 _EXTRAS = ("content", "metadata", "tools")
+_JSON_SCALARS = (str, int, bool, type(None))
+_FILES = (BinaryContent, ImageUrl, AudioUrl, DocumentUrl, VideoUrl, UploadedFile)
+"""pydantic-ai's multimodal parts (`MultiModalContent`): sent to a model as files."""
+_FILE_KINDS = frozenset(part.__dataclass_fields__["kind"].default for part in _FILES)
 
 
 def stored_result(value: Any) -> dict[str, Any]:
     """The `{"ok": true, "result": ...}` outcome of a call whose tool returned `value`, in JSON form;
     a value pydantic cannot serialize is a tool error naming its type (the model reads it)."""
-    wrapped = value if isinstance(value, ToolReturn) else ToolReturn(return_value=value)
+    if type(value) in _JSON_SCALARS:
+        return ok_result(value)
     try:
+        if not isinstance(value, ToolReturn) and not _has_files(value):
+            # What pydantic-ai's schema does with any other value, without building the union.
+            return ok_result(to_jsonable_python(value, inf_nan_mode="null"))
+        wrapped = value if isinstance(value, ToolReturn) else ToolReturn(return_value=value)
         dumped = _TOOL_RETURN.dump_python(wrapped, mode="json")
     except PydanticSerializationError:
         return unstorable(value)
     payload = ok_result(dumped["return_value"])
-    extras = {key: dumped[key] for key in _EXTRAS if dumped.get(key) is not None}
     if isinstance(value, ToolReturn):
-        payload[TOOL_RETURN] = extras
+        payload[TOOL_RETURN] = {key: dumped[key] for key in _EXTRAS if dumped.get(key) is not None}
     return payload
 
 
@@ -63,9 +72,28 @@ def shown_result(payload: Mapping[str, Any]) -> Any:
     """What the model is shown of a stored success: the result as pydantic-ai reads it back from
     JSON (files as files), or the `ToolReturn` it came in."""
     extras = payload.get(TOOL_RETURN)
-    data = {"return_value": payload.get("result"), **(extras if isinstance(extras, Mapping) else {})}
+    result = payload.get("result")
+    if not isinstance(extras, Mapping) and not _holds_files(result):
+        return result
+    data = {"return_value": result, **(extras if isinstance(extras, Mapping) else {})}
     restored = _TOOL_RETURN.validate_python(data)
     return restored if isinstance(extras, Mapping) else restored.return_value
+
+
+def _has_files(value: Any) -> bool:
+    """Whether pydantic-ai would send `value` (or an item of it) to the model as a file."""
+    if isinstance(value, _FILES):
+        return True
+    return isinstance(value, list | tuple) and any(isinstance(item, _FILES) for item in value)
+
+
+def _holds_files(result: Any) -> bool:
+    """Whether a stored result holds a file in pydantic-ai's JSON form (`kind` names a file part)."""
+    if isinstance(result, dict):
+        return result.get("kind") in _FILE_KINDS
+    return isinstance(result, list) and any(
+        isinstance(item, dict) and item.get("kind") in _FILE_KINDS for item in result
+    )
 
 
 def with_note(result: Any, note: str) -> ToolReturn[Any]:
