@@ -37,11 +37,8 @@ def with_deferred(output_type: Any) -> list[Any]:
 def deferring(agent: AbstractAgent[Any, Any], name: str) -> tuple[AbstractAgent[Any, Any], bool]:
     """`agent` as a run of it may end with deferred calls, and whether each run must still be given
     `output_type` (an agent this cannot rebuild, whose output schema does not allow them yet)."""
-    if isinstance(agent, Agent):
-        schema = getattr(agent, "_output_schema", None)
-        if schema is None or schema.allows_deferred_tools:
-            return agent, schema is None
-        return _sibling(agent), False
+    if isinstance(agent, Agent) and getattr(agent, "_output_schema", None) is not None:
+        return (agent if agent._output_schema.allows_deferred_tools else _sibling(agent)), False
     inner = agent
     while isinstance(inner, WrapperAgent):
         inner = inner.wrapped
