@@ -36,6 +36,9 @@ async def test_each_kind_of_output_completes_an_approval_turn(database_url: str,
         assert (view.run.status, view.run.error) == ("completed", None)
         assert view.run.output_value() == EXPECTED[agent]
         assert HELD == ["Paris"]
+        events = [e async for e in svc.events(conversation.id, follow=False)]
+        [completed] = [e.data for e in events if e.type == "run.completed"]
+        assert completed["output"] == EXPECTED[agent], "the event carries the output as JSON too"
 
 
 async def test_the_output_is_json_in_the_api_and_the_client(seeded: str) -> None:
