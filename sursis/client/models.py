@@ -92,7 +92,8 @@ class Run(Model):
     id: uuid.UUID
     conversation_id: uuid.UUID
     status: str
-    output: str | None
+    output: Any = None
+    """The agent's output as JSON: its answer's text, or its structured output (a dict, a list…)."""
     error: dict[str, str] | None
     pending: list[PendingCall]
     usage: Usage

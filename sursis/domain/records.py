@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import uuid
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -113,6 +114,13 @@ class Usage:
         )
 
 
+class JsonText(str):
+    """A run's output that is a JSON document (an agent's structured output), not an answer's text:
+    stored as text all the same, and marked so (`Run.output_json`) that it is shown as JSON."""
+
+    __slots__ = ()
+
+
 @dataclass(slots=True)
 class Run:
     id: uuid.UUID
@@ -142,6 +150,15 @@ class Run:
     """The principal (API key id) that posted its message; None when none did (a domain event)."""
     started_role: str | None = None
     """That principal's role when it posted."""
+    output_json: bool = False
+    """Whether `output` is a JSON document (`JsonText`) rather than the text of the answer."""
+
+    def output_value(self) -> Any:
+        """The output as the API shows it: the structured output as JSON (an object, an array…), or
+        the answer's text (runs stored before outputs were marked keep theirs as text)."""
+        if self.output is not None and self.output_json:
+            return json.loads(self.output)
+        return self.output
 
     @classmethod
     def queued(

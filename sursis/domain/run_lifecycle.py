@@ -12,6 +12,7 @@ nothing of their own, when the lease is no longer that owner's.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
@@ -25,7 +26,7 @@ from sursis.domain.events import (
     run_status_data,
 )
 from sursis.domain.ports import UnitOfWork
-from sursis.domain.records import AuditEntry, PendingCall, Run, RunError, Usage
+from sursis.domain.records import AuditEntry, JsonText, PendingCall, Run, RunError, Usage
 from sursis.domain.states import PendingStatus, RunStatus
 
 ToolEvents = Sequence[tuple[EventType, dict[str, Any]]]
@@ -232,7 +233,8 @@ def _closing_event(
     run: Run, status: RunStatus, usage: Usage, output: str | None, error: RunError | None
 ) -> tuple[EventType, dict[str, Any]]:
     if status is RunStatus.COMPLETED:
-        return EventType.RUN_COMPLETED, {"run_id": str(run.id), "output": output, "usage": usage.to_json()}
+        shown = json.loads(output) if isinstance(output, JsonText) else output
+        return EventType.RUN_COMPLETED, {"run_id": str(run.id), "output": shown, "usage": usage.to_json()}
     if status is RunStatus.FAILED:
         return EventType.RUN_FAILED, {
             "run_id": str(run.id),

@@ -10,6 +10,7 @@ import pytest
 from tests.adoption.cases import CASES
 from tests.adoption.harness import AdoptionHarness, install
 from tests.conftest import PG_URL
+from tests.faults.conftest import cluster  # noqa: F401  (the fault tests' processes, for the tests that kill one)
 from tests.fresh_database import drop_database, fresh_database
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime
+from typing import Any
 
 from pydantic import BaseModel, Field
 
@@ -30,7 +31,12 @@ class RunOut(BaseModel):
     id: uuid.UUID
     conversation_id: uuid.UUID
     status: str
-    output: str | None
+    output: Any = Field(
+        description=(
+            "The agent's output as JSON: the text of its answer (a string), or its structured output "
+            "(an object, an array, a number…) as its output type declares it; null until it ends."
+        )
+    )
     error: dict[str, str] | None
     pending: list[PendingCallOut]
     usage: UsageOut
@@ -62,7 +68,7 @@ def run_out(view: RunView, principal: Principal) -> RunOut:
         id=run.id,
         conversation_id=run.conversation_id,
         status=run.status.value,
-        output=run.output,
+        output=run.output_value(),
         error={"code": run.error.code, "message": run.error.message} if run.error else None,
         pending=[pending_out(p, principal) for p in view.pending],
         usage=usage_out(run.usage),

@@ -13,13 +13,13 @@ from typing import Any
 from pydantic_ai import RunContext
 from pydantic_core import to_jsonable_python
 
-from sursis.domain.errors import ok_result
 from sursis.domain.events import EventType, publish
 from sursis.domain.policy_decisions import PolicyDecision
 from sursis.domain.ports import UnitOfWork
 from sursis.domain.records import ToolCallMetadata, ToolCallRecord
 from sursis.domain.tools import Category, Executor
 from sursis.infra.agents.run_deps import RunDeps, run_deps
+from sursis.infra.agents.tool_results import stored_result
 from sursis.infra.faults import crash_point
 from sursis.infra.telemetry import current_trace_id
 
@@ -56,13 +56,13 @@ async def record_effect(uow: UnitOfWork, ctx: RunContext[RunDeps], tool_name: st
     """
     deps = run_deps(ctx)
     timing = call_timing.get() or CallTiming(deps.clock(), time.perf_counter())
-    payload = ok_result(result)
+    payload = stored_result(result)
     md = ToolCallMetadata(
         tool_name=tool_name,
         agent_name=deps.agent_name,
         latency_ms=round((time.perf_counter() - timing.t0) * 1000, 3),
-        ok=True,
-        error_class=None,
+        ok=bool(payload["ok"]),
+        error_class=None if payload["ok"] else payload["error"]["class"],
         trace_id=current_trace_id(),
         started_at=timing.started_at,
         ended_at=deps.clock(),

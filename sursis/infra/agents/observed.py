@@ -15,7 +15,7 @@ from typing import Any, Protocol
 
 import structlog
 from opentelemetry import trace
-from pydantic_ai import RunContext, ToolReturn
+from pydantic_ai import RunContext
 from pydantic_ai.capabilities import AbstractCapability
 from pydantic_ai.capabilities.abstract import WrapToolExecuteHandler
 from pydantic_ai.exceptions import ApprovalRequired, CallDeferred, ModelRetry, ToolFailed
@@ -24,7 +24,7 @@ from pydantic_ai.tools import ToolDefinition
 from pydantic_ai.toolsets import AbstractToolset
 from pydantic_core import to_jsonable_python
 
-from sursis.domain.errors import ToolError, ok_result, unexpected_error_result
+from sursis.domain.errors import ToolError, unexpected_error_result
 from sursis.domain.events import EventType, publish
 from sursis.domain.policies import authorization_of, governed, unavailable
 from sursis.domain.policy_decisions import PolicyDecision, PolicyEffect
@@ -36,6 +36,7 @@ from sursis.infra.agents.effects import AlreadyApplied, CallTiming, call_timing,
 from sursis.infra.agents.policy_gate import NOTIFIED, decide, denied, notify
 from sursis.infra.agents.redispatch import UnapprovedRedispatch, not_approved
 from sursis.infra.agents.run_deps import RunDeps, run_deps
+from sursis.infra.agents.tool_results import shown_result, stored_result, with_note
 from sursis.infra.faults import crash_point
 from sursis.infra.telemetry import current_trace_id
 
@@ -274,7 +275,8 @@ class ObservedTools(AbstractCapability[RunDeps]):
         crash_point("tool_started")
         crash_point(f"tool_started:{spec.name}")
         try:
-            payload = ok_result(await handler(args))
+            payload = stored_result(await handler(args))
+            error_code = None if payload["ok"] else payload["error"]["code"]
             crash_point(f"tool_effect_committed:{spec.name}")
         except AlreadyApplied as exc:
             return self._shown(exc.payload)
@@ -314,6 +316,7 @@ class ObservedTools(AbstractCapability[RunDeps]):
             await self._record_outcome(
                 deps, call.tool_call_id, spec, md, payload, error_code, announce, decision
             )
+            crash_point("tool_outcome_recorded")
         if (announce or recorded) and deps.announced is not None:
             deps.announced.add(call.tool_call_id)
         self._metrics.tool_call(md)
@@ -351,13 +354,13 @@ class ObservedTools(AbstractCapability[RunDeps]):
         operator's edit of the arguments told beside it."""
         if not (self._raw_results and isinstance(payload, dict) and payload.get("ok") is True):
             return _replay(payload)
-        result = payload.get("result")
+        result = shown_result(payload)
         edited = payload.get(EDITED_NOTE)
         if edited is None:
             return result
         ran_with = json.dumps(edited, default=str)
         note = f"An operator edited this call's arguments before it ran; it ran with {ran_with}."
-        return ToolReturn(return_value=result, content=note)
+        return with_note(result, note)
 
     @staticmethod
     async def _record_outcome(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -17,6 +17,7 @@ from pydantic_ai.models.wrapper import WrapperModel
 from pydantic_ai.native_tools import SUPPORTED_NATIVE_TOOLS
 from pydantic_ai.tools import DeferredToolRequests
 
+from sursis.infra.agents.adopted_output import deferring, with_deferred
 from sursis.infra.agents.agent_deps import DepsFactory
 from sursis.infra.agents.declarations import AgentDefinition, DeclaredProviderTool
 from sursis.infra.agents.observed import ObservedTools
@@ -81,25 +82,21 @@ class _WithOptions(WrapperAgent[RunDeps, Any]):
 
 def serve_agent(definition: AgentDefinition, model: Model, telemetry: Telemetry | None = None) -> ServedAgent:
     """A declared definition becomes a new agent; an adopted one is driven as it is, each run given
-    the service's model choice, the tool wrapper and `DeferredToolRequests` as a further output."""
+    the service's model choice and the tool wrapper, with `DeferredToolRequests` as a further output
+    of the agent itself (`adopted_output.deferring`), not of each run."""
     adopted = definition.adopted
     if adopted is None:
         return ServedAgent(build_agent(definition, model, telemetry), streams=streams(model))
-    output_type = adopted.output_type
-    outputs = (
-        list(output_type)
-        if isinstance(output_type, Sequence) and not isinstance(output_type, str)
-        else [output_type]
-    )
-    if DeferredToolRequests not in outputs:
-        outputs.append(DeferredToolRequests)
+    agent, per_run = deferring(adopted, definition.name)
+    options: dict[str, Any] = {
+        "model": model,
+        "capabilities": _capabilities(definition, telemetry, raw_results=True),
+    }
+    if per_run:
+        options["output_type"] = with_deferred(adopted.output_type)
     return ServedAgent(
-        adopted,
-        {
-            "model": model,
-            "output_type": outputs,
-            "capabilities": _capabilities(definition, telemetry, raw_results=True),
-        },
+        agent,
+        options,
         deps=definition.deps,
         streams=streams(model),
         raw_results=True,

@@ -24,7 +24,7 @@ from pydantic_ai.usage import UsageLimits
 from pydantic_core import to_json
 
 from sursis.domain.ports import UnitOfWork
-from sursis.domain.records import PendingCall, Run, RunError, ToolCallRecord
+from sursis.domain.records import JsonText, PendingCall, Run, RunError, ToolCallRecord
 from sursis.domain.states import RunStatus
 from sursis.infra.agents.agent_deps import DepsFactoryFailed, OpenedDeps, RunInfo
 from sursis.infra.agents.run_deps import RunDeps, current_run_deps
@@ -308,8 +308,9 @@ class AgentRunner(Suspending, Leases, Streaming):
 
 
 def output_text(output: Any) -> str:
-    """A run's output as stored: the text answer, or an agent's structured output as JSON."""
-    return output if isinstance(output, str) else to_json(output).decode()
+    """A run's output as stored: the text answer, or an agent's structured output as JSON (marked
+    `JsonText`, so that it is shown as JSON)."""
+    return output if isinstance(output, str) else JsonText(to_json(output).decode())
 
 
 def run_info(run: Run) -> RunInfo:

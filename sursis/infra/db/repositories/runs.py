@@ -15,6 +15,7 @@ from sqlalchemy.dialects.postgresql import JSONB
 
 from sursis.domain.encryption import Cipher
 from sursis.domain.records import (
+    JsonText,
     Run,
     RunError,
     Usage,
@@ -153,6 +154,7 @@ def _finish_statement(with_usage: bool, with_trace_context: bool, unless_cancel_
         .values(
             status=sa.bindparam("b_status"),
             output=sa.bindparam("b_output"),
+            output_json=sa.bindparam("b_output_json"),
             error=sa.bindparam("b_error"),
             awaiting_count=sa.bindparam("b_awaiting_count"),
             lease_owner=None,
@@ -165,7 +167,7 @@ def _finish_statement(with_usage: bool, with_trace_context: bool, unless_cancel_
     )
 
 
-_GUARD_SET = ("status", "output", "error", "awaiting_count", "updated_at", "finished_at")
+_GUARD_SET = ("status", "output", "output_json", "error", "awaiting_count", "updated_at", "finished_at")
 
 
 @functools.cache
@@ -377,6 +379,7 @@ class SqlRunRepository(SqlRepository):
             "b_owner": owner,
             "b_status": status.value,
             "b_output": RUNS.seal_value(self._cipher, "output", output, {"id": run_id}),
+            "b_output_json": isinstance(output, JsonText),
             "b_error": RUNS.seal_value(
                 self._cipher,
                 "error",
