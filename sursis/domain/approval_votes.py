@@ -46,13 +46,13 @@ async def own_approval(uow: UnitOfWork, principal: Principal, call: PendingCall)
     """For a call any operator decides in one click: whether this approval is the requester's own
     (True: allowed, and audited as a self-approval). `SelfApproval` unless the rule allows it, or
     an admin approves a call only the tool's default asked (no rule of the workspace is about it:
-    an admin may store one that allows it anyway)."""
+    an admin may store one that allows it anyway), or the embedded program approves."""
     requester = await requester_of(uow, call)
     if requester is None or principal.id != requester:
         return False
     policy = call.policy
     tool_default = policy is None or (policy.rule is None and not policy.flags)
-    if self_approval_allowed(call) or (principal.is_admin and tool_default):
+    if self_approval_allowed(call) or principal.holds_database or (principal.is_admin and tool_default):
         return True
     raise SelfApproval("the key that caused the call may not approve it", extra={"requester": requester})
 

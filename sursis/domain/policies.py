@@ -30,6 +30,8 @@ SCHEMA_CHANGED = "schema_changed"
 SCHEMA_UNPINNED = "schema_unpinned"
 CONDITION_ERROR = "condition_error"
 ABOVE_CEILING = "above_ceiling"
+UNREACHABLE_QUORUM = "unreachable_quorum"
+"""The `type` of a rule's error whose route has a quorum above one and no approver group."""
 POLICY_UNAVAILABLE = "policy_unavailable"
 AUTHORIZATION_PREFIX = "authorization:"
 LADDER_PREFIX = "ladder:"
@@ -40,12 +42,6 @@ class InvalidPolicy(ValidationFailed):
     """A policy document that cannot be stored: bad shape, or a condition Cedar refuses."""
 
     code = "invalid_policy"
-
-
-class UnreachableQuorum(InvalidPolicy):
-    """A route whose quorum no set of approvers could reach (several approvers, no group named)."""
-
-    code = "unreachable_quorum"
 
 
 class AboveCeiling(Forbidden):
@@ -153,12 +149,12 @@ def check_rules(rules: Sequence[PolicyRule]) -> None:
                 {
                     "loc": ["rules", str(i), "route", "quorum"],
                     "msg": "a quorum above one needs approver groups to reach it; name the groups",
+                    "type": UNREACHABLE_QUORUM,
                 }
             )
-    if errors:
-        raise InvalidPolicy("the policy is not valid", extra={"errors": errors + unreachable})
-    if unreachable:
-        raise UnreachableQuorum("a route's quorum cannot be reached", extra={"errors": unreachable})
+    if errors or unreachable:
+        message = "a route's quorum cannot be reached" if not errors else "the policy is not valid"
+        raise InvalidPolicy(message, extra={"errors": errors + unreachable})
 
 
 @dataclass(frozen=True, slots=True)
@@ -201,7 +197,6 @@ class LadderEntry:
     workspace: str
     tool: str
     ceiling: LadderLevel = LadderLevel.ASK
-    ceiling_condition: str = ""
     level: LadderLevel | None = None
     condition: str = ""
     pin: str | None = None
@@ -209,6 +204,7 @@ class LadderEntry:
     previous_condition: str = ""
     updated_by: str | None = None
     updated_at: datetime | None = None
+    ceiling_condition: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -354,7 +350,7 @@ def _fail_closed(rule: PolicyRule, rest: PolicyDecision, version: int | None) ->
     if rule.effect is PolicyEffect.ASK:
         return rule.decision(version, flags=(CONDITION_ERROR,), reason=rule.reason or reason)
     if rest.effect is PolicyEffect.ASK:
-        return PolicyDecision(**{**_fields(rest), "flags": flags})
+        return PolicyDecision(**{**_fields(rest), "rule": rule.id, "reason": reason, "flags": flags})
     return PolicyDecision(PolicyEffect.ASK, version, rule.id, reason, ApprovalRoute(), flags=flags)
 
 

@@ -296,6 +296,10 @@ class Principal:
     role: Role
     workspace: str | None
     name: str | None = None
+    holds_database: bool = False
+    """The program that opened the service in its own process (the embedded `Service`): not a key
+    anyone holds, and one identity for everything it does, so the requester rules of approvals do
+    not apply to it (its self-approvals are still audited as such)."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "role", Role(self.role))

@@ -1,5 +1,6 @@
 """Attack: a rule asking `{"groups": [], "quorum": 2}` was stored, and the requester's one click
-approved the call. A route whose quorum cannot be reached is refused at PUT (422 with a code), and
+approved the call. A route whose quorum cannot be reached is refused at PUT (422 `invalid_policy`,
+the rule's error of type `unreachable_quorum`), and
 on a call any operator decides, the key that caused it cannot approve it."""
 
 from __future__ import annotations
@@ -27,15 +28,16 @@ async def shop(seeded: str, keys: KeyMaker) -> AsyncIterator[Shop]:
 
 
 async def test_a_quorum_no_group_can_reach_is_refused_at_put(shop: Shop) -> None:
-    refused = problem(await shop.put_policy(EMPTY_QUORUM_2), 422, "unreachable_quorum")
+    refused = problem(await shop.put_policy(EMPTY_QUORUM_2), 422, "invalid_policy")
     assert refused["errors"][0]["loc"] == ["rules", "0", "route", "quorum"]
+    assert refused["errors"][0]["type"] == "unreachable_quorum"
     assert (await shop.http.get("/v1/policies", headers=shop.headers["admin"])).json()["version"] is None
     simulated = await shop.http.post(
         "/v1/policies/simulate",
         json={"rules": [EMPTY_QUORUM_2], "since": "2026-01-01T00:00:00Z"},
         headers=shop.headers["admin"],
     )
-    problem(simulated, 422, "unreachable_quorum")
+    assert problem(simulated, 422, "invalid_policy")["errors"][0]["type"] == "unreachable_quorum"
 
 
 async def test_the_requester_cannot_approve_a_call_any_operator_decides(shop: Shop) -> None:

@@ -39,9 +39,11 @@ class PreApprovalPolicy:
     ) -> str | None:
         return None
 
-    async def covering_for(self, deps: RunDeps, spec: ToolSpec, args: Mapping[str, Any]) -> str | None:
-        """The pre-approval covering this call of this run (the stored policy also leaves out those
-        the call's own requester created)."""
+    async def covering_for(
+        self, deps: RunDeps, spec: ToolSpec, args: Mapping[str, Any], decision: PolicyDecision
+    ) -> str | None:
+        """The pre-approval covering this call of this run, which `decision` asked (the stored
+        policy also leaves out those the call's own requester created)."""
         return await self.covering_authorization(deps.workspace, spec.name, args, deps.clock())
 
     async def decide(self, deps: RunDeps, spec: ToolSpec, args: Mapping[str, Any]) -> PolicyDecision:
@@ -62,7 +64,7 @@ class PreApprovalPolicy:
         ):
             return decision
         try:
-            authorization = await self.covering_for(deps, spec, args)
+            authorization = await self.covering_for(deps, spec, args, decision)
         except Exception:
             # Fail closed: a pre-approval that cannot be evaluated leaves the call asked.
             log.exception("pre_approval.unavailable", tool_name=spec.name)
