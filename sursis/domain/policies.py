@@ -419,6 +419,17 @@ def pre_approved(decision: PolicyDecision, authorization: str) -> PolicyDecision
     )
 
 
+def lifts(decision: PolicyDecision) -> bool:
+    """Whether a pre-approval may lift this decision: an unflagged ask whose rule allows it."""
+    return decision.effect is PolicyEffect.ASK and not decision.flags and decision.allow_preapproval
+
+
+def own_pre_approvals_count(decision: PolicyDecision, requester_role: str | None) -> bool:
+    """Whether the requester's own pre-approvals may lift the ask: an admin's, where only the tool's
+    default asked (it could approve that call itself); nobody else's."""
+    return requester_role == "admin" and decision.rule is None and not decision.flags
+
+
 def authorization_of(decision: PolicyDecision) -> str | None:
     """The pre-approval's id when one decided the call."""
     rule = decision.rule or ""

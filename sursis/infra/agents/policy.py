@@ -8,9 +8,9 @@ from typing import Any
 
 from pydantic_core import to_jsonable_python
 
-from sursis.domain.access import Role
 from sursis.domain.authorization_cache import AuthorizationCache
 from sursis.domain.authorizations import first_covering
+from sursis.domain.policies import own_pre_approvals_count
 from sursis.domain.policy_decisions import PolicyDecision
 from sursis.domain.ports import UnitOfWorkFactory
 from sursis.domain.tools import ToolSpec
@@ -31,12 +31,10 @@ class StoredPreApprovalPolicy(PreApprovalPolicy):
     async def covering_for(
         self, deps: RunDeps, spec: ToolSpec, args: Mapping[str, Any], decision: PolicyDecision
     ) -> str | None:
-        """Leaves out the pre-approvals the call's requester created, as it may not approve the call
-        itself: except an admin's, on a call only the tool's default asked (as it could approve)."""
+        """Leaves out the pre-approvals the call's requester created (`not_by_requester`)."""
         info = deps.run_info
         requester = info.key_id if info is not None else None
-        tool_default = decision.rule is None and not decision.flags
-        if info is not None and info.role == Role.ADMIN.value and tool_default:
+        if info is not None and own_pre_approvals_count(decision, info.role):
             requester = None
         return await self.covering_authorization(deps.workspace, spec.name, args, deps.clock(), requester)
 

@@ -14,8 +14,8 @@ from opentelemetry import trace
 from pydantic_ai import RunContext
 
 from sursis.domain.clock import Clock
-from sursis.domain.policies import default_decision, pre_approved
-from sursis.domain.policy_decisions import PolicyDecision, PolicyEffect
+from sursis.domain.policies import default_decision, lifts, pre_approved
+from sursis.domain.policy_decisions import PolicyDecision
 from sursis.domain.ports import UnitOfWorkFactory
 from sursis.domain.records import AuditEntry, ToolCallRecord
 from sursis.domain.tools import ToolSpec
@@ -56,12 +56,7 @@ class PreApprovalPolicy:
         """An ask a stored pre-approval covers runs instead, where the rule that asked allows
         pre-approvals. Not for MCP tools: a pre-approval pins no schema digest, so only a policy rule
         may let one run."""
-        if (
-            decision.effect is not PolicyEffect.ASK
-            or decision.flags
-            or not decision.allow_preapproval
-            or spec.server is not None
-        ):
+        if not lifts(decision) or spec.server is not None:
             return decision
         try:
             authorization = await self.covering_for(deps, spec, args, decision)
