@@ -39,7 +39,7 @@ _PAGE = 500
 def embedded_principal(actor: str = EMBEDDED) -> Principal:
     """Code that opens the service holds its database: it acts as an admin of every workspace,
     recorded in the audit log under `actor`."""
-    return Principal(id=actor, role=Role.ADMIN, workspace=None, name=actor)
+    return Principal(id=actor, role=Role.ADMIN, workspace=None, name=actor, holds_database=True)
 
 
 class _PassedSettings(Settings):

@@ -29,12 +29,37 @@ class Ballot:
     vote: Vote
     approvals: int
     decides: bool
+    self_approval: bool = False
+    """The requester's own vote, counted because the rule allows self-approval."""
 
 
 async def requester_of(uow: UnitOfWork, call: PendingCall) -> str | None:
-    """The key that started the call's conversation (its owner): its vote never counts."""
+    """The key that caused the call (recorded on it; for rows written before it was, the
+    conversation's owner): its vote never counts unless the rule allows self-approval."""
+    if call.requested_by:
+        return call.requested_by
     conversation = await uow.conversations.get(call.conversation_id)
     return conversation.created_by if conversation is not None else None
+
+
+async def own_approval(uow: UnitOfWork, principal: Principal, call: PendingCall) -> bool:
+    """For a call any operator decides in one click: whether this approval is the requester's own
+    (True: allowed, and audited as a self-approval). `SelfApproval` unless the rule allows it, or
+    an admin approves a call only the tool's default asked (no rule of the workspace is about it:
+    an admin may store one that allows it anyway), or the embedded program approves."""
+    requester = await requester_of(uow, call)
+    if requester is None or principal.id != requester:
+        return False
+    policy = call.policy
+    tool_default = policy is None or (policy.rule is None and not policy.flags)
+    if self_approval_allowed(call) or principal.holds_database or (principal.is_admin and tool_default):
+        return True
+    raise SelfApproval("the key that caused the call may not approve it", extra={"requester": requester})
+
+
+def self_approval_allowed(call: PendingCall) -> bool:
+    """Whether the rule that asked lets the call's requester decide it too."""
+    return call.policy is not None and call.policy.allow_self_approval
 
 
 async def eligible(uow: UnitOfWork, call: PendingCall, route: ApprovalRoute, state: a.RouteState) -> set[str]:
@@ -58,12 +83,11 @@ async def voter_for(
 ) -> str:
     """The approver the principal's vote counts for: itself if it is one, else the first approver
     (by id) it is the delegate of who has not voted. `SelfApproval` for the requester (or its
-    delegate voting for it), `NotAnApprover` otherwise."""
+    delegate voting for it) unless the rule allows self-approval, `NotAnApprover` otherwise."""
+    if self_approval_allowed(call) and principal.id in approvers:
+        return principal.id
     if requester is not None and principal.id == requester:
-        raise SelfApproval(
-            "the key that started the conversation may not decide its own call",
-            extra={"requester": requester},
-        )
+        raise SelfApproval("the key that caused the call may not decide it", extra={"requester": requester})
     if principal.id in approvers:
         return principal.id
     delegators = [d for d in sorted(await uow.approvers.delegators(principal.id, now)) if d in approvers]
@@ -120,7 +144,8 @@ async def cast(
             a.RouteState(call.correlation_id, call.workspace, approvals=int(approving), created_at=now)
         )
         counted = sum(1 for v in votes if v.decision == Decision.APPROVE.value) + int(approving)
-    return Ballot(vote, counted, decides=not approving or counted >= route.quorum)
+    mine = requester is not None and voter == requester
+    return Ballot(vote, counted, decides=not approving or counted >= route.quorum, self_approval=mine)
 
 
 async def record_vote(uow: UnitOfWork, call: PendingCall, ballot: Ballot, quorum: int, now: datetime) -> None:
@@ -134,6 +159,8 @@ async def record_vote(uow: UnitOfWork, call: PendingCall, ballot: Ballot, quorum
         "quorum": quorum,
         "reason": vote.reason,
     }
+    if ballot.self_approval:
+        details["self_approval"] = True
     await uow.audit.append(AuditEntry.of_call("pending.vote", vote.cast_by, call, details), now)
     await publish(
         uow,
@@ -175,9 +202,12 @@ async def with_approval(
             out.append(call)
             continue
         state = a.by_id(states, call.correlation_id, call.workspace)
-        if call.conversation_id not in requesters:
-            requesters[call.conversation_id] = await requester_of(uow, call)
-        requester = requesters[call.conversation_id]
+        if call.requested_by:
+            requester: str | None = call.requested_by
+        else:
+            if call.conversation_id not in requesters:
+                requesters[call.conversation_id] = await requester_of(uow, call)
+            requester = requesters[call.conversation_id]
         can: bool | None = None
         if principal is not None:
             key = (call.workspace, a.targets(route, state))
@@ -186,9 +216,12 @@ async def with_approval(
             approvers = members[key]
             if delegators is None:
                 delegators = await uow.approvers.delegators(principal.id, now)
-            mine = {principal.id, *delegators} - {requester}
+            mine = {principal.id, *delegators}
+            if not self_approval_allowed(call):
+                mine -= {requester}
             voted = {v.voter for v in votes.get(call.correlation_id, [])}
-            can = principal.id != requester and bool((mine & approvers) - voted)
+            own = principal.id == requester and not self_approval_allowed(call)
+            can = not own and bool((mine & approvers) - voted)
         call_votes = votes.get(call.correlation_id, [])
         out.append(replace(call, approval=a.view(route, state, call_votes, requester, can)))
     names = await vote_names(uow, out)

@@ -11,6 +11,8 @@ from sursis.domain.access import Permission
 from sursis.domain.authorization_cache import AuthorizationCache
 from sursis.domain.clock import Clock, utcnow
 from sursis.domain.errors import NotFound, ValidationFailed
+from sursis.domain.policies import own_pre_approvals_count
+from sursis.domain.policy_decisions import PolicyDecision
 from sursis.domain.ports import ToolCatalog, UnitOfWorkFactory
 from sursis.domain.records import AuditEntry, Authorization, Principal
 from sursis.domain.sanitize import canonical_json, sanitize
@@ -44,6 +46,16 @@ def first_covering(
     """The first active rule covering the call. A broken rule among them raises: fail closed."""
     matching = [rule for rule in rules if rule.active(now) and covers(rule, tool_name, args)]
     return matching[0] if matching else None
+
+
+def not_by_requester(
+    rules: Iterable[Authorization], requester: str | None, role: str | None, decision: PolicyDecision
+) -> tuple[Authorization, ...]:
+    """The pre-approvals that may lift the ask `decision` of a call `requester` caused: never the
+    requester's own (`own_pre_approvals_count` says the one exception)."""
+    if not requester or own_pre_approvals_count(decision, role):
+        return tuple(rules)
+    return tuple(rule for rule in rules if rule.created_by != requester)
 
 
 def _invalid(loc: list[str], message: str) -> ValidationFailed:

@@ -8,7 +8,7 @@ from datetime import datetime
 from typing import Any
 
 from sursis.domain.access import Permission, permission_to_resolve
-from sursis.domain.approval_votes import cast, record_vote, with_approval
+from sursis.domain.approval_votes import cast, own_approval, record_vote, with_approval
 from sursis.domain.approvers import routed
 from sursis.domain.audit import actor_names
 from sursis.domain.clock import Clock, utcnow
@@ -134,6 +134,10 @@ class PendingCallService:
                 )
             route = routed(call.policy) if call.kind is PendingKind.APPROVAL else None
             on_behalf_of: str | None = None
+            self_approved = False
+            approving = resolution.decision is Decision.APPROVE
+            if route is None and call.kind is PendingKind.APPROVAL and approving:
+                self_approved = await own_approval(uow, principal, call)
             if route is not None:
                 ballot = await cast(
                     uow, principal, call, route, resolution.decision, resolution.reason, resolution.args, now
@@ -151,6 +155,8 @@ class PendingCallService:
             if on_behalf_of is not None:
                 record["on_behalf_of"] = on_behalf_of
                 details["on_behalf_of"] = on_behalf_of
+            if self_approved or (route is not None and ballot.self_approval):
+                details["self_approval"] = True
             requeued = await uow.pending.decide(
                 call,
                 target,

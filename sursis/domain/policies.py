@@ -29,9 +29,13 @@ MAX_CONDITION_CHARS = 4000
 SCHEMA_CHANGED = "schema_changed"
 SCHEMA_UNPINNED = "schema_unpinned"
 CONDITION_ERROR = "condition_error"
+ABOVE_CEILING = "above_ceiling"
+UNREACHABLE_QUORUM = "unreachable_quorum"
+"""The `type` of a rule's error whose route has a quorum above one and no approver group."""
 POLICY_UNAVAILABLE = "policy_unavailable"
 AUTHORIZATION_PREFIX = "authorization:"
 LADDER_PREFIX = "ladder:"
+CEILING_PREFIX = "ceiling:"
 
 
 class InvalidPolicy(ValidationFailed):
@@ -59,9 +63,33 @@ class PolicyRule:
     reason: str | None = None
     route: ApprovalRoute | None = None
     pins: Mapping[str, str] = field(default_factory=dict)
+    allow_self_approval: bool = False
+    """The key that caused a call may decide it (audited as a self-approval). Off by default."""
+    allow_preapproval: bool | None = None
+    """Whether a stored pre-approval may lift this rule's ask. None: yes for a rule whose route is
+    "any operator, once", no for a rule that names groups or a quorum above one."""
 
     def applies_to(self, tool: str) -> bool:
         return not self.tools or tool in self.tools
+
+    @property
+    def preapproval_allowed(self) -> bool:
+        if self.allow_preapproval is not None:
+            return self.allow_preapproval
+        return self.route is None or not self.route.restricted
+
+    def decision(self, version: int | None, **changes: Any) -> PolicyDecision:
+        """What this rule decides when its condition holds."""
+        asks = self.effect in (PolicyEffect.ASK, PolicyEffect.NOTIFY)
+        fields: dict[str, Any] = {
+            "policy_version": version,
+            "rule": self.id,
+            "reason": self.reason,
+            "route": (self.route or ApprovalRoute()) if asks else None,
+            "allow_self_approval": self.allow_self_approval,
+            "allow_preapproval": self.preapproval_allowed,
+        }
+        return PolicyDecision(self.effect, **{**fields, **changes})
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -72,6 +100,8 @@ class PolicyRule:
             "reason": self.reason,
             "route": self.route.to_json() if self.route is not None else None,
             "pins": dict(self.pins),
+            "allow_self_approval": self.allow_self_approval,
+            "allow_preapproval": self.allow_preapproval,
         }
 
     @classmethod
@@ -85,12 +115,15 @@ class PolicyRule:
             reason=data.get("reason"),
             route=ApprovalRoute.from_json(route) if route is not None else None,
             pins=dict(data.get("pins") or {}),
+            allow_self_approval=bool(data.get("allow_self_approval", False)),
+            allow_preapproval=data.get("allow_preapproval"),
         )
 
 
 def check_rules(rules: Sequence[PolicyRule]) -> None:
     """The shape of a rule list, before Cedar reads the conditions: raises `InvalidPolicy`."""
     errors: list[dict[str, Any]] = []
+    unreachable: list[dict[str, Any]] = []
     if len(rules) > MAX_RULES:
         errors.append({"loc": ["rules"], "msg": f"at most {MAX_RULES} rules"})
     seen: set[str] = set()
@@ -111,8 +144,17 @@ def check_rules(rules: Sequence[PolicyRule]) -> None:
             )
         if rule.route is not None and not 1 <= rule.route.quorum <= 20:
             errors.append({"loc": ["rules", str(i), "route", "quorum"], "msg": "quorum is 1 to 20"})
-    if errors:
-        raise InvalidPolicy("the policy is not valid", extra={"errors": errors})
+        elif rule.route is not None and rule.route.quorum > 1 and not rule.route.groups:
+            unreachable.append(
+                {
+                    "loc": ["rules", str(i), "route", "quorum"],
+                    "msg": "a quorum above one needs approver groups to reach it; name the groups",
+                    "type": UNREACHABLE_QUORUM,
+                }
+            )
+    if errors or unreachable:
+        message = "a route's quorum cannot be reached" if not errors else "the policy is not valid"
+        raise InvalidPolicy(message, extra={"errors": errors + unreachable})
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,9 +185,14 @@ class LadderLevel(StrEnum):
 @dataclass(frozen=True, slots=True)
 class LadderEntry:
     """Where a tool stands on a workspace's ladder. `ceiling`: the highest level the admin allows
-    a user to move it to. `level` None: the tool's default. `condition` (for `ask_above`): a Cedar
+    a user to move it to; for an `ask_above` ceiling, `ceiling_condition` is the admin's own
+    condition. `level` None: the tool's default. `condition` (for `ask_above`): a Cedar
     expression; the call is asked when it holds and runs otherwise. `pin`: the MCP tool's schema
-    digest when the level was set."""
+    digest when the level was set.
+
+    A rung never decides more loosely than its ceiling would: a call gets the stricter of what the
+    level says and what the ceiling says (so under an `ask_above` ceiling the call is asked when the
+    admin's condition or the user's holds: a user can only add asks)."""
 
     workspace: str
     tool: str
@@ -157,6 +204,7 @@ class LadderEntry:
     previous_condition: str = ""
     updated_by: str | None = None
     updated_at: datetime | None = None
+    ceiling_condition: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,7 +227,14 @@ class WorkspacePolicy:
             for e in self.ladder.values()
             if e.level is LadderLevel.ASK_ABOVE
         )
-        return (self.policy.rules if self.policy else ()) + ladder
+        ceilings = tuple(
+            PolicyRule(
+                id=CEILING_PREFIX + e.tool, effect=PolicyEffect.ASK, when=e.ceiling_condition, tools=(e.tool,)
+            )
+            for e in self.ladder.values()
+            if e.level is not None and e.ceiling is LadderLevel.ASK_ABOVE and e.ceiling_condition.strip()
+        )
+        return (self.policy.rules if self.policy else ()) + ladder + ceilings
 
     @property
     def needs_requester(self) -> bool:
@@ -248,31 +303,28 @@ def decide_call(
 ) -> PolicyDecision:
     """The decision before pre-approvals: rules in order, then the ladder, then the default."""
     version = state.policy.version if state and state.policy else None
-    if state is not None and state.policy is not None:
-        for rule in state.policy.rules:
-            if not rule.applies_to(facts.tool):
-                continue
-            if rule.id in matches.errored:
-                # Fail closed: a condition that cannot be evaluated asks, whatever comes after it.
-                return PolicyDecision(
-                    PolicyEffect.ASK,
-                    policy_version=version,
-                    rule=rule.id,
-                    reason="a condition of the policy could not be evaluated for this call",
-                    route=ApprovalRoute(),
-                    flags=(CONDITION_ERROR,),
-                )
-            if rule.id in matches.held:
-                decision = PolicyDecision(
-                    rule.effect,
-                    policy_version=version,
-                    rule=rule.id,
-                    reason=rule.reason,
-                    route=(rule.route or ApprovalRoute())
-                    if rule.effect in (PolicyEffect.ASK, PolicyEffect.NOTIFY)
-                    else None,
-                )
-                return pinned(decision, spec, rule.pins.get(facts.tool))
+    rules = state.policy.rules if state is not None and state.policy is not None else ()
+    return _from(0, rules, spec, facts, state, matches, version)
+
+
+def _from(
+    start: int,
+    rules: Sequence[PolicyRule],
+    spec: ToolSpec,
+    facts: CallFacts,
+    state: WorkspacePolicy | None,
+    matches: Matches,
+    version: int | None,
+) -> PolicyDecision:
+    for index in range(start, len(rules)):
+        rule = rules[index]
+        if not rule.applies_to(facts.tool):
+            continue
+        if rule.id in matches.errored:
+            rest = _from(index + 1, rules, spec, facts, state, matches, version)
+            return _fail_closed(rule, rest, version)
+        if rule.id in matches.held:
+            return pinned(rule.decision(version), spec, rule.pins.get(facts.tool))
     entry = state.ladder.get(facts.tool) if state is not None else None
     if entry is not None and entry.level is not None:
         return pinned(_ladder_decision(entry, matches, version), spec, entry.pin)
@@ -280,21 +332,62 @@ def decide_call(
     return PolicyDecision(default.effect, policy_version=version, reason=default.reason, route=default.route)
 
 
+def _fail_closed(rule: PolicyRule, rest: PolicyDecision, version: int | None) -> PolicyDecision:
+    """A rule whose condition could not be evaluated might have held or not: the call gets the
+    strictest of the two outcomes. An erroring `deny` denies; an erroring `ask` asks through its
+    own route (unless what follows denies); an erroring allow or notify asks at least."""
+    reason = "a condition of the policy could not be evaluated for this call"
+    flags = tuple(dict.fromkeys((*rest.flags, CONDITION_ERROR)))
+    if rule.effect is PolicyEffect.DENY or rest.effect is PolicyEffect.DENY:
+        denying = rule if rule.effect is PolicyEffect.DENY else None
+        return PolicyDecision(
+            PolicyEffect.DENY,
+            policy_version=version,
+            rule=denying.id if denying is not None else rest.rule,
+            reason=(denying.reason if denying is not None else rest.reason) or reason,
+            flags=flags,
+        )
+    if rule.effect is PolicyEffect.ASK:
+        return rule.decision(version, flags=(CONDITION_ERROR,), reason=rule.reason or reason)
+    if rest.effect is PolicyEffect.ASK:
+        return PolicyDecision(**{**_fields(rest), "rule": rule.id, "reason": reason, "flags": flags})
+    return PolicyDecision(PolicyEffect.ASK, version, rule.id, reason, ApprovalRoute(), flags=flags)
+
+
+def _fields(decision: PolicyDecision) -> dict[str, Any]:
+    return {name: getattr(decision, name) for name in PolicyDecision.__dataclass_fields__}
+
+
 def _ladder_decision(entry: LadderEntry, matches: Matches, version: int | None) -> PolicyDecision:
+    """What the rung says, made no looser than what its ceiling says (the stricter of the two)."""
+    assert entry.level is not None
     rule = LADDER_PREFIX + entry.tool
-    level = entry.level
-    ask = PolicyDecision(PolicyEffect.ASK, version, rule, "the tool's autonomy level", ApprovalRoute())
+    level, flags = _rung_effect(entry.level, rule, matches, entry.condition)
+    ceiling, ceiling_flags = _rung_effect(
+        entry.ceiling, CEILING_PREFIX + entry.tool, matches, entry.ceiling_condition
+    )
+    reason = "the tool's autonomy level"
+    if ceiling.strictness > level.strictness:
+        level, flags, reason = ceiling, (*ceiling_flags, ABOVE_CEILING), "the tool's ceiling"
+    if level is PolicyEffect.ALLOW:
+        return PolicyDecision(PolicyEffect.ALLOW, version, rule)
+    return PolicyDecision(level, version, rule, reason, ApprovalRoute(), flags=flags)
+
+
+def _rung_effect(
+    level: LadderLevel, rule: str, matches: Matches, condition: str
+) -> tuple[PolicyEffect, tuple[str, ...]]:
     if level is LadderLevel.ASK:
-        return ask
+        return PolicyEffect.ASK, ()
     if level is LadderLevel.ASK_ABOVE:
         if rule in matches.errored:
-            return PolicyDecision(
-                PolicyEffect.ASK, version, rule, ask.reason, ApprovalRoute(), flags=(CONDITION_ERROR,)
-            )
-        return ask if rule in matches.held else PolicyDecision(PolicyEffect.ALLOW, version, rule)
+            return PolicyEffect.ASK, (CONDITION_ERROR,)
+        # No condition (an `ask_above` ceiling stored without the admin's): every call is asked.
+        held = rule in matches.held or not condition.strip()
+        return (PolicyEffect.ASK if held else PolicyEffect.ALLOW), ()
     if level is LadderLevel.NOTIFY:
-        return PolicyDecision(PolicyEffect.NOTIFY, version, rule, ask.reason, ApprovalRoute())
-    return PolicyDecision(PolicyEffect.ALLOW, version, rule)
+        return PolicyEffect.NOTIFY, ()
+    return PolicyEffect.ALLOW, ()
 
 
 def pinned(decision: PolicyDecision, spec: ToolSpec, pin: str | None) -> PolicyDecision:
@@ -324,6 +417,17 @@ def pre_approved(decision: PolicyDecision, authorization: str) -> PolicyDecision
         rule=AUTHORIZATION_PREFIX + authorization,
         reason="a pre-approval covers the call",
     )
+
+
+def lifts(decision: PolicyDecision) -> bool:
+    """Whether a pre-approval may lift this decision: an unflagged ask whose rule allows it."""
+    return decision.effect is PolicyEffect.ASK and not decision.flags and decision.allow_preapproval
+
+
+def own_pre_approvals_count(decision: PolicyDecision, requester_role: str | None) -> bool:
+    """Whether the requester's own pre-approvals may lift the ask: an admin's, where only the tool's
+    default asked (it could approve that call itself); nobody else's."""
+    return requester_role == "admin" and decision.rule is None and not decision.flags
 
 
 def authorization_of(decision: PolicyDecision) -> str | None:

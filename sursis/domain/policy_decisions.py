@@ -23,6 +23,14 @@ class PolicyEffect(StrEnum):
     ASK = "ask"
     DENY = "deny"
 
+    @property
+    def strictness(self) -> int:
+        """allow < notify < ask < deny: what "the strictest effect" compares."""
+        return _STRICTNESS[self]
+
+
+_STRICTNESS = {PolicyEffect.ALLOW: 0, PolicyEffect.NOTIFY: 1, PolicyEffect.ASK: 2, PolicyEffect.DENY: 3}
+
 
 class TimeoutOutcome(StrEnum):
     """What happens to a call nobody decided in time: it is denied, or it expires. Either way the
@@ -64,6 +72,11 @@ class ApprovalRoute:
     timeout: timedelta | None = None
     on_timeout: TimeoutOutcome = TimeoutOutcome.EXPIRE
 
+    @property
+    def restricted(self) -> bool:
+        """Whether it names approvers or needs more than one: more than "any operator, once"."""
+        return bool(self.groups) or self.quorum > 1
+
     def to_json(self) -> dict[str, Any]:
         return {
             "groups": list(self.groups),
@@ -100,9 +113,13 @@ class PolicyDecision:
     flags: tuple[str, ...] = field(default=())
     """Why the decision is not what a rule said (`schema_changed`: an MCP tool changed since a rule
     allowed it, so it is asked)."""
+    allow_self_approval: bool = False
+    """The rule lets the key that caused the call decide it too (audited as a self-approval)."""
+    allow_preapproval: bool = True
+    """A stored pre-approval may lift this ask (never one its own requester created)."""
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        data: dict[str, Any] = {
             "effect": self.effect.value,
             "policy_version": self.policy_version,
             "rule": self.rule,
@@ -110,6 +127,12 @@ class PolicyDecision:
             "route": self.route.to_json() if self.route is not None else None,
             "flags": list(self.flags),
         }
+        # Only when not the default, so decisions stored before these fields read the same.
+        if self.allow_self_approval:
+            data["allow_self_approval"] = True
+        if not self.allow_preapproval:
+            data["allow_preapproval"] = False
+        return data
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> PolicyDecision:
@@ -121,6 +144,8 @@ class PolicyDecision:
             reason=data.get("reason"),
             route=ApprovalRoute.from_json(route) if route is not None else None,
             flags=tuple(data.get("flags") or ()),
+            allow_self_approval=bool(data.get("allow_self_approval", False)),
+            allow_preapproval=bool(data.get("allow_preapproval", True)),
         )
 
 

@@ -193,13 +193,17 @@ class PolicyService:
         level: LadderLevel | None,
         condition: str = "",
         ceiling: LadderLevel | None = None,
+        ceiling_condition: str | None = None,
         undo: bool = False,
     ) -> LadderEntry:
         """Move a tool on the ladder (or, `undo`, back where it was before the last move). Only an
-        admin sets the `ceiling`; anyone moving stays at or below it (403 `above_ceiling`)."""
+        admin sets the `ceiling` (and, for an `ask_above` ceiling, its `ceiling_condition`); anyone
+        moving stays at or below it (403 `above_ceiling`). The tool's row is locked while it is
+        read and written, and a move that sets no ceiling writes none of the ceiling's columns."""
         ws = self.workspace_of(principal, workspace)
         principal.require(Permission.MOVE_LADDER)
-        if ceiling is not None and not principal.may(Permission.MANAGE_POLICIES):
+        sets_ceiling = ceiling is not None or ceiling_condition is not None
+        if sets_ceiling and not principal.may(Permission.MANAGE_POLICIES):
             raise Forbidden("only an admin sets a tool's ceiling", extra={"required": "manage_policies"})
         spec = self._tools.get(tool)
         if spec is None:
@@ -209,11 +213,12 @@ class PolicyService:
             )
         now = self._clock()
         async with self._uow() as uow:
-            before = (await uow.policies.ladder(ws)).get(tool) or LadderEntry(ws, tool)
+            before = await uow.policies.rung(ws, tool, lock=True) or LadderEntry(ws, tool)
             if undo:
                 level, condition = before.previous_level, before.previous_condition
             self._check_condition(tool, level, condition)
             top = ceiling or before.ceiling
+            top_condition = self._ceiling_condition(tool, top, before, ceiling, ceiling_condition)
             if ceiling is not None and level is None and before.level is not None and not undo:
                 level, condition = before.level, before.condition
                 if level.rank > top.rank:
@@ -228,6 +233,7 @@ class PolicyService:
                 workspace=ws,
                 tool=tool,
                 ceiling=top,
+                ceiling_condition=top_condition,
                 level=level,
                 condition=condition if level is LadderLevel.ASK_ABOVE else "",
                 pin=spec.schema_digest if spec.server is not None and level is not None else None,
@@ -236,13 +242,14 @@ class PolicyService:
                 updated_by=principal.id,
                 updated_at=now,
             )
-            await uow.policies.put_rung(after)
+            await uow.policies.put_rung(after, ceiling=sets_ceiling)
             details = {
                 "tool": tool,
                 "from": before.level.value if before.level else None,
                 "to": level.value if level else None,
                 "condition": after.condition,
                 "ceiling": top.value,
+                "ceiling_condition": top_condition,
                 "previous_ceiling": before.ceiling.value,
                 "undo": undo,
             }
@@ -251,17 +258,46 @@ class PolicyService:
         self._changed(ws)
         return after
 
-    def _check_condition(self, tool: str, level: LadderLevel | None, condition: str) -> None:
+    def _ceiling_condition(
+        self,
+        tool: str,
+        top: LadderLevel,
+        before: LadderEntry,
+        ceiling: LadderLevel | None,
+        given: str | None,
+    ) -> str:
+        """The admin's condition of an `ask_above` ceiling: required when an admin sets one (a user's
+        condition only adds asks to it), empty for any other ceiling."""
+        if top is not LadderLevel.ASK_ABOVE:
+            if given:
+                raise InvalidPolicy(
+                    "only an ask_above ceiling takes a condition",
+                    extra={"errors": [{"loc": ["ceiling_condition"], "msg": "not allowed"}]},
+                )
+            return ""
+        text = given if given is not None else ("" if ceiling is not None else before.ceiling_condition)
+        if ceiling is not None or given is not None:
+            if not text.strip():
+                raise InvalidPolicy(
+                    "an ask_above ceiling needs the admin's condition: the calls asked whatever a user sets",
+                    extra={"errors": [{"loc": ["ceiling_condition"], "msg": "required"}]},
+                )
+            self._check_condition(tool, LadderLevel.ASK_ABOVE, text, loc="ceiling_condition")
+        return text
+
+    def _check_condition(
+        self, tool: str, level: LadderLevel | None, condition: str, loc: str = "condition"
+    ) -> None:
         if level is LadderLevel.ASK_ABOVE:
             if not condition.strip():
                 raise InvalidPolicy(
                     "ask_above needs a condition",
-                    extra={"errors": [{"loc": ["condition"], "msg": "required"}]},
+                    extra={"errors": [{"loc": [loc], "msg": "required"}]},
                 )
             try:
                 self.check([PolicyRule("ladder", PolicyEffect.ASK, condition, (tool,))])
             except InvalidPolicy as exc:
-                errors = [{**e, "loc": ["condition"]} for e in exc.extra.get("errors", [])]
+                errors = [{**e, "loc": [loc]} for e in exc.extra.get("errors", [])]
                 raise InvalidPolicy(exc.message, extra={"errors": errors}) from None
         elif condition.strip():
             raise InvalidPolicy(

@@ -11,7 +11,7 @@ from datetime import datetime
 from typing import Any
 
 from sursis.domain.access import Permission
-from sursis.domain.authorizations import first_covering
+from sursis.domain.authorizations import first_covering, not_by_requester
 from sursis.domain.policies import (
     CallFacts,
     PolicyRule,
@@ -19,9 +19,10 @@ from sursis.domain.policies import (
     WorkspacePolicy,
     decide_call,
     governed,
+    lifts,
     pre_approved,
 )
-from sursis.domain.policy_decisions import PolicyDecision, PolicyEffect
+from sursis.domain.policy_decisions import PolicyDecision
 from sursis.domain.policy_ports import PolicyUnitOfWorkFactory, RecordedCall
 from sursis.domain.policy_service import PolicyService
 from sursis.domain.records import Principal, StoredMessage
@@ -139,16 +140,17 @@ class PolicySimulation:
             history = await uow.policies.history(ws, since, until, MAX_CALLS + 1)
             ladder = await uow.policies.ladder(ws)
             state = WorkspacePolicy(ws, StoredPolicy(ws, 0, checked, principal.id, until), ladder)
+            covering = {}
+            for tool in {c.tool for c in history}:
+                covering[tool] = tuple(await uow.authorizations.candidates(ws, tool, until))
             requesters = {}
-            if state.needs_requester:
+            # Pre-approvals never cover their own requester's calls: who that was is read too.
+            if state.needs_requester or any(covering.values()):
                 for call in history:
                     if call.run_id not in requesters:
                         requesters[call.run_id] = await uow.policies.requester(
                             call.conversation_id, call.run_id
                         )
-            covering = {}
-            for tool in {c.tool for c in history}:
-                covering[tool] = tuple(await uow.authorizations.candidates(ws, tool, until))
             history = history[: MAX_CALLS + 1]
             logged: dict[tuple[uuid.UUID, str], dict[str, Any]] = {}
             for conversation_id in {c.conversation_id for c in history if c.arguments is None}:
@@ -167,8 +169,11 @@ class PolicySimulation:
             if not governed(spec):
                 continue
             decision = decide_call(spec, fact, state, match)
-            if decision.effect is PolicyEffect.ASK and not decision.flags and spec.server is None:
-                rule = first_covering(covering.get(call.tool, ()), call.tool, fact.arguments, fact.at)
+            if lifts(decision) and spec.server is None:
+                candidates = not_by_requester(
+                    covering.get(call.tool, ()), fact.requester_key, fact.requester_role, decision
+                )
+                rule = first_covering(candidates, call.tool, fact.arguments, fact.at)
                 if rule is not None:
                     decision = pre_approved(decision, str(rule.id))
             simulated = SimulatedCall(call, decision)

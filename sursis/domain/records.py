@@ -229,6 +229,9 @@ class PendingCall:
     policy: PolicyDecision | None = None
     """The policy decision that made the call wait (whom it asks, the rule and the policy version);
     None for a call no policy asked about (an elicitation, a client execution, older rows)."""
+    requested_by: str | None = None
+    """The key that caused the call (posted the message its run answers, or sent the event that
+    started it); None for older rows, whose requester is the conversation's owner."""
     approval: ApprovalView | None = None
     """For a call routed to approver groups, as read for a person: votes, quorum, still needed,
     who may decide now (not a column: attached by the use case that reads the call)."""
@@ -310,6 +313,10 @@ class Principal:
     role: Role
     workspace: str | None
     name: str | None = None
+    holds_database: bool = False
+    """The program that opened the service in its own process (the embedded `Service`): not a key
+    anyone holds, and one identity for everything it does, so the requester rules of approvals do
+    not apply to it (its self-approvals are still audited as such)."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "role", Role(self.role))

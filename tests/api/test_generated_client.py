@@ -59,6 +59,8 @@ async def test_a_generated_client_runs_the_readme_walkthrough(
     await seed_demo(SqlUnitOfWorkFactory(engine), workspace, utcnow())
     await engine.dispose()
     key = await keys.make("operator", workspace)
+    # As the README: a user key asks, the operator decides (a key never approves its own call).
+    asker_key = await keys.make("user", workspace)
     package = f"sursis_generated_{uuid.uuid4().hex[:8]}"
 
     async with serve(create_app(make_settings(seeded))) as base_url:
@@ -83,9 +85,12 @@ async def test_a_generated_client_runs_the_readme_walkthrough(
             client = generated.AuthenticatedClient(
                 base_url=base_url, token=key, raise_on_unexpected_status=True, timeout=httpx.Timeout(30)
             )
-            async with client:
+            asker = generated.AuthenticatedClient(
+                base_url=base_url, token=asker_key, raise_on_unexpected_status=True, timeout=httpx.Timeout(30)
+            )
+            async with client, asker:
                 await walk_through(
-                    client, models, create, post, list_pending, resolve, run_detail, tool_calls
+                    client, asker, models, create, post, list_pending, resolve, run_detail, tool_calls
                 )
         finally:
             sys.path.remove(str(tmp_path))
@@ -93,15 +98,15 @@ async def test_a_generated_client_runs_the_readme_walkthrough(
                 del sys.modules[name]
 
 
-async def walk_through(client: Any, models: Any, *api: Any) -> None:
-    """The README's steps: a conversation, a turn that suspends on an approval, the awaiting list,
-    the approval, and the run completing."""
+async def walk_through(client: Any, asker: Any, models: Any, *api: Any) -> None:
+    """The README's steps: a conversation and a turn that suspends on an approval (by `asker`), the
+    awaiting list, the approval, and the run completing (by `client`)."""
     create, post, list_pending, resolve, run_detail, tool_calls = api
     event_id = demo_event_id("ws1", "evt_1001")
 
     conversation = (
         await create.asyncio_detailed(
-            client=client, body=models.CreateConversation(agent=models.CreateConversationAgent.OPS)
+            client=asker, body=models.CreateConversation(agent=models.CreateConversationAgent.OPS)
         )
     ).parsed
     assert isinstance(conversation, models.ConversationOut), conversation
@@ -113,7 +118,7 @@ async def walk_through(client: Any, models: Any, *api: Any) -> None:
     ]
     content = "Replay the timed-out invoice\nSCRIPT: " + json.dumps(steps)
     posted = await post.asyncio_detailed(
-        conversation.id, client=client, body=models.PostMessage(content=content), wait=10
+        conversation.id, client=asker, body=models.PostMessage(content=content), wait=10
     )
     run = posted.parsed
     assert posted.status_code == 200 and isinstance(run, models.RunOut), posted

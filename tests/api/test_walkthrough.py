@@ -28,9 +28,11 @@ async def test_the_walkthrough_works_in_any_workspace(seeded: str, keys: KeyMake
     await engine.dispose()
     event_id = demo_event_id(workspace, "evt_1001")
     key = await keys.make("operator", workspace)
+    # As the README: a user key asks, the operator decides (a key never approves its own call).
+    asker = bearer(await keys.make("user", workspace))
     async with AsyncTestClient(app=create_app(make_settings(seeded))) as client:
         client.headers.update(bearer(key))
-        cid = (await client.post("/v1/conversations", json={"agent": "ops"})).json()["id"]
+        cid = (await client.post("/v1/conversations", json={"agent": "ops"}, headers=asker)).json()["id"]
         steps = [
             [{"tool": "list_dlq_events", "args": {}}],
             [{"tool": "replay_dlq_event", "args": {"event_id": event_id, "reason": "partner is back"}}],
@@ -38,7 +40,10 @@ async def test_the_walkthrough_works_in_any_workspace(seeded: str, keys: KeyMake
         content = "Replay the timed-out invoice\nSCRIPT: " + json.dumps(steps)
         run: Any = (
             await client.post(
-                f"/v1/conversations/{cid}/messages", params={"wait": 10}, json={"content": content}
+                f"/v1/conversations/{cid}/messages",
+                params={"wait": 10},
+                json={"content": content},
+                headers=asker,
             )
         ).json()
         assert run["status"] == "suspended", run

@@ -54,10 +54,12 @@ class PolicyController(Controller):
         policies: NamedDependency[PolicyService],
         principal: NamedDependency[Principal],
         workspace: Workspace = None,
+        version: Version = None,
     ) -> ApprovalPolicyOut:
-        """The workspace's current policy (version null: none stored, the defaults apply)."""
+        """The workspace's current policy (version null: none stored, the defaults apply), or with
+        `version`, that stored version (404 `not_found` if there is no such version)."""
         ws = PolicyService.workspace_of(principal, workspace)
-        return ApprovalPolicyOut.of(ws, await policies.get(principal, ws, None))
+        return ApprovalPolicyOut.of(ws, await policies.get(principal, ws, version))
 
     @get("/versions/{version:str}")
     async def get_version(
@@ -149,7 +151,8 @@ class LadderController(Controller):
         principal: NamedDependency[Principal],
     ) -> LadderOut:
         """Move a tool on the ladder within its ceiling (403 `above_ceiling` beyond it); admins
-        also set the ceiling."""
+        also set the ceiling, and for an `ask_above` ceiling its condition (a user's condition only
+        adds asks to it)."""
         entry = await policies.move(
             principal,
             data.workspace,
@@ -157,6 +160,7 @@ class LadderController(Controller):
             level=data.level,
             condition=data.condition,
             ceiling=data.ceiling,
+            ceiling_condition=data.ceiling_condition,
             undo=data.undo,
         )
         return LadderOut.of(entry)

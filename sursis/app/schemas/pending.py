@@ -54,6 +54,11 @@ class PendingCallOut(FromRecord):
     resolved_at: datetime | None
     resolved_by: str | None
     reason: str | None
+    requested_by: str | None = Field(
+        default=None,
+        description="The key that caused the call (posted the message, sent the event); it never "
+        "decides its own call unless the rule allows self-approval. Null for older calls",
+    )
     args: dict[str, Any] | None = None
     edited_args: dict[str, Any] | None = None
     result: Any = None

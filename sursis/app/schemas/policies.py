@@ -77,6 +77,14 @@ class PolicyRuleIn(Strict):
         max_length=50,
         description="Schema digest per MCP tool; the current digest is pinned when left out",
     )
+    allow_self_approval: bool = Field(
+        default=False, description="The key that caused a call may decide it too (audited as such)"
+    )
+    allow_preapproval: bool | None = Field(
+        default=None,
+        description="Whether a pre-approval may lift this ask; null: yes unless the route names "
+        "groups or a quorum above one",
+    )
 
     def to_rule(self) -> PolicyRule:
         return PolicyRule(
@@ -87,6 +95,8 @@ class PolicyRuleIn(Strict):
             reason=self.reason,
             route=self.route.to_route() if self.route is not None else None,
             pins=dict(self.pins),
+            allow_self_approval=self.allow_self_approval,
+            allow_preapproval=self.allow_preapproval,
         )
 
 
@@ -122,6 +132,8 @@ class PolicyRuleOut(BaseModel):
     reason: str | None
     route: RouteOut | None
     pins: dict[str, str]
+    allow_self_approval: bool = False
+    allow_preapproval: bool | None = None
 
 
 class ApprovalPolicyOut(BaseModel):
@@ -157,6 +169,8 @@ class PolicyDecisionOut(BaseModel):
     reason: str | None
     route: RouteOut | None
     flags: list[str]
+    allow_self_approval: bool = False
+    allow_preapproval: bool = True
 
     @model_validator(mode="before")
     @classmethod
@@ -217,6 +231,11 @@ class LadderIn(Strict):
     level: LadderLevel | None = Field(default=None, description="null: back to the tool's default")
     condition: Condition = Field(default="", description="For `ask_above`: asked when it holds")
     ceiling: LadderLevel | None = Field(default=None, description="Admins only")
+    ceiling_condition: Condition | None = Field(
+        default=None,
+        description="Admins only; required with an `ask_above` ceiling: the calls asked whatever "
+        "a user's own condition says",
+    )
     undo: bool = Field(default=False, description="Back to the level before the last move")
     workspace: WorkspaceName | None = None
 
@@ -225,6 +244,7 @@ class LadderOut(BaseModel):
     workspace: str
     tool: str
     ceiling: LadderName
+    ceiling_condition: str
     level: LadderName | None
     condition: str
     pinned_digest: str | None
@@ -239,6 +259,7 @@ class LadderOut(BaseModel):
             workspace=entry.workspace,
             tool=entry.tool,
             ceiling=entry.ceiling.value,
+            ceiling_condition=entry.ceiling_condition,
             level=entry.level.value if entry.level else None,
             condition=entry.condition,
             pinned_digest=entry.pin,

@@ -10,8 +10,11 @@ from pydantic_core import to_jsonable_python
 
 from sursis.domain.authorization_cache import AuthorizationCache
 from sursis.domain.authorizations import first_covering
+from sursis.domain.policies import own_pre_approvals_count
+from sursis.domain.policy_decisions import PolicyDecision
 from sursis.domain.ports import UnitOfWorkFactory
-from sursis.infra.agents.run_deps import PreApprovalPolicy
+from sursis.domain.tools import ToolSpec
+from sursis.infra.agents.run_deps import PreApprovalPolicy, RunDeps
 
 
 class StoredPreApprovalPolicy(PreApprovalPolicy):
@@ -25,9 +28,26 @@ class StoredPreApprovalPolicy(PreApprovalPolicy):
         self._uow = uow
         self._cache = cache
 
-    async def covering_authorization(
-        self, workspace: str, tool_name: str, args: Mapping[str, Any], now: datetime
+    async def covering_for(
+        self, deps: RunDeps, spec: ToolSpec, args: Mapping[str, Any], decision: PolicyDecision
     ) -> str | None:
+        """Leaves out the pre-approvals the call's requester created (`not_by_requester`)."""
+        info = deps.run_info
+        requester = info.key_id if info is not None else None
+        if info is not None and own_pre_approvals_count(decision, info.role):
+            requester = None
+        return await self.covering_authorization(deps.workspace, spec.name, args, deps.clock(), requester)
+
+    async def covering_authorization(
+        self,
+        workspace: str,
+        tool_name: str,
+        args: Mapping[str, Any],
+        now: datetime,
+        requester: str | None = None,
+    ) -> str | None:
+        """The covering pre-approval's id; one created by `requester` (the key that caused the
+        call) never covers its call."""
         rules = self._cache.get(workspace, tool_name) if self._cache is not None else None
         if rules is None:
             ticket = self._cache.ticket() if self._cache is not None else 0
@@ -35,6 +55,8 @@ class StoredPreApprovalPolicy(PreApprovalPolicy):
                 rules = tuple(await uow.authorizations.candidates(workspace, tool_name, now))
             if self._cache is not None:
                 self._cache.put(workspace, tool_name, rules, ticket)
+        if requester is not None:
+            rules = tuple(rule for rule in rules if rule.created_by != requester)
         if not rules:
             return None
         covering = first_covering(rules, tool_name, to_jsonable_python(dict(args)), now)

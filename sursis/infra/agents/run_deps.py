@@ -14,8 +14,8 @@ from opentelemetry import trace
 from pydantic_ai import RunContext
 
 from sursis.domain.clock import Clock
-from sursis.domain.policies import default_decision, pre_approved
-from sursis.domain.policy_decisions import PolicyDecision, PolicyEffect
+from sursis.domain.policies import default_decision, lifts, pre_approved
+from sursis.domain.policy_decisions import PolicyDecision
 from sursis.domain.ports import UnitOfWorkFactory
 from sursis.domain.records import AuditEntry, ToolCallRecord
 from sursis.domain.tools import ToolSpec
@@ -39,6 +39,13 @@ class PreApprovalPolicy:
     ) -> str | None:
         return None
 
+    async def covering_for(
+        self, deps: RunDeps, spec: ToolSpec, args: Mapping[str, Any], decision: PolicyDecision
+    ) -> str | None:
+        """The pre-approval covering this call of this run, which `decision` asked (the stored
+        policy also leaves out those the call's own requester created)."""
+        return await self.covering_authorization(deps.workspace, spec.name, args, deps.clock())
+
     async def decide(self, deps: RunDeps, spec: ToolSpec, args: Mapping[str, Any]) -> PolicyDecision:
         """The decision for one call. Raising means "cannot tell": the wrapper asks (fail closed)."""
         return await self.with_pre_approval(deps, spec, args, default_decision(spec))
@@ -46,12 +53,13 @@ class PreApprovalPolicy:
     async def with_pre_approval(
         self, deps: RunDeps, spec: ToolSpec, args: Mapping[str, Any], decision: PolicyDecision
     ) -> PolicyDecision:
-        """An ask a stored pre-approval covers runs instead. Not for MCP tools: a pre-approval pins
-        no schema digest, so only a policy rule may let one run."""
-        if decision.effect is not PolicyEffect.ASK or decision.flags or spec.server is not None:
+        """An ask a stored pre-approval covers runs instead, where the rule that asked allows
+        pre-approvals. Not for MCP tools: a pre-approval pins no schema digest, so only a policy rule
+        may let one run."""
+        if not lifts(decision) or spec.server is not None:
             return decision
         try:
-            authorization = await self.covering_authorization(deps.workspace, spec.name, args, deps.clock())
+            authorization = await self.covering_for(deps, spec, args, decision)
         except Exception:
             # Fail closed: a pre-approval that cannot be evaluated leaves the call asked.
             log.exception("pre_approval.unavailable", tool_name=spec.name)

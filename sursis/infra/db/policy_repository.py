@@ -38,6 +38,7 @@ def _rung(row: Any) -> LadderEntry:
         workspace=m["workspace"],
         tool=m["tool"],
         ceiling=LadderLevel(m["ceiling"]),
+        ceiling_condition=m["ceiling_condition"] or "",
         level=LadderLevel(m["level"]) if m["level"] else None,
         condition=m["condition"] or "",
         pin=m["pin"],
@@ -92,9 +93,17 @@ class SqlPolicyRepository(SqlRepository):
         )
         return {entry.tool: entry for entry in map(_rung, rows)}
 
-    async def put_rung(self, entry: LadderEntry) -> None:
+    async def rung(self, workspace: str, tool: str, *, lock: bool = False) -> LadderEntry | None:
+        c = p.autonomy_ladder.c
+        query = sa.select(p.autonomy_ladder).where(c.workspace == workspace, c.tool == tool)
+        if lock and self._postgres:
+            query = query.with_for_update()
+        row = (await self._session.execute(query)).first()
+        return _rung(row) if row else None
+
+    async def put_rung(self, entry: LadderEntry, *, ceiling: bool = True) -> None:
+        ceiling_values = {"ceiling": entry.ceiling.value, "ceiling_condition": entry.ceiling_condition}
         values = {
-            "ceiling": entry.ceiling.value,
             "level": entry.level.value if entry.level else None,
             "condition": entry.condition,
             "pin": entry.pin,
@@ -103,9 +112,13 @@ class SqlPolicyRepository(SqlRepository):
             "updated_by": entry.updated_by,
             "updated_at": entry.updated_at,
         }
-        insert = self._insert(p.autonomy_ladder).values(workspace=entry.workspace, tool=entry.tool, **values)
+        insert = self._insert(p.autonomy_ladder).values(
+            workspace=entry.workspace, tool=entry.tool, **ceiling_values, **values
+        )
+        # A move that sets no ceiling never writes one: an admin's change in between stays.
+        changed = {**ceiling_values, **values} if ceiling else values
         await self._session.execute(
-            insert.on_conflict_do_update(index_elements=["workspace", "tool"], set_=values)
+            insert.on_conflict_do_update(index_elements=["workspace", "tool"], set_=changed)
         )
         await self._notify(entry.workspace)
 
@@ -183,24 +196,32 @@ class SqlPolicyRepository(SqlRepository):
         return calls[:limit]
 
     async def requester(self, conversation_id: uuid.UUID, run_id: uuid.UUID) -> tuple[str, str, str]:
-        conv = t.conversations.c
-        created_by = (
-            await self._session.execute(sa.select(conv.created_by).where(conv.id == conversation_id))
-        ).scalar_one_or_none()
-        channel = (
-            await self._session.execute(sa.select(t.runs.c.channel).where(t.runs.c.id == run_id))
-        ).scalar_one_or_none()
-        role = ""
-        if created_by:
-            try:
-                key_id = uuid.UUID(created_by)
-            except ValueError:
-                key_id = None
-            if key_id is not None:
-                role = (
-                    await self._session.execute(sa.select(t.api_keys.c.role).where(t.api_keys.c.id == key_id))
-                ).scalar_one_or_none() or ""
-        return created_by or "", role, channel or ""
+        """The key that caused the run (posted its message; for a run an event started, the key
+        that sent the event, the conversation's creator), its role, and the run's channel."""
+        r = t.runs.c
+        run = (
+            await self._session.execute(
+                sa.select(r.started_by, r.started_role, r.channel).where(r.id == run_id)
+            )
+        ).first()
+        started_by, role, channel = (run.started_by, run.started_role, run.channel) if run else ("", "", "")
+        if not started_by:
+            conv = t.conversations.c
+            started_by = (
+                await self._session.execute(sa.select(conv.created_by).where(conv.id == conversation_id))
+            ).scalar_one_or_none()
+            role = None
+        if started_by and not role:
+            role = await self._role(started_by)
+        return started_by or "", role or "", channel or ""
+
+    async def _role(self, key: str) -> str:
+        try:
+            key_id = uuid.UUID(key)
+        except ValueError:
+            return ""
+        found = await self._session.execute(sa.select(t.api_keys.c.role).where(t.api_keys.c.id == key_id))
+        return found.scalar_one_or_none() or ""
 
     async def _notify(self, workspace: str) -> None:
         # The pre-approval channel: every worker drops the workspace's policy and rules alike.

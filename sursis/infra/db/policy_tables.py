@@ -1,4 +1,4 @@
-"""Tables of workspace policies and the autonomy ladder. Mirrors migration 0022_policies."""
+"""Tables of workspace policies and the autonomy ladder. Mirrors migrations 0022_policies and 0024_policy."""
 
 from __future__ import annotations
 
@@ -23,6 +23,7 @@ autonomy_ladder = sa.Table(
     sa.Column("workspace", sa.String(100), primary_key=True),
     sa.Column("tool", sa.String(200), primary_key=True),
     sa.Column("ceiling", sa.String(20), nullable=False),
+    sa.Column("ceiling_condition", sa.Text, nullable=False, server_default=""),
     sa.Column("level", sa.String(20), nullable=True),
     sa.Column("condition", sa.Text, nullable=False, server_default=""),
     sa.Column("pin", sa.String(200), nullable=True),

@@ -72,6 +72,7 @@ class Suspending(Ending):
                     agent_path=target.agent_path,
                     category=spec.category if spec else None,
                     policy=target.policy,
+                    requested_by=run.started_by,
                 )
             )
         tool_events = self._tool_events(run, messages, announced)
