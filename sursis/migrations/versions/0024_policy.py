@@ -12,7 +12,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision: str = "0024_policy"
-down_revision: str | None = "0023_approvers"
+down_revision: str | None = "0024_typed"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
