@@ -32,6 +32,7 @@ from sursis.domain.ports import NoMetrics, ServiceMetrics
 from sursis.domain.records import ToolCallMetadata, ToolCallRecord
 from sursis.domain.sanitize import args_hash, sanitize
 from sursis.domain.tools import Executor, PendingKind, ToolSpec
+from sursis.infra.agents import approved_args, at_most_once
 from sursis.infra.agents.effects import AlreadyApplied, CallTiming, call_timing, committed, result_event
 from sursis.infra.agents.policy_gate import NOTIFIED, decide, denied, notify
 from sursis.infra.agents.redispatch import UnapprovedRedispatch, not_approved
@@ -82,8 +83,11 @@ class ObservedTools(AbstractCapability[RunDeps]):
         discovered: DiscoveredTools | None = None,
         *,
         raw_results: bool = False,
+        once: frozenset[str] = frozenset(),
     ) -> None:
         self._specs = dict(specs)
+        self._once = once
+        """Tools that run at most once per call id (`at_most_once`)."""
         self._metrics: ServiceMetrics = metrics or NoMetrics()
         self._discovered = discovered
         self._raw_results = raw_results
@@ -134,6 +138,7 @@ class ObservedTools(AbstractCapability[RunDeps]):
         approved = ctx.tool_call_approved and not redispatch
         decision: PolicyDecision | None = None
         if approved:
+            await approved_args.check_dispatch(deps, call, metadata)
             # The decision that asked for the call; the approval answered it.
             stamped = metadata.get(POLICY)
             decision = PolicyDecision.from_json(stamped) if isinstance(stamped, Mapping) else None
@@ -270,9 +275,11 @@ class ObservedTools(AbstractCapability[RunDeps]):
         t0 = time.perf_counter()
         error_code: str | None = None
         timing = CallTiming(started_at, t0, spec.executor, spec.category, decision)
-        token = call_timing.set(timing)
         crash_point("tool_started")
         crash_point(f"tool_started:{spec.name}")
+        if spec.name in self._once:
+            await at_most_once.dispatching(deps, spec, call, again=ctx.tool_call_approved)
+        token = call_timing.set(timing)
         try:
             payload = ok_result(await handler(args))
             crash_point(f"tool_effect_committed:{spec.name}")
@@ -280,7 +287,7 @@ class ObservedTools(AbstractCapability[RunDeps]):
             return self._shown(exc.payload)
         except CallDeferred as exc:
             raise _deferred_with_kind(exc, spec) from None
-        except (ApprovalRequired, ModelRetry, ToolFailed):
+        except (ApprovalRequired, ModelRetry, ToolFailed, approved_args.ApprovedArgsMismatch):
             raise
         except ToolError as exc:
             payload = exc.to_result()
