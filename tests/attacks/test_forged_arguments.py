@@ -151,7 +151,10 @@ async def rewrite_log(url: str, conversation_id: str, amount: int) -> None:
                 if changed:
                     await conn.execute(
                         sa.update(t.messages)
-                        .where(t.messages.c.conversation_id == uuid.UUID(conversation_id), t.messages.c.seq == seq)
+                        .where(
+                            t.messages.c.conversation_id == uuid.UUID(conversation_id),
+                            t.messages.c.seq == seq,
+                        )
                         .values(body=json.dumps(message))
                     )
                     break
