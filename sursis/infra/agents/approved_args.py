@@ -22,8 +22,8 @@ import structlog
 from pydantic_ai.messages import ToolCallPart
 from pydantic_ai.tools import DeferredToolResults, ToolApproved
 
-from sursis.domain.integrity import ARGS_MISMATCH
-from sursis.domain.records import AuditEntry, PendingCall, RunError
+from sursis.domain.integrity import ARGS_MISMATCH, OUTCOME_MISMATCH
+from sursis.domain.records import AuditEntry, PendingCall, RunError, ToolCallRecord
 from sursis.domain.sanitize import args_hash
 from sursis.infra.agents.run_deps import RunDeps
 
@@ -35,6 +35,7 @@ CODE = "approved_args_mismatch"
 ACTOR = "system:worker"
 _ROW_CHANGED = "the pending call's arguments do not hash to the args_hash its deciders saw"
 _LOG_CHANGED = "the arguments about to run are not the ones approved"
+_OUTCOME_CHANGED = "the stored outcome about to be replayed was recorded for other arguments"
 
 
 def binding(row: PendingCall, call: ToolCallPart, annotations: Iterable[str] = ()) -> dict[str, Any]:
@@ -70,6 +71,7 @@ class Mismatch:
     expected: str
     actual: str
     reason: str
+    action: str = ARGS_MISMATCH
 
     def details(self) -> dict[str, Any]:
         return {
@@ -83,7 +85,7 @@ class Mismatch:
     def audit_entry(self, workspace: str, conversation_id: uuid.UUID, run_id: uuid.UUID) -> AuditEntry:
         """The finding, as an audit row about the pending call."""
         return AuditEntry(
-            action=ARGS_MISMATCH,
+            action=self.action,
             actor=ACTOR,
             workspace=workspace,
             conversation_id=conversation_id,
@@ -112,8 +114,43 @@ def mismatch(call: ToolCallPart, bound: Mapping[str, Any] | None) -> Mismatch | 
     )
 
 
-def mismatches(tail: Sequence[ToolCallPart], results: DeferredToolResults | None) -> list[Mismatch]:
-    """The approved calls of `tail` that would run with arguments other than the approved ones."""
+def approved_hash(metadata: Mapping[str, Any]) -> str | None:
+    """The hash of the approved arguments a call runs with (recorded with its outcome), or None for a
+    call that does not run on an approval."""
+    bound = metadata.get(APPROVED)
+    if not isinstance(bound, Mapping) or bound.get("broken") is not None:
+        return None
+    value = bound.get("args_hash")
+    return value if isinstance(value, str) else None
+
+
+def replay_mismatch(
+    call: ToolCallPart, bound: Mapping[str, Any] | None, recorded: str | None
+) -> Mismatch | None:
+    """How a stored outcome, recorded for arguments hashing to `recorded`, differs from the approved
+    call it would be replayed for; None when it belongs to it (or either hash is unknown: an outcome
+    recorded before the hash was)."""
+    if not isinstance(bound, Mapping) or recorded is None or recorded == bound.get("args_hash"):
+        return None
+    return Mismatch(
+        call.tool_call_id,
+        call.tool_name,
+        bound.get("correlation_id"),
+        str(bound.get("args_hash")),
+        recorded,
+        _OUTCOME_CHANGED,
+        OUTCOME_MISMATCH,
+    )
+
+
+def mismatches(
+    tail: Sequence[ToolCallPart],
+    results: DeferredToolResults | None,
+    recorded: Mapping[str, ToolCallRecord | None] | None = None,
+) -> list[Mismatch]:
+    """The approved calls of `tail` that would run with arguments other than the approved ones, or
+    whose stored outcome (`recorded`, by call id) would be replayed although it was recorded for
+    other arguments."""
     if results is None:
         return []
     found: list[Mismatch] = []
@@ -123,7 +160,11 @@ def mismatches(tail: Sequence[ToolCallPart], results: DeferredToolResults | None
             continue
         running = part if approval.override_args is None else replace(part, args=approval.override_args)
         bound = (results.metadata.get(part.tool_call_id) or {}).get(APPROVED)
-        if (found_one := mismatch(running, bound)) is not None:
+        stored = (recorded or {}).get(part.tool_call_id)
+        found_one = mismatch(running, bound) or replay_mismatch(
+            running, bound, stored.args_hash if stored is not None else None
+        )
+        if found_one is not None:
             found.append(found_one)
     return found
 
@@ -133,8 +174,8 @@ def run_error(found: Sequence[Mismatch]) -> RunError:
     named = ", ".join(f"{m.tool_name} (pending call {m.correlation_id})" for m in found)
     return RunError(
         CODE,
-        f"not run: {named} would have run with arguments other than the approved ones; "
-        f"an {ARGS_MISMATCH} audit finding names the hashes",
+        f"not run: {named} would have run (or replayed an outcome) with arguments other than the "
+        "approved ones; an integrity audit finding names the hashes",
     )
 
 
@@ -167,6 +208,16 @@ async def check_dispatch(deps: RunDeps, call: ToolCallPart, metadata: Mapping[st
     if found is None:
         return
     await refuse(deps, found)
+
+
+async def check_replay(
+    deps: RunDeps, call: ToolCallPart, metadata: Mapping[str, Any], recorded: str | None
+) -> None:
+    """Before a stored outcome is replayed for an approved call: the finding written and
+    `ApprovedArgsMismatch` raised when it was recorded for other arguments."""
+    found = replay_mismatch(call, metadata.get(APPROVED), recorded)
+    if found is not None:
+        await refuse(deps, found)
 
 
 async def refuse(deps: RunDeps, found: Mismatch) -> NoReturn:

@@ -268,13 +268,15 @@ class ObservedTools(AbstractCapability[RunDeps]):
                 previous = await uow.tool_calls.get(deps.conversation_id, call.tool_call_id)
         if previous is not None:
             # Dispatched before (a crashed segment): the stored outcome is the outcome.
+            await approved_args.check_replay(deps, call, metadata, previous.args_hash)
             return self._shown(previous.result)
         if deps.before_effect is not None:
             await deps.before_effect()
         started_at = deps.clock()
         t0 = time.perf_counter()
         error_code: str | None = None
-        timing = CallTiming(started_at, t0, spec.executor, spec.category, decision)
+        ran_with = approved_args.approved_hash(metadata)
+        timing = CallTiming(started_at, t0, spec.executor, spec.category, decision, args_hash=ran_with)
         crash_point("tool_started")
         crash_point(f"tool_started:{spec.name}")
         if spec.name in self._once:
@@ -319,7 +321,7 @@ class ObservedTools(AbstractCapability[RunDeps]):
         recorded = committed(timing.recorded_in)  # the outcome and its event went with the effect
         if not recorded:
             await self._record_outcome(
-                deps, call.tool_call_id, spec, md, payload, error_code, announce, decision
+                deps, call.tool_call_id, spec, md, payload, error_code, announce, decision, ran_with
             )
         if (announce or recorded) and deps.announced is not None:
             deps.announced.add(call.tool_call_id)
@@ -376,6 +378,7 @@ class ObservedTools(AbstractCapability[RunDeps]):
         error_code: str | None,
         announce: bool,
         decision: PolicyDecision | None,
+        args_hash: str | None = None,
     ) -> None:
         async with deps.uow() as uow:
             await uow.tool_calls.record(
@@ -387,6 +390,7 @@ class ObservedTools(AbstractCapability[RunDeps]):
                     result=payload,
                     error_code=error_code,
                     policy=decision,
+                    args_hash=args_hash,
                 )
             )
             if announce:

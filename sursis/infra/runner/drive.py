@@ -182,7 +182,7 @@ class AgentRunner(Suspending, Leases, Streaming):
         # Calls left by an earlier run that ended (cancelled, failed) were never performed.
         abandoned = producer is not None and producer.status.finished
         results = deferred_results(tail, start.pending, abandoned, raw=served.raw_results)
-        if (forged := approved_args.mismatches(tail, results)) and not abandoned:
+        if (forged := approved_args.mismatches(tail, results, recorded)) and not abandoned:
             # Nothing of the segment runs: an approved call would run with other arguments.
             return await self._refuse_forged(run, owner, forged)
         if forged and results is not None:
