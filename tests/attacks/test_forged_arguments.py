@@ -10,6 +10,7 @@ the call was asked, reads it so).
 
 from __future__ import annotations
 
+import asyncio
 import json
 import uuid
 from collections.abc import AsyncIterator
@@ -22,8 +23,10 @@ import sqlalchemy as sa
 from litestar.testing import AsyncTestClient
 from pydantic_ai import Agent, ApprovalRequired, RunContext
 
+from sursis.app.cli import run as run_cli
 from sursis.app.main import create_app
 from sursis.app.service import Service
+from sursis.app.settings import Settings
 from sursis.domain.access import Role
 from sursis.domain.policy_decisions import ApprovalRoute
 from sursis.domain.sanitize import args_hash
@@ -67,6 +70,7 @@ class Office:
     bank: Bank
     url: str
     auth: dict[str, dict[str, str]]
+    settings: Settings
 
     async def ask_refund(self, order_id: str, amount: int = 900) -> dict[str, Any]:
         conversation = (
@@ -123,7 +127,7 @@ async def office(seeded: str, keys: KeyMaker) -> AsyncIterator[Office]:
         group = {"workspace": "default", "name": "finance", "members": members}
         created = await http.post("/v1/groups", json=group, headers=auth["admin"])
         assert created.status_code == 201, created.text
-        yield Office(http, bank, seeded, auth)
+        yield Office(http, bank, seeded, auth, settings)
 
 
 async def rewrite_log(url: str, conversation_id: str, amount: int) -> None:
@@ -180,7 +184,7 @@ async def rewrite_shown_hash(url: str, correlation_id: str, forged: str) -> None
 
 @pytest.mark.parametrize("hash_too", [False, True], ids=["log", "log-and-args-hash"])
 async def test_a_refund_rewritten_in_the_log_after_it_was_asked_never_runs(
-    office: Office, hash_too: bool
+    office: Office, hash_too: bool, capsys: pytest.CaptureFixture[str]
 ) -> None:
     pending = await office.ask_refund("F1", 900)
     cid = pending["correlation_id"]
@@ -215,6 +219,11 @@ async def test_a_refund_rewritten_in_the_log_after_it_was_asked_never_runs(
     assert named["action"] == "integrity.args_mismatch"
     assert named["correlation_id"] == cid
     assert forged_hash in named["detail"]
+
+    code = await asyncio.to_thread(run_cli, ["audit", "verify", "--workspace", "default"], office.settings)
+    printed = capsys.readouterr().out
+    assert code == 1, printed
+    assert "finding: integrity.args_mismatch" in printed and cid in printed and forged_hash in printed
 
 
 async def forge_outcome(url: str, pending: dict[str, Any], amount: int) -> str:
