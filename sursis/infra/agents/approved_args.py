@@ -190,6 +190,22 @@ class ApprovedArgsMismatch(Exception):
         super().__init__(self.message)
 
 
+def refusal(exc: BaseException) -> ApprovedArgsMismatch | None:
+    """The `ApprovedArgsMismatch` that `exc` is, or carries as a cause (or in a group), if any."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, ApprovedArgsMismatch):
+            return current
+        if isinstance(current, BaseExceptionGroup):
+            for inner in current.exceptions:
+                if (found := refusal(inner)) is not None:
+                    return found
+        current = current.__cause__ or current.__context__
+    return None
+
+
 def logged(found: Mismatch) -> None:
     log.error(
         "tool.approved_args_mismatch",

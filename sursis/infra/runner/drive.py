@@ -296,7 +296,8 @@ class AgentRunner(Suspending, Leases, Streaming):
                 if is_transient_database_error(exc):
                     raise
                 span.record_exception(exc)
-                log.exception("run.segment_error")
+                if approved_args.refusal(exc) is None:  # a refusal was logged where it was made
+                    log.exception("run.segment_error")
                 if opened is not None:
                     opened.failure = exc
                 return await self._finish(

@@ -12,7 +12,7 @@ from sqlalchemy import exc as sa_exc
 
 from sursis.domain.encryption import EncryptedValueUnreadable, EncryptionKeyUnavailable
 from sursis.domain.records import RunError
-from sursis.infra.agents.approved_args import ApprovedArgsMismatch
+from sursis.infra.agents.approved_args import refusal
 from sursis.infra.db.errors import DatabaseFailure, database_failure
 from sursis.infra.telemetry import current_trace_id
 
@@ -50,7 +50,7 @@ def run_failure(exc: BaseException) -> RunError:
     details = f"details are in the service logs (trace {trace_id})" if trace_id else "details are in the logs"
     if isinstance(exc, EncryptionKeyUnavailable | EncryptedValueUnreadable):
         return RunError(exc.code, exc.message)
-    if (refused := _found(exc, ApprovedArgsMismatch)) is not None:
+    if (refused := refusal(exc)) is not None:
         return RunError(refused.code, refused.message)
     if isinstance(exc, ModelHTTPError):
         return RunError("model_error", f"the model provider answered HTTP {exc.status_code}; {details}")
@@ -59,19 +59,3 @@ def run_failure(exc: BaseException) -> RunError:
     if isinstance(exc, UnexpectedModelBehavior):
         return RunError("model_error", f"the model answered something the agent could not use; {details}")
     return RunError("internal_error", f"the run failed unexpectedly; {details}")
-
-
-def _found(exc: BaseException, kind: type[ApprovedArgsMismatch]) -> ApprovedArgsMismatch | None:
-    """`exc` or the first of its causes (or, in a group, of its members) that is a `kind`."""
-    seen: set[int] = set()
-    current: BaseException | None = exc
-    while current is not None and id(current) not in seen:
-        seen.add(id(current))
-        if isinstance(current, kind):
-            return current
-        if isinstance(current, BaseExceptionGroup):
-            for inner in current.exceptions:
-                if (found := _found(inner, kind)) is not None:
-                    return found
-        current = current.__cause__ or current.__context__
-    return None
