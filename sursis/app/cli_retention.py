@@ -157,13 +157,20 @@ def _print_chains(reports: list[ChainReport]) -> int:
             f"workspace {report.workspace}: {report.checked} rows checked from seq {report.anchor_seq + 1}, "
             f"head seq {report.head_seq} hash {report.head_hash}, {report.unsealed} not sealed yet"
         )
-        if report.finding is None:
+        if report.ok:
             print(f"ok  {line}")
             continue
         broken += 1
-        f = report.finding
-        row = f"row id {f.row_id}" if f.row_id is not None else "no row"
-        print(f"BROKEN  {line}\n  first breach: {f.breach.value} at seq {f.seq} ({row}): {f.detail}")
+        print(f"BROKEN  {line}")
+        if (f := report.finding) is not None:
+            row = f"row id {f.row_id}" if f.row_id is not None else "no row"
+            print(f"  first breach: {f.breach.value} at seq {f.seq} ({row}): {f.detail}")
+        for found in report.integrity:
+            at = found.at.isoformat() if found.at is not None else "?"
+            print(
+                f"  finding: {found.action} at {at} (row id {found.row_id}, "
+                f"pending call {found.correlation_id}): {found.detail}"
+            )
     return 1 if broken else 0
 
 

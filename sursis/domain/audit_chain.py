@@ -21,6 +21,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
+from sursis.domain.integrity import IntegrityFinding
 from sursis.domain.records import AuditEntry
 
 GENESIS = "0" * 64
@@ -278,7 +279,10 @@ class ChainReport:
     anchor_seq: int
     unsealed: int
     finding: Finding | None
+    integrity: tuple[IntegrityFinding, ...] = ()
+    """Integrity findings the workspace's audit log holds (newest first, sealed or not): refusals of
+    data that no longer agrees with a decision (`sursis.domain.integrity`). Any makes it not ok."""
 
     @property
     def ok(self) -> bool:
-        return self.finding is None
+        return self.finding is None and not self.integrity

@@ -30,6 +30,7 @@ from sursis.domain.audit_checkpoint import (
     sign_head,
     signature_holds,
 )
+from sursis.domain.integrity import FINDING_ACTIONS, MAX_LISTED, IntegrityFinding
 from sursis.domain.retention_ports import RetentionUnitOfWork, RetentionUnitOfWorkFactory
 from sursis.domain.retention_records import check_workspace
 
@@ -151,7 +152,7 @@ class AuditChainService:
         await self.seal_all()
         reports = await self.verify(workspace, checkpoints=False)
         for report in reports:
-            if not report.ok:
+            if report.finding is not None:
                 continue
             async with self.uow() as uow:
                 head = await uow.audit_chain.head(report.workspace, lock=True)
@@ -211,8 +212,11 @@ class AuditChainService:
                         None,
                         f"{late} unsealed row(s) dated before the chain's newest row: refused by sealing",
                     )
+                integrity = await _integrity_findings(uow, name)
                 reports.append(
-                    ChainReport(name, checked, head.seq, head.hash, head.anchor_seq, unsealed, finding)
+                    ChainReport(
+                        name, checked, head.seq, head.hash, head.anchor_seq, unsealed, finding, integrity
+                    )
                 )
         return reports
 
@@ -244,3 +248,17 @@ def _refusal(
     if previous.anchor != before.anchor:
         return "the anchor moved without a signed retention cut"
     return None
+
+
+async def _integrity_findings(uow: RetentionUnitOfWork, workspace: str) -> tuple[IntegrityFinding, ...]:
+    rows = await uow.audit.search(
+        workspace=workspace,
+        conversation_id=None,
+        correlation_id=None,
+        actions=FINDING_ACTIONS,
+        since=None,
+        after_id=None,
+        limit=MAX_LISTED,
+        newest_first=True,
+    )
+    return tuple(IntegrityFinding.of(row) for row in rows)

@@ -262,6 +262,9 @@ class ToolCallRecord:
     policy: PolicyDecision | None = None
     """The policy decision the call ran under (allow, notify, or the ask an approval answered);
     None for rows written before decisions were recorded."""
+    args_hash: str | None = None
+    """For a call that ran on an approval: the hash of the arguments it ran with (`args_hash` of
+    `sanitize`); None for other calls and rows written before it was recorded."""
 
 
 @dataclass(slots=True)

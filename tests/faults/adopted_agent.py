@@ -3,16 +3,21 @@
 `pay_invoice` is declared with `requires_approval=True`; `refund_invoice` gates itself (it raises
 `ApprovalRequired` until the call is approved). Its effect is a file named by the tool call
 id in `$ADOPTED_EFFECTS_DIR`, created once (the call id is the idempotency key, as a real payment
-API's would be); every dispatch also appends the id to `attempts.log`.
+API's would be), so `pay_invoice` is declared idempotent; every dispatch also appends the id to
+`attempts.log`. `wire_money` changes things too but is not idempotent (each dispatch appends a
+line to `wires.log`): a call whose worker died while it ran must not run again.
 """
 
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 from typing import Any
 
 from pydantic_ai import Agent, ApprovalRequired, RunContext
+
+from sursis import ToolOptions, adopt
 
 payer = Agent(name="payer", instructions="Pay the invoices you are asked to pay.")
 
@@ -37,6 +42,18 @@ def refund_invoice(ctx: RunContext[Any], invoice_id: str) -> dict[str, Any]:
     return _pay(ctx, invoice_id)
 
 
+@payer.tool
+def wire_money(ctx: RunContext[Any], invoice_id: str) -> dict[str, Any]:
+    """Wire the amount of an invoice (no idempotency key: each call wires again)."""
+    with (Path(os.environ["ADOPTED_EFFECTS_DIR"]) / "wires.log").open("a") as wires:
+        wires.write(f"{ctx.tool_call_id} {invoice_id}\n")
+    hold = os.environ.get("WIRE_HOLD")  # a slow bank: it answers once this file exists
+    deadline = time.monotonic() + 30
+    while hold and not Path(hold).exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return {"wired": invoice_id}
+
+
 def _pay(ctx: RunContext[Any], invoice_id: str) -> dict[str, Any]:
     directory = Path(os.environ["ADOPTED_EFFECTS_DIR"])
     call_id = ctx.tool_call_id or ""
@@ -50,4 +67,12 @@ def _pay(ctx: RunContext[Any], invoice_id: str) -> dict[str, Any]:
     return {"paid": invoice_id}
 
 
-AGENTS = [payer]
+AGENTS = [
+    adopt(
+        payer,
+        tools={
+            "pay_invoice": ToolOptions(idempotent=True),
+            "wire_money": ToolOptions(category="suggest"),
+        },
+    )
+]

@@ -3,7 +3,7 @@
 `desk` has the desk MCP server over stdio (what it receives goes to `$DESK_CALLS`). `concierge` asks
 `billing` through `run_agent`, and the built-in `customer` supervisor may consult it too; billing's `refund` is declared `requires_approval=True` and its effect
 is a file named by the tool call id in `$ADOPTED_EFFECTS_DIR`, created once (the call id is the
-idempotency key); every dispatch also appends the id to `attempts.log`.
+idempotency key, so it is declared idempotent); every dispatch also appends the id to `attempts.log`.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from fastmcp.client.transports import StdioTransport
 from pydantic_ai import Agent, RunContext
 from pydantic_ai.mcp import MCPToolset
 
-from sursis import adopt, run_agent
+from sursis import ToolOptions, adopt, run_agent
 
 SERVER = Path(__file__).parents[1] / "agents" / "mcp" / "desk_server.py"
 
@@ -62,4 +62,13 @@ async def ask_billing(ctx: RunContext[Any], request: str) -> str:
     return output
 
 
-AGENTS = [adopt(desk), adopt(concierge), adopt(billing, conversational=False, supervisor="customer")]
+AGENTS = [
+    adopt(desk),
+    adopt(concierge),
+    adopt(
+        billing,
+        conversational=False,
+        supervisor="customer",
+        tools={"refund": ToolOptions(idempotent=True)},
+    ),
+]

@@ -338,6 +338,19 @@ async def check(database_url: str, tally: Tally) -> list[str]:
             "AND t.tool_call_id = p.tool_call_id AND t.ok) <> 1",
         )
         await none(
+            "no tool ran with arguments other than approved: each approved replay replayed the event "
+            "its deciders approved",
+            "SELECT t.tool_call_id FROM tool_calls t JOIN pending_calls p ON p.conversation_id = "
+            "t.conversation_id AND p.tool_call_id = t.tool_call_id AND p.kind = 'approval' "
+            "AND p.status = 'approved' WHERE t.tool_name = 'replay_dlq_event' AND t.ok "
+            "AND (t.result->'result'->>'event_id') IS DISTINCT FROM "
+            "COALESCE(p.resolution->'args'->>'event_id', p.args->>'event_id')",
+        )
+        await none(
+            "no approved call refused as changed: no integrity finding where nothing was tampered with",
+            "SELECT id, action FROM audit_log WHERE action LIKE 'integrity.%'",
+        )
+        await none(
             "replays on the outbox match the dead letters' replay counts",
             "SELECT d.id FROM dead_letters d WHERE d.replay_count <> (SELECT COUNT(*) FROM outbox o "
             "WHERE o.source_event_id = d.id AND o.topic NOT LIKE 'webhook:%')",

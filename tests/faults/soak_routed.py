@@ -270,6 +270,13 @@ async def check_routed(database_url: str, tally: RoutedTally) -> list[str]:
             "AND NOT EXISTS (SELECT 1 FROM pending_calls p WHERE p.conversation_id = "
             "t.conversation_id AND p.tool_call_id = t.tool_call_id AND p.status = 'approved')",
         )
+        await none(
+            "no transfer ran with arguments other than approved (it names the ref its deciders saw)",
+            "SELECT t.tool_call_id FROM tool_calls t JOIN pending_calls p ON p.conversation_id = "
+            "t.conversation_id AND p.tool_call_id = t.tool_call_id AND p.kind = 'approval' "
+            "AND p.status = 'approved' WHERE t.tool_name = 'transfer' AND t.ok "
+            "AND t.result->>'result' IS DISTINCT FROM 'transferred ' || (p.args->>'ref')",
+        )
     finally:
         await engine.dispose()
     return checked

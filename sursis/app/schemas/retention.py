@@ -82,6 +82,14 @@ class BreachOut(FromRecord):
     detail: str
 
 
+class IntegrityOut(FromRecord):
+    action: str = Field(description="The finding's audit action, e.g. `integrity.args_mismatch`")
+    row_id: int | None
+    at: datetime | None
+    correlation_id: uuid.UUID | None
+    detail: str
+
+
 class ChainOut(FromRecord):
     workspace: str
     ok: bool
@@ -91,6 +99,10 @@ class ChainOut(FromRecord):
     anchor_seq: int
     unsealed: int
     finding: BreachOut | None
+    findings: list[IntegrityOut] = Field(
+        default_factory=list,
+        description="Integrity findings in the workspace's audit log, newest first (any makes `ok` false)",
+    )
 
     @classmethod
     def of(cls, report: ChainReport) -> ChainOut:
@@ -109,4 +121,5 @@ class ChainOut(FromRecord):
             anchor_seq=report.anchor_seq,
             unsealed=report.unsealed,
             finding=finding,
+            findings=[IntegrityOut.model_validate(found) for found in report.integrity],
         )

@@ -39,6 +39,9 @@ class ToolOptions:
     to what the tool declares (`requires_approval=True` or not): a tool that gates itself by raising
     `ApprovalRequired` stays `auto`. `executor` says who answers a call the tool defers with
     `CallDeferred`: `human` (a person's answer, the default) or `client` (the caller's app).
+    `idempotent=True` says the tool keys its effect on `ctx.tool_call_id` (a second run with the same
+    id changes nothing more): a call whose worker died while it ran is then run again; otherwise a
+    tool that is not `read` runs at most once and such a call asks a person ("outcome unknown").
     """
 
     category: Category | str | None = None
@@ -46,6 +49,7 @@ class ToolOptions:
     timeout: timedelta | float | None = None
     executor: Executor | str | None = None
     approval: Approval | str | None = None
+    idempotent: bool = False
 
 
 def adopt(
@@ -141,4 +145,4 @@ def _declared(agent: str, tool: Tool[Any], options: ToolOptions) -> DeclaredTool
             annotation = None
         if annotation is not None and annotation is not Any:
             result = TypeAdapter(annotation)
-    return DeclaredTool(spec=spec, tool=tool, result=result)
+    return DeclaredTool(spec=spec, tool=tool, result=result, idempotent=options.idempotent)

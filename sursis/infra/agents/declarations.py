@@ -35,6 +35,9 @@ class DeclaredTool:
     spec: ToolSpec
     tool: Tool[Any]
     result: TypeAdapter[Any] | None = None
+    idempotent: bool = False
+    """Whether the tool keys its effect on the tool call id, so a call may run again after a crash
+    (`ToolOptions(idempotent=True)`; see `sursis.infra.agents.at_most_once`)."""
 
     @classmethod
     def declare(

@@ -34,6 +34,8 @@ class CallTiming:
     recorded_in: UnitOfWork | None = None
     """The tool's transaction that recorded the outcome with the effect (`record_effect`), and
     published its `tool.result` event when the segment asked for that."""
+    args_hash: str | None = None
+    """The hash of the approved arguments the call runs with (None: not on an approval)."""
 
 
 call_timing: ContextVar[CallTiming | None] = ContextVar("sursis_tool_call_timing", default=None)
@@ -76,6 +78,7 @@ async def record_effect(uow: UnitOfWork, ctx: RunContext[RunDeps], tool_name: st
             metadata=md,
             result=payload,
             policy=timing.policy,
+            args_hash=timing.args_hash,
         )
     )
     if not inserted:

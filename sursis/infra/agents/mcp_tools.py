@@ -257,8 +257,10 @@ class McpTools:
         self, ctx: RunContext[Any], spec: ToolSpec, call: ToolCallPart, handler: WrapToolExecuteHandler
     ) -> WrapToolExecuteHandler:
         """The handler of an MCP call, marked as dispatched before it is sent unless the tool is `read`;
-        a call marked before (a segment died after sending it) is a pending call for a person."""
-        if spec.category is Category.READ:
+        a call marked before (a segment died after sending it) is a pending call for a person. A tool
+        declared `ToolOptions(idempotent=True)` is sent again, like a `read` one."""
+        options = self.options.get(call.tool_name)
+        if spec.category is Category.READ or (options is not None and options.idempotent):
             return handler
 
         async def send(args: dict[str, Any]) -> Any:

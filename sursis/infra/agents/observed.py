@@ -32,6 +32,7 @@ from sursis.domain.ports import NoMetrics, ServiceMetrics
 from sursis.domain.records import ToolCallMetadata, ToolCallRecord
 from sursis.domain.sanitize import args_hash, sanitize
 from sursis.domain.tools import Executor, PendingKind, ToolSpec
+from sursis.infra.agents import approved_args, at_most_once
 from sursis.infra.agents.effects import AlreadyApplied, CallTiming, call_timing, committed, result_event
 from sursis.infra.agents.policy_gate import NOTIFIED, decide, denied, notify
 from sursis.infra.agents.redispatch import UnapprovedRedispatch, not_approved
@@ -83,8 +84,11 @@ class ObservedTools(AbstractCapability[RunDeps]):
         discovered: DiscoveredTools | None = None,
         *,
         raw_results: bool = False,
+        once: frozenset[str] = frozenset(),
     ) -> None:
         self._specs = dict(specs)
+        self._once = once
+        """Tools that run at most once per call id (`at_most_once`)."""
         self._metrics: ServiceMetrics = metrics or NoMetrics()
         self._discovered = discovered
         self._raw_results = raw_results
@@ -135,6 +139,7 @@ class ObservedTools(AbstractCapability[RunDeps]):
         approved = ctx.tool_call_approved and not redispatch
         decision: PolicyDecision | None = None
         if approved:
+            await approved_args.check_dispatch(deps, call, metadata)
             # The decision that asked for the call; the approval answered it.
             stamped = metadata.get(POLICY)
             decision = PolicyDecision.from_json(stamped) if isinstance(stamped, Mapping) else None
@@ -264,16 +269,20 @@ class ObservedTools(AbstractCapability[RunDeps]):
                 previous = await uow.tool_calls.get(deps.conversation_id, call.tool_call_id)
         if previous is not None:
             # Dispatched before (a crashed segment): the stored outcome is the outcome.
+            await approved_args.check_replay(deps, call, metadata, previous.args_hash)
             return self._shown(previous.result)
         if deps.before_effect is not None:
             await deps.before_effect()
         started_at = deps.clock()
         t0 = time.perf_counter()
         error_code: str | None = None
-        timing = CallTiming(started_at, t0, spec.executor, spec.category, decision)
-        token = call_timing.set(timing)
+        ran_with = approved_args.approved_hash(metadata)
+        timing = CallTiming(started_at, t0, spec.executor, spec.category, decision, args_hash=ran_with)
         crash_point("tool_started")
         crash_point(f"tool_started:{spec.name}")
+        if spec.name in self._once:
+            await at_most_once.dispatching(deps, spec, call, again=ctx.tool_call_approved)
+        token = call_timing.set(timing)
         try:
             payload = stored_result(await handler(args))
             error_code = None if payload["ok"] else payload["error"]["code"]
@@ -282,7 +291,7 @@ class ObservedTools(AbstractCapability[RunDeps]):
             return self._shown(exc.payload)
         except CallDeferred as exc:
             raise _deferred_with_kind(exc, spec) from None
-        except (ApprovalRequired, ModelRetry, ToolFailed):
+        except (ApprovalRequired, ModelRetry, ToolFailed, approved_args.ApprovedArgsMismatch):
             raise
         except ToolError as exc:
             payload = exc.to_result()
@@ -314,7 +323,7 @@ class ObservedTools(AbstractCapability[RunDeps]):
         recorded = committed(timing.recorded_in)  # the outcome and its event went with the effect
         if not recorded:
             await self._record_outcome(
-                deps, call.tool_call_id, spec, md, payload, error_code, announce, decision
+                deps, call.tool_call_id, spec, md, payload, error_code, announce, decision, ran_with
             )
             crash_point("tool_outcome_recorded")
         if (announce or recorded) and deps.announced is not None:
@@ -372,6 +381,7 @@ class ObservedTools(AbstractCapability[RunDeps]):
         error_code: str | None,
         announce: bool,
         decision: PolicyDecision | None,
+        args_hash: str | None = None,
     ) -> None:
         async with deps.uow() as uow:
             await uow.tool_calls.record(
@@ -383,6 +393,7 @@ class ObservedTools(AbstractCapability[RunDeps]):
                     result=payload,
                     error_code=error_code,
                     policy=decision,
+                    args_hash=args_hash,
                 )
             )
             if announce:

@@ -167,6 +167,7 @@ tool_calls = sa.Table(
     sa.Column("ended_at", UtcDateTime, nullable=False),
     sa.Column("category", sa.String(20), nullable=True),
     sa.Column("policy", JSON, nullable=True),
+    sa.Column("args_hash", sa.String(64), nullable=True),
     sa.UniqueConstraint("conversation_id", "tool_call_id", name="uq_tool_calls_conversation_tool_call"),
 )
 

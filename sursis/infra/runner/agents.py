@@ -17,6 +17,7 @@ from pydantic_ai.models.wrapper import WrapperModel
 from pydantic_ai.native_tools import SUPPORTED_NATIVE_TOOLS
 from pydantic_ai.tools import DeferredToolRequests
 
+from sursis.domain.tools import Category, Executor
 from sursis.infra.agents.adopted_output import deferring, with_deferred
 from sursis.infra.agents.agent_deps import DepsFactory
 from sursis.infra.agents.declarations import AgentDefinition, DeclaredProviderTool
@@ -112,9 +113,23 @@ def _capabilities(
         telemetry.metrics,
         discovered=definition.mcp,
         raw_results=raw_results,
+        once=at_most_once_tools(definition),
     )
     instrumentation = telemetry.agent_instrumentation()
     return [observed] if instrumentation is None else [instrumentation, observed]
+
+
+def at_most_once_tools(definition: AgentDefinition) -> frozenset[str]:
+    """An adopted agent's tools that run at most once per call (`at_most_once`): those run by the
+    service that are not `read` and not declared idempotent. A built-in tool records its outcome
+    with its effect (`record_effect`), so it is not among them."""
+    if definition.adopted is None:
+        return frozenset()
+    return frozenset(
+        d.spec.name
+        for d in definition.tools
+        if not d.idempotent and d.spec.category is not Category.READ and d.spec.executor is Executor.SERVER
+    )
 
 
 def build_agent(

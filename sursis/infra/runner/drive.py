@@ -19,13 +19,14 @@ from pydantic_ai.messages import (
     TextPart,
     ToolCallPart,
 )
-from pydantic_ai.tools import DeferredToolRequests
+from pydantic_ai.tools import DeferredToolRequests, ToolDenied
 from pydantic_ai.usage import UsageLimits
 from pydantic_core import to_json
 
 from sursis.domain.ports import UnitOfWork
 from sursis.domain.records import JsonText, PendingCall, Run, RunError, ToolCallRecord
 from sursis.domain.states import RunStatus
+from sursis.infra.agents import approved_args
 from sursis.infra.agents.agent_deps import DepsFactoryFailed, OpenedDeps, RunInfo
 from sursis.infra.agents.run_deps import RunDeps, current_run_deps
 from sursis.infra.db.held import GuardFailed
@@ -37,6 +38,7 @@ from sursis.infra.runner.leases import CancelRequested, Interrupted, LeaseLost, 
 from sursis.infra.runner.resume import (
     NotReady,
     deferred_results,
+    policy_denial,
     unanswered_tool_calls,
 )
 from sursis.infra.runner.stream import Streaming
@@ -180,6 +182,15 @@ class AgentRunner(Suspending, Leases, Streaming):
         # Calls left by an earlier run that ended (cancelled, failed) were never performed.
         abandoned = producer is not None and producer.status.finished
         results = deferred_results(tail, start.pending, abandoned, raw=served.raw_results)
+        if (forged := approved_args.mismatches(tail, results, recorded)) and not abandoned:
+            # Nothing of the segment runs: an approved call would run with other arguments.
+            return await self._refuse_forged(run, owner, forged)
+        if forged and results is not None:
+            # Left by a run that failed on them: the model of a later turn is told they did not run.
+            for found in forged:
+                results.approvals[found.tool_call_id] = ToolDenied(
+                    policy_denial("APPROVED_ARGS_MISMATCH", approved_args.run_error([found]).message)
+                )
         if results is not None:
             crash_point("segment_resumed")
         remaining = self._step_limit - run.usage.requests
@@ -285,7 +296,8 @@ class AgentRunner(Suspending, Leases, Streaming):
                 if is_transient_database_error(exc):
                     raise
                 span.record_exception(exc)
-                log.exception("run.segment_error")
+                if approved_args.refusal(exc) is None:  # a refusal was logged where it was made
+                    log.exception("run.segment_error")
                 if opened is not None:
                     opened.failure = exc
                 return await self._finish(
@@ -305,6 +317,19 @@ class AgentRunner(Suspending, Leases, Streaming):
         return await self._finish(
             run, owner, new, RunStatus.COMPLETED, usage, output=output_text(output), announced=announced
         )
+
+    async def _refuse_forged(
+        self,
+        run: Run,
+        owner: str,
+        forged: list[approved_args.Mismatch],
+    ) -> RunStatus:
+        """Fail the run on approved calls whose arguments changed, with a finding for each."""
+        for found in forged:
+            approved_args.logged(found)
+        findings = [f.audit_entry(run.workspace, run.conversation_id, run.id) for f in forged]
+        error = approved_args.run_error(forged)
+        return await self._finish(run, owner, [], RunStatus.FAILED, run.usage, error=error, findings=findings)
 
 
 def output_text(output: Any) -> str:

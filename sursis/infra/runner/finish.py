@@ -14,7 +14,7 @@ from pydantic_ai.messages import (
 from sursis.domain import run_lifecycle
 from sursis.domain.errors import ServiceError
 from sursis.domain.ports import UnitOfWork
-from sursis.domain.records import Run, RunError, Usage
+from sursis.domain.records import AuditEntry, Run, RunError, Usage
 from sursis.domain.run_lifecycle import ToolEvents
 from sursis.domain.states import RunStatus
 from sursis.infra.db.held import GuardFailed
@@ -59,7 +59,10 @@ class Ending(EventPublishing):
         output: str | None = None,
         error: RunError | None = None,
         announced: set[str] | None = None,
+        findings: Sequence[AuditEntry] = (),
     ) -> RunStatus:
+        """End the run; `findings` are audit rows written in the same transaction (what a refusal
+        found, e.g. `integrity.args_mismatch`)."""
         now = self._clock()
         tool_events = self._tool_events(run, messages, announced)
         completing = status is RunStatus.COMPLETED
@@ -80,6 +83,8 @@ class Ending(EventPublishing):
 
         try:
             async with self._uow() as uow:
+                for finding in findings:
+                    await uow.audit.append(finding, now)
                 last_seq = await self._end(
                     uow,
                     run,

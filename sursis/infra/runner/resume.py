@@ -23,10 +23,12 @@ from sursis.domain.pending_calls import TIMEOUT_DECISION
 from sursis.domain.records import PendingCall
 from sursis.domain.states import PendingStatus
 from sursis.domain.tools import PendingKind
+from sursis.infra.agents.approved_args import APPROVED, binding
 from sursis.infra.agents.observed import (
     EDITED_ARGS,
     POLICY,
     REDISPATCH,
+    REVIEW,
     failure_message,
 )
 
@@ -141,11 +143,12 @@ def deferred_results(
             if row.status is PendingStatus.APPROVED:
                 edited = (row.resolution or {}).get("args")
                 results.approvals[call_id] = ToolApproved(override_args=edited)
-                metadata: dict[str, Any] = {POLICY: row.policy.to_json()} if row.policy is not None else {}
+                metadata: dict[str, Any] = {APPROVED: binding(row, part, (REVIEW,))}
+                if row.policy is not None:
+                    metadata[POLICY] = row.policy.to_json()
                 if edited is not None:
                     metadata[EDITED_ARGS] = edited
-                if metadata:
-                    results.metadata[call_id] = metadata
+                results.metadata[call_id] = metadata
             else:
                 results.approvals[call_id] = ToolDenied(denial_for(row))
         elif row.status is PendingStatus.ANSWERED:

@@ -1,0 +1,245 @@
+"""A call that runs on an approval runs with exactly the arguments its deciders approved.
+
+The tool of an approved call runs on the arguments in the stored message log (the model's call),
+or on the arguments an operator edited; the deciders saw the pending call's `args` and `args_hash`.
+Those are separate rows, so the log could say something the deciders never saw. When the run
+resumes, each approved call is bound to what was approved (`binding`, from the pending row the
+resume reads anyway): the `args_hash` the deciders saw, or the hash of the edited arguments they
+signed off. The runner compares every approved call of the segment before the segment starts
+(`mismatches`: nothing runs if one differs) and the tool wrapper compares again at dispatch
+(`check_dispatch`). A mismatch is never run: it is an audit finding (`integrity.args_mismatch`)
+and the run fails with `approved_args_mismatch`.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any, NoReturn
+
+import structlog
+from pydantic_ai.messages import ToolCallPart
+from pydantic_ai.tools import DeferredToolResults, ToolApproved
+
+from sursis.domain.integrity import ARGS_MISMATCH, OUTCOME_MISMATCH
+from sursis.domain.records import AuditEntry, PendingCall, RunError, ToolCallRecord
+from sursis.domain.sanitize import args_hash
+from sursis.infra.agents.run_deps import RunDeps
+
+log = structlog.get_logger("sursis.tools")
+
+APPROVED = "approved_args"
+"""Deferral metadata of an approved call: what it must hash to (`binding`)."""
+CODE = "approved_args_mismatch"
+ACTOR = "system:worker"
+_ROW_CHANGED = "the pending call's arguments do not hash to the args_hash its deciders saw"
+_LOG_CHANGED = "the arguments about to run are not the ones approved"
+_OUTCOME_CHANGED = "the stored outcome about to be replayed was recorded for other arguments"
+
+
+def binding(row: PendingCall, call: ToolCallPart, annotations: Iterable[str] = ()) -> dict[str, Any]:
+    """What the approved call `call` must hash to: the hash of the edited arguments when the
+    deciders edited them, else the `args_hash` they saw (which the shown `args` must hash to).
+
+    `annotations` are keys the service added to the shown arguments for the deciders (what a tool
+    asks them to check): left out of the comparison when the call itself has no such argument.
+    """
+    bound: dict[str, Any] = {"correlation_id": str(row.correlation_id)}
+    edited = (row.resolution or {}).get("args")
+    if edited is not None:
+        bound["args_hash"] = args_hash(row.tool_name, edited)
+        return bound
+    bound["args_hash"] = row.args_hash
+    if args_hash(row.tool_name, row.args) != row.args_hash:
+        bound["broken"] = _ROW_CHANGED
+        return bound
+    called = call.args_as_dict()
+    shown = {k: v for k, v in row.args.items() if k in called or k not in annotations}
+    if shown != row.args:
+        bound["args_hash"] = args_hash(row.tool_name, shown)
+    return bound
+
+
+@dataclass(frozen=True, slots=True)
+class Mismatch:
+    """An approved call whose arguments are not the approved ones."""
+
+    tool_call_id: str
+    tool_name: str
+    correlation_id: str | None
+    expected: str
+    actual: str
+    reason: str
+    action: str = ARGS_MISMATCH
+
+    def details(self) -> dict[str, Any]:
+        return {
+            "tool_call_id": self.tool_call_id,
+            "tool_name": self.tool_name,
+            "expected_args_hash": self.expected,
+            "actual_args_hash": self.actual,
+            "reason": self.reason,
+        }
+
+    def audit_entry(self, workspace: str, conversation_id: uuid.UUID, run_id: uuid.UUID) -> AuditEntry:
+        """The finding, as an audit row about the pending call."""
+        return AuditEntry(
+            action=self.action,
+            actor=ACTOR,
+            workspace=workspace,
+            conversation_id=conversation_id,
+            run_id=run_id,
+            correlation_id=uuid.UUID(self.correlation_id) if self.correlation_id else None,
+            details=self.details(),
+        )
+
+
+def mismatch(call: ToolCallPart, bound: Mapping[str, Any] | None) -> Mismatch | None:
+    """How `call` (as it is about to run) differs from its binding; None when it is the approved call
+    (or carries no binding)."""
+    if not isinstance(bound, Mapping) or "args_hash" not in bound:
+        return None
+    actual = args_hash(call.tool_name, call.args_as_dict())
+    broken = bound.get("broken")
+    if broken is None and actual == bound["args_hash"]:
+        return None
+    return Mismatch(
+        call.tool_call_id,
+        call.tool_name,
+        bound.get("correlation_id"),
+        str(bound["args_hash"]),
+        actual,
+        str(broken or _LOG_CHANGED),
+    )
+
+
+def approved_hash(metadata: Mapping[str, Any]) -> str | None:
+    """The hash of the approved arguments a call runs with (recorded with its outcome), or None for a
+    call that does not run on an approval."""
+    bound = metadata.get(APPROVED)
+    if not isinstance(bound, Mapping) or bound.get("broken") is not None:
+        return None
+    value = bound.get("args_hash")
+    return value if isinstance(value, str) else None
+
+
+def replay_mismatch(
+    call: ToolCallPart, bound: Mapping[str, Any] | None, recorded: str | None
+) -> Mismatch | None:
+    """How a stored outcome, recorded for arguments hashing to `recorded`, differs from the approved
+    call it would be replayed for; None when it belongs to it (or either hash is unknown: an outcome
+    recorded before the hash was)."""
+    if not isinstance(bound, Mapping) or recorded is None or recorded == bound.get("args_hash"):
+        return None
+    return Mismatch(
+        call.tool_call_id,
+        call.tool_name,
+        bound.get("correlation_id"),
+        str(bound.get("args_hash")),
+        recorded,
+        _OUTCOME_CHANGED,
+        OUTCOME_MISMATCH,
+    )
+
+
+def mismatches(
+    tail: Sequence[ToolCallPart],
+    results: DeferredToolResults | None,
+    recorded: Mapping[str, ToolCallRecord | None] | None = None,
+) -> list[Mismatch]:
+    """The approved calls of `tail` that would run with arguments other than the approved ones, or
+    whose stored outcome (`recorded`, by call id) would be replayed although it was recorded for
+    other arguments."""
+    if results is None:
+        return []
+    found: list[Mismatch] = []
+    for part in tail:
+        approval = results.approvals.get(part.tool_call_id)
+        if not isinstance(approval, ToolApproved):
+            continue
+        running = part if approval.override_args is None else replace(part, args=approval.override_args)
+        bound = (results.metadata.get(part.tool_call_id) or {}).get(APPROVED)
+        stored = (recorded or {}).get(part.tool_call_id)
+        found_one = mismatch(running, bound) or replay_mismatch(
+            running, bound, stored.args_hash if stored is not None else None
+        )
+        if found_one is not None:
+            found.append(found_one)
+    return found
+
+
+def run_error(found: Sequence[Mismatch]) -> RunError:
+    """What the failed run tells its caller."""
+    named = ", ".join(f"{m.tool_name} (pending call {m.correlation_id})" for m in found)
+    return RunError(
+        CODE,
+        f"not run: {named} would have run (or replayed an outcome) with arguments other than the "
+        "approved ones; an integrity audit finding names the hashes",
+    )
+
+
+class ApprovedArgsMismatch(Exception):
+    """Raised by the tool wrapper instead of running an approved call whose arguments changed."""
+
+    code = CODE
+
+    def __init__(self, found: Mismatch) -> None:
+        self.found = found
+        self.message = run_error([found]).message
+        super().__init__(self.message)
+
+
+def refusal(exc: BaseException) -> ApprovedArgsMismatch | None:
+    """The `ApprovedArgsMismatch` that `exc` is, or carries as a cause (or in a group), if any."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, ApprovedArgsMismatch):
+            return current
+        if isinstance(current, BaseExceptionGroup):
+            for inner in current.exceptions:
+                if (found := refusal(inner)) is not None:
+                    return found
+        current = current.__cause__ or current.__context__
+    return None
+
+
+def logged(found: Mismatch) -> None:
+    log.error(
+        "tool.approved_args_mismatch",
+        tool_name=found.tool_name,
+        tool_call_id=found.tool_call_id,
+        correlation_id=found.correlation_id,
+        expected_args_hash=found.expected,
+        actual_args_hash=found.actual,
+    )
+
+
+async def check_dispatch(deps: RunDeps, call: ToolCallPart, metadata: Mapping[str, Any]) -> None:
+    """At dispatch of an approved call: the finding written and `ApprovedArgsMismatch` raised when
+    its arguments are not the approved ones."""
+    found = mismatch(call, metadata.get(APPROVED))
+    if found is None:
+        return
+    await refuse(deps, found)
+
+
+async def check_replay(
+    deps: RunDeps, call: ToolCallPart, metadata: Mapping[str, Any], recorded: str | None
+) -> None:
+    """Before a stored outcome is replayed for an approved call: the finding written and
+    `ApprovedArgsMismatch` raised when it was recorded for other arguments."""
+    found = replay_mismatch(call, metadata.get(APPROVED), recorded)
+    if found is not None:
+        await refuse(deps, found)
+
+
+async def refuse(deps: RunDeps, found: Mismatch) -> NoReturn:
+    logged(found)
+    async with deps.uow() as uow:
+        entry = found.audit_entry(deps.workspace, deps.conversation_id, deps.run_id)
+        await uow.audit.append(entry, deps.clock())
+        await uow.commit()
+    raise ApprovedArgsMismatch(found)
