@@ -16,9 +16,9 @@ if TYPE_CHECKING:
     from sursis.app.settings import Settings
 
 
-def _pins_text(pins: list[dict[str, Any]]) -> str:
+def _pins_text(pins: list[dict[str, Any]], changed: bool) -> str:
     if not pins:
-        return "no MCP tool pinned"
+        return "no MCP tool changed since it was accepted" if changed else "no MCP tool pinned"
     lines = []
     for pin in pins:
         state = f"CHANGED to {pin['changed_digest']}" if pin["changed"] else "as accepted"
@@ -68,7 +68,7 @@ def _run(settings: Settings, args: argparse.Namespace) -> int:
     elif args.mcp_command == "accept":
         print(f"accepted {body['agent']}/{body['tool']} as {body['digest']}")
     else:
-        print(_pins_text(body))
+        print(_pins_text(body, args.changed))
     return 0
 
 

@@ -9,8 +9,10 @@ import json
 from pathlib import Path
 from typing import Any
 
+import structlog
+
 from sursis.domain.access import Role
-from sursis.infra.agents.adopted import adopt
+from sursis.infra.agents.adopted import ToolOptions, adopt
 from sursis.testing import ScriptedModel, expect_pending, settle
 from tests.agents.mcp.desk import bank_agent, received, stdio_desk, stdio_flaky
 from tests.agents.test_mcp_servers import served
@@ -126,3 +128,21 @@ async def test_a_read_call_whose_server_dies_is_an_error_naming_it(
     told = returns(model)
     assert "The MCP server 'ledger' is unavailable (it stopped while this call ran)" in told["balance"]
     assert (told["lookup_ticket"], told["note"]) == ("ticket T1: printer on fire", "noted: hi")
+
+
+async def test_options_for_the_tools_of_several_servers_are_not_warned_about(
+    database_url: str, keys: KeyMaker, tmp_path: Path
+) -> None:
+    agent = bank_agent(stdio_desk(tmp_path / "desk.jsonl"), stdio_flaky(tmp_path / "ledger.jsonl"))
+    options = {"charge": ToolOptions(effect="Charge {amount}"), "delete_ticket": ToolOptions(timeout=60)}
+    model = ScriptedModel().text("hello")
+    with structlog.testing.capture_logs() as logs:
+        async with served(database_url, adopt(agent, tools=options), model, keys) as (svc, _):
+            await svc.container.catalog.discover()
+    assert [e for e in logs if e["event"] == "mcp.options_for_unknown_tools"] == []
+    with structlog.testing.capture_logs() as logs:
+        typo = adopt(bank_agent(stdio_desk(tmp_path / "d.jsonl")), tools={"chrage": ToolOptions()})
+        async with served(database_url, typo, model, keys) as (svc, _):
+            await svc.container.catalog.discover()
+    [warned] = [e for e in logs if e["event"] == "mcp.options_for_unknown_tools"]
+    assert warned["tools"] == ["chrage"]

@@ -106,17 +106,6 @@ class McpTool:
     digest: str = ""
     accepted: bool = True
 
-    def said(self) -> dict[str, Any]:
-        """What the server said about the tool, as it is pinned."""
-        return {
-            "name": self.spec.name,
-            "title": self.title,
-            "description": self.description,
-            "input_schema": dict(self.input_schema),
-            "output_schema": dict(self.output_schema) if self.output_schema is not None else None,
-            "annotations": dict(self.annotations) if self.annotations is not None else None,
-        }
-
 
 @dataclass(frozen=True, slots=True)
 class Said:
@@ -129,6 +118,19 @@ class Said:
     annotations: Mapping[str, Any] | None
     title: str | None = None
     output_schema: Mapping[str, Any] | None = None
+
+    @classmethod
+    def of(cls, name: str, server: str, said: Mapping[str, Any]) -> Said:
+        """A description as `described` stored it (a pin's)."""
+        return cls(
+            name,
+            server,
+            said.get("description"),
+            said.get("input_schema") or {"type": "object"},
+            said.get("annotations"),
+            said.get("title"),
+            said.get("output_schema"),
+        )
 
     @property
     def digest(self) -> str:

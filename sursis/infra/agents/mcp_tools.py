@@ -128,6 +128,7 @@ class McpTools:
     """The digest of each tool found accepted in storage by this process."""
     _first: dict[str, str] = field(default_factory=dict)
     """Without a store: the first digest this process saw of each tool."""
+    _recalled: set[str] = field(default_factory=set)
     _lock: asyncio.Lock | None = None
 
     def __post_init__(self) -> None:
@@ -171,30 +172,20 @@ class McpTools:
 
     async def remembered(self, server: McpServer) -> list[McpTool]:
         """The tools of a server that is down, as this process last listed them, else as their
-        descriptions were last accepted (the stored pins): the model still sees them, and a call of
-        one is told the server is unavailable."""
+        descriptions were last accepted (the stored pins, read once): the model still sees them,
+        and a call of one is told the server is unavailable."""
         known = self.tools_of(server.name)
-        if known or self.pins is None:
+        if known or self.pins is None or server.name in self._recalled:
             return known
+        self._recalled.add(server.name)
         try:
             pins = await self.pins.pins(changed_only=False)
         except Exception:
             log.exception("mcp.pins_unavailable", agent=self.agent, server=server.name)
             return []
         for pin in pins:
-            if (pin.agent, pin.server) != (self.agent, server.name) or pin.tool in self._tools:
-                continue
-            said = pin.description
-            described = Said(
-                pin.tool,
-                server.name,
-                said.get("description"),
-                said.get("input_schema") or {"type": "object"},
-                said.get("annotations"),
-                said.get("title"),
-                said.get("output_schema"),
-            )
-            self._tools[pin.tool] = self._describe(described, accepted=True)
+            if (pin.agent, pin.server) == (self.agent, server.name) and pin.tool not in self._tools:
+                self._tools[pin.tool] = self._describe(Said.of(pin.tool, server.name, pin.description), True)
         return self.tools_of(server.name)
 
     def isolate(self, toolset: AbstractToolset[Any]) -> AbstractToolset[Any]:
@@ -348,15 +339,29 @@ class McpTools:
                     if connection is not None:
                         await connection.close()
                         log.info("mcp.reconnecting", server=server.name, agent=self.agent)
-                    connection = self._connections[server.name] = McpConnection(server)
-                    await connection.connect()
-                    await self._list(server)
+                    await self._open(server)
                     self._unavailable.pop(server.name, None)
                 except Exception as exc:
                     listed = False
                     self.lost(server.name, one_line(exc))
             if listed:
                 self._warn_unknown_options()
+
+    async def _open(self, server: McpServer) -> None:
+        """Connect to the server and list its tools; a second try after a failed first (a server
+        slow to start on a busy host fails its first initialization, one that is missing fails
+        both quickly)."""
+        for attempt in (1, 2):
+            connection = self._connections[server.name] = McpConnection(server)
+            try:
+                await connection.connect()
+                await self._list(server)
+                return
+            except Exception:
+                await connection.close()
+                if attempt == 2:
+                    raise
+                log.info("mcp.connect_retry", server=server.name, agent=self.agent)
 
     async def _list(self, server: McpServer) -> None:
         listed = await server.toolset.list_tools()
