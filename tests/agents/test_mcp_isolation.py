@@ -5,12 +5,15 @@ unknown", like a worker's death. Real servers (the `mcp` package) over stdio, SQ
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 from pathlib import Path
 from typing import Any
 
 import structlog
 
+from sursis.app.main import print_mcp_banner
 from sursis.domain.access import Role
 from sursis.infra.agents.adopted import ToolOptions, adopt
 from sursis.testing import ScriptedModel, expect_pending, settle
@@ -53,6 +56,9 @@ async def test_a_missing_server_fails_only_its_own_tools_by_name(
     admin = bearer(await keys.make(Role.ADMIN))
     async with served(database_url, adopt(agent), model, keys) as (svc, http):
         await svc.container.catalog.discover()
+        with contextlib.redirect_stdout(io.StringIO()) as banner:
+            print_mcp_banner(svc.container.catalog)
+        assert banner.getvalue().startswith("mcp: unavailable bank/ledger: ")
         ready = (await http.get("/readyz")).json()
         assert (ready["status"], ready["mcp"]) == ("ready", "degraded")
         [line] = ready["mcp_unavailable"]

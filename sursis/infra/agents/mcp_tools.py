@@ -129,6 +129,7 @@ class McpTools:
     _first: dict[str, str] = field(default_factory=dict)
     """Without a store: the first digest this process saw of each tool."""
     _recalled: set[str] = field(default_factory=set)
+    _warned: bool = False
     _lock: asyncio.Lock | None = None
 
     def __post_init__(self) -> None:
@@ -372,10 +373,11 @@ class McpTools:
         log.info("mcp.connected", server=server.name, agent=self.agent, tools=len(listed))
 
     def _warn_unknown_options(self) -> None:
-        """Options naming a tool no server offers (told once every server was listed)."""
+        """Options naming a tool no server offers (told once, when every server was listed)."""
         unknown = sorted(set(self.options) - set(self._tools))
-        if unknown:
+        if unknown and not self._warned:
             log.warning("mcp.options_for_unknown_tools", agent=self.agent, tools=unknown)
+        self._warned = True
 
     async def close(self) -> None:
         for connection in self._connections.values():
