@@ -33,6 +33,7 @@ from sursis.domain.credential_cache import CredentialCache
 from sursis.domain.customer.intake import EventIntakeService
 from sursis.domain.events import ClientPresence, EventService
 from sursis.domain.keys import KeyService
+from sursis.domain.mcp_pins import McpPinService
 from sursis.domain.pending_calls import PendingCallService
 from sursis.domain.policy_service import PolicyService
 from sursis.domain.policy_simulation import PolicySimulation
@@ -50,6 +51,7 @@ from sursis.infra.db.errors import database_unreachable
 from sursis.infra.db.listen_connection import ListenConnection
 from sursis.infra.db.listen_target import listen_url
 from sursis.infra.db.listener import PgEventListener
+from sursis.infra.db.mcp_pins import SqlMcpPinStore
 from sursis.infra.db.uow import SqlUnitOfWorkFactory
 from sursis.infra.notifier import LocalRunNotifier
 from sursis.infra.pg_notify import PostgresRunNotifier
@@ -90,6 +92,7 @@ class Container:
     channels: ChannelAdminService
     slack: SlackInbound
     approvers: ApproverService
+    mcp_pins: McpPinService
     listener: PgEventListener | None = None
     credentials: CredentialCache | None = None
     owns_telemetry: bool = field(default=False)
@@ -271,6 +274,8 @@ def build_container(
         name: models.for_agent(d) for name, d in {**built, **{d.name: d for d in extra_agents}}.items()
     }
     catalog = DeclaredToolCatalog(definitions.values())
+    pins = SqlMcpPinStore(uow)
+    catalog.use_pins(pins)
     policies = policy_parts(uow, catalog, caches, policy)
     timeouts = Timeouts(
         approval=timedelta(seconds=settings.approval_timeout_seconds),
@@ -396,6 +401,7 @@ def build_container(
         channels=ChannelAdminService(uow, clock=utcnow),
         slack=slack,
         approvers=ApproverService(uow, clock=utcnow),
+        mcp_pins=McpPinService(pins, clock=utcnow),
         listener=None
         if listen is None
         else PgEventListener(

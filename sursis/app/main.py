@@ -31,6 +31,7 @@ from sursis.app.schemas import refuse_nul_characters
 from sursis.app.service import Service
 from sursis.app.settings import Settings
 from sursis.domain.errors import ServiceError
+from sursis.infra.agents.declarations import DeclaredToolCatalog
 from sursis.infra.db.encryption_state import EncryptionState
 from sursis.infra.db.engine import is_sqlite
 from sursis.infra.db.migrations import upgrade_async
@@ -68,25 +69,38 @@ def document_contract_on_startup(app: Litestar) -> None:
     openapi_contract.install(app, app.state.container.catalog)
 
 
+def print_mcp_banner(catalog: DeclaredToolCatalog) -> None:
+    """One start-up line per MCP server that cannot be reached, once the servers were tried."""
+    for line in catalog.unavailable_servers():
+        print(f"mcp: unavailable {line} (only its tools fail; see /readyz)", flush=True)
+
+
 @get("/healthz", tags=["health"])
 async def healthz() -> dict[str, str]:
     """The process is up."""
     return {"status": "ok"}
 
 
-@get("/readyz", tags=["health"], dependencies=services("uow", "encryption"))
+@get("/readyz", tags=["health"], dependencies=services("uow", "encryption", "catalog"))
 async def readyz(
-    uow: NamedDependency[SqlUnitOfWorkFactory], encryption: NamedDependency[EncryptionState | None]
-) -> dict[str, str | None]:
+    uow: NamedDependency[SqlUnitOfWorkFactory],
+    encryption: NamedDependency[EncryptionState | None],
+    catalog: NamedDependency[DeclaredToolCatalog],
+) -> dict[str, Any]:
     """The database answers; whether stored content is encrypted, and under which key id (an id
-    names a key, it is no secret: every stored value carries it)."""
+    names a key, it is no secret: every stored value carries it). `mcp`: `degraded` while an MCP
+    server of a served agent cannot be reached (named in `mcp_unavailable`, `agent/server: why`);
+    the process stays ready, as only that server's tools fail."""
     async with uow() as work:
         await work.session.execute(sa.text("SELECT 1"))
     on = encryption is not None and encryption.on
+    unavailable = catalog.unavailable_servers()
     return {
         "status": "ready",
         "encryption": "on" if on else "off",
         "active_key_id": encryption.active_key_id if encryption is not None else None,
+        "mcp": "degraded" if unavailable else "ok",
+        "mcp_unavailable": unavailable,
     }
 
 
@@ -125,7 +139,8 @@ def create_app(
             await built.close()  # refused at start (a keyring this database may not be used with)
             raise
         built.container.listen_for_key_changes()
-        built.container.catalog.discover_soon()  # the MCP servers' tools, for the catalog and decisions
+        # The MCP servers' tools, for the catalog and decisions; the banner names those unavailable.
+        built.container.catalog.discover_soon(report=print_mcp_banner)
         try:
             yield
         finally:

@@ -267,6 +267,9 @@ ROUTES = [
     Route("GET", "/v1/policies/versions/{policy_version}", admins(200)),
     Route("GET", "/v1/policies/schema", admins(200)),
     Route("GET", "/v1/policies/tools", admins(200)),
+    Route("GET", "/v1/mcp/pins", admins(200)),
+    # No agent of the matrix has an MCP server: nothing is pinned, the admin gets 404.
+    Route("POST", "/v1/mcp/pins/{agent}/{tool}/accept", admins(404), body=lambda o: {"digest": "0" * 64}),
     Route("GET", "/v1/ladder", everyone(200)),
     Route("PUT", "/v1/ladder", everyone(200), body=lambda o: {"tool": "replay_dlq_event", "level": "ask"}),
     Route("POST", "/v1/groups", admins(201), body=lambda o: {"workspace": "default", "name": "made-here"}),
@@ -458,6 +461,8 @@ async def make_objects(client: AsyncTestClient[Any], keys: KeyMaker) -> Objects:
             "group_name": group_name,
             "member_key_id": str(slack_key.key.id),
             "delegation_id": delegation.json()["id"],
+            "agent": "ops",
+            "tool": "replay_dlq_event",
         }
     )
 

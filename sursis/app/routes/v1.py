@@ -24,6 +24,7 @@ from sursis.app.routes.agents import list_agents
 from sursis.app.routes.approvers import approver_route_handlers
 from sursis.app.routes.channels_admin import channel_route_handlers
 from sursis.app.routes.events import event_route_handlers
+from sursis.app.routes.mcp_pins import mcp_route_handlers
 from sursis.app.routes.platform_events import list_conversations, post_event
 from sursis.app.routes.policies import policy_route_handlers
 from sursis.app.routes.provide import services
@@ -445,6 +446,7 @@ def route_handlers() -> list[Any]:
         *retention_route_handlers(),
         *policy_route_handlers(),
         *approver_route_handlers(),
+        *mcp_route_handlers(),
         post_event,
         list_conversations,
     ]

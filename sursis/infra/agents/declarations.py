@@ -20,6 +20,7 @@ from sursis.domain.errors import ToolDeclarationError, ValidationFailed
 from sursis.domain.tools import Executor, ToolSpec
 
 if TYPE_CHECKING:
+    from sursis.domain.mcp_pins import McpPinStore
     from sursis.infra.agents.mcp_tools import McpTools
 
 
@@ -177,17 +178,39 @@ class DeclaredToolCatalog:
         """The conversational agents with their tools, for the catalog (`GET /v1/agents`)."""
         return [_describe(self._agents[name]) for name in self.agent_names()]
 
+    def use_pins(self, pins: McpPinStore) -> None:
+        """Pin what the MCP servers say about their tools in `pins` (the database)."""
+        for definition in self._agents.values():
+            if definition.mcp is not None:
+                definition.mcp.pins = pins
+
+    def unavailable_servers(self) -> list[str]:
+        """`agent/server: why` of each MCP server this process cannot reach now."""
+        return [
+            f"{name}/{server}: {why}"
+            for name, definition in sorted(self._agents.items())
+            if definition.mcp is not None
+            for server, why in sorted(definition.mcp.unavailable().items())
+        ]
+
     async def discover(self) -> None:
         """Connect the adopted agents' MCP servers (once per process) and list their tools."""
         for definition in self._agents.values():
             if definition.mcp is not None:
                 await definition.mcp.connect()
 
-    def discover_soon(self) -> None:
+    def discover_soon(self, report: Callable[[DeclaredToolCatalog], None] | None = None) -> None:
         """Start discovering the MCP servers' tools in the background (at start-up), so a person who
-        decides on an MCP call finds its tool described without waiting for the catalog."""
+        decides on an MCP call finds its tool described without waiting for the catalog; `report`
+        is called once every server was tried (the start-up banner)."""
         if any(d.mcp is not None for d in self._agents.values()):
-            self._discovering = asyncio.get_running_loop().create_task(self.discover(), name="mcp discovery")
+
+            async def discover() -> None:
+                await self.discover()
+                if report is not None:
+                    report(self)
+
+            self._discovering = asyncio.get_running_loop().create_task(discover(), name="mcp discovery")
 
     async def disconnect(self) -> None:
         """Close the MCP servers' connections this process holds."""

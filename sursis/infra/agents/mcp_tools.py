@@ -13,43 +13,77 @@ a ping is connected again. A call of a tool that is not `read` is marked as disp
 committed) before it is sent: when a crashed segment's call comes back without a recorded result,
 the mark says the server may have received it, and the call becomes a pending call "outcome unknown"
 for a person instead of a second call. A `read` tool's call is sent again.
+
+What a server says about a tool is pinned in the database (`sursis.domain.mcp_pins`): the digest of
+everything it says (`tool_digest`: name, title, description, input and output schema, annotations).
+A tool whose description differs from the accepted one is asked, in every process and after
+restarts, until an admin accepts the new description. Each server is isolated (`mcp_isolation`): one
+that is down fails only the calls of its own tools.
 """
 
 from __future__ import annotations
 
 import asyncio
-import hashlib
-import json
 import sys
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
-from datetime import timedelta
+from dataclasses import dataclass, field, replace
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 import structlog
 from pydantic_ai import RunContext
 from pydantic_ai.capabilities.abstract import WrapToolExecuteHandler
-from pydantic_ai.exceptions import CallDeferred
 from pydantic_ai.messages import ToolCallPart
 from pydantic_ai.tools import ToolDefinition
 from pydantic_ai.toolsets import AbstractToolset, CombinedToolset, PrefixedToolset, WrapperToolset
 
+from sursis.domain.clock import utcnow
 from sursis.domain.errors import ToolDeclarationError
-from sursis.domain.tools import Approval, Category, Executor, PendingKind, ToolSpec
+from sursis.domain.mcp_pins import McpPinStore
+from sursis.domain.policies import SCHEMA_CHANGED
+from sursis.domain.policy_decisions import ApprovalRoute, PolicyDecision, PolicyEffect
+from sursis.domain.tools import Category, Executor, ToolSpec
 from sursis.infra.agents.mcp_connections import McpConnection, McpServer
-from sursis.infra.agents.observed import REVIEW
-from sursis.infra.agents.run_deps import RunDeps, run_deps
+from sursis.infra.agents.mcp_descriptions import (
+    McpTool,
+    Said,
+    described,
+    mcp_tool_spec,
+    read_only,
+    said_of,
+    schema_digest,
+    tool_digest,
+)
+from sursis.infra.agents.mcp_failures import (
+    DISPATCHED,
+    OUTCOME_UNKNOWN,
+    dispatched_before,
+    mark_dispatched,
+    one_line,
+    outcome_unknown,
+    server_died,
+    server_unavailable,
+)
+from sursis.infra.agents.mcp_isolation import isolate_servers
+from sursis.infra.agents.run_deps import run_deps
 from sursis.infra.faults import crash_point
 
 if TYPE_CHECKING:
     from sursis.infra.agents.adopted import ToolOptions
 
-log = structlog.get_logger("sursis.mcp")
+__all__ = [
+    "DISPATCHED",
+    "OUTCOME_UNKNOWN",
+    "McpTool",
+    "McpTools",
+    "mcp_servers",
+    "mcp_tool_spec",
+    "outcome_unknown",
+    "schema_digest",
+    "tool_digest",
+]
 
-DISPATCHED = "mcp.dispatched"
-"""Audit action written, and committed, before a call of a tool that is not `read` is sent."""
-OUTCOME_UNKNOWN = "outcome_unknown"
-_AUDIT_PAGE = 200
+log = structlog.get_logger("sursis.mcp")
 
 
 def _mcp_toolset_class() -> type | None:
@@ -58,61 +92,6 @@ def _mcp_toolset_class() -> type | None:
     module = sys.modules.get("pydantic_ai.mcp")
     toolset: type | None = getattr(module, "MCPToolset", None) if module is not None else None
     return toolset
-
-
-def schema_digest(description: str | None, input_schema: Mapping[str, Any]) -> str:
-    """sha256 of the canonical JSON of what the model is told about a tool."""
-    canonical = json.dumps(
-        {"description": description or "", "input_schema": input_schema},
-        sort_keys=True,
-        separators=(",", ":"),
-        ensure_ascii=False,
-        default=str,
-    )
-    return hashlib.sha256(canonical.encode()).hexdigest()
-
-
-def read_only(annotations: Mapping[str, Any] | None) -> bool:
-    return bool((annotations or {}).get("readOnlyHint"))
-
-
-def mcp_tool_spec(
-    name: str,
-    server: str,
-    description: str | None,
-    input_schema: Mapping[str, Any],
-    annotations: Mapping[str, Any] | None,
-    options: ToolOptions | None = None,
-) -> ToolSpec:
-    """The contract of one MCP tool: `read` when the server says it only reads, else `mutate`;
-    `ToolOptions` (category, approval, effect, timeout) override."""
-    category = (
-        Category(options.category)
-        if options is not None and options.category
-        else (Category.READ if read_only(annotations) else Category.MUTATE)
-    )
-    approval = Approval(options.approval) if options is not None and options.approval else None
-    timeout = options.timeout if options is not None else None
-    return ToolSpec(
-        name,
-        executor=Executor.SERVER,
-        category=category,
-        approval=approval,
-        effect=options.effect if options is not None else None,
-        timeout=timedelta(seconds=timeout) if isinstance(timeout, int | float) else timeout,
-        server=server,
-        schema_digest=schema_digest(description, input_schema),
-    )
-
-
-@dataclass(frozen=True, slots=True)
-class McpTool:
-    """One tool of an MCP server as the catalog lists it."""
-
-    spec: ToolSpec
-    description: str | None
-    input_schema: Mapping[str, Any]
-    annotations: Mapping[str, Any] | None
 
 
 def mcp_servers(toolsets: Iterable[AbstractToolset[Any]], prefix: str = "") -> list[McpServer]:
@@ -139,10 +118,18 @@ class McpTools:
     agent: str
     servers: Sequence[McpServer]
     options: Mapping[str, ToolOptions] = field(default_factory=dict)
+    pins: McpPinStore | None = None
+    """Where descriptions are pinned (set by the composition root); without it, in this process."""
     _tools: dict[str, McpTool] = field(default_factory=dict)
     _connections: dict[str, McpConnection] = field(default_factory=dict)
-    _asked: set[str] = field(default_factory=set)
-    """Tools a server described as not only reading, in this process."""
+    _unavailable: dict[str, str] = field(default_factory=dict)
+    """Servers that could not be reached or died, with why, until they are connected again."""
+    _accepted: dict[str, str] = field(default_factory=dict)
+    """The digest of each tool found accepted in storage by this process."""
+    _first: dict[str, str] = field(default_factory=dict)
+    """Without a store: the first digest this process saw of each tool."""
+    _recalled: set[str] = field(default_factory=set)
+    _warned: bool = False
     _lock: asyncio.Lock | None = None
 
     def __post_init__(self) -> None:
@@ -168,85 +155,229 @@ class McpTools:
         tool = self._tools.get(name)
         return tool.spec if tool is not None else None
 
+    def unavailable(self) -> dict[str, str]:
+        """The servers this process cannot reach now, with why (the banner, `/readyz`)."""
+        return dict(self._unavailable)
+
+    def why_unavailable(self, server: str) -> str | None:
+        return self._unavailable.get(server)
+
+    def lost(self, server: str, reason: str) -> None:
+        """A server that cannot be reached (or died): its tools fail until it is connected again."""
+        if server not in self._unavailable:
+            log.warning("mcp.unavailable", server=server, agent=self.agent, error=reason)
+        self._unavailable[server] = reason
+
+    def tools_of(self, server: str) -> list[McpTool]:
+        return [t for t in self.tools() if t.spec.server == server]
+
+    async def remembered(self, server: McpServer) -> list[McpTool]:
+        """The tools of a server that is down, as this process last listed them, else as their
+        descriptions were last accepted (the stored pins, read once): the model still sees them,
+        and a call of one is told the server is unavailable."""
+        known = self.tools_of(server.name)
+        if known or self.pins is None or server.name in self._recalled:
+            return known
+        self._recalled.add(server.name)
+        try:
+            pins = await self.pins.pins(changed_only=False)
+        except Exception:
+            log.exception("mcp.pins_unavailable", agent=self.agent, server=server.name)
+            return []
+        for pin in pins:
+            if (pin.agent, pin.server) == (self.agent, server.name) and pin.tool not in self._tools:
+                self._tools[pin.tool] = self._describe(Said.of(pin.tool, server.name, pin.description), True)
+        return self.tools_of(server.name)
+
+    def isolate(self, toolset: AbstractToolset[Any]) -> AbstractToolset[Any]:
+        """The agent's toolset with each MCP server isolated (see `mcp_isolation`)."""
+        return isolate_servers(self, toolset)
+
     def spec_for(self, tool_def: ToolDefinition) -> ToolSpec | None:
+        """The spec of a tool from its definition alone, or None when it is not an MCP tool; a
+        description other than the first this process saw is not believed (see `checked_spec`)."""
+        said = self._defined(tool_def)
+        if said is None:
+            return None
+        return self._remember(self._describe(said, self._first_seen(said))).spec
+
+    async def checked_spec(self, ctx: RunContext[Any], tool_def: ToolDefinition) -> ToolSpec | None:
         """The spec of a tool the wrapper is about to call, or None when it is not an MCP tool.
 
         pydantic-ai's definition of an MCP tool carries the server's annotations in its metadata;
-        the spec is built from what the model was told, so a tool changed since it was listed gets
-        its new digest."""
+        the spec is built from what the server says now (its listing, cached by pydantic-ai), checked
+        against the pinned description, so a tool changed since it was accepted is asked. The tool
+        of a server that is down is not checked: its call fails before anything is sent."""
+        said = self._defined(tool_def)
+        if said is None:
+            return None
+        if said.server in self._unavailable:
+            known = self._tools.get(said.name)
+            return known.spec if known is not None else self._describe(said, accepted=True).spec
+        said = await self._listed(said)
+        return self._remember(await self._checked(said, run_deps(ctx).clock())).spec
+
+    def _defined(self, tool_def: ToolDefinition) -> Said | None:
         metadata = tool_def.metadata
         if not isinstance(metadata, Mapping) or "annotations" not in metadata:
             return None
         known = self._tools.get(tool_def.name)
         server = known.spec.server if known is not None and known.spec.server else None
         server = server or tool_def.toolset_id or self._sole_server() or "mcp"
-        tool = self._describe(
+        return Said(
             tool_def.name,
             server,
             tool_def.description,
             tool_def.parameters_json_schema,
             metadata["annotations"],
+            output_schema=tool_def.return_schema,
         )
-        if known != tool:
-            self._tools[tool_def.name] = tool
-        return tool.spec
+
+    async def _listed(self, said: Said) -> Said:
+        """What the server's listing says of the tool (its title too), else what its definition says."""
+        server = next((s for s in self.servers if s.name == said.server), None)
+        if server is None:
+            return said
+        try:
+            listed = await server.toolset.list_tools()  # cached by pydantic-ai's toolset
+        except Exception:
+            return said
+        return next(
+            (said_of(said.name, said.server, t) for t in listed if f"{server.prefix}{t.name}" == said.name),
+            said,
+        )
+
+    def _remember(self, tool: McpTool) -> McpTool:
+        if self._tools.get(tool.spec.name) != tool:
+            self._tools[tool.spec.name] = tool
+        return tool
+
+    def _first_seen(self, said: Said) -> bool:
+        """Without stored pins: whether this is the first description this process saw."""
+        return self._first.setdefault(said.name, said.digest) == said.digest
 
     def _sole_server(self) -> str | None:
         return self.servers[0].name if len(self.servers) == 1 else None
 
-    def _describe(
-        self,
-        name: str,
-        server: str,
-        description: str | None,
-        input_schema: Mapping[str, Any],
-        annotations: Mapping[str, Any] | None,
-    ) -> McpTool:
-        claimed = annotations
-        if not read_only(annotations):
-            self._asked.add(name)
-        elif name in self._asked:
-            # A server's annotations are its claims: a tool it described as changing things stays
-            # asked in this process, even if the server now says it only reads.
-            log.warning("mcp.read_only_claim_ignored", agent=self.agent, server=server, tool_name=name)
-            claimed = {**(annotations or {}), "readOnlyHint": False}
-        spec = mcp_tool_spec(name, server, description, input_schema, claimed, self.options.get(name))
-        return McpTool(spec, description, dict(input_schema), dict(annotations) if annotations else None)
+    async def _checked(self, said: Said, now: datetime) -> McpTool:
+        """The tool as described, accepted or not: a description other than the pinned one is not."""
+        digest = said.digest
+        accepted = self._accepted.get(said.name) == digest
+        if not accepted and self.pins is not None:
+            try:
+                check = await self.pins.check(
+                    self.agent, said.name, said.server, digest, described(said), now
+                )
+                accepted = check.accepted
+            except Exception:
+                log.exception("mcp.pins_unavailable", agent=self.agent, tool_name=said.name)
+                accepted = False  # fail closed: asked
+            if accepted:
+                self._accepted[said.name] = digest
+            else:
+                log.warning("mcp.tool_changed", agent=self.agent, server=said.server, tool_name=said.name)
+        elif not accepted:
+            accepted = self._first_seen(said)
+        return self._describe(said, accepted)
+
+    def _describe(self, said: Said, accepted: bool) -> McpTool:
+        claimed = said.annotations
+        if not accepted and read_only(claimed):
+            # A changed description's claims are not believed until an admin accepts them.
+            claimed = {**(claimed or {}), "readOnlyHint": False}
+        spec = mcp_tool_spec(
+            said.name, said.server, said.description, said.input_schema, claimed, self.options.get(said.name)
+        )
+        return McpTool(
+            spec,
+            said.description,
+            dict(said.input_schema),
+            dict(said.annotations) if said.annotations else None,
+            said.title,
+            dict(said.output_schema) if said.output_schema is not None else None,
+            said.digest,
+            accepted,
+        )
+
+    def review(self, spec: ToolSpec, decision: PolicyDecision) -> PolicyDecision:
+        """A decision about a tool whose description was not accepted: asked, whatever the policy's
+        allow or notify (the policy was written about another tool), flagged `schema_changed`."""
+        tool = self._tools.get(spec.name)
+        if tool is None or tool.accepted or decision.effect is PolicyEffect.DENY:
+            return decision
+        reason = (
+            f"the MCP server {spec.server!r} changed what it says about this tool since it was "
+            "accepted; an admin accepts the new description (`sursis mcp accept`)"
+        )
+        flags = decision.flags if SCHEMA_CHANGED in decision.flags else (*decision.flags, SCHEMA_CHANGED)
+        if decision.effect is PolicyEffect.ASK:
+            return replace(decision, reason=reason, flags=flags)
+        return PolicyDecision(
+            PolicyEffect.ASK,
+            policy_version=decision.policy_version,
+            rule=decision.rule,
+            reason=reason,
+            route=ApprovalRoute(),
+            flags=flags,
+        )
 
     async def connect(self) -> None:
         """Connect every server not connected yet and every one that stopped answering, then list
-        their tools. A server that cannot be reached is logged; the segment then meets the error."""
+        their tools. A server that cannot be reached is marked unavailable: its tools fail, the
+        others work."""
         if self._lock is None:
             self._lock = asyncio.Lock()
         async with self._lock:
+            listed = True
             for server in self.servers:
                 if getattr(server.toolset, "_resolves_per_run", False):
                     continue  # its `auth` or `headers` depend on the run: each run opens its own session
                 connection = self._connections.get(server.name)
                 try:
                     if connection is not None and connection.open and await connection.alive():
+                        self._unavailable.pop(server.name, None)
                         continue
                     if connection is not None:
                         await connection.close()
                         log.info("mcp.reconnecting", server=server.name, agent=self.agent)
-                    connection = self._connections[server.name] = McpConnection(server)
-                    await connection.connect()
-                    await self._list(server)
+                    await self._open(server)
+                    self._unavailable.pop(server.name, None)
                 except Exception as exc:
-                    log.warning("mcp.unavailable", server=server.name, agent=self.agent, error=str(exc)[:300])
+                    listed = False
+                    self.lost(server.name, one_line(exc))
+            if listed:
+                self._warn_unknown_options()
+
+    async def _open(self, server: McpServer) -> None:
+        """Connect to the server and list its tools; a second try after a failed first (a server
+        slow to start on a busy host fails its first initialization, one that is missing fails
+        both quickly)."""
+        for attempt in (1, 2):
+            connection = self._connections[server.name] = McpConnection(server)
+            try:
+                await connection.connect()
+                await self._list(server)
+                return
+            except Exception:
+                await connection.close()
+                if attempt == 2:
+                    raise
+                log.info("mcp.connect_retry", server=server.name, agent=self.agent)
 
     async def _list(self, server: McpServer) -> None:
         listed = await server.toolset.list_tools()
+        now = utcnow()
         for tool in listed:
-            annotations = tool.annotations.model_dump(by_alias=True) if tool.annotations else None
-            name = f"{server.prefix}{tool.name}"
-            self._tools[name] = self._describe(
-                name, server.name, tool.description, tool.input_schema, annotations
-            )
-        unknown = sorted(set(self.options) - set(self._tools))
-        if unknown:
-            log.warning("mcp.options_for_unknown_tools", agent=self.agent, tools=unknown)
+            said = said_of(f"{server.prefix}{tool.name}", server.name, tool)
+            self._tools[said.name] = await self._checked(said, now)
         log.info("mcp.connected", server=server.name, agent=self.agent, tools=len(listed))
+
+    def _warn_unknown_options(self) -> None:
+        """Options naming a tool no server offers (told once, when every server was listed)."""
+        unknown = sorted(set(self.options) - set(self._tools))
+        if unknown and not self._warned:
+            log.warning("mcp.options_for_unknown_tools", agent=self.agent, tools=unknown)
+        self._warned = True
 
     async def close(self) -> None:
         for connection in self._connections.values():
@@ -256,67 +387,43 @@ class McpTools:
     def guarded(
         self, ctx: RunContext[Any], spec: ToolSpec, call: ToolCallPart, handler: WrapToolExecuteHandler
     ) -> WrapToolExecuteHandler:
-        """The handler of an MCP call, marked as dispatched before it is sent unless the tool is `read`;
-        a call marked before (a segment died after sending it) is a pending call for a person. A tool
-        declared `ToolOptions(idempotent=True)` is sent again, like a `read` one."""
+        """The handler of an MCP call. A server known to be down fails the call, naming it, before
+        anything is sent. A call of a tool that is not `read` is marked as dispatched before it is
+        sent; a call marked before (a segment died after sending it), or one whose server died while
+        it ran, is a pending call "outcome unknown" for a person. A tool declared
+        `ToolOptions(idempotent=True)` is sent again, like a `read` one."""
+        server = spec.server or "mcp"
         options = self.options.get(call.tool_name)
-        if spec.category is Category.READ or (options is not None and options.idempotent):
-            return handler
+        resend = spec.category is Category.READ or (options is not None and options.idempotent)
 
         async def send(args: dict[str, Any]) -> Any:
+            reason = self._unavailable.get(server)
+            if reason is not None:
+                raise server_unavailable(server, reason)
+            if resend:
+                return await self._sent(server, spec, handler, args)
             deps = run_deps(ctx)
-            if await _dispatched_before(deps, call.tool_call_id):
+            if await dispatched_before(deps, call.tool_call_id):
                 log.warning("mcp.outcome_unknown", tool_name=spec.name, tool_call_id=call.tool_call_id)
                 raise outcome_unknown(spec)
-            await _mark_dispatched(deps, spec, call)
+            await mark_dispatched(deps, spec, call)
             crash_point(f"mcp_dispatched:{spec.name}")
-            return await handler(args)
+            return await self._sent(server, spec, handler, args)
 
         return send
 
-
-def outcome_unknown(spec: ToolSpec) -> CallDeferred:
-    """A person's answer stands for the result of a call the server may or may not have received."""
-    review = {
-        OUTCOME_UNKNOWN: (
-            f"The service stopped after sending this call to the MCP server {spec.server!r} and before "
-            "its result was recorded: it may or may not have taken effect. It is not sent again. Check, "
-            "then answer with what the agent should be told, or decline."
-        )
-    }
-    return CallDeferred(metadata={"kind": PendingKind.ELICITATION.value, REVIEW: review}, kind="question")
-
-
-async def _dispatched_before(deps: RunDeps, tool_call_id: str) -> bool:
-    async with deps.uow.reader() as uow:
-        after_id: int | None = None
-        while True:
-            rows = await uow.audit.search(
-                workspace=deps.workspace,
-                conversation_id=deps.conversation_id,
-                correlation_id=None,
-                actions=(DISPATCHED,),
-                since=None,
-                after_id=after_id,
-                limit=_AUDIT_PAGE,
-                newest_first=True,
-            )
-            if any(row.details.get("tool_call_id") == tool_call_id for row in rows):
-                return True
-            if len(rows) < _AUDIT_PAGE:
-                return False
-            after_id = rows[-1].id
-
-
-async def _mark_dispatched(deps: RunDeps, spec: ToolSpec, call: ToolCallPart) -> None:
-    details = {
-        "tool_call_id": call.tool_call_id,
-        "tool_name": spec.name,
-        "server": spec.server,
-        "schema_digest": spec.schema_digest,
-    }
-    async with deps.uow() as uow:
-        await uow.audit.append(
-            deps.audit_entry(DISPATCHED, f"agent:{deps.agent_name}", details), deps.clock()
-        )
-        await uow.commit()
+    async def _sent(
+        self, server: str, spec: ToolSpec, handler: WrapToolExecuteHandler, args: dict[str, Any]
+    ) -> Any:
+        """The call sent; a server that died while it ran is marked lost, and the call is an error
+        naming it (a `read` tool) or "outcome unknown" (it may have taken effect)."""
+        try:
+            return await handler(args)
+        except Exception as exc:
+            if not server_died(exc):
+                raise
+            self.lost(server, "it stopped while a call ran")
+            log.warning("mcp.server_died_mid_call", server=server, tool_name=spec.name)
+            if spec.category is Category.READ:
+                raise server_unavailable(server, "it stopped while this call ran") from None
+            raise outcome_unknown(spec, died=True) from None

@@ -60,14 +60,31 @@ def failure_message(payload: Mapping[str, Any]) -> str:
     return json.dumps(payload, default=str)
 
 
+def failure_text(payload: Mapping[str, Any]) -> str:
+    """A failure as an adopted agent's model reads it: pydantic-ai puts it in `{"error": ...}`
+    itself, so it is plain text (`ToolTransientError MCP_SERVER_UNAVAILABLE: ...`), not JSON."""
+    error = payload.get("error")
+    if not isinstance(error, Mapping):
+        return str(error)
+    return f"{error.get('class')} {error.get('code')}: {error.get('message')}"
+
+
 class DiscoveredTools(Protocol):
     """Tools an agent finds at run time (its MCP servers'): specs built from their definitions."""
 
-    def spec_for(self, tool_def: ToolDefinition) -> ToolSpec | None: ...
+    async def checked_spec(self, ctx: RunContext[Any], tool_def: ToolDefinition) -> ToolSpec | None: ...
 
     def guarded(
         self, ctx: RunContext[Any], spec: ToolSpec, call: ToolCallPart, handler: WrapToolExecuteHandler
     ) -> WrapToolExecuteHandler: ...
+
+    def review(self, spec: ToolSpec, decision: PolicyDecision) -> PolicyDecision:
+        """The decision, asked instead when the tool is not what was accepted."""
+        ...
+
+    def isolate(self, toolset: AbstractToolset[Any]) -> AbstractToolset[Any]:
+        """The agent's toolset with each of its servers failing on its own."""
+        ...
 
 
 class ObservedTools(AbstractCapability[RunDeps]):
@@ -94,6 +111,8 @@ class ObservedTools(AbstractCapability[RunDeps]):
         self._raw_results = raw_results
 
     def get_wrapper_toolset(self, toolset: AbstractToolset[RunDeps]) -> AbstractToolset[RunDeps] | None:
+        if self._discovered is not None:
+            toolset = self._discovered.isolate(toolset)
         return UnapprovedRedispatch(toolset)
 
     async def prepare_tools(
@@ -117,7 +136,7 @@ class ObservedTools(AbstractCapability[RunDeps]):
     ) -> Any:
         spec = self._specs.get(call.tool_name)
         if spec is None and self._discovered is not None:
-            spec = self._discovered.spec_for(tool_def)
+            spec = await self._discovered.checked_spec(ctx, tool_def)
             if spec is not None:
                 handler = self._discovered.guarded(ctx, spec, call, handler)
         if spec is None:
@@ -145,6 +164,8 @@ class ObservedTools(AbstractCapability[RunDeps]):
             decision = PolicyDecision.from_json(stamped) if isinstance(stamped, Mapping) else None
         elif governed(spec):
             decision = await decide(deps, spec, call.tool_call_id, args)
+            if self._discovered is not None and spec.server is not None:
+                decision = self._discovered.review(spec, decision)
             cleared = decision.effect is PolicyEffect.ALLOW and authorization_of(decision) is None
             if not cleared and redispatch and await self._cleared_before(deps, call):
                 # An earlier dispatch passed the gate (it ran, or was cleared): not asked again.
@@ -361,7 +382,11 @@ class ObservedTools(AbstractCapability[RunDeps]):
         """What the model is told of an outcome: the `{"ok": ...}` envelope (a failure is a
         `ToolFailed` either way), or, for an adopted agent, a success as its tool returned it, with an
         operator's edit of the arguments told beside it."""
-        if not (self._raw_results and isinstance(payload, dict) and payload.get("ok") is True):
+        if not self._raw_results:
+            return _replay(payload)
+        if isinstance(payload, dict) and payload.get("ok") is False:
+            raise ToolFailed(failure_text(payload))
+        if not (isinstance(payload, dict) and payload.get("ok") is True):
             return _replay(payload)
         result = shown_result(payload)
         edited = payload.get(EDITED_NOTE)

@@ -22,7 +22,7 @@ SERVER = Path(__file__).with_name("desk_server.py")
 
 def stdio_desk(calls: Path, server_id: str = "desk", variant: str = "1") -> MCPToolset[Any]:
     """The desk over stdio; each server process appends what it receives to `calls`. `variant` "2"
-    describes its destructive tool differently."""
+    describes its destructive tool differently, "flip" says it only reads."""
     env = {"DESK_CALLS": str(calls), "DESK_VARIANT": variant}
     return MCPToolset(StdioTransport(sys.executable, [str(SERVER)], env=env), id=server_id)
 
@@ -71,3 +71,25 @@ def http_desk(calls: Path) -> Iterator[str]:
     finally:
         process.kill()
         process.wait()
+
+
+FLAKY = Path(__file__).with_name("flaky_server.py")
+
+
+def stdio_flaky(calls: Path, mode: str = "", command: str | None = None) -> MCPToolset[Any]:
+    """The flaky ledger over stdio (`mode`: "", "die_at_start" or "die_mid_call"); `command` runs
+    it with another program (a missing one, or another environment's python)."""
+    env = {"FLAKY_CALLS": str(calls), "FLAKY_MODE": mode}
+    return MCPToolset(StdioTransport(command or sys.executable, [str(FLAKY)], env=env), id="ledger")
+
+
+def bank_agent(*toolsets: MCPToolset[Any]) -> Agent[None, str]:
+    """An agent with two MCP servers and a tool of its own (`note`, read-only)."""
+    agent = Agent(name="bank", instructions="Help with accounts and tickets.", toolsets=list(toolsets))
+
+    @agent.tool_plain
+    def note(text: str) -> str:
+        """Write a note."""
+        return f"noted: {text}"
+
+    return agent
