@@ -24,12 +24,11 @@ from importlib.metadata import EntryPoint, entry_points
 from typing import Any
 
 from pydantic_ai.agent import AbstractAgent
-from pydantic_ai.models import Model
 
 from sursis.domain.errors import ToolDeclarationError
 from sursis.infra.agents.adopted import adopt
 from sursis.infra.agents.declarations import AgentDefinition
-from sursis.infra.agents.models import missing_library
+from sursis.infra.agents.models import missing_library, model_label
 
 ENTRY_POINT_GROUP = "sursis.agents"
 BUILT_IN = ("ops", "assistant", "customer", "world")
@@ -76,10 +75,10 @@ def select_agents(names: Sequence[str]) -> AgentSelection:
 def served_models(service_model: str, selection: AgentSelection) -> dict[str, str]:
     """The model each served agent runs on, by agent (built-in groups by group name): the one an
     agent names, else the service's (`SURSIS_MODEL`)."""
-    models = dict.fromkeys(sorted(selection.built_in), service_model)
+    models = dict.fromkeys(sorted(selection.built_in), model_label(service_model))
     for definition in selection.definitions:
         model = definition.model
-        models[definition.name] = service_model if model is None else model_label(model)
+        models[definition.name] = model_label(service_model if model is None else model)
     return models
 
 
@@ -92,14 +91,6 @@ def named_models(service_model: str, selection: AgentSelection) -> list[str]:
         if model is None or isinstance(model, str):
             names.append(service_model if model is None else model)
     return list(dict.fromkeys(names))
-
-
-def model_label(model: Model | str) -> str:
-    """`provider:name` of a model, as `SURSIS_MODEL` would name it."""
-    if isinstance(model, str):
-        return model
-    name = model.model_name
-    return name if ":" in name or not model.system else f"{model.system}:{name}"
 
 
 def _entry_points() -> list[EntryPoint]:

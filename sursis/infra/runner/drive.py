@@ -285,7 +285,8 @@ class AgentRunner(Suspending, Leases, Streaming):
                 if is_transient_database_error(exc):
                     raise
                 span.record_exception(exc)
-                log.exception("run.segment_error")
+                failure = run_failure(exc)
+                log.exception("run.segment_error", error=failure.message)
                 if opened is not None:
                     opened.failure = exc
                 return await self._finish(
@@ -294,7 +295,7 @@ class AgentRunner(Suspending, Leases, Streaming):
                     agent_run.new_messages()[persisted:] if agent_run else [],
                     RunStatus.FAILED,
                     usage,
-                    error=run_failure(exc),
+                    error=failure,
                     announced=announced,
                 )
         if result is None:

@@ -12,6 +12,7 @@ from sqlalchemy import exc as sa_exc
 
 from sursis.domain.encryption import EncryptedValueUnreadable, EncryptionKeyUnavailable
 from sursis.domain.records import RunError
+from sursis.infra.agents.models import responses_api_missing
 from sursis.infra.db.errors import DatabaseFailure, database_failure
 from sursis.infra.telemetry import current_trace_id
 
@@ -49,6 +50,8 @@ def run_failure(exc: BaseException) -> RunError:
     details = f"details are in the service logs (trace {trace_id})" if trace_id else "details are in the logs"
     if isinstance(exc, EncryptionKeyUnavailable | EncryptedValueUnreadable):
         return RunError(exc.code, exc.message)
+    if (missing := responses_api_missing(exc)) is not None:
+        return RunError("model_error", f"{missing}; {details}")
     if isinstance(exc, ModelHTTPError):
         return RunError("model_error", f"the model provider answered HTTP {exc.status_code}; {details}")
     if isinstance(exc, ModelAPIError):
