@@ -239,7 +239,9 @@ class AgentRunner(Suspending, Leases, Streaming):
             try:
                 own_deps = deps if opened is None else await stack.enter_async_context(opened)
             except DepsFactoryFailed as exc:
-                span.record_exception(exc)
+                # The factory's error text may hold a URL with its credentials: masked in the trace
+                # as in the log line (whose fields and traceback the log configuration masks).
+                span.add_event("exception", {"exception.type": type(exc).__name__, **exc.masked()})
                 log.error("run.deps_failed", error=str(exc), exc_info=exc.__cause__)
                 error = RunError("deps_failed", f"{exc.summary}; details are in the service logs")
                 return await self._finish(run, owner, [], RunStatus.FAILED, run.usage, error=error)
