@@ -36,6 +36,7 @@ from pydantic_ai.toolsets import AbstractToolset, CombinedToolset, PrefixedTools
 
 from sursis.domain.errors import ToolDeclarationError
 from sursis.domain.tools import Approval, Category, Executor, PendingKind, ToolSpec
+from sursis.infra.agents.compat import call_deferred
 from sursis.infra.agents.mcp_connections import McpConnection, McpServer
 from sursis.infra.agents.observed import REVIEW
 from sursis.infra.agents.run_deps import RunDeps, run_deps
@@ -282,7 +283,7 @@ def outcome_unknown(spec: ToolSpec) -> CallDeferred:
             "then answer with what the agent should be told, or decline."
         )
     }
-    return CallDeferred(metadata={"kind": PendingKind.ELICITATION.value, REVIEW: review}, kind="question")
+    return call_deferred({"kind": PendingKind.ELICITATION.value, REVIEW: review}, "question")
 
 
 async def _dispatched_before(deps: RunDeps, tool_call_id: str) -> bool:
