@@ -4,7 +4,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 SERVE_STAMP := $(VENV)/.serve-installed
 
-.PHONY: help install run test soak ha-drill lint migrate bench bench-calls bench-peers bench-durability bench-volume image-smoke clean
+.PHONY: help install run test test-compat soak ha-drill lint migrate bench bench-calls bench-peers bench-durability bench-volume image-smoke clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-17s %s\n", $$1, $$2}'
@@ -35,6 +35,24 @@ migrate: $(STAMP) ## apply the migrations to SURSIS_DATABASE_URL
 test: $(STAMP) ## run the tests in two processes (SQLite and PostgreSQL on 127.0.0.1:5432), then the example project's own
 	$(VENV)/bin/pytest -q -n 2 --dist loadfile
 	cd examples/support-desk && ../../$(PY) -m pytest -q
+
+# The lowest pydantic-ai the service supports: the one pydantic-ai-harness pins. `.venv-compat` holds it
+# with the harness (the `compat` extra); PIP_CONSTRAINT holds the venvs the packaging tests make there too.
+LOWEST_PYDANTIC_AI := 2.62.0
+COMPAT_VENV := .venv-compat
+COMPAT_CONSTRAINTS := $(CURDIR)/$(COMPAT_VENV)/constraints.txt
+COMPAT_STAMP := $(COMPAT_VENV)/.installed
+
+$(COMPAT_STAMP): pyproject.toml Makefile
+	test -x $(COMPAT_VENV)/bin/python || python3 -m venv $(COMPAT_VENV)
+	printf 'pydantic-ai-slim==%s\npydantic-ai-harness==0.62.0\n' $(LOWEST_PYDANTIC_AI) > $(COMPAT_CONSTRAINTS)
+	$(COMPAT_VENV)/bin/python -m pip install --quiet --upgrade pip
+	PIP_CONSTRAINT=$(COMPAT_CONSTRAINTS) $(COMPAT_VENV)/bin/python -m pip install --quiet -e ".[dev,compat]"
+	$(COMPAT_VENV)/bin/python -c "import pydantic_ai_harness; from importlib.metadata import version; print('.venv-compat: pydantic-ai', version('pydantic-ai-slim'), 'with pydantic-ai-harness', version('pydantic-ai-harness'))"
+	touch $(COMPAT_STAMP)
+
+test-compat: $(COMPAT_STAMP) ## the adoption tests (tests/adoption, tests/agents) on the lowest supported pydantic-ai, with pydantic-ai-harness (.venv-compat)
+	PIP_CONSTRAINT=$(COMPAT_CONSTRAINTS) $(COMPAT_VENV)/bin/pytest -q -n 2 --dist loadfile tests/adoption tests/agents
 
 SOAK_KILLS ?= 1000
 soak: $(STAMP) ## >= 1,000 SIGKILLs at every fault point on PostgreSQL (SURSIS_SOAK_PG_URL, created if missing; not part of make test)
@@ -86,4 +104,4 @@ image-smoke: ## build the Docker image and run compose.yaml's layout against Pos
 	bash deploy/image-smoke.sh
 
 clean: ## remove the venv and local databases
-	rm -rf $(VENV) sursis.db sursis.db-wal sursis.db-shm
+	rm -rf $(VENV) $(COMPAT_VENV) sursis.db sursis.db-wal sursis.db-shm

@@ -6,7 +6,8 @@ installed package's entry point (group `sursis.agents`).
 * a built-in group: `ops` (with the World Agent it asks), `assistant`, `customer` (the supervisor
   and its specialists), `world`;
 * `package.module:NAME`, where NAME is an agent definition, a pydantic-ai `Agent` (served under its
-  `name`), a list of those, or a callable returning one of these;
+  `name`, or when it has none under the variable's name, as pydantic-ai names it), a list of those,
+  or a callable returning one of these;
 * the name of an entry point in the group `sursis.agents`, which points at such a NAME.
 
 With no name at all the built-in agents are served, with every agent installed packages offer
@@ -24,12 +25,11 @@ from importlib.metadata import EntryPoint, entry_points
 from typing import Any
 
 from pydantic_ai.agent import AbstractAgent
-from pydantic_ai.models import Model
 
 from sursis.domain.errors import ToolDeclarationError
 from sursis.infra.agents.adopted import adopt
 from sursis.infra.agents.declarations import AgentDefinition
-from sursis.infra.agents.models import missing_library
+from sursis.infra.agents.models import missing_library, model_label
 
 ENTRY_POINT_GROUP = "sursis.agents"
 BUILT_IN = ("ops", "assistant", "customer", "world")
@@ -37,6 +37,10 @@ BUILT_IN = ("ops", "assistant", "customer", "world")
 
 class AgentLoadError(Exception):
     """An agent source that cannot be loaded; the message is one line naming it and why."""
+
+
+Sourced = list[tuple[str, AgentDefinition]]
+"""Loaded definitions, each with where it came from (`module:NAME`, an entry point)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,7 +54,7 @@ class AgentSelection:
 def select_agents(names: Sequence[str]) -> AgentSelection:
     """Load what `names` name (see the module's docstring); raises `AgentLoadError`."""
     if not names:
-        loaded = [d for ep in _entry_points() for d in _load_entry_point(ep)]
+        loaded: Sourced = [item for ep in _entry_points() for item in _load_entry_point(ep)]
         return AgentSelection(frozenset(BUILT_IN), _unique(loaded))
     built_in: set[str] = set()
     loaded = []
@@ -67,19 +71,23 @@ def select_agents(names: Sequence[str]) -> AgentSelection:
             raise AgentLoadError(
                 f"agents {name!r}: not a built-in agent, an entry point or module:NAME ({known})"
             )
-    taken = sorted(built_in & {d.name for d in loaded})
+    taken = sorted(built_in & {d.name for _, d in loaded})
     if taken:
-        raise AgentLoadError(f"agents: {', '.join(taken)} is already the name of a built-in agent")
+        sources = ", ".join(source for source, d in loaded if d.name in taken)
+        raise AgentLoadError(
+            f"agents: {', '.join(taken)} is already the name of a built-in agent ({sources}): "
+            "serve yours under another name, adopt(agent, name='...')"
+        )
     return AgentSelection(frozenset(built_in), _unique(loaded))
 
 
 def served_models(service_model: str, selection: AgentSelection) -> dict[str, str]:
     """The model each served agent runs on, by agent (built-in groups by group name): the one an
     agent names, else the service's (`SURSIS_MODEL`)."""
-    models = dict.fromkeys(sorted(selection.built_in), service_model)
+    models = dict.fromkeys(sorted(selection.built_in), model_label(service_model))
     for definition in selection.definitions:
         model = definition.model
-        models[definition.name] = service_model if model is None else model_label(model)
+        models[definition.name] = model_label(service_model if model is None else model)
     return models
 
 
@@ -94,29 +102,23 @@ def named_models(service_model: str, selection: AgentSelection) -> list[str]:
     return list(dict.fromkeys(names))
 
 
-def model_label(model: Model | str) -> str:
-    """`provider:name` of a model, as `SURSIS_MODEL` would name it."""
-    if isinstance(model, str):
-        return model
-    name = model.model_name
-    return name if ":" in name or not model.system else f"{model.system}:{name}"
-
-
 def _entry_points() -> list[EntryPoint]:
     return sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda ep: ep.name)
 
 
-def _load_entry_point(entry_point: EntryPoint) -> list[AgentDefinition]:
+def _load_entry_point(entry_point: EntryPoint) -> Sourced:
     source = f"{entry_point.name} ({entry_point.value})"
     try:
         value = entry_point.load()
     except Exception as exc:
         missing = missing_library(exc)
         raise AgentLoadError(f"agents {source}: cannot import: {missing or _one_line(exc)}") from exc
-    return definitions_from(value, source)
+    module, _, attribute = entry_point.value.partition(":")
+    variable = attribute.rpartition(".")[2].strip() or None
+    return [(source, d) for d in definitions_from(value, source, name=variable, module=module.strip())]
 
 
-def _load_reference(reference: str) -> list[AgentDefinition]:
+def _load_reference(reference: str) -> Sourced:
     module_name, _, attribute = reference.partition(":")
     if not module_name or not attribute:
         raise AgentLoadError(f"agents {reference!r}: expected package.module:NAME")
@@ -132,7 +134,8 @@ def _load_reference(reference: str) -> list[AgentDefinition]:
         if not hasattr(value, part):
             raise AgentLoadError(f"agents {reference}: module {module_name} has no {attribute!r}")
         value = getattr(value, part)
-    return definitions_from(value, reference)
+    variable = attribute.rpartition(".")[2]
+    return [(reference, d) for d in definitions_from(value, reference, name=variable, module=module_name)]
 
 
 def _current_directory_importable() -> None:
@@ -143,18 +146,23 @@ def _current_directory_importable() -> None:
         sys.path.insert(0, cwd)
 
 
-def definitions_from(value: Any, source: str) -> list[AgentDefinition]:
+def definitions_from(
+    value: Any, source: str, *, name: str | None = None, module: str | None = None
+) -> list[AgentDefinition]:
     """The definitions `value` stands for: a definition, a pydantic-ai agent (adopted), an iterable
-    of those, or a callable returning one of these."""
+    of those, or a callable returning one of these. An agent without a `name` is named as
+    pydantic-ai names it, after the variable holding it: `name` (the variable `module:NAME` names)
+    when it is that variable's value, else the variable of `module` that holds it, if one does."""
     try:
         if isinstance(value, AgentDefinition):
             return [value]
         if isinstance(value, AbstractAgent):
-            return [adopt(value)]
+            served = None if value.name else name or _module_variable(value, module)
+            return [adopt(value, name=served)]
         if callable(value):
-            return definitions_from(value(), source)
+            return definitions_from(value(), source, module=module)
         if isinstance(value, Iterable) and not isinstance(value, str | bytes):
-            return [d for item in value for d in definitions_from(item, source)]
+            return [d for item in value for d in definitions_from(item, source, module=module)]
     except AgentLoadError:
         raise
     except Exception as exc:
@@ -165,13 +173,26 @@ def definitions_from(value: Any, source: str) -> list[AgentDefinition]:
     )
 
 
-def _unique(definitions: list[AgentDefinition]) -> tuple[AgentDefinition, ...]:
-    seen: set[str] = set()
-    for definition in definitions:
+def _module_variable(agent: AbstractAgent[Any, Any], module_name: str | None) -> str | None:
+    """The name of a public module-level variable of `module_name` holding `agent`."""
+    module = sys.modules.get(module_name or "")
+    if module is None:
+        return None
+    return next((k for k, v in vars(module).items() if v is agent and not k.startswith("_")), None)
+
+
+def _unique(loaded: Sourced) -> tuple[AgentDefinition, ...]:
+    seen: dict[str, str] = {}
+    for source, definition in loaded:
         if definition.name in seen:
-            raise AgentLoadError(f"agents: two agents are named {definition.name!r}")
-        seen.add(definition.name)
-    return tuple(definitions)
+            first = seen[definition.name]
+            where = source if first == source else f"{first} and {source}"
+            raise AgentLoadError(
+                f"agents: two agents are named {definition.name!r} ({where}): "
+                "serve one under another name, adopt(agent, name='...')"
+            )
+        seen[definition.name] = source
+    return tuple(d for _, d in loaded)
 
 
 def check_no_clash(built_in: Iterable[str], definitions: Iterable[AgentDefinition]) -> None:

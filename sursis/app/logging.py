@@ -174,8 +174,9 @@ def quiet_unless_configured() -> None:
         processors=[
             structlog.stdlib.filter_by_level,
             structlog.contextvars.merge_contextvars,
-            redact_secrets,
+            # The traceback becomes a field first, so that it is masked with the others.
             structlog.processors.format_exc_info,
+            redact_secrets,
             structlog.stdlib.render_to_log_kwargs,
         ],
         logger_factory=structlog.stdlib.LoggerFactory(),

@@ -5,13 +5,13 @@ What is masked:
 * the value of any key that names a secret (`password`, `api_key`, `accessToken`,
   `Authorization`, `client_secret`, `cookie`, `cvv`, ...), whatever the value is;
 * inside any text: credentials by their shape (`Bearer ...`, `password=...`, `"token": "..."`,
-  passwords in URLs, this service's own `srs_` keys, common provider keys, JWTs, PEM private
-  keys), e-mail addresses, payment-card numbers (13-19 digits, spaced or dashed, that pass the
-  Luhn check), IPv4 addresses other than loopback and unspecified ones, and phone numbers of
-  8-15 digits written as phones: with a leading `+`, a parenthesised area code, three or more
-  groups, or two space- or dash-separated groups of 10 digits or more. A bare run of digits (a
-  ticket number, an epoch timestamp), a decimal number, a date, a UUID, an ISO 8601 timestamp
-  and the host and port of an http(s) URL are left alone.
+  passwords in URLs, also unencoded or without a scheme (`user:p@ss/word@host`), this service's own
+  `srs_` keys, common provider keys, JWTs, PEM private keys), e-mail addresses, payment-card numbers
+  (13-19 digits, spaced or dashed, that pass the Luhn check), IPv4 addresses other than loopback and
+  unspecified ones, and phone numbers of 8-15 digits written as phones: with a leading `+`, a
+  parenthesised area code, three or more groups, or two space- or dash-separated groups of 10 digits
+  or more. A bare run of digits (a ticket number, an epoch timestamp), a decimal number, a date, a
+  UUID, an ISO 8601 timestamp and the host and port of an http(s) URL are left alone.
 
 A summary is bounded: strings to `MAX_STRING` characters (masking happens first, so a cut never
 reveals part of a secret), containers to `MAX_ITEMS` items and `MAX_DEPTH` levels, keys to
@@ -76,7 +76,15 @@ _ASSIGNED_SECRET = re.compile(
     r"(?P<sep>[\"']?\s*[:=]\s*)(?P<quote>[\"']?)[^\s\"',;&@]+",
     re.I,
 )
-_URL_PASSWORD = re.compile(r"(?P<scheme>\b[a-z][a-z0-9+.-]*://)(?P<user>[^/\s:@]+):[^/\s@]+@", re.I)
+# A URL's `user:password@`: the password runs to the URL's last `@`, as a hand-written URL keeps an
+# unencoded `@` or `/` in it; the user may be empty (`redis://:password@host`). A `host:8080/...@`
+# (a port, then an `@` in the path) is no password.
+_URL_PASSWORD = re.compile(
+    r"(?P<scheme>\b[a-z][a-z0-9+.-]*://)(?P<user>[^/\s:@'\"<>]*):(?P<password>[^\s'\"<>]*)@", re.I
+)
+_PORT_THEN_PATH = re.compile(r"\d{1,5}(?:[/?#]|$)")
+# `user:password@host` without a scheme, as connection errors and mistyped URLs print it.
+_BARE_USERINFO = re.compile(r"(?<![\w.:@-])(?P<user>[\w.+-]+):(?P<password>[^\s/@'\"<>]+)@(?=[\w\[])")
 EMAIL = re.compile(r"[\w.+%-]+@[\w-]+(?:\.[\w-]+)+")
 CARD = re.compile(r"(?<![\w-])\d(?:[ -]?\d){12,18}(?![\w-])")
 IPV4 = re.compile(r"(?<![\w.])(?:\d{1,3}\.){3}\d{1,3}(?![\w.])")
@@ -155,10 +163,17 @@ def _mask_addresses(text: str) -> str:
     return "".join(out)
 
 
+def _url_password(match: re.Match[str]) -> str:
+    if _PORT_THEN_PATH.match(match["password"]):
+        return match.group()
+    return f"{match['scheme']}{match['user']}:{MASK}@"
+
+
 def mask_text(text: str) -> str:
     """Credentials and personal data in free text replaced by `***` or a `[kind]` placeholder."""
     text = _CREDENTIAL_TEXT.sub(MASK, text)
-    text = _URL_PASSWORD.sub(lambda m: f"{m['scheme']}{m['user']}:{MASK}@", text)
+    text = _URL_PASSWORD.sub(_url_password, text)
+    text = _BARE_USERINFO.sub(lambda m: f"{m['user']}:{MASK}@", text)
     text = _ASSIGNED_SECRET.sub(lambda m: f"{m['name']}{m['sep']}{m['quote']}{MASK}", text)
     text = EMAIL.sub("[email]", text)
     text = CARD.sub(_card, text)

@@ -9,11 +9,12 @@ from typing import Any
 
 import pytest
 from pydantic import BaseModel
-from pydantic_ai import Agent, ApprovalRequired, CallDeferred, RunContext
+from pydantic_ai import Agent, ApprovalRequired, RunContext
 
 from sursis import Service
 from sursis.domain.errors import ToolDeclarationError
 from sursis.infra.agents.adopted import ToolOptions, adopt
+from sursis.infra.agents.compat import call_deferred
 from sursis.testing import ScriptedModel, expect_pending, resolve_and_settle, settle
 
 REFUNDS: list[tuple[str, str, int]] = []
@@ -43,7 +44,7 @@ def support_agent() -> Agent[None, str]:
     @agent.tool_plain
     def ask_customer(question: str) -> str:
         """Ask the customer something."""
-        raise CallDeferred(kind="question")
+        raise call_deferred({}, "question")  # CallDeferred(kind="question") where pydantic-ai has kinds
 
     return agent
 

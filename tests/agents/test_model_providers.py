@@ -94,7 +94,7 @@ def test_every_providers_extra_is_in_the_project_and_in_all_models() -> None:
     extras = tomllib.loads(pyproject.read_text())["project"]["optional-dependencies"]
     [all_models] = extras["all-models"]
     for _, extra in _PROVIDER_PACKAGES.values():
-        assert extras[extra] == [f"pydantic-ai-slim[{extra}]>=2.68,<3"], extra
+        assert extras[extra] == [f"pydantic-ai-slim[{extra}]>=2.62,<3"], extra
         assert extra in all_models.partition("[")[2].partition("]")[0].split(","), extra
 
 

@@ -9,7 +9,9 @@ One aiohttp server on 127.0.0.1 (a free port, its own thread) answers
 What it answers is decided per request: the next of the steps queued with `then(...)`, else
 `respond(request)` (by default: a text answer). A step is `Text`, `Call` (one tool call), `Fail`
 (an HTTP error, e.g. a 429 with `retry-after`) or `Broken` (a stream cut off midway). Each request's
-JSON body is kept in `requests`, by API, so a test can see what the client sent.
+JSON body is kept in `requests`, by API, so a test can see what the client sent. `apis` narrows what
+it speaks: `FakeModelServer(apis=("chat",))` is a chat-only OpenAI-compatible server (vLLM, Ollama,
+LiteLLM setups), whose `/v1/responses` answers 404 as theirs do.
 
     with FakeModelServer() as server:
         server.then(Fail(429, retry_after="1"), Call("refund", {"order_id": "A1"}))
@@ -43,6 +45,10 @@ class FakeModelServer:
     queued: list[Step] = field(default_factory=list)
     url: str = ""
     """`http://127.0.0.1:PORT` once started."""
+    apis: tuple[str, ...] = ("chat", "responses", "messages")
+    keep_alive: bool = True
+    """False: every answer closes its connection, so a client nobody closes (the one pydantic-ai makes
+    for an `Agent("openai:...")`) leaves no socket open when the test ends."""
     _ids: itertools.count[int] = field(default_factory=itertools.count)
 
     def then(self, *steps: Step) -> FakeModelServer:
@@ -56,9 +62,11 @@ class FakeModelServer:
 
     def __enter__(self) -> FakeModelServer:
         app = web.Application()
-        app.router.add_post("/v1/chat/completions", self._handler("chat"))
-        app.router.add_post("/v1/responses", self._handler("responses"))
-        app.router.add_post("/v1/messages", self._handler("messages"))
+        if not self.keep_alive:
+            app.on_response_prepare.append(_close_after)
+        paths = {"chat": "/v1/chat/completions", "responses": "/v1/responses", "messages": "/v1/messages"}
+        for api in self.apis:
+            app.router.add_post(paths[api], self._handler(api))
         self._serving = serving(app)
         self.url = self._serving.__enter__()
         return self
@@ -104,6 +112,10 @@ class FakeModelServer:
         else:
             body = {"error": {"message": step.message, "type": kind, "code": None, "param": None}}
         return web.json_response(body, status=step.status, headers=headers)
+
+
+async def _close_after(_: web.Request, response: web.StreamResponse) -> None:
+    response.force_close()
 
 
 def call_then_answer(name: str, args: dict[str, Any], answer: str) -> Callable[[Request], Step]:

@@ -26,6 +26,7 @@ from pydantic_ai.toolsets import FunctionToolset
 from sursis.domain.errors import ToolDeclarationError
 from sursis.domain.tools import Approval, Category, Executor, ToolSpec
 from sursis.infra.agents.agent_deps import DepsFactory
+from sursis.infra.agents.capabilities import refused_capability
 from sursis.infra.agents.declarations import AgentDefinition, DeclaredTool
 from sursis.infra.agents.mcp_tools import McpTools, mcp_servers
 from sursis.infra.agents.run_deps import RunDeps
@@ -62,7 +63,8 @@ def adopt(
     deps: DepsFactory | None = None,
     supervisor: str | None = None,
 ) -> AgentDefinition:
-    """The definition serving `agent` under `name` (default: the agent's own `name`).
+    """The definition serving `agent` under `name` (default: the agent's own `name`; an agent
+    without one needs `name`, unless `--agents module:VARIABLE` names it after its variable).
 
     `model` replaces the agent's own model; with neither, the service's model is used. `deps` builds
     the agent's own deps (`ctx.deps` of its tools) for each segment from the run's `RunInfo`; without
@@ -72,7 +74,12 @@ def adopt(
     """
     served = name or agent.name
     if not served:
-        raise ToolDeclarationError("an adopted pydantic-ai Agent needs a name: Agent(..., name='...')")
+        raise ToolDeclarationError(
+            "an adopted pydantic-ai Agent needs a name: adopt(agent, name='...'), or serve it as "
+            "--agents module:VARIABLE, which names it after the variable"
+        )
+    if (refused := refused_capability(agent)) is not None:
+        raise ToolDeclarationError(f"agent {served!r}: {refused}")
     if deps is not None and not callable(deps):
         raise ToolDeclarationError(f"agent {served!r}: deps must be a factory taking the run's RunInfo")
     deps_type = getattr(agent, "deps_type", None)

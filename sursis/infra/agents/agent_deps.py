@@ -18,6 +18,8 @@ from typing import Any
 
 import structlog
 
+from sursis.domain.sanitize import mask_text
+
 log = structlog.get_logger("sursis.runner")
 
 
@@ -51,6 +53,10 @@ class DepsFactoryFailed(Exception):
     def __init__(self, message: str, summary: str) -> None:
         super().__init__(message)
         self.summary = summary
+
+    def masked(self) -> dict[str, str]:
+        """The message, credentials and personal data masked, as a trace's exception attributes."""
+        return {"exception.message": mask_text(str(self))}
 
 
 def factory_name(factory: DepsFactory) -> str:

@@ -19,6 +19,7 @@ from pydantic_ai.exceptions import CallDeferred
 from pydantic_ai.messages import ToolCallPart
 
 from sursis.domain.tools import PendingKind, ToolSpec
+from sursis.infra.agents.compat import call_deferred
 from sursis.infra.agents.run_deps import RunDeps
 from sursis.infra.faults import crash_point
 
@@ -58,7 +59,7 @@ def outcome_unknown(spec: ToolSpec) -> CallDeferred:
             "declared idempotent). Check, then answer with what the agent should be told, or decline."
         )
     }
-    return CallDeferred(metadata={"kind": PendingKind.ELICITATION.value, REVIEW: review}, kind="question")
+    return call_deferred({"kind": PendingKind.ELICITATION.value, REVIEW: review}, "question")
 
 
 async def _in_doubt(deps: RunDeps, tool_call_id: str) -> bool:

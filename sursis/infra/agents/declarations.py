@@ -18,6 +18,7 @@ from pydantic_core import to_jsonable_python
 from sursis.domain.agents import AgentInfo, ToolInfo
 from sursis.domain.errors import ToolDeclarationError, ValidationFailed
 from sursis.domain.tools import Executor, ToolSpec
+from sursis.infra.agents.models import model_label
 
 if TYPE_CHECKING:
     from sursis.domain.mcp_pins import McpPinStore
@@ -141,7 +142,7 @@ def _describe(definition: AgentDefinition) -> AgentInfo:
     return AgentInfo(
         name=definition.name,
         description=(adopted.description if adopted is not None else None) or None,
-        model=model if isinstance(model, str) or model is None else model.model_name,
+        model=None if model is None else model_label(model),
         tools=(
             *(
                 ToolInfo(d.spec, d.tool.description, d.tool.function_schema.json_schema)

@@ -8,6 +8,7 @@ from pydantic_ai.messages import ToolCallPart
 
 from sursis.domain.errors import ToolTransientError
 from sursis.domain.tools import PendingKind, ToolSpec
+from sursis.infra.agents.compat import call_deferred
 from sursis.infra.agents.observed import REVIEW
 from sursis.infra.agents.run_deps import RunDeps
 
@@ -58,7 +59,7 @@ def outcome_unknown(spec: ToolSpec, *, died: bool = False) -> CallDeferred:
             "sent again. Check, then answer with what the agent should be told, or decline."
         )
     }
-    return CallDeferred(metadata={"kind": PendingKind.ELICITATION.value, REVIEW: review}, kind="question")
+    return call_deferred({"kind": PendingKind.ELICITATION.value, REVIEW: review}, "question")
 
 
 async def dispatched_before(deps: RunDeps, tool_call_id: str) -> bool:

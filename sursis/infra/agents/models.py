@@ -1,27 +1,69 @@
-"""Model selection from `SURSIS_MODEL`."""
+"""Model selection from `SURSIS_MODEL`, and how the banner and the catalog name a model."""
 
 from __future__ import annotations
 
 import importlib.util
 import re
+import sys
 
 from pydantic_ai.models import Model, infer_model
+from pydantic_ai.models.wrapper import WrapperModel
 
 from sursis.infra.agents.scripted import scripted_model
 
+_OPENAI_APIS = {"openai": "chat", "openai-chat": "chat", "openai-responses": "responses"}
+"""The OpenAI API a model name of the service's builds: `openai:` is chat completions (what every
+OpenAI-compatible server speaks; pydantic-ai's own `openai:` is the Responses API), and the explicit
+`openai-chat:` / `openai-responses:` are what they say."""
+
 
 def build_model(name: str, *, openai_base_url: str | None = None, openai_api_key: str | None = None) -> Model:
-    """`scripted` (offline), `openai:<name>` (any OpenAI-compatible server), or any pydantic-ai model name."""
+    """`scripted` (offline), `openai:<name>` or `openai-chat:<name>` (chat completions, any
+    OpenAI-compatible server), `openai-responses:<name>` (the Responses API), or any pydantic-ai
+    model name. The OpenAI ones use `OPENAI_BASE_URL` / `OPENAI_API_KEY` as the settings give them."""
     if name == "scripted":
         return scripted_model()
-    if name.startswith("openai:"):
+    prefix, _, model_name = name.partition(":")
+    api = _OPENAI_APIS.get(prefix)
+    if api is not None and model_name:
         # Imported here: the OpenAI SDK costs ~18 MiB of memory in every process that loads it.
-        from pydantic_ai.models.openai import OpenAIChatModel
+        from pydantic_ai.models.openai import OpenAIChatModel, OpenAIResponsesModel
         from pydantic_ai.providers.openai import OpenAIProvider
 
         provider = OpenAIProvider(base_url=openai_base_url, api_key=openai_api_key or "not-needed")
-        return OpenAIChatModel(name.removeprefix("openai:"), provider=provider)
+        if api == "responses":
+            return OpenAIResponsesModel(model_name, provider=provider)
+        return OpenAIChatModel(model_name, provider=provider)
     return infer_model(name)
+
+
+def model_label(model: Model | str) -> str:
+    """A model as the banner and the catalog name it: `provider:name`, and for OpenAI the API too
+    (`openai-chat:gpt-4.1-mini`, `openai-responses:gpt-5.2`), as pydantic-ai's own names spell
+    them; a test or function model (`scripted`, `test`) by its name alone."""
+    if isinstance(model, str):
+        prefix, colon, rest = model.partition(":")
+        return f"openai-chat:{rest}" if prefix == "openai" and colon else model
+    while isinstance(model, WrapperModel):
+        model = model.wrapped
+    name, system = model.model_name, model.system
+    if system in ("function", "test") or ":" in name or not system:
+        return name
+    api = _openai_api(model)
+    if api is not None and system == "openai":
+        return f"openai-{api}:{name}"
+    return f"{system}:{name}"
+
+
+def _openai_api(model: Model) -> str | None:
+    openai = sys.modules.get("pydantic_ai.models.openai")
+    if openai is None:  # not imported: no model of it exists in this process
+        return None
+    if isinstance(model, openai.OpenAIResponsesModel):
+        return "responses"
+    if isinstance(model, openai.OpenAIChatModel):
+        return "chat"
+    return None
 
 
 _PROVIDER_PACKAGES: dict[str, tuple[str, str]] = {
@@ -75,4 +117,25 @@ def missing_library(exc: BaseException) -> str | None:
     return (
         f"its model needs a client library that is not installed: pip install 'sursis[{extra}]' "
         f"(or sursis[all-models]; Docker: --build-arg SURSIS_EXTRAS={extra})"
+    )
+
+
+def responses_api_missing(exc: BaseException) -> str | None:
+    """For a model error that is a 404 from `…/responses` of a server other than OpenAI's (an
+    `OPENAI_BASE_URL` that speaks chat completions only: vLLM, Ollama, many gateways), the fix in
+    one line; None for any other error."""
+    from pydantic_ai.exceptions import ModelHTTPError
+
+    if not isinstance(exc, ModelHTTPError) or exc.status_code != 404:
+        return None
+    request = getattr(exc.__cause__, "request", None)
+    url = getattr(request, "url", None)
+    path, host = str(getattr(url, "path", "")), str(getattr(url, "host", ""))
+    if not path.endswith("/responses") or host == "api.openai.com":
+        return None
+    name = exc.model_name
+    return (
+        f"the model server has no Responses API (HTTP 404 from {path}): the agent's model "
+        f"openai-responses:{name} (pydantic-ai's `openai:`) needs it; for a chat-completions server "
+        f"name the model openai-chat:{name}, e.g. adopt(agent, model='openai-chat:{name}')"
     )

@@ -33,6 +33,7 @@ from sursis.domain.records import ToolCallMetadata, ToolCallRecord
 from sursis.domain.sanitize import args_hash, sanitize
 from sursis.domain.tools import Executor, PendingKind, ToolSpec
 from sursis.infra.agents import approved_args, at_most_once
+from sursis.infra.agents.compat import call_deferred, deferred_kind
 from sursis.infra.agents.effects import AlreadyApplied, CallTiming, call_timing, committed, result_event
 from sursis.infra.agents.policy_gate import NOTIFIED, decide, denied, notify
 from sursis.infra.agents.redispatch import UnapprovedRedispatch, not_approved
@@ -176,9 +177,8 @@ class ObservedTools(AbstractCapability[RunDeps]):
                     return await self._execute(ctx, spec, call, args, denied(decision), metadata, decision)
         external = spec.external_kind()
         if external is not None:
-            raise CallDeferred(
-                metadata={"kind": external.value},
-                kind="question" if spec.executor is Executor.HUMAN else "external",
+            raise call_deferred(
+                {"kind": external.value}, "question" if spec.executor is Executor.HUMAN else "external"
             )
         if redispatch and ctx.tool_call_approved and not await self._cleared_before(deps, call):
             # The dispatch of a segment that died is nobody's approval: a tool that gates itself
@@ -436,7 +436,7 @@ def _deferred_with_kind(exc: CallDeferred, spec: ToolSpec) -> CallDeferred:
     if "kind" in metadata:
         return exc
     kind = PendingKind.CLIENT_EXEC if spec.executor is Executor.CLIENT else PendingKind.ELICITATION
-    return CallDeferred(metadata={**metadata, "kind": kind.value}, kind=exc.kind)
+    return call_deferred({**metadata, "kind": kind.value}, deferred_kind(exc))
 
 
 def _replay(payload: Any) -> Any:

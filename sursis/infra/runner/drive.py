@@ -250,7 +250,9 @@ class AgentRunner(Suspending, Leases, Streaming):
             try:
                 own_deps = deps if opened is None else await stack.enter_async_context(opened)
             except DepsFactoryFailed as exc:
-                span.record_exception(exc)
+                # The factory's error text may hold a URL with its credentials: masked in the trace
+                # as in the log line (whose fields and traceback the log configuration masks).
+                span.add_event("exception", {"exception.type": type(exc).__name__, **exc.masked()})
                 log.error("run.deps_failed", error=str(exc), exc_info=exc.__cause__)
                 error = RunError("deps_failed", f"{exc.summary}; details are in the service logs")
                 return await self._finish(run, owner, [], RunStatus.FAILED, run.usage, error=error)
@@ -296,8 +298,9 @@ class AgentRunner(Suspending, Leases, Streaming):
                 if is_transient_database_error(exc):
                     raise
                 span.record_exception(exc)
+                failure = run_failure(exc)
                 if approved_args.refusal(exc) is None:  # a refusal was logged where it was made
-                    log.exception("run.segment_error")
+                    log.exception("run.segment_error", error=failure.message)
                 if opened is not None:
                     opened.failure = exc
                 return await self._finish(
@@ -306,7 +309,7 @@ class AgentRunner(Suspending, Leases, Streaming):
                     agent_run.new_messages()[persisted:] if agent_run else [],
                     RunStatus.FAILED,
                     usage,
-                    error=run_failure(exc),
+                    error=failure,
                     announced=announced,
                 )
         if result is None:

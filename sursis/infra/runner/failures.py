@@ -13,6 +13,7 @@ from sqlalchemy import exc as sa_exc
 from sursis.domain.encryption import EncryptedValueUnreadable, EncryptionKeyUnavailable
 from sursis.domain.records import RunError
 from sursis.infra.agents.approved_args import refusal
+from sursis.infra.agents.models import responses_api_missing
 from sursis.infra.db.errors import DatabaseFailure, database_failure
 from sursis.infra.telemetry import current_trace_id
 
@@ -52,6 +53,8 @@ def run_failure(exc: BaseException) -> RunError:
         return RunError(exc.code, exc.message)
     if (refused := refusal(exc)) is not None:
         return RunError(refused.code, refused.message)
+    if (missing := responses_api_missing(exc)) is not None:
+        return RunError("model_error", f"{missing}; {details}")
     if isinstance(exc, ModelHTTPError):
         return RunError("model_error", f"the model provider answered HTTP {exc.status_code}; {details}")
     if isinstance(exc, ModelAPIError):
