@@ -29,6 +29,20 @@ from sursis.infra.telemetry import current_trace_context
 class Suspending(Ending):
     """A segment that ends with deferred tool calls leaves the run suspended on them."""
 
+    async def _requester(self, run: Run) -> str | None:
+        """The key that caused this segment's calls: the one that posted the message or created the
+        event (`started_by`) or, once a person answered a call of this run (an elicitation, a client
+        call), the latest key that answered: the model acted on its answer. The first segment (claims
+        count from 1) reads nothing."""
+        if run.segment <= 1:
+            return run.started_by
+        async with self._uow.reader() as uow:
+            answered = await uow.pending.for_run(run.id, PendingStatus.ANSWERED)
+        latest = max(answered, key=lambda call: call.resolved_at or call.created_at, default=None)
+        if latest is None or not latest.resolved_by:
+            return run.started_by
+        return latest.resolved_by
+
     async def _suspend(
         self,
         run: Run,
@@ -40,6 +54,7 @@ class Suspending(Ending):
     ) -> RunStatus:
         now = self._clock()
         calls: list[PendingCall] = []
+        requester = await self._requester(run)
         for target in deferred_targets(run.agent, output):
             owner_definition = self._definitions.get(target.agent)
             spec = owner_definition.spec(target.tool_name) if owner_definition else None
@@ -72,7 +87,7 @@ class Suspending(Ending):
                     agent_path=target.agent_path,
                     category=spec.category if spec else None,
                     policy=target.policy,
-                    requested_by=run.started_by,
+                    requested_by=requester,
                 )
             )
         tool_events = self._tool_events(run, messages, announced)
