@@ -43,7 +43,9 @@ def upstream(tmp_path_factory: pytest.TempPathFactory, adoption_bin: Path) -> It
     url = asyncio.run(fresh_database(PG_URL, "upstream"))
     sql_gen = sa.make_url(url).set(database=f"{sa.make_url(url).database}_sql_gen")
     asyncio.run(drop_database(sql_gen.render_as_string(hide_password=False)))
-    server = sql_gen.set(drivername="postgresql", database=None).render_as_string(hide_password=False)
+    server = sa.URL.create(
+        "postgresql", sql_gen.username, sql_gen.password, sql_gen.host, sql_gen.port
+    ).render_as_string(hide_password=False)
     env = {"SQL_GEN_SERVER_DSN": server, "SQL_GEN_DATABASE": str(sql_gen.database)}
     try:
         with AdoptionHarness(adoption_bin, url, root, UPSTREAM_CASES, env=env) as harness:
