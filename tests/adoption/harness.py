@@ -22,6 +22,12 @@ Adding a case:
 
 Every package under `packages/` is installed in the one venv (one `pip install`), and one API
 process serves every case's agents, so a new case costs a worker start and a turn, not an install.
+
+pydantic-ai's own examples (`UPSTREAM_CASES`, `test_upstream_examples.py`) are installed unchanged
+from PyPI (`upstream-examples.txt`, with --no-deps) and served through the wrapper modules of
+`packages/served-examples`; their tools post no effect, so their turns are checked through
+`GET /v1/runs/{id}/tool-calls` (`AdoptionHarness.tool_calls`), and `gated_turn(decision="deny")`
+denies the call instead.
 """
 
 from __future__ import annotations
@@ -43,6 +49,8 @@ from tests.fakes.model_servers import FakeModelServer, Request, Step
 from tests.packaging.installing import build_wheel, clean_env, fresh_venv
 
 PACKAGES = Path(__file__).resolve().parent / "packages"
+UPSTREAM_EXAMPLES = Path(__file__).resolve().parent / "upstream-examples.txt"
+"""The pinned `pydantic-ai-examples`, installed with --no-deps (`make install` does the same)."""
 KILLED = -signal.SIGKILL
 
 
@@ -55,11 +63,13 @@ class AdoptionCase:
     agent: str
     """The served agent's name."""
     gated_tool: str
-    effect: str
-    """The effect's kind: the path its tool posts to on the fake API."""
     message: str
-    output: str | None = None
-    """The run's expected output, when the case knows it."""
+    effect: str | None = None
+    """The effect's kind: the path its tool posts to on the fake API (None: its tool posts none)."""
+    output: Any = None
+    """The run's expected output, when the case knows it (as the API shows it, or parsed from JSON)."""
+    tool_result: Any = None
+    """What the gated tool returns, as `GET /v1/runs/{id}/tool-calls` shows it, when the case knows it."""
     env: Mapping[str, str] = field(default_factory=dict)
     """More variables for the API and worker processes; `{model_url}` is the fake model server's URL."""
     model_script: Any = None
@@ -91,17 +101,30 @@ def free_port() -> int:
 
 def install(root: Path, packages: list[str] | None = None) -> Path:
     """The wheel (built once) and every package under `packages/` in one fresh venv; its `bin`.
-    A package that needs an extra of sursis names it in its dependencies (`sursis[anthropic]`)."""
+    A package that needs an extra of sursis names it in its dependencies (`sursis[anthropic]`).
+    pydantic-ai's examples (`UPSTREAM_EXAMPLES`) come after, without their pinned dependencies."""
     wheel = build_wheel(root / "dist")
     names = packages if packages is not None else sorted(p.name for p in PACKAGES.iterdir() if p.is_dir())
-    return fresh_venv(root / "venv", [str(wheel), *(str(PACKAGES / name) for name in names)])
+    return fresh_venv(
+        root / "venv",
+        [str(wheel), *(str(PACKAGES / name) for name in names)],
+        ["--no-deps", "-r", str(UPSTREAM_EXAMPLES)],
+    )
 
 
 class AdoptionHarness:
     """The processes of one session: the API serving every case's agents, and workers on demand."""
 
-    def __init__(self, bin_dir: Path, database_url: str, work: Path, cases: list[AdoptionCase]) -> None:
+    def __init__(
+        self,
+        bin_dir: Path,
+        database_url: str,
+        work: Path,
+        cases: list[AdoptionCase],
+        env: Mapping[str, str] | None = None,
+    ) -> None:
         self.bin = bin_dir
+        self.extra_env = dict(env or {})
         self.database_url = database_url
         self.work = work
         self.cases = {case.agent: case for case in cases}
@@ -152,6 +175,7 @@ class AdoptionHarness:
         )
         for case in self.cases.values():
             env.update({k: v.format(model_url=self.model.url) for k, v in case.env.items()})
+        env.update(self.extra_env)
         env.update(extra)
         return env
 
@@ -222,10 +246,17 @@ class AdoptionHarness:
 
     # One gated turn
 
-    def gated_turn(self, case: AdoptionCase, *, kill_at: str | None = None, seconds: float = 90) -> Turn:
-        """Start a conversation with the case's agent, send its message, approve the gated call over
-        HTTP and wait for the run to end; with `kill_at`, the worker dies there and another one
-        finishes (both stopped before it returns); without, a worker kept between such turns runs it."""
+    def gated_turn(
+        self,
+        case: AdoptionCase,
+        *,
+        kill_at: str | None = None,
+        decision: str = "approve",
+        seconds: float = 90,
+    ) -> Turn:
+        """Start a conversation with the case's agent, send its message, approve (or deny) the gated
+        call over HTTP and wait for the run to end; with `kill_at`, the worker dies there and another
+        one finishes (both stopped before it returns); without, a worker kept between such turns runs it."""
         if kill_at:
             # The doomed worker must be the one that resumes the run: no other may claim it.
             self._stop_shared()
@@ -253,7 +284,7 @@ class AdoptionHarness:
                 ), pending
                 assert not self._applied(pending), "nothing is applied before the approval"
                 decided = http.post(
-                    f"/v1/pending/{pending['correlation_id']}/resolve", json={"decision": "approve"}
+                    f"/v1/pending/{pending['correlation_id']}/resolve", json={"decision": decision}
                 )
                 assert decided.status_code == 200, decided.text
                 deadline = time.monotonic() + seconds
@@ -270,6 +301,13 @@ class AdoptionHarness:
             for process in workers:
                 self.stop(process)
         return Turn(run, pending, self._applied(pending), self._tried(pending), killed)
+
+    def tool_calls(self, run_id: str) -> list[dict[str, Any]]:
+        """The run's tool calls as `GET /v1/runs/{id}/tool-calls` shows them."""
+        answer = httpx.get(f"{self.base}/v1/runs/{run_id}/tool-calls", headers=self.headers, timeout=30)
+        assert answer.status_code == 200, answer.text
+        calls: list[dict[str, Any]] = answer.json()
+        return calls
 
     def _settle(self, http: httpx.Client, run_id: str, statuses: set[str], seconds: float) -> Any:
         deadline = time.monotonic() + seconds
