@@ -54,8 +54,8 @@ $(COMPAT_STAMP): pyproject.toml Makefile
 	$(COMPAT_VENV)/bin/python -c "import pydantic_ai_harness; from importlib.metadata import version; print('.venv-compat: pydantic-ai', version('pydantic-ai-slim'), 'with pydantic-ai-harness', version('pydantic-ai-harness'))"
 	touch $(COMPAT_STAMP)
 
-test-compat: $(COMPAT_STAMP) ## the adoption tests (tests/adoption, tests/agents) on the lowest supported pydantic-ai, with pydantic-ai-harness (.venv-compat)
-	PIP_CONSTRAINT=$(COMPAT_CONSTRAINTS) $(COMPAT_VENV)/bin/pytest -q -n 2 --dist loadfile tests/adoption tests/agents
+test-compat: $(COMPAT_STAMP) ## the adoption tests (tests/adoption, tests/agents, tests/attacks) on the lowest supported pydantic-ai, with pydantic-ai-harness (.venv-compat); the packaging tests (venvs of their own) run in make test
+	PIP_CONSTRAINT=$(COMPAT_CONSTRAINTS) $(COMPAT_VENV)/bin/pytest -q -n 2 --dist loadfile -m "not slow and not packaging" tests/adoption tests/agents tests/attacks
 
 SOAK_KILLS ?= 1000
 soak: $(STAMP) ## >= 1,000 SIGKILLs at every fault point on PostgreSQL (SURSIS_SOAK_PG_URL, created if missing; not part of make test)

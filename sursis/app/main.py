@@ -88,20 +88,21 @@ async def readyz(
     catalog: NamedDependency[DeclaredToolCatalog],
 ) -> dict[str, Any]:
     """The database answers; whether stored content is encrypted, and under which key id (an id
-    names a key, it is no secret: every stored value carries it). `mcp`: `degraded` while an MCP
-    server of a served agent cannot be reached (named in `mcp_unavailable`, `agent/server: why`);
-    the process stays ready, as only that server's tools fail."""
+    names a key, it is no secret: every stored value carries it). Where a served agent has MCP
+    servers, `mcp`: `degraded` while one of them cannot be reached (named in `mcp_unavailable`,
+    `agent/server: why`); the process stays ready, as only that server's tools fail."""
     async with uow() as work:
         await work.session.execute(sa.text("SELECT 1"))
     on = encryption is not None and encryption.on
-    unavailable = catalog.unavailable_servers()
-    return {
+    ready: dict[str, Any] = {
         "status": "ready",
         "encryption": "on" if on else "off",
         "active_key_id": encryption.active_key_id if encryption is not None else None,
-        "mcp": "degraded" if unavailable else "ok",
-        "mcp_unavailable": unavailable,
     }
+    if catalog.serves_mcp():
+        unavailable = catalog.unavailable_servers()
+        ready.update(mcp="degraded" if unavailable else "ok", mcp_unavailable=unavailable)
+    return ready
 
 
 def create_app(

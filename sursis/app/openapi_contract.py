@@ -93,6 +93,10 @@ def problem_schema() -> Schema:
     )
 
 
+OBJECT_QUERY_PARAMETERS = {"version"}
+"""Query parameters that name a stored object (`GET /v1/policies?version=N`): it can be unknown (404)."""
+
+
 def statuses_of(method: str, operation: Operation) -> list[int]:
     """The error statuses an operation of this shape can answer."""
     locations = {getattr(p, "param_in", None) for p in operation.parameters or []}
@@ -104,7 +108,12 @@ def statuses_of(method: str, operation: Operation) -> list[int]:
         statuses.update((401, 403, 429, 503))
         if method in ("post", "put", "patch", "delete"):
             statuses.add(409)
-    if "path" in locations:
+    names = {
+        getattr(p, "name", None)
+        for p in operation.parameters or []
+        if getattr(p, "param_in", None) == "query"
+    }
+    if "path" in locations or names & OBJECT_QUERY_PARAMETERS:
         statuses.add(404)
     if locations or operation.request_body is not None:
         statuses.add(422)

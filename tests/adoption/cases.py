@@ -25,6 +25,7 @@ CASES = [
         effect="refunds",
         message=f"A1001 came late\nSCRIPT: {json.dumps(ORDERS_SCRIPT)}",
         output="Refunded.",
+        idempotent=True,
     ),
     # (3) A FunctionModel without a stream function.
     AdoptionCase(

@@ -76,6 +76,9 @@ class AdoptionCase:
     """`(Request) -> Step` answering the fake model server's requests for this case's agent."""
     model_name: str | None = None
     """The model name this case's agent sends to the fake model server (its requests' `model`)."""
+    idempotent: bool = False
+    """The gated tool is declared `ToolOptions(idempotent=True)` (it keys its effect on the call id):
+    after a worker death mid-call it runs again; otherwise a person is asked (outcome unknown)."""
 
     @property
     def id(self) -> str:
@@ -295,6 +298,9 @@ class AdoptionHarness:
                         workers.append(self.worker())
                     run = http.get(f"/v1/runs/{run_id}", params={"wait": 1}).json()
                     if run["status"] in ("completed", "failed"):
+                        break
+                    asked = [p for p in run["pending"] if p["correlation_id"] != pending["correlation_id"]]
+                    if run["status"] == "suspended" and asked:  # a person is asked (outcome unknown)
                         break
                     assert time.monotonic() < deadline, (run, self.logs())
         finally:

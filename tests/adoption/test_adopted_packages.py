@@ -36,6 +36,14 @@ def test_the_effect_is_applied_once_when_the_worker_dies_mid_resume(
 ) -> None:
     turn = adoption.gated_turn(case, kill_at=f"tool_effect_committed:{case.gated_tool}")
     assert turn.killed, "the worker was not killed at the crash point"
+    if not case.idempotent:
+        # A tool not declared idempotent is not run a second time: a person is asked what happened.
+        assert turn.run["status"] == "suspended", (turn.run, adoption.logs())
+        [question] = turn.run["pending"]
+        assert question["kind"] == "elicitation" and "outcome_unknown" in question["args"]["review"]
+        assert len(turn.attempts) == 1
+        assert [e.kind for e in turn.effects] == [case.effect]
+        return
     assert turn.run["status"] == "completed", (turn.run, adoption.logs())
     if case.output is not None:
         assert turn.run["output"] == case.output

@@ -43,9 +43,19 @@ def requests_seen(directory: Path, prompt: str) -> dict[int, list[Any]]:
 
 
 def as_values(parts: list[Any]) -> list[Any]:
-    """Parts with a failure's text read as the JSON it holds: PostgreSQL's jsonb keeps an object's
-    keys in an order of its own, so a replayed outcome is the same JSON value, not the same text."""
-    return [{**p, "content": json.loads(p["content"])} if p.get("outcome") == "failed" else p for p in parts]
+    """Parts with a failure's text read as the JSON it holds, where it holds JSON: PostgreSQL's jsonb
+    keeps an object's keys in an order of its own, so a replayed outcome is the same JSON value, not
+    the same text."""
+    return [
+        {**p, "content": _json_or_text(p["content"])} if p.get("outcome") == "failed" else p for p in parts
+    ]
+
+
+def _json_or_text(content: str) -> Any:
+    try:
+        return json.loads(content)
+    except ValueError:
+        return content
 
 
 def check_model_view(parts: list[Any]) -> None:

@@ -4,9 +4,6 @@ wrapper module (`packages/served-examples`: its deps factory, `ToolOptions` gati
 the offline `scripted` model driven by a `SCRIPT:` line) with `sursis worker` on PostgreSQL, driven
 over HTTP: its gated call approved, denied, and approved with the worker that resumes the run
 SIGKILLed after the tool ran (another worker finishes it).
-
-A case that fails only because of a gap still open is marked `xfail(strict=True)`: it fails the
-suite the moment the gap is closed, so the mark is removed with the fix.
 """
 
 from __future__ import annotations
@@ -22,24 +19,9 @@ from tests.adoption.harness import AdoptionCase, AdoptionHarness
 
 pytestmark = pytest.mark.packaging
 
-TYPED_RETURN = "a tool returning a pydantic model, a dataclass or a date fails the run"
-OUTPUT_VALIDATOR = "an agent with an output validator cannot run"
-GAPS = {
-    "weather-agent": f"{TYPED_RETURN} (get_lat_lng -> LatLng)",
-    "flight-booking": f"{TYPED_RETURN} (extract_flights -> list[FlightDetails]); {OUTPUT_VALIDATOR}",
-    "sql-gen": f"{OUTPUT_VALIDATOR} (validate_output)",
-}
-
 
 def _cases() -> list[Any]:
-    return [
-        pytest.param(
-            case,
-            id=case.package,
-            marks=[pytest.mark.xfail(strict=True, reason=GAPS[case.agent])] if case.agent in GAPS else [],
-        )
-        for case in UPSTREAM_CASES
-    ]
+    return [pytest.param(case, id=case.package) for case in UPSTREAM_CASES]
 
 
 def _parsed(output: Any) -> Any:

@@ -27,8 +27,6 @@ from tests.conftest import admin_headers, make_settings
 README = (Path(__file__).resolve().parents[2] / "README.md").read_text()
 SNIPPET = re.search(r"```python\n(# my_agents\.py\n.*?)```", README, re.DOTALL)
 SERVE = re.search(r"^(sursis serve --agents \S+)", README, re.MULTILINE)
-UNNAMED = "an unnamed agent is refused unless adopt(agent, name=...) is used"
-TYPED_RETURN = "a tool returning a pydantic model fails the run"
 
 
 def test_the_snippet_is_ten_lines() -> None:
@@ -37,7 +35,6 @@ def test_the_snippet_is_ten_lines() -> None:
     assert len([line for line in SNIPPET.group(1).splitlines() if line.strip()]) <= 13
 
 
-@pytest.mark.xfail(strict=True, reason=f"{UNNAMED}; {TYPED_RETURN}")
 async def test_the_snippet_is_served_and_its_gated_tool_waits_for_approval(
     database_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -85,7 +82,6 @@ def test_the_agents_guide_shows_the_examples_tool_options_verbatim() -> None:
     assert f"```python\n{block}```" in (repo / "docs" / "agents.md").read_text()
 
 
-@pytest.mark.xfail(strict=True, reason=UNNAMED)
 def test_the_readme_command_runs_as_written_from_the_folder_that_holds_the_file(tmp_path: Path) -> None:
     """The README's line itself, in a shell in the folder of `my_agents.py`: nothing on PYTHONPATH."""
     assert SNIPPET and SERVE

@@ -190,6 +190,8 @@ async def real_objects(seeded: str, keys: KeyMaker) -> dict[str, str]:
         "binding_id": binding.json()["id"],
         "team_id": "T0FUZZ",
         "user_id": "U0FUZZ",
+        "agent": "ops",
+        "tool": "replay_dlq_event",
     }
 
 

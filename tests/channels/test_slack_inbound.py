@@ -150,9 +150,11 @@ GATED = script([call("replay_dlq_event", event_id="evt_1001", reason="retry")], 
 
 
 async def approval_posted(
-    world: SlackWorld, user: str = "U1", ts: str = "1700000001.000100"
+    world: SlackWorld, user: str = "U0", ts: str = "1700000001.000100"
 ) -> tuple[str, str]:
-    """Start a gated run from Slack; the correlation id and the `ts` of its approval message."""
+    """Start a gated run from Slack as `user` (an operator of its own: the requester, who may not
+    decide the call); the correlation id and the `ts` of its approval message."""
+    await world.map_user(user, "operator")
     assert (await world.send_event(event_body(f"Ev-{ts}", user, GATED, ts))).json()["outcome"] == "queued"
     [approval] = await world.slack.wait_for("chat.postMessage")
     blocks = approval["blocks"] if isinstance(approval["blocks"], list) else json.loads(approval["blocks"])

@@ -137,6 +137,7 @@ def thread_texts(slack: FakeSlack) -> list[str]:
 
 async def test_slack_approval_through_worker_kills_then_http_then_a_digest(cluster: Cluster) -> None:
     async with channels_cluster(cluster) as setup:
+        await map_operator(setup, "U0")  # asks: the requester may not decide its own call
         operator_key = await map_operator(setup, "U1")
         await map_operator(setup, "U2")
         bound = await setup.http.post(
@@ -147,7 +148,7 @@ async def test_slack_approval_through_worker_kills_then_http_then_a_digest(clust
 
         # The first worker dies right after Slack accepted the approval message, before it is recorded.
         doomed = cluster.worker(crash_at="slack_posted")
-        assert (await setup.slack_event(event_body("EvE2E1", "U1", GATED, THREAD)))["outcome"] == "queued"
+        assert (await setup.slack_event(event_body("EvE2E1", "U0", GATED, THREAD)))["outcome"] == "queued"
         assert await wait_exit(doomed, 60) == KILLED
         [approval] = approvals(setup.slack)
         assert approval["channel"] == CHANNEL and approval["thread_ts"] == THREAD

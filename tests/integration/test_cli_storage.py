@@ -50,6 +50,8 @@ NOT_STORAGE = {
     "delegations create": "an HTTP client of the API",
     "delegations list": "an HTTP client of the API",
     "delegations revoke": "an HTTP client of the API",
+    "mcp pins": "an HTTP client of the API",
+    "mcp accept": "an HTTP client of the API",
 }
 
 

@@ -67,6 +67,7 @@ TABLES: dict[str, str] = {
     "authorizations": "workspace-level",
     "policies": "workspace-level (every version, for the decisions that name it)",
     "autonomy_ladder": "workspace-level",
+    "mcp_tool_pins": "service-level (what MCP servers said about their tools: no conversation content)",
     "webhooks": "workspace-level",
     "failure_clusters": "workspace-level",
     "slack_users": "workspace-level",

@@ -158,6 +158,7 @@ class World:
             status=PendingStatus.AWAITING,
             created_at=now,
             expires_at=now + timedelta(seconds=expires_in),
+            requested_by=run.started_by,  # as the runner records it: the key that posted the message
         )
 
     async def awaiting(self, run: Run) -> list[PendingCall]:

@@ -185,6 +185,10 @@ class DeclaredToolCatalog:
             if definition.mcp is not None:
                 definition.mcp.pins = pins
 
+    def serves_mcp(self) -> bool:
+        """Whether a served agent has MCP servers."""
+        return any(definition.mcp is not None for definition in self._agents.values())
+
     def unavailable_servers(self) -> list[str]:
         """`agent/server: why` of each MCP server this process cannot reach now."""
         return [

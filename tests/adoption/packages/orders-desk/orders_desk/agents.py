@@ -55,5 +55,5 @@ async def orders_deps(info: RunInfo) -> AsyncIterator[OrdersDeps]:
 AGENT = adopt(
     desk,
     deps=orders_deps,
-    tools={"refund_order": ToolOptions(effect="Refund {amount} on order {order_id}")},
+    tools={"refund_order": ToolOptions(effect="Refund {amount} on order {order_id}", idempotent=True)},
 )

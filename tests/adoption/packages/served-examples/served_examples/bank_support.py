@@ -27,6 +27,8 @@ AGENT = adopt(
     model="scripted",
     deps=bank_deps,
     tools={
-        "customer_balance": ToolOptions(approval="requires_approval", effect="Read the customer's balance")
+        "customer_balance": ToolOptions(
+            approval="requires_approval", idempotent=True, effect="Read the customer's balance"
+        )
     },
 )

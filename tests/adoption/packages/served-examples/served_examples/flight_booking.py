@@ -27,7 +27,7 @@ AGENT = adopt(
     deps=flight_deps,
     tools={
         "extract_flights": ToolOptions(
-            approval="requires_approval", effect="Read the flights off the booking site"
+            approval="requires_approval", idempotent=True, effect="Read the flights off the booking site"
         )
     },
 )

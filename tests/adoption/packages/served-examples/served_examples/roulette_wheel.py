@@ -19,7 +19,7 @@ AGENT = adopt(
     deps=roulette_deps,
     tools={
         "roulette_wheel": ToolOptions(
-            approval="requires_approval", effect="Spin the wheel for square {square}"
+            approval="requires_approval", idempotent=True, effect="Spin the wheel for square {square}"
         )
     },
 )

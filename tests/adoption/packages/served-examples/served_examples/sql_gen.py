@@ -34,5 +34,5 @@ AGENT = adopt(
     name="sql-gen",
     model="scripted",
     deps=sql_deps,
-    tools={"run_query": ToolOptions(approval="requires_approval", effect="Run {sql_query}")},
+    tools={"run_query": ToolOptions(approval="requires_approval", idempotent=True, effect="Run {sql_query}")},
 )

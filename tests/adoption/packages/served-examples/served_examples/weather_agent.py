@@ -36,6 +36,8 @@ AGENT = adopt(
     model="scripted",
     deps=weather_deps,
     tools={
-        "get_weather": ToolOptions(approval="requires_approval", effect="Look the weather up at {lat}, {lng}")
+        "get_weather": ToolOptions(
+            approval="requires_approval", idempotent=True, effect="Look the weather up at {lat}, {lng}"
+        )
     },
 )
