@@ -15,7 +15,6 @@ $(STAMP): pyproject.toml $(UPSTREAM_EXAMPLES)
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e ".[dev]"
-	$(PY) -m pip install --quiet --no-deps -r $(UPSTREAM_EXAMPLES)
 	touch $(STAMP) $(SERVE_STAMP)
 
 # `make run` needs only the service: no linters, test tools or browsers. pip lists what it fetches.
