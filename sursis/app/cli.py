@@ -14,6 +14,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from sursis.app.cli_encryption import add_encryption_commands, check_keyring
+from sursis.app.cli_http import api_url, quiet_http_client
 from sursis.app.cli_retention import add_commands
 from sursis.app.logging import configure_logging
 from sursis.app.settings import Settings
@@ -250,8 +251,6 @@ def _wait_ready(settings: Settings, args: argparse.Namespace) -> int:
 
     import httpx
 
-    from sursis.app.cli_pending import quiet_http_client
-
     quiet_http_client()
     base = (args.url or api_url(settings)).rstrip("/")
     deadline = time.monotonic() + args.timeout
@@ -269,14 +268,6 @@ def _wait_ready(settings: Settings, args: argparse.Namespace) -> int:
             print(f"sursis: {base} not ready after {args.timeout:g}s ({last})", file=sys.stderr)
             return 1
         time.sleep(0.5)
-
-
-def api_url(settings: Settings) -> str:
-    """Where the command-line client finds the API: `SURSIS_API_URL`, else `serve`'s host and port."""
-    if settings.api_url:
-        return settings.api_url
-    host = "127.0.0.1" if settings.host in ("0.0.0.0", "::", "") else settings.host
-    return f"http://{host}:{settings.port}"
 
 
 def _demo_seed(settings: Settings, args: argparse.Namespace) -> int:

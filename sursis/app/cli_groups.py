@@ -8,7 +8,7 @@ import json
 import sys
 from typing import TYPE_CHECKING, Any
 
-from sursis.app.cli_pending import run_action
+from sursis.app.cli_http import Printer, run_action
 
 if TYPE_CHECKING:
     from sursis.client import AsyncClient
@@ -142,7 +142,8 @@ def add_group_commands(sub: Any, common: argparse.ArgumentParser) -> None:
     revoke.set_defaults(func=run_action, pending_action=_revoke, printer=_printer)
 
 
-def add_reassign_command(pending_sub: Any, common: argparse.ArgumentParser) -> None:
+def add_reassign_command(pending_sub: Any, common: argparse.ArgumentParser, printer: Printer) -> None:
+    """Register `sursis pending reassign`; the call it returns is printed as `pending show` does."""
     reassign = pending_sub.add_parser(
         "reassign", parents=[common], help="put a routed call before others (admins)"
     )
@@ -150,4 +151,4 @@ def add_reassign_command(pending_sub: Any, common: argparse.ArgumentParser) -> N
     reassign.add_argument(
         "--to", action="append", required=True, metavar="TARGET", help="group:NAME or key:KEY_ID"
     )
-    reassign.set_defaults(func=run_action, pending_action=_reassign)
+    reassign.set_defaults(func=run_action, pending_action=_reassign, printer=printer)

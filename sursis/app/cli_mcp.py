@@ -12,6 +12,8 @@ import json
 import sys
 from typing import TYPE_CHECKING, Any
 
+from sursis.app.cli_http import api_target
+
 if TYPE_CHECKING:
     from sursis.app.settings import Settings
 
@@ -37,15 +39,10 @@ def _pins_text(pins: list[dict[str, Any]], changed: bool) -> str:
 def _run(settings: Settings, args: argparse.Namespace) -> int:
     import httpx
 
-    from sursis.app.cli import api_url
-    from sursis.app.cli_pending import _api_key, quiet_http_client
-
-    quiet_http_client()
-    key = _api_key(settings, args)
-    if key is None:
-        print("sursis: no API key: set SURSIS_API_KEY or pass --key-file", file=sys.stderr)
+    target = api_target(settings, args)
+    if target is None:
         return 2
-    base = args.url or api_url(settings)
+    base, key = target
 
     async def main() -> httpx.Response:
         async with httpx.AsyncClient(base_url=base, headers={"Authorization": f"Bearer {key}"}) as http:

@@ -8,28 +8,18 @@ workspace checks and the inbox see exactly what an HTTP request would have done.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
-import logging
 import sys
-from collections.abc import Awaitable, Callable
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from sursis.app.cli_groups import add_group_commands, add_reassign_command
+from sursis.app.cli_http import Action, run_action
 from sursis.domain.states import PendingStatus
 from sursis.domain.tools import PendingKind
 
 if TYPE_CHECKING:
-    from sursis.app.settings import Settings
     from sursis.client import AsyncClient
     from sursis.client.models import PendingCall
-
-Action = Callable[["AsyncClient", argparse.Namespace], Awaitable[Any]]
-
-
-def quiet_http_client() -> None:
-    """httpx logs every request at INFO: on a command line that is noise around the answer."""
-    logging.getLogger("httpx").setLevel(logging.WARNING)
 
 
 def _json_value(text: str) -> Any:
@@ -44,12 +34,6 @@ def _json_object(text: str) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise argparse.ArgumentTypeError("must be a JSON object")
     return value
-
-
-def _api_key(settings: Settings, args: argparse.Namespace) -> str | None:
-    if args.key_file:
-        return Path(args.key_file).read_text().strip() or None
-    return settings.api_key.get_secret_value() if settings.api_key else None
 
 
 def _show_table(calls: list[PendingCall]) -> None:
@@ -143,47 +127,12 @@ def _resolve(decision: str) -> Action:
     return resolve
 
 
-def run_action(settings: Settings, args: argparse.Namespace) -> int:
-    """Run `args.pending_action` with a client of the API and print what it returned (with
-    `args.printer` when the command has one)."""
-    import httpx
-
-    from sursis.app.cli import api_url
-    from sursis.client import AsyncClient, SursisError
-
-    quiet_http_client()
-    key = _api_key(settings, args)
-    if key is None:
-        print("sursis: no API key: set SURSIS_API_KEY or pass --key-file", file=sys.stderr)
-        return 2
-    base = args.url or api_url(settings)
-    action: Action = args.pending_action
-
-    async def main() -> Any:
-        async with AsyncClient(base, key) as client:
-            return await action(client, args)
-
-    try:
-        outcome = asyncio.run(main())
-    except SursisError as error:
-        print(f"sursis: {error.code}: {error.detail}", file=sys.stderr)
-        return 2
-    except httpx.TransportError as error:
-        print(f"sursis: cannot reach {base} ({type(error).__name__})", file=sys.stderr)
-        return 1
-    if args.json and outcome is None:
-        print("null")
-    elif args.json:
-        items = outcome if isinstance(outcome, list) else [outcome]
-        dumped = [item.model_dump(mode="json") for item in items]
-        print(json.dumps(dumped if isinstance(outcome, list) else dumped[0], indent=2))
-    elif getattr(args, "printer", None) is not None:
-        args.printer(outcome)
-    elif isinstance(outcome, list):
+def show_calls(outcome: list[PendingCall] | PendingCall) -> None:
+    """A list of calls as a table, one call with every field."""
+    if isinstance(outcome, list):
         _show_table(outcome)
     else:
         _show_call(outcome)
-    return 0
 
 
 def add_pending_commands(sub: Any) -> None:
@@ -204,30 +153,28 @@ def add_pending_commands(sub: Any) -> None:
     listing.add_argument("--kind", choices=[kind.value for kind in PendingKind])
     listing.add_argument("--tool", help="only calls of this tool")
     listing.add_argument("--limit", type=int, default=50)
-    listing.set_defaults(func=run_action, pending_action=_list)
+    listing.set_defaults(func=run_action, pending_action=_list, printer=show_calls)
 
     show = pending_sub.add_parser("show", parents=[common], help="one call, with its full arguments")
     show.add_argument("correlation_id")
-    show.set_defaults(func=run_action, pending_action=_show)
+    show.set_defaults(func=run_action, pending_action=_show, printer=show_calls)
 
     approve = pending_sub.add_parser("approve", parents=[common], help="approve (optionally edited args)")
     approve.add_argument("correlation_id")
     approve.add_argument("--args", type=_json_object, help="edited arguments, a JSON object")
     approve.add_argument("--reason")
-    approve.set_defaults(func=run_action, pending_action=_resolve("approve"))
+    approve.set_defaults(func=run_action, pending_action=_resolve("approve"), printer=show_calls)
 
     for decision, help_text in (("deny", "deny, with a reason"), ("revise", "ask for a revised call")):
         parser = pending_sub.add_parser(decision, parents=[common], help=help_text)
         parser.add_argument("correlation_id")
         parser.add_argument("--reason", required=True)
-        parser.set_defaults(func=run_action, pending_action=_resolve(decision))
+        parser.set_defaults(func=run_action, pending_action=_resolve(decision), printer=show_calls)
 
     answer = pending_sub.add_parser("answer", parents=[common], help="answer a question or a client call")
     answer.add_argument("correlation_id")
     answer.add_argument("--result", type=_json_value, required=True, help="the answer, as JSON")
-    answer.set_defaults(func=run_action, pending_action=_resolve("answer"))
+    answer.set_defaults(func=run_action, pending_action=_resolve("answer"), printer=show_calls)
 
-    from sursis.app.cli_groups import add_group_commands, add_reassign_command
-
-    add_reassign_command(pending_sub, common)
+    add_reassign_command(pending_sub, common, show_calls)
     add_group_commands(sub, common)

@@ -15,6 +15,8 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from sursis.app.cli_http import api_target
+
 if TYPE_CHECKING:
     import httpx
 
@@ -95,15 +97,10 @@ def _summary(command: str, body: dict[str, Any]) -> str:
 def _run(settings: Settings, args: argparse.Namespace) -> int:
     import httpx
 
-    from sursis.app.cli import api_url
-    from sursis.app.cli_pending import _api_key, quiet_http_client
-
-    quiet_http_client()
-    key = _api_key(settings, args)
-    if key is None:
-        print("sursis: no API key: set SURSIS_API_KEY or pass --key-file", file=sys.stderr)
+    target = api_target(settings, args)
+    if target is None:
         return 2
-    base = args.url or api_url(settings)
+    base, key = target
     action: Action = args.policy_action
 
     async def main() -> dict[str, Any]:

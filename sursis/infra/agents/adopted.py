@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import typing
 from collections.abc import Mapping
-from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
@@ -30,27 +29,7 @@ from sursis.infra.agents.capabilities import refused_capability
 from sursis.infra.agents.declarations import AgentDefinition, DeclaredTool
 from sursis.infra.agents.mcp_tools import McpTools, mcp_servers
 from sursis.infra.agents.run_deps import RunDeps
-
-
-@dataclass(frozen=True, slots=True)
-class ToolOptions:
-    """What the service needs to know about an adopted agent's tool besides its signature.
-
-    `category` defaults to `mutate` for a `requires_approval` tool and `read` otherwise; `approval`
-    to what the tool declares (`requires_approval=True` or not): a tool that gates itself by raising
-    `ApprovalRequired` stays `auto`. `executor` says who answers a call the tool defers with
-    `CallDeferred`: `human` (a person's answer, the default) or `client` (the caller's app).
-    `idempotent=True` says the tool keys its effect on `ctx.tool_call_id` (a second run with the same
-    id changes nothing more): a call whose worker died while it ran is then run again; otherwise a
-    tool that is not `read` runs at most once and such a call asks a person ("outcome unknown").
-    """
-
-    category: Category | str | None = None
-    effect: str | None = None
-    timeout: timedelta | float | None = None
-    executor: Executor | str | None = None
-    approval: Approval | str | None = None
-    idempotent: bool = False
+from sursis.infra.agents.tool_options import ToolOptions as ToolOptions
 
 
 def adopt(

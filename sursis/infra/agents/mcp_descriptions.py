@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from sursis.domain.tools import Approval, Category, Executor, ToolSpec
 
 if TYPE_CHECKING:
-    from sursis.infra.agents.adopted import ToolOptions
+    from sursis.infra.agents.tool_options import ToolOptions
 
 
 def schema_digest(description: str | None, input_schema: Mapping[str, Any]) -> str:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Self
+from typing import Any, Protocol, Self
 
 from pydantic_ai import RunContext
 from pydantic_ai.messages import InstructionPart
@@ -24,8 +24,20 @@ from sursis.infra.agents.mcp_connections import McpServer
 from sursis.infra.agents.mcp_descriptions import McpTool
 from sursis.infra.agents.mcp_failures import one_line, server_unavailable
 
-if TYPE_CHECKING:
-    from sursis.infra.agents.mcp_tools import McpTools
+
+class McpTools(Protocol):
+    """What isolation needs of an agent's MCP tools (`sursis.infra.agents.mcp_tools.McpTools`),
+    named here so that this module does not import the one that wraps servers with it."""
+
+    @property
+    def servers(self) -> Sequence[McpServer]: ...
+
+    def why_unavailable(self, server: str) -> str | None: ...
+
+    def lost(self, server: str, reason: str) -> None: ...
+
+    async def remembered(self, server: McpServer) -> list[McpTool]: ...
+
 
 _ANY_ARGS = SchemaValidator(core_schema.any_schema())
 

@@ -69,7 +69,7 @@ from sursis.infra.agents.run_deps import run_deps
 from sursis.infra.faults import crash_point
 
 if TYPE_CHECKING:
-    from sursis.infra.agents.adopted import ToolOptions
+    from sursis.infra.agents.tool_options import ToolOptions
 
 __all__ = [
     "DISPATCHED",

@@ -3,7 +3,7 @@
 LISTEN needs a session of its own: behind a transaction pooler the server connection that ran
 `LISTEN` is handed to other clients right after, and its notifications reach nobody. So LISTEN
 connections go to `SURSIS_DATABASE_LISTEN_URL` (the database itself, or a session-mode pool),
-which defaults to the main URL and is given whole (every host, `target_session_attrs`) to
+which defaults to the main URL (`urls.listen_url`) and is given whole (every host, `target_session_attrs`) to
 asyncpg. `off` turns LISTEN off. A LISTEN URL that reaches a pooler (found as the pool's
 connections are: `sessions.behind_pooler`) is not used, whatever its pool mode, since a transaction
 pooler would lose notifications without an error: a revoked key would then be served from the
@@ -20,20 +20,9 @@ import structlog
 
 from sursis.infra.db.sessions import behind_pooler
 from sursis.infra.db.urls import asyncpg_connect_kwargs, shown_url
+from sursis.infra.db.urls import listen_url as listen_url
 
 log = structlog.get_logger("sursis.listen")
-
-LISTEN_OFF = frozenset({"off", "none", "false", "0"})
-
-
-def listen_url(database_url: str, configured: str | None) -> str | None:
-    """The URL LISTEN connections use: the configured one, else the main one; None when off."""
-    if configured is None or not configured.strip():
-        return database_url
-    if configured.strip().lower() in LISTEN_OFF:
-        return None
-    return configured
-
 
 POOLER_RETRY_SECONDS = 60.0
 """How long a listener whose URL reached a pooler waits before it looks again."""

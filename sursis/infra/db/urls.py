@@ -137,10 +137,20 @@ def shown_url(url: str) -> str:
     return re.sub(r"(?<=host=)([^&]*)", lambda m: unquote(m[1]), shown)
 
 
+LISTEN_OFF = frozenset({"off", "none", "false", "0"})
+
+
+def listen_url(database_url: str, configured: str | None) -> str | None:
+    """The URL LISTEN connections use: the configured one, else the main one; None when off."""
+    if configured is None or not configured.strip():
+        return database_url
+    if configured.strip().lower() in LISTEN_OFF:
+        return None
+    return configured
+
+
 def check_listen_url(url: str, configured: str | None) -> None:
     """An unreadable `SURSIS_DATABASE_LISTEN_URL` is one line at start (`InvalidDatabaseUrl`)."""
-    from sursis.infra.db.listen_target import listen_url
-
     listening = listen_url(url, configured)
     if listening is not None and listening != url:
         try:
