@@ -21,7 +21,7 @@ LEFT_ON_DISK = (
 
 def check_keyring(settings: Settings) -> None:
     """Raises `KeyringInvalid` (a clear message, no key material) if the configured keyring is malformed."""
-    from sursis.app.storage import build_cipher
+    from sursis.app.wiring.storage import build_cipher
 
     build_cipher(settings)
 
@@ -69,7 +69,8 @@ def _status(settings: Settings, args: argparse.Namespace) -> int:
 def _rotate(settings: Settings, args: argparse.Namespace) -> int:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-    from sursis.app.storage import Storage, build_cipher, with_storage
+    from sursis.app.storage import Storage, with_storage
+    from sursis.app.wiring.storage import build_cipher
     from sursis.infra.db.rotation import rotate, rows_to_rotate, unsealed_rows
 
     if build_cipher(settings).active_key_id is None:
@@ -111,7 +112,8 @@ def _rotate(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def _seal_existing(settings: Settings, args: argparse.Namespace) -> int:
-    from sursis.app.storage import Storage, build_cipher, record_sealed_existing, with_storage
+    from sursis.app.storage import Storage, with_storage
+    from sursis.app.wiring.storage import build_cipher, record_sealed_existing
     from sursis.infra.db.rotation import seal_existing, unsealed_rows
 
     if build_cipher(settings).active_key_id is None:

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any
 
 import sqlalchemy as sa
@@ -13,12 +13,13 @@ from litestar.exceptions import HTTPException, SerializationException
 from litestar.openapi import OpenAPIConfig
 from litestar.openapi.plugins import SwaggerRenderPlugin
 from litestar.openapi.spec import Components, SecurityScheme
+from litestar.types import ExceptionHandlersMap
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 
 from sursis.app import openapi_contract, problems
 from sursis.app.auth import SECURITY_SCHEME, provide_principal, v1_middleware
-from sursis.app.container import Container, telemetry_config
+from sursis.app.container import Container
 from sursis.app.http_methods import answer_options
 from sursis.app.logging import quiet_unless_configured
 from sursis.app.observability import bind_path_ids, http_telemetry, metrics
@@ -30,13 +31,14 @@ from sursis.app.routes.v1 import route_handlers
 from sursis.app.schemas import refuse_nul_characters
 from sursis.app.service import Service
 from sursis.app.settings import Settings
+from sursis.app.wiring.telemetry import TelemetryParts, wire_telemetry
 from sursis.domain.errors import ServiceError
 from sursis.infra.agents.declarations import DeclaredToolCatalog
 from sursis.infra.db.encryption_state import EncryptionState
 from sursis.infra.db.engine import is_sqlite
 from sursis.infra.db.migrations import upgrade_async
 from sursis.infra.db.uow import SqlUnitOfWorkFactory
-from sursis.infra.telemetry import Telemetry, build_telemetry
+from sursis.infra.telemetry import Telemetry
 
 
 class ApiRequest(Request[Any, Any, Any]):
@@ -121,17 +123,43 @@ def create_app(
     quiet_unless_configured()
     if service is None and container is not None:
         service = Service(container)
-    owns_telemetry = service is None and telemetry is None
-    if service is not None:
-        telemetry = service.container.telemetry
-    elif telemetry is None:
-        telemetry = build_telemetry(telemetry_config(settings))
+    # The service's telemetry, or the given one, stays its owner's to shut down.
+    observed = wire_telemetry(settings, service.container.telemetry if service is not None else telemetry)
+    # Every /v1 controller sits behind the key middleware; health, metrics, the schema and the inbox
+    # page (which holds no data: its script calls /v1 with the operator's key) stay open.
+    v1 = Router(
+        path="/",
+        route_handlers=route_handlers(),
+        middleware=v1_middleware(settings.rate_limit_per_minute, settings.events_rate_limit_per_minute),
+        security=[{SECURITY_SCHEME: []}],
+    )
+    return Litestar(
+        route_handlers=[healthz, readyz, metrics, v1, slack_router(), inbox_router()],
+        lifespan=[serving(settings, service, observed)],
+        on_startup=[document_contract_on_startup],
+        middleware=[http_telemetry(observed.telemetry)],
+        before_request=before_request,
+        dependencies={"principal": Provide(provide_principal, sync_to_thread=False)},
+        exception_handlers=exception_handlers(),
+        openapi_config=openapi_config(),
+        request_max_body_size=settings.max_body_bytes,
+        request_class=ApiRequest,
+        logging_config=None,
+        debug=False,
+    )
+
+
+def serving(
+    settings: Settings, service: Service | None, observed: TelemetryParts
+) -> Callable[[Litestar], AbstractAsyncContextManager[None]]:
+    """The app's lifespan: the service (the given one, or one built here from the settings through
+    the composition root) started before the first request and closed after the last."""
 
     @asynccontextmanager
     async def lifespan(app: Litestar) -> AsyncIterator[None]:
         if settings.migrate_on_start and is_sqlite(settings.database_url):
             await upgrade_async(settings.database_url)
-        built = service or Service.from_settings(settings, telemetry=telemetry)
+        built = service or Service.from_settings(settings, telemetry=observed.telemetry)
         app.state.service = built
         app.state.container = built.container
         try:
@@ -146,59 +174,46 @@ def create_app(
             yield
         finally:
             await built.close()
-            if owns_telemetry:
-                telemetry.shutdown()
+            if observed.owns_telemetry:
+                observed.telemetry.shutdown()
 
-    # Every /v1 controller sits behind the key middleware; health, metrics, the schema and the inbox
-    # page (which holds no data: its script calls /v1 with the operator's key) stay open.
-    v1 = Router(
-        path="/",
-        route_handlers=route_handlers(),
-        middleware=v1_middleware(settings.rate_limit_per_minute, settings.events_rate_limit_per_minute),
-        security=[{SECURITY_SCHEME: []}],
-    )
-    return Litestar(
-        route_handlers=[healthz, readyz, metrics, v1, slack_router(), inbox_router()],
-        lifespan=[lifespan],
-        on_startup=[document_contract_on_startup],
-        middleware=[http_telemetry(telemetry)],
-        before_request=before_request,
-        dependencies={
-            "principal": Provide(provide_principal, sync_to_thread=False),
-        },
-        exception_handlers={
-            ServiceError: problems.service_error_handler,
-            HTTPException: problems.http_error_handler,
-            DBAPIError: problems.database_error_handler,
-            PoolTimeout: problems.database_error_handler,
-            OSError: problems.database_error_handler,
-            Exception: problems.internal_error_handler,
-        },
-        openapi_config=OpenAPIConfig(
-            title="Sursis",
-            version="0.1.0",
-            description="Agents whose tool calls wait, durably, for a human.",
-            path="/schema",
-            render_plugins=[SwaggerRenderPlugin()],
-            components=Components(
-                security_schemes={
-                    SECURITY_SCHEME: SecurityScheme(
-                        type="http",
-                        scheme="bearer",
-                        description="An API key made by `sursis keys create`",
-                    ),
-                    SLACK_SIGNATURE_SCHEME: SecurityScheme(
-                        type="apiKey",
-                        name="X-Slack-Signature",
-                        security_scheme_in="header",
-                        description="Slack's request signature (with `X-Slack-Request-Timestamp`); "
-                        "see docs/channels.md",
-                    ),
-                }
-            ),
+    return lifespan
+
+
+def exception_handlers() -> ExceptionHandlersMap:
+    """Errors by meaning, mapped to problem responses once (`sursis.app.problems`)."""
+    return {
+        ServiceError: problems.service_error_handler,
+        HTTPException: problems.http_error_handler,
+        DBAPIError: problems.database_error_handler,
+        PoolTimeout: problems.database_error_handler,
+        OSError: problems.database_error_handler,
+        Exception: problems.internal_error_handler,
+    }
+
+
+def openapi_config() -> OpenAPIConfig:
+    """The schema at /schema, with the two ways a request proves who sent it."""
+    return OpenAPIConfig(
+        title="Sursis",
+        version="0.1.0",
+        description="Agents whose tool calls wait, durably, for a human.",
+        path="/schema",
+        render_plugins=[SwaggerRenderPlugin()],
+        components=Components(
+            security_schemes={
+                SECURITY_SCHEME: SecurityScheme(
+                    type="http",
+                    scheme="bearer",
+                    description="An API key made by `sursis keys create`",
+                ),
+                SLACK_SIGNATURE_SCHEME: SecurityScheme(
+                    type="apiKey",
+                    name="X-Slack-Signature",
+                    security_scheme_in="header",
+                    description="Slack's request signature (with `X-Slack-Request-Timestamp`); "
+                    "see docs/channels.md",
+                ),
+            }
         ),
-        request_max_body_size=settings.max_body_bytes,
-        request_class=ApiRequest,
-        logging_config=None,
-        debug=False,
     )

@@ -1,12 +1,19 @@
-"""The policy point and the policy services, wired from the settings and the tool catalog."""
+"""Who decides: the policy point every tool call passes, the policy services, pre-approvals and
+approver groups, wired from the settings and the agents' tool catalog."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from sursis.app.settings import Settings
+from sursis.app.wiring import INNER
+from sursis.app.wiring.agents import AgentParts
+from sursis.app.wiring.storage import StorageParts
+from sursis.domain.approver_admin import ApproverService
 from sursis.domain.authorization_cache import AuthorizationCache
+from sursis.domain.authorizations import PreApprovalService
+from sursis.domain.clock import utcnow
 from sursis.domain.notified_cache import Invalidations
 from sursis.domain.policy_cache import AllInvalidations, PolicyCache
 from sursis.domain.policy_service import PolicyService
@@ -14,7 +21,7 @@ from sursis.domain.policy_simulation import PolicySimulation
 from sursis.domain.tools import ToolSpec
 from sursis.infra.agents.declarations import DeclaredToolCatalog
 from sursis.infra.agents.run_deps import PreApprovalPolicy
-from sursis.infra.db.uow import SqlUnitOfWorkFactory
+from sursis.infra.db.engine import is_sqlite
 from sursis.infra.policy.cedar import CedarPolicies, ToolShape
 from sursis.infra.policy.point import StoredPolicyPoint
 
@@ -28,9 +35,11 @@ class PolicyCaches:
     states: PolicyCache | None
 
     @classmethod
-    def build(cls, settings: Settings, *, sqlite: bool, policy: PreApprovalPolicy | None) -> PolicyCaches:
+    def build(cls, settings: Settings, policy: PreApprovalPolicy | None = None) -> PolicyCaches:
+        """None when `policy` replaces the stored point, or caching is off (`policy_cache_seconds`)."""
         if settings.policy_cache_seconds <= 0 or policy is not None:
             return cls(None, None)
+        sqlite = is_sqlite(settings.database_url)
         return cls(
             AuthorizationCache(settings.policy_cache_seconds, live=sqlite),
             PolicyCache(settings.policy_cache_seconds, live=sqlite),
@@ -41,11 +50,14 @@ class PolicyCaches:
         return AllInvalidations(targets) if targets else None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class PolicyParts:
-    point: PreApprovalPolicy
-    service: PolicyService
-    simulation: PolicySimulation
+    policies: PolicyService
+    policy_simulation: PolicySimulation
+    authorizations: PreApprovalService
+    approvers: ApproverService
+    point: PreApprovalPolicy = field(metadata=INNER)
+    """What the runner asks before each tool call."""
 
 
 class CatalogSpecs(Mapping[str, ToolSpec]):
@@ -73,17 +85,20 @@ class CatalogSpecs(Mapping[str, ToolSpec]):
         return len(self._specs())
 
 
-def policy_parts(
-    uow: SqlUnitOfWorkFactory,
-    catalog: DeclaredToolCatalog,
-    caches: PolicyCaches,
-    policy: PreApprovalPolicy | None,
+def wire_policy(
+    storage: StorageParts, agents: AgentParts, caches: PolicyCaches, policy: PreApprovalPolicy | None
 ) -> PolicyParts:
     """`policy`, when given (tests, embedders), replaces the stored point: it decides every call."""
+    uow, catalog = storage.uow, agents.catalog
     cedar = CedarPolicies(
         ToolShape(d.spec.name, d.tool.function_schema.json_schema) for d in catalog.declared_tools()
     )
     specs = CatalogSpecs(catalog)
     service = PolicyService(uow, cedar, specs, changes=caches.invalidations())
-    point = policy or StoredPolicyPoint(uow, cedar, rules=caches.rules, cache=caches.states)
-    return PolicyParts(point, service, PolicySimulation(uow, service, specs))
+    return PolicyParts(
+        policies=service,
+        policy_simulation=PolicySimulation(uow, service, specs),
+        authorizations=PreApprovalService(uow, catalog, changes=caches.rules),
+        approvers=ApproverService(uow, clock=utcnow),
+        point=policy or StoredPolicyPoint(uow, cedar, rules=caches.rules, cache=caches.states),
+    )

@@ -1,0 +1,173 @@
+"""Storage: the engine, the cipher, the unit of work with its notifier and LISTEN connection, and the
+services over stored rows that every entry point shares (the API, the worker, embedded use and
+every command of the command line: none builds a unit of work of its own)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import structlog
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from sursis.app.settings import Settings
+from sursis.domain.audit import AuditService
+from sursis.domain.audit_verify import AuditChainService
+from sursis.domain.clock import utcnow
+from sursis.domain.credential_cache import CredentialCache
+from sursis.domain.keys import NO_WORKSPACE, KeyService
+from sursis.domain.notified_cache import Invalidations
+from sursis.domain.records import AuditEntry
+from sursis.domain.retention import RetentionService
+from sursis.infra.checkpoint_log import FileCheckpointLog
+from sursis.infra.db.encryption_state import EncryptionState, check_encryption
+from sursis.infra.db.engine import PoolLimits, create_engine, is_sqlite
+from sursis.infra.db.listen_connection import ListenConnection
+from sursis.infra.db.listener import PgEventListener
+from sursis.infra.db.rotation import SealedValues
+from sursis.infra.db.uow import EventsListener, PendingListener, RunsListener, SqlUnitOfWorkFactory
+from sursis.infra.db.urls import listen_url
+from sursis.infra.encryption import AesGcmCipher, load_keyring
+from sursis.infra.encryption.signing import Ed25519Signer
+from sursis.infra.notifier import LocalRunNotifier
+from sursis.infra.pg_notify import PostgresRunNotifier
+
+log = structlog.get_logger("sursis.audit")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StorageParts:
+    uow: SqlUnitOfWorkFactory
+    notifier: LocalRunNotifier
+    """In-process wake-ups; on PostgreSQL also NOTIFY/LISTEN between processes."""
+    listener: PgEventListener | None
+    """Wakes this process's event streams on commits made elsewhere (PostgreSQL with LISTEN on)."""
+    credentials: CredentialCache | None
+    keys: KeyService
+    audit: AuditService
+    audit_chain: AuditChainService
+    retention: RetentionService
+
+
+def wire_storage(settings: Settings, *, changes: Invalidations | None = None) -> StorageParts:
+    """The storage of one process. `changes` hears of pre-approval and policy changes made by other
+    processes (the policy caches). One LISTEN connection per process is shared by every listener;
+    nothing connects until the notifier or the listener is started."""
+    engine = build_engine(settings)
+    sqlite = is_sqlite(settings.database_url)
+    listening = None if sqlite else listen_url(settings.database_url, settings.database_listen_url)
+    listen = None if listening is None else ListenConnection(listening)
+    notifier = LocalRunNotifier() if sqlite else PostgresRunNotifier(engine, listen, authorizations=changes)
+    uow = build_unit_of_work(
+        settings,
+        engine,
+        on_events=notifier.conversations_changed,
+        on_pending=notifier.pending_changed,
+        on_runs=notifier.runs_notified,
+    )
+    credentials = (
+        CredentialCache(settings.credential_cache_seconds, live=sqlite)
+        if settings.credential_cache_seconds > 0
+        else None
+    )
+    listener = (
+        None
+        if listen is None
+        else PgEventListener(
+            listen, notifier.conversations_changed, on_pending=notifier.pending_changed, keys=credentials
+        )
+    )
+    chain = build_audit_chain(settings, uow)
+    return StorageParts(
+        uow=uow,
+        notifier=notifier,
+        listener=listener,
+        credentials=credentials,
+        keys=KeyService(uow, cache=credentials),
+        audit=AuditService(uow),
+        audit_chain=chain,
+        retention=build_retention(settings, uow, chain),
+    )
+
+
+def build_cipher(settings: Settings) -> AesGcmCipher:
+    """The cipher over the keyring the settings name (no keys: encryption off)."""
+    keys = settings.encryption_keys.get_secret_value() if settings.encryption_keys else None
+    return AesGcmCipher(load_keyring(keys, settings.encryption_keys_file))
+
+
+def build_signer(settings: Settings) -> Ed25519Signer | None:
+    path = settings.audit_signing_key_file
+    return Ed25519Signer.from_file(path) if path is not None else None
+
+
+def pool_limits(settings: Settings) -> PoolLimits:
+    """The process's share of the database's connections (docs/operations.md)."""
+    return PoolLimits(
+        size=settings.db_pool_size,
+        overflow=settings.db_pool_overflow,
+        timeout=settings.db_pool_timeout_seconds,
+    )
+
+
+def build_engine(settings: Settings) -> AsyncEngine:
+    return create_engine(settings.database_url, limits=pool_limits(settings))
+
+
+def build_unit_of_work(
+    settings: Settings,
+    engine: AsyncEngine | None = None,
+    *,
+    on_events: EventsListener | None = None,
+    on_pending: PendingListener | None = None,
+    on_runs: RunsListener | None = None,
+) -> SqlUnitOfWorkFactory:
+    engine = engine or build_engine(settings)
+    return SqlUnitOfWorkFactory(
+        engine, on_events=on_events, on_pending=on_pending, on_runs=on_runs, cipher=build_cipher(settings)
+    )
+
+
+def _signing_refused(workspace: str, reason: str) -> None:
+    log.error("audit.checkpoint_refused", workspace=workspace, reason=reason)
+
+
+def build_audit_chain(settings: Settings, uow: SqlUnitOfWorkFactory) -> AuditChainService:
+    directory = settings.audit_checkpoint_dir
+    return AuditChainService(
+        uow,
+        utcnow,
+        signer=build_signer(settings),
+        on_refused=_signing_refused,
+        external=FileCheckpointLog(directory) if directory is not None else None,
+    )
+
+
+def build_retention(
+    settings: Settings, uow: SqlUnitOfWorkFactory, chain: AuditChainService
+) -> RetentionService:
+    return RetentionService(uow, utcnow, batch=settings.retention_batch, chain=chain)
+
+
+async def check_storage(uow: SqlUnitOfWorkFactory) -> EncryptionState:
+    """Refuse (`EncryptionRefused`) a keyring the database may not be used with; see
+    `infra/db/encryption_state.py`."""
+    cipher = uow.cipher
+    assert isinstance(cipher, AesGcmCipher)
+    state = await check_encryption(uow.engine, cipher.keys, utcnow())
+    cipher.refuses_plaintext = state.on  # an encrypted database serves no unsealed value
+    if state.sealed_at_start is not None and state.sealed_at_start.rows:
+        await record_sealed_existing(uow, "system:start", state.sealed_at_start)
+    return state
+
+
+async def record_sealed_existing(uow: SqlUnitOfWorkFactory, actor: str, sealed: SealedValues) -> None:
+    """The audit row of values sealed as they were found (encryption turned on, or
+    `sursis encryption seal-existing`): how many, in which columns, under which key."""
+    key_id = uow.cipher.active_key_id if uow.cipher else None
+    details: dict[str, Any] = {"key_id": key_id, "values": sealed.values, "columns": dict(sealed.columns)}
+    async with uow() as work:
+        await work.audit.append(
+            AuditEntry("encryption.sealed_existing", actor, NO_WORKSPACE, details=details), utcnow()
+        )
+        await work.commit()
