@@ -9,7 +9,7 @@ the command line that need only storage go through its first step (`wire_storage
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import structlog
 from pydantic_ai.models import Model
@@ -61,37 +61,50 @@ from sursis.infra.worlds.context import WorldsContext
 log = structlog.get_logger("sursis.http")
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Container:
+    """What the contexts offer, by name (grouped by the wiring function that offers them): the
+    routes are given these attributes (`sursis.app.routes.provide`), `Service` wraps the whole."""
+
     settings: Settings
+    # storage (wire_storage)
     uow: SqlUnitOfWorkFactory
     notifier: LocalRunNotifier
-    catalog: DeclaredToolCatalog
-    agents: AgentCatalogService
-    conversations: ConversationService
-    runs: RunService
-    pending_calls: PendingCallService
+    listener: PgEventListener | None
+    credentials: CredentialCache | None
+    keys: KeyService
     audit: AuditService
     audit_chain: AuditChainService
     retention: RetentionService
-    keys: KeyService
-    authorizations: PreApprovalService
+    # telemetry (wire_telemetry)
+    telemetry: Telemetry
+    owns_telemetry: bool
+    # worlds (wire_worlds)
+    worlds: WorldsContext
+    # agents (wire_agents)
+    catalog: DeclaredToolCatalog
+    agents: AgentCatalogService
+    mcp_pins: McpPinService
+    # policy (wire_policy)
     policies: PolicyService
     policy_simulation: PolicySimulation
+    authorizations: PreApprovalService
+    approvers: ApproverService
+    # deliveries (wire_deliveries)
+    webhooks: WebhookService
+    # runtime (wire_runtime)
     runner: AgentRunner
     worker: Worker
-    telemetry: Telemetry
+    # conversations (wire_conversations)
+    conversations: ConversationService
+    runs: RunService
+    pending_calls: PendingCallService
     events: EventService
-    webhooks: WebhookService
-    intake: EventIntakeService
-    worlds: WorldsContext
+    # channels (wire_channels)
     channels: ChannelAdminService
     slack: SlackInbound
-    approvers: ApproverService
-    mcp_pins: McpPinService
-    listener: PgEventListener | None = None
-    credentials: CredentialCache | None = None
-    owns_telemetry: bool = field(default=False)
+    # customer (wire_customer)
+    intake: EventIntakeService
     encryption: EncryptionState | None = None
     """Set by `start`: whether encryption is on and the active key (the banner, `/readyz`)."""
 
