@@ -75,7 +75,7 @@ lint: $(STAMP) ## ruff, mypy --strict, import-linter
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports
 
-bench: $(STAMP) ## per-turn cost, resolve p50/p99, throughput, memory over 10,000 turns; tables and JSON lines
+bench: $(STAMP) ## per-turn cost, resolve p50/p99, throughput, memory over 10,000 turns beside the memory floor (bench/memory_floor.py); tables and JSON lines
 	$(PY) bench/bench.py
 	$(PY) bench/events_burst.py
 	$(PY) bench/world_memory.py
@@ -85,7 +85,7 @@ bench-calls: $(STAMP) ## Python function calls per approval turn (Sursis, the ba
 	$(PY) -m pip install --quiet -e ".[dev,peers]"
 	$(PY) bench/calls.py
 
-bench-peers: $(STAMP) ## the approval turn against LangGraph, pydantic-ai on DBOS and LangGraph's Agent Server on its PostgreSQL runtime (installs redis-server when missing)
+bench-peers: $(STAMP) ## the approval turn against LangGraph, pydantic-ai on DBOS, on pgtask and on Absurd, and LangGraph's Agent Server on its PostgreSQL runtime (installs redis-server when missing)
 	@if [ ! -x /usr/bin/redis-server ]; then \
 	  sudo=""; [ "$$(id -u)" -eq 0 ] || sudo=sudo; \
 	  $$sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -qq redis-server; \
@@ -93,6 +93,10 @@ bench-peers: $(STAMP) ## the approval turn against LangGraph, pydantic-ai on DBO
 	$(PY) -m pip install --quiet -e ".[dev,peers]"
 	test -x .venv-agent-server/bin/python || python3 -m venv .venv-agent-server
 	.venv-agent-server/bin/pip install --quiet -r bench/agent-server-requirements.txt
+	test -x .venv-pgtask/bin/python || python3 -m venv .venv-pgtask
+	.venv-pgtask/bin/pip install --quiet -r bench/pgtask-requirements.txt
+	test -x .venv-absurd/bin/python || python3 -m venv .venv-absurd
+	.venv-absurd/bin/pip install --quiet -r bench/absurd-requirements.txt
 	$(PY) bench/peers.py
 
 bench-durability: $(STAMP) ## runs/s with 1 and 4 worker processes, resolve-to-resume latency (PostgreSQL)

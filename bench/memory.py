@@ -6,6 +6,8 @@ The process's resident set size (VmRSS) is read every `--every` turns (default 5
 gives it at the half-way mark (turn 5 000 by default) and at the end (turn 10 000), and the growth
 between the two (targets: at most 120 MiB, no growth). This process does no more per turn than the
 requests of the turn (three or four, over kept-alive connections); it reads RSS only at the marks.
+Beside the end figure: the memory floor (`memory_floor.py`), the RSS of a process that only imports
+the libraries the service is built on, and how far `serve` is above it.
 
     .venv/bin/python bench/memory.py [--turns 10000] [--concurrency 4] [--every 500] [--quick]
 """
@@ -23,6 +25,7 @@ from pathlib import Path
 import httpx
 from common import Processes, fresh_database
 from http_load import http_turn, new_conversation
+from memory_floor import IMPORTS, floor_mib
 
 DEFAULT_PG_URL = "postgresql+asyncpg://postgres@127.0.0.1:5432/bench"
 TURNS_PER_CONVERSATION = 50
@@ -101,11 +104,20 @@ async def main() -> None:
         flush=True,
     )
     summary = await soak(url, args.turns, args.concurrency, args.every)
+    summary["memory_floor_mib"] = floor = floor_mib()
+    end = summary["memory_rss_end_mib"]
+    assert isinstance(end, float)
+    summary["memory_rss_end_above_floor_mib"] = round(end - floor, 1)
     print(
         f"  RSS at turn {summary['memory_half_turn']}: {summary['memory_rss_half_mib']} MiB; "
         f"at turn {summary['memory_turns']}: {summary['memory_rss_end_mib']} MiB (target <= {TARGET_MIB}); "
         f"growth between them {summary['memory_growth_half_to_end_mib']:+} MiB (target: none); "
         f"{summary['memory_seconds']} s, load average {summary['memory_load_average']}"
+    )
+    print(
+        f"  floor (a process importing only {', '.join(IMPORTS)}): {floor} MiB; `serve` after "
+        f"{summary['memory_turns']} turns: {summary['memory_rss_end_mib']} MiB, "
+        f"{summary['memory_rss_end_above_floor_mib']} MiB above it"
     )
     print(json.dumps(summary))
 

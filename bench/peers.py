@@ -15,6 +15,14 @@ approves, the tool runs, the model answers.
 - pydantic-ai on DBOS: the same agent as `agent_only` with pydantic-ai's `DBOSDurability`
   capability inside a `@DBOS.workflow`, the approval published with `DBOS.set_event` and received
   with `DBOS.recv` (`turn_dbos.py`), DBOS's system database on the same server (DBOS_PG_URL).
+- pydantic-ai on pgtask and on Absurd (`--pg-peers`, the default; `peer_process.py`): the same
+  agent with pydantic-ai-harness's `PGTaskDurability` inside a pgtask task that waits for the
+  decision with `wait_for_signal` (`turn_pgtask.py`, PGTASK_PG_URL), and with its
+  `AbsurdDurability` inside an Absurd task that waits with `await_event` (`turn_absurd.py`,
+  ABSURD_PG_URL); each in a child process from a venv of its own (`.venv-pgtask`, `.venv-absurd`),
+  its engine's client and worker both in it, interleaved with the sides above. The operator's side
+  polls the task's state every `--poll-ms` (neither engine notifies a waiting task). Both engines
+  run a tool again if the process died after its effect (at least once); Sursis runs it once.
 - Over HTTP (`--http`, the default; `--http-only` for this part alone; `peers_http.py`): Sursis's
   processes (`--ours-layout`: two `serve` with their workers, or `serve --no-worker` + `worker`)
   against LangGraph's Agent Server on its PostgreSQL runtime (`langgraph-api` with
@@ -25,15 +33,18 @@ approves, the tool runs, the model answers.
   and through LangGraph with a pooled `AsyncPostgresSaver`, with the CPU per turn and the load.
 
 Turns are interleaved one by one (the side that goes first alternates every round), so a busy
-machine slows both alike. Transactions are counted on the server (`pg_stat_database` of each
-side's own database, read after the side's connections have closed, so every backend flushed its
-counters) and statements on the client (SQLAlchemy's `before_cursor_execute`; a counting psycopg
-cursor). Needs the `peers` extra: `pip install -e '.[peers]'` (`make bench-peers` does it).
+machine slows both alike. Beside each turn's time and its process's CPU (for a child process, the
+child's), the CPU of the PostgreSQL backends of the side's own database over the turn (`/proc`, when
+the server is local; a mean, as it comes in clock ticks). Transactions are counted on the server
+(`pg_stat_database` of each side's own database, read after the side's connections have closed,
+so every backend flushed its counters) and statements on the client (SQLAlchemy's
+`before_cursor_execute`; a counting psycopg cursor). Needs the `peers` extra:
+`pip install -e '.[peers]'` (`make bench-peers` does it).
 
     .venv/bin/python bench/peers.py [--rounds 5] [--window 10] [--long 200] [--durability sync]
         [--no-throughput] [--throughput-turns 20] [--throughput-seconds 120] [--quick]
         [--http-only] [--no-http] [--http-rounds 5] [--ours-layout embedded|split]
-        [--agent-server-layout split|single]
+        [--agent-server-layout split|single] [--no-pg-peers] [--poll-ms 5]
 """
 
 from __future__ import annotations
@@ -45,14 +56,15 @@ import os
 import statistics
 import tempfile
 import time
-from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 import peers_http
 import peers_throughput
 import psycopg
+from peer_process import BackendSampler, asyncpg_url, mean, peer_specs, print_pg_peers
+from peers_rounds import ATTRS, HEADER, Samples, interleaved, p50, row
 from turn_agent import AgentOnlySide
 from turn_dbos import DbosSide
 from turn_langgraph import LangGraphSide
@@ -118,64 +130,6 @@ async def transactions_per_turn(
     return round((large - small) / turns, 1)
 
 
-# --- interleaved rounds ----------------------------------------------------------------------
-
-
-@dataclass
-class Samples:
-    suspend: list[float] = field(default_factory=list)
-    resolve: list[float] = field(default_factory=list)
-    resume: list[float] = field(default_factory=list)
-    statements: list[int] = field(default_factory=list)
-    cpu: list[float] = field(default_factory=list)
-    """Process CPU ms of each turn (every thread of this process: DBOS's included)."""
-
-    @property
-    def turn(self) -> list[float]:
-        return [s + r for s, r in zip(self.suspend, self.resume, strict=True)]
-
-
-def p50(values: Sequence[float]) -> float:
-    return round(statistics.median(values), 2) if values else float("nan")
-
-
-async def measured_turn(side: Side, conversation: Any, into: Samples) -> None:
-    before = side.statements()
-    cpu = time.process_time()
-    suspend, resolve, resume = await side.turn(conversation)
-    into.cpu.append((time.process_time() - cpu) * 1000)
-    into.statements.append(side.statements() - before)
-    into.suspend.append(suspend)
-    into.resolve.append(resolve)
-    into.resume.append(resume)
-
-
-async def interleaved(
-    sides: dict[str, Side], conversations: dict[str, Any] | None, window: int, first: str
-) -> dict[str, Samples]:
-    """`window` turns on each side, alternating turn by turn; fresh conversations unless given."""
-    order = [first, *(n for n in sides if n != first)]
-    convs = conversations or {n: await sides[n].new_conversation() for n in order}
-    samples = {n: Samples() for n in order}
-    for _ in range(window):
-        for name in order:
-            await measured_turn(sides[name], convs[name], samples[name])
-    return samples
-
-
-def row(name: str, s: Samples) -> str:
-    return (
-        f"  {name:<10} {p50(s.suspend):>9} {p50(s.resolve):>9} {p50(s.resume):>9} {p50(s.turn):>9} "
-        f"{statistics.median(s.statements):>11} {p50(s.cpu):>8}"
-    )
-
-
-HEADER = (
-    f"  {'':<10} {'suspend':>9} {'resolve':>9} {'resume':>9} {'turn':>9} {'statements':>11} {'cpu ms':>8}"
-)
-ATTRS = ("suspend", "resolve", "resume", "statements", "cpu")
-
-
 async def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5)
@@ -188,6 +142,15 @@ async def main() -> None:
         help="LangGraph's checkpoint durability (default: LangGraph's own default)",
     )
     parser.add_argument("--quick", action="store_true", help="a smoke run: few turns of every part")
+    parser.add_argument(
+        "--pg-peers",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="pydantic-ai on pgtask and on Absurd (their venvs; peer_process.py)",
+    )
+    parser.add_argument(
+        "--poll-ms", type=float, default=5.0, help="pgtask, Absurd: how often a task's state is read"
+    )
     peers_throughput.add_arguments(parser)
     peers_http.add_arguments(parser)
     args = parser.parse_args()
@@ -209,8 +172,9 @@ async def main() -> None:
         print(f"logs: {log_dir}")
         print(json.dumps(summary_http))
         return
-    for url in (peers_url, dbos_url):
-        await ensure_database(url.replace("postgresql://", "postgresql+asyncpg://", 1))
+    specs = peer_specs() if args.pg_peers else []
+    for url in (peers_url, dbos_url, *(spec.url for spec in specs)):
+        await ensure_database(asyncpg_url(url))
     await OursSide.prepare(ours_url)
 
     def make_ours(verify: bool = True) -> OursSide:
@@ -237,7 +201,19 @@ async def main() -> None:
         print(f"  {name:<10} suspend {suspend}, resolve + resume {round(turn - suspend, 1)}, turn {turn}")
 
     sides: dict[str, Side] = {"sursis": make_ours(), "langgraph": make_peer()}
-    turn1_sides: dict[str, Side] = {**sides, "dbos": DbosSide(dbos_url), "agent_only": AgentOnlySide()}
+    turn1_sides: dict[str, Side] = {
+        **sides,
+        "dbos": DbosSide(dbos_url),
+        **{spec.name: spec.side(log_dir, args.poll_ms) for spec in specs},
+        "agent_only": AgentOnlySide(),
+    }
+    databases = {
+        "sursis": ours_url.rsplit("/", 1)[1],
+        "langgraph": peers_url.rsplit("/", 1)[1],
+        "dbos": dbos_url.rsplit("/", 1)[1],
+        **{spec.name: spec.database for spec in specs},
+    }
+    sampler = await BackendSampler.open(ours_url)
     for side in turn1_sides.values():
         await side.open()
     try:
@@ -254,15 +230,19 @@ async def main() -> None:
         ratios: list[float] = []
         dbos_ratios: list[float] = []
         cpu_ratios: dict[str, list[float]] = {"langgraph": [], "dbos": []}
+        peer_turn_ratios: dict[str, list[float]] = {spec.name: [] for spec in specs}
+        cpu_ratios.update({spec.name: [] for spec in specs})
         all_samples: dict[str, Samples] = {n: Samples() for n in turn1_sides}
         for r in range(args.rounds):
             first = "sursis" if r % 2 == 0 else "langgraph"
-            samples = await interleaved(turn1_sides, None, args.window, first)
+            samples = await interleaved(turn1_sides, None, args.window, first, (sampler, databases))
             ratio = p50(samples["sursis"].turn) / p50(samples["langgraph"].turn)
             ratios.append(ratio)
             dbos_ratios.append(p50(samples["sursis"].turn) / p50(samples["dbos"].turn))
             for peer, into in cpu_ratios.items():
                 into.append(p50(samples["sursis"].cpu) / p50(samples[peer].cpu))
+            for peer, into in peer_turn_ratios.items():
+                into.append(p50(samples["sursis"].turn) / p50(samples[peer].turn))
             print(
                 f" round {r + 1}: sursis / langgraph = {ratio:.2f}, sursis / dbos = {dbos_ratios[-1]:.2f}"
                 f"\n{HEADER}",
@@ -278,8 +258,9 @@ async def main() -> None:
             summary[f"{name}_turn1_p50_ms"] = p50(s.turn)
             summary[f"{name}_suspend_p50_ms"] = p50(s.suspend)
             summary[f"{name}_resume_p50_ms"] = p50(s.resume)
-            summary[f"{name}_statements_per_turn"] = statistics.median(s.statements)
+            summary[f"{name}_statements_per_turn"] = statistics.median(s.statements) if s.statements else None
             summary[f"{name}_cpu_ms_per_turn"] = p50(s.cpu)
+            summary[f"{name}_postgres_cpu_ms_per_turn"] = mean(s.postgres)
         floor = p50(all_samples["agent_only"].turn)
         summary["agent_only_vs_langgraph_ratio"] = round(floor / p50(all_samples["langgraph"].turn), 3)
         summary["sursis_beyond_agent_loop_ms"] = round(p50(all_samples["sursis"].turn) - floor, 2)
@@ -306,6 +287,7 @@ async def main() -> None:
             f"CPU {summary['dbos_cpu_ratio']} "
             f"({summary['dbos_cpu_ratio_min']}-{summary['dbos_cpu_ratio_max']})"
         )
+        print_pg_peers(summary, all_samples, peer_turn_ratios, cpu_ratios)
         print(
             f" pydantic-ai alone / langgraph = {summary['agent_only_vs_langgraph_ratio']}: the agent loop's "
             f"floor; sursis beyond it: {summary['sursis_beyond_agent_loop_ms']} ms per turn, "
@@ -346,11 +328,12 @@ async def main() -> None:
     finally:
         for side in turn1_sides.values():
             await side.close()
+        await sampler.close()
         DbosSide.shutdown()
     if args.http:
         await peers_http.run(args, ours_url, log_dir, summary)
     if args.throughput:
-        await peers_throughput.run(args, ours_url, peers_url, log_dir, summary)
+        await peers_throughput.run(args, ours_url, peers_url, log_dir, summary, specs)
     summary["load_average"] = os.getloadavg()[0]
     summary["seconds"] = round(time.perf_counter() - started, 1)
     print(f"logs: {log_dir}")

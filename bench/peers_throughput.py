@@ -8,8 +8,11 @@
   `AsyncPostgresSaver` on a `psycopg_pool.AsyncConnectionPool` of `concurrency` connections, one
   LangGraph thread per conversation, all in this process, on PEERS_PG_URL.
 
-The order is Sursis (2 workers), LangGraph, Sursis (4 workers), so the ratio of the first two
-compares runs next to each other. Beside each figure: CPU per turn of the service's processes (for
+- pydantic-ai on pgtask and on Absurd (`peer_process.py`): `concurrency` conversations at once in
+  the peer's child process (the engine's client and its worker, concurrency 10), on its database.
+
+The order is Sursis (2 workers), LangGraph, pgtask, Absurd, Sursis (4 workers), so the ratio of the
+first two compares runs next to each other. Beside each figure: CPU per turn of the service's processes (for
 LangGraph this process, which is its service and its load at once), of the PostgreSQL backends of
 the side's database, of the HTTP load (this process, Sursis only), and the 1-minute load average.
 Each run is bounded: `--throughput-turns` per conversation, and no turn starts after
@@ -21,6 +24,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +35,7 @@ from http_load import (
     format_throughput,
     throughput,
 )
+from peer_process import TOOL_AFTER_CRASH, PeerSpec, peer_throughput
 from turn_langgraph import LangGraphSide
 
 
@@ -92,7 +97,12 @@ def record(summary: dict[str, Any], key: str, row: ThroughputRow) -> None:
 
 
 async def run(
-    args: argparse.Namespace, ours_url: str, peers_url: str, log_dir: Path, summary: dict[str, Any]
+    args: argparse.Namespace,
+    ours_url: str,
+    peers_url: str,
+    log_dir: Path,
+    summary: dict[str, Any],
+    specs: Sequence[PeerSpec] = (),
 ) -> None:
     concurrency, turns, seconds = args.throughput_concurrency, args.throughput_turns, args.throughput_seconds
     print(
@@ -110,6 +120,11 @@ async def run(
                 peers_url, args.durability, concurrency, turns, seconds
             )
             print(format_throughput(rows["langgraph"]), flush=True)
+            for spec in specs:
+                rows[spec.name] = await peer_throughput(
+                    spec, log_dir, args.poll_ms, concurrency, turns, seconds
+                )
+                print(format_throughput(rows[spec.name]), flush=True)
             continue
         mode = f"sursis 2 api+{workers}w"
         [rows[key]], rss = await throughput(ours_url, mode, workers, plan, log_dir, apis=2, seconds=seconds)
@@ -120,6 +135,16 @@ async def run(
         record(summary, key, row)
     ours, peer, more = rows["sursis_2_workers"], rows["langgraph"], rows["sursis_4_workers"]
     summary["throughput_sursis_vs_langgraph_ratio"] = round(ours.turns_per_s / peer.turns_per_s, 3)
+    for spec in specs:
+        summary[f"throughput_sursis_vs_{spec.name}_ratio"] = round(
+            ours.turns_per_s / rows[spec.name].turns_per_s, 3
+        )
+        print(
+            f" sursis (2 api + 2 workers) / pydantic-ai on {spec.name} = "
+            f"{summary[f'throughput_sursis_vs_{spec.name}_ratio']} ({spec.name}: client and worker in one "
+            f"process, {TOOL_AFTER_CRASH[spec.name].split(' (')[0]} tools)",
+            flush=True,
+        )
     summary["throughput_4_vs_2_workers_ratio"] = round(more.turns_per_s / ours.turns_per_s, 3)
     print(
         f" sursis (2 api + 2 workers) / langgraph = {summary['throughput_sursis_vs_langgraph_ratio']} "

@@ -16,25 +16,15 @@ from typing import Any
 from opentelemetry.sdk.trace import TracerProvider
 from pydantic_ai import Agent
 from pydantic_ai.capabilities import Instrumentation
-from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart, ToolReturnPart
-from pydantic_ai.models.function import AgentInfo, FunctionModel
+from pydantic_ai.messages import ModelMessage
+from pydantic_ai.models.function import FunctionModel
 from pydantic_ai.models.instrumented import InstrumentationSettings
 from pydantic_ai.tools import DeferredToolRequests, DeferredToolResults
+from scripted_model import scripted
 
 
 def ms(seconds: float) -> float:
     return seconds * 1000
-
-
-def scripted(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
-    """Proposes the gated replay for a user message; answers once the tool's result is in."""
-    last = messages[-1].parts[-1]
-    if isinstance(last, ToolReturnPart):
-        return ModelResponse(parts=[TextPart("replayed")])
-    turn = sum(1 for m in messages if m.kind == "request")
-    return ModelResponse(
-        parts=[ToolCallPart("replay_dlq_event", {"event_id": "evt_1001", "reason": "bench"}, f"call_{turn}")]
-    )
 
 
 def build_agent(instrumented: bool) -> Agent[None, str | DeferredToolRequests]:

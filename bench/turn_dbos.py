@@ -26,7 +26,7 @@ from pydantic_ai.durable_exec.dbos import DBOSDurability
 from pydantic_ai.messages import ModelMessagesTypeAdapter
 from pydantic_ai.models.function import FunctionModel
 from pydantic_ai.tools import DeferredToolRequests, DeferredToolResults
-from turn_agent import scripted
+from scripted_model import scripted
 
 REQUESTS = "approval_requests"
 DECISION = "decision"
