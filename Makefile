@@ -4,7 +4,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 SERVE_STAMP := $(VENV)/.serve-installed
 
-.PHONY: help install run test test-compat soak ha-drill lint migrate bench bench-calls bench-peers bench-durability bench-volume image-smoke clean
+.PHONY: help install run test test-compat test-compat-all soak ha-drill lint migrate bench bench-calls bench-peers bench-durability bench-volume image-smoke clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-17s %s\n", $$1, $$2}'
@@ -53,7 +53,19 @@ $(COMPAT_STAMP): pyproject.toml Makefile
 	$(COMPAT_VENV)/bin/python -c "import pydantic_ai_harness; from importlib.metadata import version; print('.venv-compat: pydantic-ai', version('pydantic-ai-slim'), 'with pydantic-ai-harness', version('pydantic-ai-harness'))"
 	touch $(COMPAT_STAMP)
 
-test-compat: $(COMPAT_STAMP) ## the adoption tests (tests/adoption, tests/agents, tests/attacks) on the lowest supported pydantic-ai, with pydantic-ai-harness (.venv-compat); the packaging tests (venvs of their own) run in make test
+# What pydantic-ai's version changes: adopting an agent and driving it (its deps, output, tool results,
+# capabilities, nested agents), and how a segment's error reaches the service. The rest of tests/agents
+# and tests/attacks (MCP, providers, policy) runs in `make test`, on the newest pydantic-ai, and
+# `make test-compat-all` runs it here too. The packaging tests (venvs of their own) run in make test;
+# tests/packaging/test_wheel.py installs the wheel beside pydantic-ai-harness, hence on the lowest.
+COMPAT_TESTS := tests/adoption tests/agents/test_adopted_agent.py tests/agents/test_agent_deps.py \
+	tests/agents/test_pydantic_ai_features.py tests/agents/test_nested_agents.py \
+	tests/attacks/test_forged_nested_arguments.py tests/unit/test_failure_classification.py
+
+test-compat: $(COMPAT_STAMP) ## the adoption tests on the lowest supported pydantic-ai, with pydantic-ai-harness (.venv-compat; part of .ci/run)
+	PIP_CONSTRAINT=$(COMPAT_CONSTRAINTS) $(COMPAT_VENV)/bin/pytest -q -n 2 --dist loadfile -m "not slow and not packaging" $(COMPAT_TESTS)
+
+test-compat-all: $(COMPAT_STAMP) ## tests/adoption, tests/agents and tests/attacks on the lowest supported pydantic-ai (.venv-compat; not in .ci/run)
 	PIP_CONSTRAINT=$(COMPAT_CONSTRAINTS) $(COMPAT_VENV)/bin/pytest -q -n 2 --dist loadfile -m "not slow and not packaging" tests/adoption tests/agents tests/attacks
 
 SOAK_KILLS ?= 1000

@@ -1,6 +1,9 @@
-"""The built wheel, installed with pip into a fresh venv outside the checkout with the example
-project (`examples/support-desk`), migrates SQLite and PostgreSQL and serves the example's agent with
-`sursis serve --agents`: whatever the wheel misses fails here."""
+"""The built wheel, installed with pip into a fresh venv outside the checkout beside
+pydantic-ai-harness (`pip install sursis pydantic-ai-harness`, which resolves to the lowest
+pydantic-ai the service supports, the one the harness pins) and the example project
+(`examples/support-desk`), migrates SQLite and PostgreSQL, serves the example's agent with
+`sursis serve --agents` and runs an adopted agent carrying a harness capability through an
+approval turn: whatever the wheel misses fails here."""
 
 from __future__ import annotations
 
@@ -32,6 +35,10 @@ REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "support-desk"
 AGENTS = ["--agents", "support_desk.agents:AGENTS", "--agents", "assistant"]
 HEAD = ScriptDirectory.from_config(alembic_config("sqlite://")).get_current_head()
+HARNESS = "pydantic-ai-harness==0.62.0"
+"""The official capability library at the version that pins the lowest supported pydantic-ai."""
+LOWEST_PYDANTIC_AI = "2.62.0"
+JUDGED_DESK = Path(__file__).resolve().parent / "judged_desk.py"
 
 
 @pytest.fixture(scope="module")
@@ -41,10 +48,10 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def venv(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A fresh venv with the wheel and its dependencies installed by pip (the local pip cache and
-    configured indexes only), then the example project (its `sursis` dependency is the wheel);
-    returns its `bin` directory."""
-    return fresh_venv(tmp_path_factory.mktemp("venv"), [str(wheel)], [str(EXAMPLE)])
+    """A fresh venv with the wheel, pydantic-ai-harness and their dependencies installed by one pip
+    resolution (the local pip cache and configured indexes only), then the example project (its
+    `sursis` dependency is the wheel); returns its `bin` directory."""
+    return fresh_venv(tmp_path_factory.mktemp("venv"), [str(wheel), HARNESS], [str(EXAMPLE)])
 
 
 _clean_env = clean_env
@@ -197,6 +204,29 @@ def test_the_installed_wheel_migrates_a_fresh_postgresql_database(venv: Path, tm
             _exercise(base, key)
     finally:
         asyncio.run(drop_database(url))
+
+
+def test_beside_pydantic_ai_harness_a_judged_agent_completes_an_approval_turn(
+    venv: Path, tmp_path: Path
+) -> None:
+    url = f"sqlite+aiosqlite:///{tmp_path / 'judged.db'}"
+    migrated = _sursis(venv, tmp_path, url, "migrate")
+    assert migrated.returncode == 0, migrated.stderr
+    done = subprocess.run(
+        [str(venv / "python"), str(JUDGED_DESK), url],
+        cwd=tmp_path,
+        env=_clean_env(venv),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    turn = json.loads(done.stdout.splitlines()[-1])
+    assert (turn["pydantic-ai-slim"], turn["pydantic-ai-harness"]) == (LOWEST_PYDANTIC_AI, "0.62.0")
+    assert turn["pending"] == [["drop_table", "approval"]]
+    # The person approved; the harness's judge, at execution, let the call run; it ran once.
+    assert (turn["status"], turn["effects"]) == ("completed", ["tmp_import"]), turn
+    assert turn["verdicts"] == [["drop_table", "allow"]]
 
 
 def _revision(url: str) -> str | None:

@@ -190,9 +190,14 @@ class ApprovedArgsMismatch(Exception):
         super().__init__(self.message)
 
 
-def refusal(exc: BaseException) -> ApprovedArgsMismatch | None:
-    """The `ApprovedArgsMismatch` that `exc` is, or carries as a cause (or in a group), if any."""
-    seen: set[int] = set()
+def refusal(exc: BaseException, seen: set[int] | None = None) -> ApprovedArgsMismatch | None:
+    """The `ApprovedArgsMismatch` that `exc` is, or carries as a cause (or in a group), if any.
+
+    Each exception is looked at once across the whole walk (`seen`): pydantic-ai 2.62 re-raises
+    the one error of its task group with that group as its `__context__`, so the group leads back
+    to the error that leads to the group.
+    """
+    seen = set() if seen is None else seen
     current: BaseException | None = exc
     while current is not None and id(current) not in seen:
         seen.add(id(current))
@@ -200,7 +205,7 @@ def refusal(exc: BaseException) -> ApprovedArgsMismatch | None:
             return current
         if isinstance(current, BaseExceptionGroup):
             for inner in current.exceptions:
-                if (found := refusal(inner)) is not None:
+                if (found := refusal(inner, seen)) is not None:
                     return found
         current = current.__cause__ or current.__context__
     return None

@@ -18,21 +18,22 @@ from sursis.infra.db.errors import DatabaseFailure, database_failure
 from sursis.infra.telemetry import current_trace_id
 
 
-def is_transient_database_error(exc: BaseException) -> bool:
+def is_transient_database_error(exc: BaseException, seen: set[int] | None = None) -> bool:
     """A database or connection failure rather than a fault of the run itself.
 
     A segment that meets one is abandoned, not failed: its lease runs out and the run is claimed
     again (bounded by the claim count). What counts is the database error table
     (`infra/db/errors.py`: unreachable or transient), found on the exception or one of its
     causes, and any OS error. pydantic-ai's own errors never count, although `RunTimedOut` is a
-    `TimeoutError`, hence an `OSError`.
+    `TimeoutError`, hence an `OSError`. Each exception is looked at once across the whole walk
+    (`seen`), groups included: an error and a group that holds it may lead to each other.
     """
-    seen: set[int] = set()
+    seen = set() if seen is None else seen
     current: BaseException | None = exc
     while current is not None and id(current) not in seen:
         seen.add(id(current))
         if isinstance(current, BaseExceptionGroup):
-            return any(is_transient_database_error(inner) for inner in current.exceptions)
+            return any(is_transient_database_error(inner, seen) for inner in current.exceptions)
         if isinstance(current, AgentRunError):
             return False
         if isinstance(current, OSError):
