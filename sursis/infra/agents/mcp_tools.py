@@ -43,6 +43,7 @@ from sursis.domain.mcp_pins import McpPinStore
 from sursis.domain.policies import SCHEMA_CHANGED
 from sursis.domain.policy_decisions import ApprovalRoute, PolicyDecision, PolicyEffect
 from sursis.domain.tools import Category, Executor, ToolSpec
+from sursis.infra.agents.call_marks import OUTCOME_UNKNOWN
 from sursis.infra.agents.mcp_connections import McpConnection, McpServer
 from sursis.infra.agents.mcp_descriptions import (
     McpTool,
@@ -56,9 +57,7 @@ from sursis.infra.agents.mcp_descriptions import (
 )
 from sursis.infra.agents.mcp_failures import (
     DISPATCHED,
-    OUTCOME_UNKNOWN,
-    dispatched_before,
-    mark_dispatched,
+    MCP,
     one_line,
     outcome_unknown,
     server_died,
@@ -66,7 +65,6 @@ from sursis.infra.agents.mcp_failures import (
 )
 from sursis.infra.agents.mcp_isolation import isolate_servers
 from sursis.infra.agents.run_deps import run_deps
-from sursis.infra.faults import crash_point
 
 if TYPE_CHECKING:
     from sursis.infra.agents.adopted import ToolOptions
@@ -402,12 +400,7 @@ class McpTools:
                 raise server_unavailable(server, reason)
             if resend:
                 return await self._sent(server, spec, handler, args)
-            deps = run_deps(ctx)
-            if await dispatched_before(deps, call.tool_call_id):
-                log.warning("mcp.outcome_unknown", tool_name=spec.name, tool_call_id=call.tool_call_id)
-                raise outcome_unknown(spec)
-            await mark_dispatched(deps, spec, call)
-            crash_point(f"mcp_dispatched:{spec.name}")
+            await MCP.dispatching(run_deps(ctx), spec, call, again=True)
             return await self._sent(server, spec, handler, args)
 
         return send
