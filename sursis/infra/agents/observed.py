@@ -202,9 +202,13 @@ class ObservedTools(AbstractCapability[RunDeps]):
             await at_most_once.TOOL.dispatching(deps, spec, call, again=d.ctx.tool_call_approved)
         token = call_timing.set(timing)
         try:
-            payload, error_code = await _ran(spec, call, d.args, handler)
+            payload = stored_result(await handler(d.args))
+            error_code = None if payload["ok"] else payload["error"]["code"]
+            crash_point(f"tool_effect_committed:{spec.name}")
         except AlreadyApplied as exc:
             return self._shown(exc.payload)
+        except Exception as exc:
+            payload, error_code = _failure(exc, spec, call)
         finally:
             call_timing.reset(token)
         if metadata.get(EDITED_ARGS) is not None:
@@ -243,26 +247,18 @@ class _Dispatch:
     metadata: Mapping[str, Any]
 
 
-async def _ran(
-    spec: ToolSpec, call: ToolCallPart, args: dict[str, Any], handler: WrapToolExecuteHandler
-) -> tuple[dict[str, Any], str | None]:
-    """The call run: its outcome in the `{"ok": ...}` convention and its error code. A deferral is
-    marked with its kind; an approval asked, a retry, a failure the model is told and a refused
-    replay propagate; any other error is the outcome."""
-    try:
-        payload = stored_result(await handler(args))
-        error_code = None if payload["ok"] else payload["error"]["code"]
-        crash_point(f"tool_effect_committed:{spec.name}")
-    except CallDeferred as exc:
+def _failure(exc: Exception, spec: ToolSpec, call: ToolCallPart) -> tuple[dict[str, Any], str | None]:
+    """What an error of a tool is (called in its `except` block): a deferral is marked with its
+    kind; an approval asked, a retry, a failure the model is told and a refused replay propagate;
+    any other error is the outcome, in the `{"ok": ...}` convention, with its code."""
+    if isinstance(exc, CallDeferred):
         raise _deferred_with_kind(exc, spec) from None
-    except (AlreadyApplied, ApprovalRequired, ModelRetry, ToolFailed, approved_args.ApprovedArgsMismatch):
-        raise
-    except ToolError as exc:
+    if isinstance(exc, (ApprovalRequired, ModelRetry, ToolFailed, approved_args.ApprovedArgsMismatch)):
+        raise  # the error being handled, as it was raised
+    if isinstance(exc, ToolError):
         return exc.to_result(), exc.code
-    except Exception:
-        log.exception("tool.unexpected_error", tool_name=spec.name, tool_call_id=call.tool_call_id)
-        return unexpected_error_result(), "UNEXPECTED"
-    return payload, error_code
+    log.exception("tool.unexpected_error", tool_name=spec.name, tool_call_id=call.tool_call_id)
+    return unexpected_error_result(), "UNEXPECTED"
 
 
 def _deferred_with_kind(exc: CallDeferred, spec: ToolSpec) -> CallDeferred:

@@ -5,16 +5,14 @@ from __future__ import annotations
 import asyncio
 from contextlib import AsyncExitStack, suppress
 from functools import partial
-from typing import Any
 
 import structlog
 from opentelemetry.trace import Span, Status, StatusCode
-from pydantic_ai import Agent, AgentRunResult
+from pydantic_ai import Agent
 from pydantic_ai.exceptions import (
     UsageLimitExceeded,
 )
 from pydantic_ai.messages import (
-    ModelMessage,
     ModelResponse,
     TextPart,
 )
@@ -131,6 +129,75 @@ class AgentRunner(Suspending, Leases, Streaming):
     async def _run_segment(
         self, run: Run, owner: str, span: Span, stopping: asyncio.Event, start: SegmentStart | None
     ) -> RunStatus:
+        """The segment's agent loop, run in this coroutine itself: every coroutine between the loop
+        and the task is resumed, and counted, at each step of the agent, so the steps before and
+        after the loop are called from here and the loop is not."""
+        prepared = await self._prepared(run, owner, span, stopping, start)
+        if isinstance(prepared, RunStatus):
+            return prepared
+        segment, results, remaining = prepared
+        served, held, announced = segment.served, segment.held, segment.announced
+        deps = self._run_deps(segment)
+        async with AsyncExitStack() as stack:
+            opened = None if served.deps is None else OpenedDeps(served.deps, run_info(run))
+            try:
+                own_deps = deps if opened is None else await stack.enter_async_context(opened)
+            except DepsFactoryFailed as exc:
+                return await self._deps_failed(run, owner, span, exc)
+            token = current_run_deps.set(deps)
+            stack.callback(current_run_deps.reset, token)
+            try:
+                async with served.agent.iter(
+                    None if segment.start.started else run.input,
+                    message_history=segment.start.history,
+                    deferred_tool_results=results,
+                    deps=own_deps,
+                    usage_limits=UsageLimits(request_limit=remaining),
+                    **served.iter_options,
+                ) as agent_run:
+                    held.agent_run = agent_run
+                    async for node in agent_run:
+                        if Agent.is_end_node(node):
+                            break
+                        if stopping.is_set():
+                            # Shutting down: store what is held back and give the run back here.
+                            new = agent_run.new_messages()
+                            if len(new) > held.persisted and not is_final_answer(new[-1]):
+                                await self._before_effect(segment)
+                        if Agent.is_model_request_node(node):
+                            # Tool results reach the log with the next response; announce them now.
+                            await self._publish_request(run, node.request, announced)
+                            if served.streams:
+                                async with node.stream(agent_run.ctx) as stream:
+                                    await self._stream_response(run, stream, announced)
+                        elif Agent.is_call_tools_node(node) and not served.streams:
+                            # A model that does not stream: its text arrives as one delta.
+                            await self._deliver_response(run, node.model_response, announced)
+                    result = agent_run.result
+                    held.usage = run.usage.add(usage_record(agent_run.usage))
+                    new = agent_run.new_messages()[held.persisted :]
+            except (CancelRequested, UsageLimitExceeded) as exc:
+                return await self._stopped(segment, exc)
+            except (LeaseLost, Interrupted):
+                raise
+            except Exception as exc:
+                if is_transient_database_error(exc):
+                    raise
+                return await self._failed(segment, exc, opened)
+        if result is None:
+            raise RuntimeError("agent run ended without a result")
+        output = result.output
+        if isinstance(output, DeferredToolRequests):
+            return await self._suspend(run, owner, new, output, held.usage, announced)
+        return await self._finish(
+            run, owner, new, RunStatus.COMPLETED, held.usage, output=output_text(output), announced=announced
+        )
+
+    async def _prepared(
+        self, run: Run, owner: str, span: Span, stopping: asyncio.Event, start: SegmentStart | None
+    ) -> tuple[Segment, DeferredToolResults | None, int] | RunStatus:
+        """The segment ready to run its agent (with what it resumes with and how many model requests
+        are left), or the run's end when it ends before the agent runs."""
         if run.agent not in self._served:
             # The API that queued the run serves an agent this worker does not: give both the
             # same agents (`--agents`, SURSIS_AGENTS).
@@ -152,27 +219,10 @@ class AgentRunner(Suspending, Leases, Streaming):
         mcp = self._definitions[run.agent].mcp
         if mcp is not None:
             await mcp.connect()  # once per process; again after the server died
-        segment = Segment(run, owner, span, stopping, start, served, announced, Held(run.usage))
         span.set_attribute("sursis.segment.resumed", bool(results))
         log.info("run.segment_started", resumed=bool(results))
-        ran = await self._agent_run(segment, results, remaining)
-        if isinstance(ran, RunStatus):
-            return ran
-        result, new = ran
-        if result is None:
-            raise RuntimeError("agent run ended without a result")
-        output = result.output
-        if isinstance(output, DeferredToolRequests):
-            return await self._suspend(run, owner, new, output, segment.held.usage, announced)
-        return await self._finish(
-            run,
-            owner,
-            new,
-            RunStatus.COMPLETED,
-            segment.held.usage,
-            output=output_text(output),
-            announced=announced,
-        )
+        segment = Segment(run, owner, span, stopping, start, served, announced, Held(run.usage))
+        return segment, results, remaining
 
     async def _deferred_results(
         self, run: Run, owner: str, start: SegmentStart, served: ServedAgent
@@ -243,102 +293,40 @@ class AgentRunner(Suspending, Leases, Streaming):
         if held.cancel_seen:
             raise CancelRequested()
 
-    async def _agent_run(
-        self, segment: Segment, results: DeferredToolResults | None, remaining: int
-    ) -> tuple[AgentRunResult[Any] | None, list[ModelMessage]] | RunStatus:
-        """The agent run through to its result and the messages not stored yet, or the run's end
-        when it stopped on a cancel, the step limit, its deps factory or an error."""
-        run, owner, span, served, held = (
+    async def _deps_failed(self, run: Run, owner: str, span: Span, exc: DepsFactoryFailed) -> RunStatus:
+        """The run failed: the agent's deps factory failed to open its deps."""
+        # The factory's error text may hold a URL with its credentials: masked in the trace
+        # as in the log line (whose fields and traceback the log configuration masks).
+        span.add_event("exception", {"exception.type": type(exc).__name__, **exc.masked()})
+        log.error("run.deps_failed", error=str(exc), exc_info=exc.__cause__)
+        error = RunError("deps_failed", f"{exc.summary}; details are in the service logs")
+        return await self._finish(run, owner, [], RunStatus.FAILED, run.usage, error=error)
+
+    async def _stopped(self, segment: Segment, exc: CancelRequested | UsageLimitExceeded) -> RunStatus:
+        """The run's end when its agent stopped on a cancel or on the step limit."""
+        run, owner, held = segment.run, segment.owner, segment.held
+        if isinstance(exc, CancelRequested):
+            return await self._finish(run, owner, [], RunStatus.CANCELLED, held.usage)
+        return await self._step_limit_reached(run, owner, held.unsaved(), held.usage, segment.announced)
+
+    async def _failed(self, segment: Segment, exc: Exception, opened: OpenedDeps | None) -> RunStatus:
+        """The run failed on an error of its agent (or of a tool that the tool wrapper let through)."""
+        segment.span.record_exception(exc)
+        failure = run_failure(exc)
+        if approved_args.refusal(exc) is None:  # a refusal was logged where it was made
+            log.exception("run.segment_error", error=failure.message)
+        if opened is not None:
+            opened.failure = exc
+        held = segment.held
+        return await self._finish(
             segment.run,
             segment.owner,
-            segment.span,
-            segment.served,
-            segment.held,
+            held.unsaved(),
+            RunStatus.FAILED,
+            held.usage,
+            error=failure,
+            announced=segment.announced,
         )
-        deps = self._run_deps(segment)
-        async with AsyncExitStack() as stack:
-            opened = None if served.deps is None else OpenedDeps(served.deps, run_info(run))
-            try:
-                own_deps = deps if opened is None else await stack.enter_async_context(opened)
-            except DepsFactoryFailed as exc:
-                # The factory's error text may hold a URL with its credentials: masked in the trace
-                # as in the log line (whose fields and traceback the log configuration masks).
-                span.add_event("exception", {"exception.type": type(exc).__name__, **exc.masked()})
-                log.error("run.deps_failed", error=str(exc), exc_info=exc.__cause__)
-                error = RunError("deps_failed", f"{exc.summary}; details are in the service logs")
-                return await self._finish(run, owner, [], RunStatus.FAILED, run.usage, error=error)
-            token = current_run_deps.set(deps)
-            stack.callback(current_run_deps.reset, token)
-            try:
-                return await self._iterate(segment, own_deps, results, remaining)
-            except CancelRequested:
-                return await self._finish(run, owner, [], RunStatus.CANCELLED, held.usage)
-            except UsageLimitExceeded:
-                return await self._step_limit_reached(
-                    run, owner, held.unsaved(), held.usage, segment.announced
-                )
-            except (LeaseLost, Interrupted):
-                raise
-            except Exception as exc:
-                if is_transient_database_error(exc):
-                    raise
-                span.record_exception(exc)
-                failure = run_failure(exc)
-                if approved_args.refusal(exc) is None:  # a refusal was logged where it was made
-                    log.exception("run.segment_error", error=failure.message)
-                if opened is not None:
-                    opened.failure = exc
-                return await self._finish(
-                    run,
-                    owner,
-                    held.unsaved(),
-                    RunStatus.FAILED,
-                    held.usage,
-                    error=failure,
-                    announced=segment.announced,
-                )
-
-    async def _iterate(
-        self, segment: Segment, own_deps: Any, results: DeferredToolResults | None, remaining: int
-    ) -> tuple[AgentRunResult[Any] | None, list[ModelMessage]]:
-        """pydantic-ai's graph run node by node: a request's tool results announced, the response
-        streamed (or delivered whole), what is held back stored when the worker is stopping."""
-        run, start, served, held, announced = (
-            segment.run,
-            segment.start,
-            segment.served,
-            segment.held,
-            segment.announced,
-        )
-        async with served.agent.iter(
-            None if start.started else run.input,
-            message_history=start.history,
-            deferred_tool_results=results,
-            deps=own_deps,
-            usage_limits=UsageLimits(request_limit=remaining),
-            **served.iter_options,
-        ) as agent_run:
-            held.agent_run = agent_run
-            async for node in agent_run:
-                if Agent.is_end_node(node):
-                    break
-                if segment.stopping.is_set():
-                    # Shutting down: store what is held back and give the run back here.
-                    new = agent_run.new_messages()
-                    if len(new) > held.persisted and not is_final_answer(new[-1]):
-                        await self._before_effect(segment)
-                if Agent.is_model_request_node(node):
-                    # Tool results reach the log with the next response; announce them now.
-                    await self._publish_request(run, node.request, announced)
-                    if served.streams:
-                        async with node.stream(agent_run.ctx) as stream:
-                            await self._stream_response(run, stream, announced)
-                elif Agent.is_call_tools_node(node) and not served.streams:
-                    # A model that does not stream: its text arrives as one delta.
-                    await self._deliver_response(run, node.model_response, announced)
-            result = agent_run.result
-            held.usage = run.usage.add(usage_record(agent_run.usage))
-            return result, agent_run.new_messages()[held.persisted :]
 
     async def _refuse_forged(
         self,
