@@ -1,4 +1,5 @@
-"""Pending calls as operators and users decide them: read, list, resolve; and their expiry."""
+"""Pending calls as operators and users decide them: read, list, resolve (their expiry:
+`pending_expiry`)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from datetime import datetime
 from typing import Any
 
 from sursis.domain.access import Permission, permission_to_resolve
-from sursis.domain.approval_votes import cast, own_approval, record_vote, with_approval
+from sursis.domain.approval_votes import Ballot, cast, own_approval, record_vote, with_approval
 from sursis.domain.approvers import routed
 from sursis.domain.audit import actor_names
 from sursis.domain.clock import Clock, utcnow
@@ -16,7 +17,10 @@ from sursis.domain.errors import ArgsChanged, NotFound, Stale
 from sursis.domain.events import EventType, publish, publish_pending_resolved, run_status_data
 from sursis.domain.hand_off import RunHandOff, SegmentStartRead, SlotLease
 from sursis.domain.paging import Page
-from sursis.domain.policy_decisions import TimeoutOutcome
+from sursis.domain.pending_expiry import EXPIRY_ACTOR as EXPIRY_ACTOR
+from sursis.domain.pending_expiry import TIMEOUT_DECISION as TIMEOUT_DECISION
+from sursis.domain.pending_expiry import expire_overdue_call as expire_overdue_call
+from sursis.domain.pending_expiry import timeout_denies
 from sursis.domain.ports import (
     NoMetrics,
     RunNotifier,
@@ -120,60 +124,28 @@ class PendingCallService:
     ) -> PendingCall:
         now = self.clock()
         async with self.uow() as uow:
-            call = await _visible_call(uow, principal, correlation_id)
-            principal.require(permission_to_resolve(call.kind))
-            await _require_may_answer(uow, principal, call)
-            if call.status is not PendingStatus.AWAITING:
-                raise await _stale(uow, call)
-            if call.expires_at <= now:
-                raise await self._expire_late(uow, call, now)
-            target = decide(call.kind, resolution.decision)
-            if resolution.args_hash is not None and resolution.args_hash != call.args_hash:
-                raise ArgsChanged(
-                    "the call's arguments are not the ones you reviewed", extra={"args_hash": call.args_hash}
-                )
+            call, target = await self._open_call(uow, principal, correlation_id, resolution, now)
             route = routed(call.policy) if call.kind is PendingKind.APPROVAL else None
-            on_behalf_of: str | None = None
             self_approved = False
             approving = resolution.decision is Decision.APPROVE
             if route is None and call.kind is PendingKind.APPROVAL and approving:
                 self_approved = await own_approval(uow, principal, call)
+            ballot: Ballot | None = None
             if route is not None:
                 ballot = await cast(
                     uow, principal, call, route, resolution.decision, resolution.reason, resolution.args, now
                 )
-                on_behalf_of = ballot.vote.on_behalf_of
                 if not ballot.decides:
-                    fresh = await uow.pending.get(correlation_id) or call
-                    if fresh.status is not PendingStatus.AWAITING:
-                        raise await _stale(uow, fresh)
-                    await record_vote(uow, call, ballot, route.quorum, now)
-                    counted = (await with_approval(uow, principal, [call], now))[0]
-                    await uow.commit()
-                    return counted
+                    return await _vote_counted(uow, principal, call, ballot, route.quorum, now)
             record, details = self._checked(call, resolution)
-            if on_behalf_of is not None:
-                record["on_behalf_of"] = on_behalf_of
-                details["on_behalf_of"] = on_behalf_of
-            if self_approved or (route is not None and ballot.self_approval):
+            if ballot is not None and ballot.vote.on_behalf_of is not None:
+                record["on_behalf_of"] = ballot.vote.on_behalf_of
+                details["on_behalf_of"] = ballot.vote.on_behalf_of
+            if self_approved or (ballot is not None and ballot.self_approval):
                 details["self_approval"] = True
-            requeued = await uow.pending.decide(
-                call,
-                target,
-                now,
-                resolved_by=principal.id,
-                reason=resolution.reason,
-                resolution=record,
-            )
-            if requeued is None:
-                fresh = await uow.pending.get(correlation_id) or call
-                if fresh.status is PendingStatus.AWAITING:
-                    raise await self._expire_late(uow, fresh, now)
-                raise await _stale(uow, fresh)
-            if requeued:
-                await self._lease(uow, call, now, handing)
+            requeued = await self._decided(uow, principal, call, target, resolution, record, now, handing)
             approval = None
-            if route is not None:
+            if route is not None and ballot is not None:
                 await record_vote(uow, call, ballot, route.quorum, now)
                 approval = (await with_approval(uow, principal, [call], now))[0].approval
             await uow.audit.append(
@@ -198,6 +170,60 @@ class PendingCallService:
         )
         await self._after_commit(call, target, requeued, now, handing)
         return resolved
+
+    async def _open_call(
+        self,
+        uow: UnitOfWork,
+        principal: Principal,
+        correlation_id: uuid.UUID,
+        resolution: Resolution,
+        now: datetime,
+    ) -> tuple[PendingCall, PendingStatus]:
+        """The call the principal may decide now, and the status the decision gives it; a call
+        decided already is `Stale`, one past its expiry is expired here."""
+        call = await _visible_call(uow, principal, correlation_id)
+        principal.require(permission_to_resolve(call.kind))
+        await _require_may_answer(uow, principal, call)
+        if call.status is not PendingStatus.AWAITING:
+            raise await _stale(uow, call)
+        if call.expires_at <= now:
+            raise await self._expire_late(uow, call, now)
+        target = decide(call.kind, resolution.decision)
+        if resolution.args_hash is not None and resolution.args_hash != call.args_hash:
+            raise ArgsChanged(
+                "the call's arguments are not the ones you reviewed", extra={"args_hash": call.args_hash}
+            )
+        return call, target
+
+    async def _decided(
+        self,
+        uow: UnitOfWork,
+        principal: Principal,
+        call: PendingCall,
+        target: PendingStatus,
+        resolution: Resolution,
+        record: dict[str, Any],
+        now: datetime,
+        handing: _Handing,
+    ) -> bool:
+        """The conditional update of the call; True when it re-queued the run (then leased to the
+        reserved slot). One that lost a race is `Stale` (or expired here, past its expiry)."""
+        requeued = await uow.pending.decide(
+            call,
+            target,
+            now,
+            resolved_by=principal.id,
+            reason=resolution.reason,
+            resolution=record,
+        )
+        if requeued is None:
+            fresh = await uow.pending.get(call.correlation_id) or call
+            if fresh.status is PendingStatus.AWAITING:
+                raise await self._expire_late(uow, fresh, now)
+            raise await _stale(uow, fresh)
+        if requeued:
+            await self._lease(uow, call, now, handing)
+        return requeued
 
     async def _lease(self, uow: UnitOfWork, call: PendingCall, now: datetime, handing: _Handing) -> None:
         """The re-queued run leased to the reserved slot, and what its segment starts from read, in
@@ -264,54 +290,6 @@ class PendingCallService:
                 await self.notifier.run_queued(call.run_id)
 
 
-EXPIRY_ACTOR = "system:sweeper"
-"""Who expires an overdue call: nobody decided in time (found by the sweeper or by a late resolve)."""
-
-
-@dataclass(frozen=True, slots=True)
-class Expiry:
-    """An overdue call moved to `expired` (or `denied`, when its route says a timeout denies), and
-    whether that re-queued its run."""
-
-    call: PendingCall
-    run_requeued: bool
-    status: PendingStatus = PendingStatus.EXPIRED
-
-
-TIMEOUT_DECISION = "timeout"
-"""The stored decision of a call its route denied because nobody decided in time: no person denied it."""
-
-
-def timeout_denies(call: PendingCall) -> bool:
-    """Whether the call's route denies it (rather than letting it expire) when nobody decided in time."""
-    route = call.policy.route if call.policy is not None else None
-    return call.kind is PendingKind.APPROVAL and route is not None and route.on_timeout is TimeoutOutcome.DENY
-
-
-async def expire_overdue_call(uow: UnitOfWork, call: PendingCall, now: datetime) -> Expiry | None:
-    """Expire an awaiting call in the caller's transaction; None if it was no longer awaiting.
-
-    The same conditional write as a decision, the `pending.expired` audit row (`pending.timed_out`
-    when its route denies on timeout), and one awaiting call counted down on the run, which is
-    re-queued when it was the last. The caller publishes the events: they come last in its
-    transaction (their per-conversation lock is the last lock).
-    """
-    deny = timeout_denies(call)
-    status = PendingStatus.DENIED if deny else PendingStatus.EXPIRED
-    if not await uow.pending.transition(
-        call.correlation_id,
-        status,
-        now,
-        resolved_by=EXPIRY_ACTOR,
-        reason="nobody decided before expires_at" if deny else "no decision before expires_at",
-        resolution={"decision": TIMEOUT_DECISION, "on_timeout": "deny"} if deny else {"decision": "expire"},
-    ):
-        return None
-    action = "pending.timed_out" if deny else "pending.expired"
-    await uow.audit.append(AuditEntry.of_call(action, EXPIRY_ACTOR, call, {}), now)
-    return Expiry(call, await uow.runs.resolve_one_awaiting(call.run_id, now), status)
-
-
 _AUDIT_ACTIONS = {
     PendingStatus.APPROVED: "pending.approved",
     PendingStatus.DENIED: "pending.denied",
@@ -324,6 +302,19 @@ _AUDIT_ACTIONS = {
 
 def _cursor(call: PendingCall) -> PendingCursor:
     return call.created_at, call.correlation_id
+
+
+async def _vote_counted(
+    uow: UnitOfWork, principal: Principal, call: PendingCall, ballot: Ballot, quorum: int, now: datetime
+) -> PendingCall:
+    """A vote that does not decide the call yet: counted and committed; the call stays awaiting."""
+    fresh = await uow.pending.get(call.correlation_id) or call
+    if fresh.status is not PendingStatus.AWAITING:
+        raise await _stale(uow, fresh)
+    await record_vote(uow, call, ballot, quorum, now)
+    counted = (await with_approval(uow, principal, [call], now))[0]
+    await uow.commit()
+    return counted
 
 
 async def _visible_call(uow: UnitOfWork, principal: Principal, correlation_id: uuid.UUID) -> PendingCall:

@@ -27,8 +27,8 @@ from sursis.domain.states import PendingStatus, RunStatus
 from sursis.infra.faults import crash_point
 from sursis.infra.notifier import LocalRunNotifier
 from sursis.infra.runner import ACTOR, AgentRunner
-from sursis.infra.runner.drive import SegmentStart
 from sursis.infra.runner.failures import is_transient_database_error
+from sursis.infra.runner.segment import SegmentStart
 from sursis.infra.telemetry import Telemetry, current_trace_context, trace_id_of
 from sursis.infra.webhook_delivery import WebhookDeliverer
 from sursis.infra.worker_slots import Handed, Slots

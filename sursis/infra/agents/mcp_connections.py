@@ -1,13 +1,17 @@
-"""One MCP server's connection, held open by a task of the process: the MCP client's session must be
-entered and left by the same task, and a segment's own enter of the toolset then only counts a user."""
+"""An agent's MCP servers (`mcp_servers`), and one server's connection, held open by a task of the
+process: the MCP client's session must be entered and left by the same task, and a segment's own
+enter of the toolset then only counts a user."""
 
 from __future__ import annotations
 
 import asyncio
+import sys
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
 import structlog
+from pydantic_ai.toolsets import AbstractToolset, CombinedToolset, PrefixedToolset, WrapperToolset
 
 log = structlog.get_logger("sursis.mcp")
 
@@ -23,6 +27,30 @@ class McpServer:
     name: str
     toolset: Any  # pydantic_ai.mcp.MCPToolset
     prefix: str = ""
+
+
+def _mcp_toolset_class() -> type | None:
+    """pydantic-ai's `MCPToolset`, if an agent made one: the MCP client (with its OAuth and crypto
+    libraries) is loaded only by a process whose agents have an MCP server."""
+    module = sys.modules.get("pydantic_ai.mcp")
+    toolset: type | None = getattr(module, "MCPToolset", None) if module is not None else None
+    return toolset
+
+
+def mcp_servers(toolsets: Iterable[AbstractToolset[Any]], prefix: str = "") -> list[McpServer]:
+    """The MCP toolsets among an agent's toolsets, looking through combined and wrapping toolsets."""
+    found: list[McpServer] = []
+    mcp_toolset = _mcp_toolset_class()
+    for toolset in toolsets:
+        if mcp_toolset is not None and isinstance(toolset, mcp_toolset):
+            found.append(McpServer(toolset.id or toolset.label, toolset, prefix))
+        elif isinstance(toolset, PrefixedToolset):
+            found += mcp_servers([toolset.wrapped], f"{prefix}{toolset.prefix}_")
+        elif isinstance(toolset, WrapperToolset):
+            found += mcp_servers([toolset.wrapped], prefix)
+        elif isinstance(toolset, CombinedToolset):
+            found += mcp_servers(toolset.toolsets, prefix)
+    return found
 
 
 class McpConnection:

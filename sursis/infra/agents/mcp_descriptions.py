@@ -2,7 +2,8 @@
 
 `schema_digest` (description and input schema) is what a policy rule pins; `tool_digest` covers
 everything the server says about the tool (name, title, description, input and output schema,
-annotations) and is what the database pins (`sursis.domain.mcp_pins`).
+annotations) and is what the database pins (`sursis.domain.mcp_pins`); a tool whose description
+changed since it was accepted is asked (`changed_review`).
 """
 
 from __future__ import annotations
@@ -10,10 +11,12 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
+from sursis.domain.policies import SCHEMA_CHANGED
+from sursis.domain.policy_decisions import ApprovalRoute, PolicyDecision, PolicyEffect
 from sursis.domain.tools import Approval, Category, Executor, ToolSpec
 
 if TYPE_CHECKING:
@@ -162,3 +165,25 @@ def described(said: Said) -> dict[str, Any]:
         "output_schema": dict(said.output_schema) if said.output_schema is not None else None,
         "annotations": dict(said.annotations) if said.annotations is not None else None,
     }
+
+
+def changed_review(spec: ToolSpec, decision: PolicyDecision) -> PolicyDecision:
+    """A decision about a tool whose description was not accepted: asked, whatever the policy's
+    allow or notify (the policy was written about another tool), flagged `schema_changed`."""
+    if decision.effect is PolicyEffect.DENY:
+        return decision
+    reason = (
+        f"the MCP server {spec.server!r} changed what it says about this tool since it was "
+        "accepted; an admin accepts the new description (`sursis mcp accept`)"
+    )
+    flags = decision.flags if SCHEMA_CHANGED in decision.flags else (*decision.flags, SCHEMA_CHANGED)
+    if decision.effect is PolicyEffect.ASK:
+        return replace(decision, reason=reason, flags=flags)
+    return PolicyDecision(
+        PolicyEffect.ASK,
+        policy_version=decision.policy_version,
+        rule=decision.rule,
+        reason=reason,
+        route=ApprovalRoute(),
+        flags=flags,
+    )

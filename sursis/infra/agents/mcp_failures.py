@@ -4,20 +4,16 @@ call ran, and a call whose outcome nobody knows (a pending call for a person).""
 from __future__ import annotations
 
 from pydantic_ai.exceptions import CallDeferred
-from pydantic_ai.messages import ToolCallPart
 
 from sursis.domain.errors import ToolTransientError
-from sursis.domain.tools import PendingKind, ToolSpec
-from sursis.infra.agents.compat import call_deferred
-from sursis.infra.agents.observed import REVIEW
-from sursis.infra.agents.run_deps import RunDeps
+from sursis.domain.tools import ToolSpec
+from sursis.infra.agents import call_marks
+from sursis.infra.agents.call_marks import DispatchMark
 
 DISPATCHED = "mcp.dispatched"
 """Audit action written, and committed, before a call of a tool that is not `read` is sent."""
-OUTCOME_UNKNOWN = "outcome_unknown"
 CONNECTION_CLOSED = -32000
 """The MCP SDK's error code for a connection that closed (the server process died)."""
-_AUDIT_PAGE = 200
 
 
 def server_unavailable(server: str, reason: str) -> ToolTransientError:
@@ -53,45 +49,11 @@ def outcome_unknown(spec: ToolSpec, *, died: bool = False) -> CallDeferred:
         if died
         else f"The service stopped after sending this call to the MCP server {spec.server!r}"
     )
-    review = {
-        OUTCOME_UNKNOWN: (
-            f"{what}, before its result was recorded: it may or may not have taken effect. It is not "
-            "sent again. Check, then answer with what the agent should be told, or decline."
-        )
-    }
-    return call_deferred({"kind": PendingKind.ELICITATION.value, REVIEW: review}, "question")
+    return call_marks.outcome_unknown(
+        f"{what}, before its result was recorded: it may or may not have taken effect. It is not "
+        "sent again. Check, then answer with what the agent should be told, or decline."
+    )
 
 
-async def dispatched_before(deps: RunDeps, tool_call_id: str) -> bool:
-    async with deps.uow.reader() as uow:
-        after_id: int | None = None
-        while True:
-            rows = await uow.audit.search(
-                workspace=deps.workspace,
-                conversation_id=deps.conversation_id,
-                correlation_id=None,
-                actions=(DISPATCHED,),
-                since=None,
-                after_id=after_id,
-                limit=_AUDIT_PAGE,
-                newest_first=True,
-            )
-            if any(row.details.get("tool_call_id") == tool_call_id for row in rows):
-                return True
-            if len(rows) < _AUDIT_PAGE:
-                return False
-            after_id = rows[-1].id
-
-
-async def mark_dispatched(deps: RunDeps, spec: ToolSpec, call: ToolCallPart) -> None:
-    details = {
-        "tool_call_id": call.tool_call_id,
-        "tool_name": spec.name,
-        "server": spec.server,
-        "schema_digest": spec.schema_digest,
-    }
-    async with deps.uow() as uow:
-        await uow.audit.append(
-            deps.audit_entry(DISPATCHED, f"agent:{deps.agent_name}", details), deps.clock()
-        )
-        await uow.commit()
+MCP = DispatchMark(DISPATCHED, "mcp", "sursis.mcp", outcome_unknown, names_server=True)
+"""The mark of a call of an MCP tool that is not `read` (nor declared idempotent)."""

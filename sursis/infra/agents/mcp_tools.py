@@ -24,9 +24,8 @@ that is down fails only the calls of its own tools.
 from __future__ import annotations
 
 import asyncio
-import sys
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -35,18 +34,19 @@ from pydantic_ai import RunContext
 from pydantic_ai.capabilities.abstract import WrapToolExecuteHandler
 from pydantic_ai.messages import ToolCallPart
 from pydantic_ai.tools import ToolDefinition
-from pydantic_ai.toolsets import AbstractToolset, CombinedToolset, PrefixedToolset, WrapperToolset
+from pydantic_ai.toolsets import AbstractToolset
 
 from sursis.domain.clock import utcnow
 from sursis.domain.errors import ToolDeclarationError
 from sursis.domain.mcp_pins import McpPinStore
-from sursis.domain.policies import SCHEMA_CHANGED
-from sursis.domain.policy_decisions import ApprovalRoute, PolicyDecision, PolicyEffect
+from sursis.domain.policy_decisions import PolicyDecision
 from sursis.domain.tools import Category, Executor, ToolSpec
-from sursis.infra.agents.mcp_connections import McpConnection, McpServer
+from sursis.infra.agents.call_marks import OUTCOME_UNKNOWN
+from sursis.infra.agents.mcp_connections import McpConnection, McpServer, mcp_servers
 from sursis.infra.agents.mcp_descriptions import (
     McpTool,
     Said,
+    changed_review,
     described,
     mcp_tool_spec,
     read_only,
@@ -56,9 +56,7 @@ from sursis.infra.agents.mcp_descriptions import (
 )
 from sursis.infra.agents.mcp_failures import (
     DISPATCHED,
-    OUTCOME_UNKNOWN,
-    dispatched_before,
-    mark_dispatched,
+    MCP,
     one_line,
     outcome_unknown,
     server_died,
@@ -66,7 +64,6 @@ from sursis.infra.agents.mcp_failures import (
 )
 from sursis.infra.agents.mcp_isolation import isolate_servers
 from sursis.infra.agents.run_deps import run_deps
-from sursis.infra.faults import crash_point
 
 if TYPE_CHECKING:
     from sursis.infra.agents.tool_options import ToolOptions
@@ -84,30 +81,6 @@ __all__ = [
 ]
 
 log = structlog.get_logger("sursis.mcp")
-
-
-def _mcp_toolset_class() -> type | None:
-    """pydantic-ai's `MCPToolset`, if an agent made one: the MCP client (with its OAuth and crypto
-    libraries) is loaded only by a process whose agents have an MCP server."""
-    module = sys.modules.get("pydantic_ai.mcp")
-    toolset: type | None = getattr(module, "MCPToolset", None) if module is not None else None
-    return toolset
-
-
-def mcp_servers(toolsets: Iterable[AbstractToolset[Any]], prefix: str = "") -> list[McpServer]:
-    """The MCP toolsets among an agent's toolsets, looking through combined and wrapping toolsets."""
-    found: list[McpServer] = []
-    mcp_toolset = _mcp_toolset_class()
-    for toolset in toolsets:
-        if mcp_toolset is not None and isinstance(toolset, mcp_toolset):
-            found.append(McpServer(toolset.id or toolset.label, toolset, prefix))
-        elif isinstance(toolset, PrefixedToolset):
-            found += mcp_servers([toolset.wrapped], f"{prefix}{toolset.prefix}_")
-        elif isinstance(toolset, WrapperToolset):
-            found += mcp_servers([toolset.wrapped], prefix)
-        elif isinstance(toolset, CombinedToolset):
-            found += mcp_servers(toolset.toolsets, prefix)
-    return found
 
 
 @dataclass(slots=True, eq=False)
@@ -300,26 +273,11 @@ class McpTools:
         )
 
     def review(self, spec: ToolSpec, decision: PolicyDecision) -> PolicyDecision:
-        """A decision about a tool whose description was not accepted: asked, whatever the policy's
-        allow or notify (the policy was written about another tool), flagged `schema_changed`."""
+        """A decision about a tool whose description was not accepted: asked (see `changed_review`)."""
         tool = self._tools.get(spec.name)
-        if tool is None or tool.accepted or decision.effect is PolicyEffect.DENY:
+        if tool is None or tool.accepted:
             return decision
-        reason = (
-            f"the MCP server {spec.server!r} changed what it says about this tool since it was "
-            "accepted; an admin accepts the new description (`sursis mcp accept`)"
-        )
-        flags = decision.flags if SCHEMA_CHANGED in decision.flags else (*decision.flags, SCHEMA_CHANGED)
-        if decision.effect is PolicyEffect.ASK:
-            return replace(decision, reason=reason, flags=flags)
-        return PolicyDecision(
-            PolicyEffect.ASK,
-            policy_version=decision.policy_version,
-            rule=decision.rule,
-            reason=reason,
-            route=ApprovalRoute(),
-            flags=flags,
-        )
+        return changed_review(spec, decision)
 
     async def connect(self) -> None:
         """Connect every server not connected yet and every one that stopped answering, then list
@@ -402,12 +360,7 @@ class McpTools:
                 raise server_unavailable(server, reason)
             if resend:
                 return await self._sent(server, spec, handler, args)
-            deps = run_deps(ctx)
-            if await dispatched_before(deps, call.tool_call_id):
-                log.warning("mcp.outcome_unknown", tool_name=spec.name, tool_call_id=call.tool_call_id)
-                raise outcome_unknown(spec)
-            await mark_dispatched(deps, spec, call)
-            crash_point(f"mcp_dispatched:{spec.name}")
+            await MCP.dispatching(run_deps(ctx), spec, call, again=True)
             return await self._sent(server, spec, handler, args)
 
         return send

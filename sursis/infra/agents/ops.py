@@ -32,6 +32,16 @@ def ops_agent(
     `ask_world` adds the `ask_world_agent` bridge; `extra_tools` are tools composed elsewhere
     (the memory tools).
     """
+    bridge = () if ask_world is None else (_world_bridge(ask_world),)
+    return AgentDefinition(
+        name="ops",
+        instructions=INSTRUCTIONS,
+        tools=(*_dead_letter_tools(uow), *_cluster_tools(uow), _operator_tool(), *bridge, *extra_tools),
+    )
+
+
+def _dead_letter_tools(uow: UnitOfWorkFactory) -> tuple[DeclaredTool, ...]:
+    """Reading the dead-letter queue, and replaying an event (approved)."""
 
     async def list_dlq_events(
         ctx: RunContext[RunDeps], status: str | None = "dead", limit: int = 20
@@ -76,6 +86,19 @@ def ops_agent(
             await record_effect(u, ctx, "replay_dlq_event", result)
             await u.commit()
         return result
+
+    return (
+        DeclaredTool.declare(list_dlq_events, ToolSpec("list_dlq_events")),
+        DeclaredTool.declare(get_dlq_event_detail, ToolSpec("get_dlq_event_detail")),
+        DeclaredTool.declare(
+            replay_dlq_event,
+            ToolSpec("replay_dlq_event", category=Category.MUTATE, effect="Replay DLQ event {event_id}"),
+        ),
+    )
+
+
+def _cluster_tools(uow: UnitOfWorkFactory) -> tuple[DeclaredTool, ...]:
+    """Reading failure clusters, and triaging one (approved)."""
 
     async def list_failure_clusters(ctx: RunContext[RunDeps], status: str | None = None) -> list[Any]:
         """List groups of dead letters that failed for the same reason.
@@ -122,6 +145,23 @@ def ops_agent(
             await u.commit()
         return result
 
+    return (
+        DeclaredTool.declare(list_failure_clusters, ToolSpec("list_failure_clusters")),
+        DeclaredTool.declare(get_cluster_detail, ToolSpec("get_cluster_detail")),
+        DeclaredTool.declare(
+            triage_cluster,
+            ToolSpec(
+                "triage_cluster",
+                category=Category.MUTATE,
+                effect="Mark failure cluster {cluster_id} as {status}",
+            ),
+        ),
+    )
+
+
+def _operator_tool() -> DeclaredTool:
+    """A question to the operator, answered by a person."""
+
     async def ask_operator(question: str) -> str:
         """Ask the human operator a question; their answer is the result.
 
@@ -130,6 +170,20 @@ def ops_agent(
         """
         raise ToolTerminalError("ask_operator is answered by a person, never run by the service")
 
+    return DeclaredTool.declare(
+        ask_operator,
+        ToolSpec(
+            "ask_operator",
+            executor=Executor.HUMAN,
+            category=Category.SUGGEST,
+            effect="Ask: {question}",
+        ),
+    )
+
+
+def _world_bridge(ask_world: AskWorld) -> DeclaredTool:
+    """A question to a world's World Agent."""
+
     async def ask_world_agent(ctx: RunContext[RunDeps], world_id: str, question: str) -> dict[str, str]:
         """Ask the World Agent of one of this workspace's worlds; it answers from the world's rules.
 
@@ -137,54 +191,11 @@ def ops_agent(
             world_id: The world's id.
             question: What you want to know.
         """
-        if ask_world is None:
-            raise ToolTerminalError("no World Agent is wired into this service")
         if not question.strip():
             raise ToolUserError("question is empty")
         return {"world_id": world_id, "answer": await ask_world(ctx.deps, world_id, question)}
 
-    bridge = (
-        ()
-        if ask_world is None
-        else (
-            DeclaredTool.declare(
-                ask_world_agent,
-                ToolSpec(
-                    "ask_world_agent", category=Category.SUGGEST, effect="Ask world {world_id}: {question}"
-                ),
-            ),
-        )
-    )
-    return AgentDefinition(
-        name="ops",
-        instructions=INSTRUCTIONS,
-        tools=(
-            DeclaredTool.declare(list_dlq_events, ToolSpec("list_dlq_events")),
-            DeclaredTool.declare(get_dlq_event_detail, ToolSpec("get_dlq_event_detail")),
-            DeclaredTool.declare(
-                replay_dlq_event,
-                ToolSpec("replay_dlq_event", category=Category.MUTATE, effect="Replay DLQ event {event_id}"),
-            ),
-            DeclaredTool.declare(list_failure_clusters, ToolSpec("list_failure_clusters")),
-            DeclaredTool.declare(get_cluster_detail, ToolSpec("get_cluster_detail")),
-            DeclaredTool.declare(
-                triage_cluster,
-                ToolSpec(
-                    "triage_cluster",
-                    category=Category.MUTATE,
-                    effect="Mark failure cluster {cluster_id} as {status}",
-                ),
-            ),
-            DeclaredTool.declare(
-                ask_operator,
-                ToolSpec(
-                    "ask_operator",
-                    executor=Executor.HUMAN,
-                    category=Category.SUGGEST,
-                    effect="Ask: {question}",
-                ),
-            ),
-            *bridge,
-            *extra_tools,
-        ),
+    return DeclaredTool.declare(
+        ask_world_agent,
+        ToolSpec("ask_world_agent", category=Category.SUGGEST, effect="Ask world {world_id}: {question}"),
     )

@@ -1,5 +1,7 @@
-"""What the tool wrapper does with the policy point: ask it (failing closed), tell approvers of a
-`notify` call before it runs, and make a denied call's typed error."""
+"""What the tool wrapper does with the policy point: ask it (failing closed), act on its decision
+before the call runs (an ask suspends it, a pre-approval and a `notify` are written down first), tell
+approvers of a `notify` call, make a denied call's typed error, and tell whether an earlier dispatch
+of a redispatched call already passed the gate."""
 
 from __future__ import annotations
 
@@ -8,20 +10,28 @@ from typing import Any
 
 import structlog
 from pydantic_ai.capabilities.abstract import WrapToolExecuteHandler
+from pydantic_ai.exceptions import ApprovalRequired
+from pydantic_ai.messages import ToolCallPart
 from pydantic_core import to_jsonable_python
 
 from sursis.domain.errors import ToolPolicyError
 from sursis.domain.events import EventType, publish
-from sursis.domain.policies import unavailable
-from sursis.domain.policy_decisions import PolicyDecision
+from sursis.domain.policies import authorization_of, unavailable
+from sursis.domain.policy_decisions import PolicyDecision, PolicyEffect
 from sursis.domain.sanitize import args_hash, sanitize
-from sursis.domain.tools import ToolSpec
+from sursis.domain.tools import PendingKind, ToolSpec
+from sursis.infra.agents.call_marks import newest_mark
 from sursis.infra.agents.run_deps import RunDeps
 
 log = structlog.get_logger("sursis.tools")
 
 NOTIFIED = "policy.notified"
 """Audit action (and event type) of a call the policy let run with its approvers told after."""
+AUTO_APPROVED = "pending.auto_approved"
+"""Audit action of a call a pre-approval (a standing authorization) cleared."""
+POLICY = "policy"
+"""Deferral metadata: the policy decision that asks for the call (`PolicyDecision.to_json()`); the
+pending call keeps it."""
 
 
 async def decide(deps: RunDeps, spec: ToolSpec, tool_call_id: str, args: Mapping[str, Any]) -> PolicyDecision:
@@ -66,3 +76,69 @@ def denied(decision: PolicyDecision) -> WrapToolExecuteHandler:
         raise ToolPolicyError(f"Denied by policy: {reason}", code="POLICY_DENIED")
 
     return deny
+
+
+async def apply(
+    deps: RunDeps, spec: ToolSpec, call: ToolCallPart, args: Mapping[str, Any], decision: PolicyDecision
+) -> None:
+    """Act on a decision before the call runs: an ask suspends it; a pre-approval and a notify
+    are written down first (a call they cleared is not asked again after a crash)."""
+    if decision.effect is PolicyEffect.ASK:
+        raise ApprovalRequired(metadata={"kind": PendingKind.APPROVAL.value, POLICY: decision.to_json()})
+    authorization = authorization_of(decision)
+    try:
+        if authorization is not None:
+            await _audit_auto_approval(deps, spec, call, args, authorization)
+        elif decision.effect is PolicyEffect.NOTIFY:
+            await notify(deps, spec, call.tool_call_id, args, decision)
+    except Exception:
+        # Fail closed: a clearance that cannot be recorded asks for the call instead.
+        event = "pre_approval.unavailable" if authorization is not None else "policy.unavailable"
+        log.exception(event, tool_name=spec.name, tool_call_id=call.tool_call_id)
+        raise ApprovalRequired(
+            metadata={"kind": PendingKind.APPROVAL.value, POLICY: unavailable(spec).to_json()}
+        ) from None
+
+
+async def cleared_before(deps: RunDeps, call: ToolCallPart) -> bool:
+    """Whether an earlier dispatch of this call (a segment that died) already passed the gate.
+
+    A redispatched call carries no approval of its own, so the gate is asked again, unless the
+    call has a stored outcome (it ran; the wrapper replays it) or a pre-approval (or a `notify`
+    rule) was recorded for it. That recorded clearance holds, like an operator's approval: the
+    call is not gated a second time and no second `pending.auto_approved` (`policy.notified`)
+    row is written, even if the authorization or the policy has changed since.
+    """
+    async with deps.uow() as uow:
+        if await uow.tool_calls.get(deps.conversation_id, call.tool_call_id) is not None:
+            return True
+        marks = (AUTO_APPROVED, NOTIFIED)
+        return await newest_mark(uow.audit, deps, call.tool_call_id, marks) is not None
+
+
+async def _audit_auto_approval(
+    deps: RunDeps, spec: ToolSpec, call: ToolCallPart, args: Mapping[str, Any], authorization: str
+) -> None:
+    jsonable = to_jsonable_python(dict(args))
+    if deps.before_effect is not None:
+        await deps.before_effect()
+    now = deps.clock()
+    async with deps.uow() as uow:
+        details = {
+            "tool_name": spec.name,
+            "tool_call_id": call.tool_call_id,
+            "authorization_id": authorization,
+            "args_summary": sanitize(jsonable),
+            "args_hash": args_hash(spec.name, jsonable),
+        }
+        await uow.audit.append(
+            deps.audit_entry(AUTO_APPROVED, f"authorization:{authorization}", details), now
+        )
+        await uow.commit()
+    log.info(
+        "pre_approval.covered",
+        tool_name=spec.name,
+        tool_call_id=call.tool_call_id,
+        authorization_id=authorization,
+        run_id=str(deps.run_id),
+    )

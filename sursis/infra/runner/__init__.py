@@ -2,7 +2,8 @@
 
 One concern per module: `drive` (the agent loop), `resume` (what a resumed segment tells the
 model), `suspend` (pending calls), `finish` (the run's end), `leases` (persistence points and the
-lease), `failures` (classification), `events` and `stream` (what is published), `usage`.
+lease), `segment` (what a segment starts from and holds back), `failures` (classification),
+`events` and `stream` (what is published), `usage`.
 """
 
 from sursis.infra.runner.agents import build_agent, supported_provider_tools

@@ -4,33 +4,30 @@ from __future__ import annotations
 
 import asyncio
 from contextlib import AsyncExitStack, suppress
-from dataclasses import dataclass
-from typing import Any
+from functools import partial
 
 import structlog
 from opentelemetry.trace import Span, Status, StatusCode
-from pydantic_ai import Agent, AgentRun
+from pydantic_ai import Agent
 from pydantic_ai.exceptions import (
     UsageLimitExceeded,
 )
 from pydantic_ai.messages import (
-    ModelMessage,
     ModelResponse,
     TextPart,
-    ToolCallPart,
 )
-from pydantic_ai.tools import DeferredToolRequests, ToolDenied
+from pydantic_ai.tools import DeferredToolRequests, DeferredToolResults, ToolDenied
 from pydantic_ai.usage import UsageLimits
-from pydantic_core import to_json
 
 from sursis.domain.ports import UnitOfWork
-from sursis.domain.records import JsonText, PendingCall, Run, RunError, ToolCallRecord
+from sursis.domain.records import Run, RunError
 from sursis.domain.states import RunStatus
 from sursis.infra.agents import approved_args
-from sursis.infra.agents.agent_deps import DepsFactoryFailed, OpenedDeps, RunInfo
+from sursis.infra.agents.agent_deps import DepsFactoryFailed, OpenedDeps
 from sursis.infra.agents.run_deps import RunDeps, current_run_deps
 from sursis.infra.db.held import GuardFailed
 from sursis.infra.faults import crash_point
+from sursis.infra.runner.agents import ServedAgent
 from sursis.infra.runner.base import log
 from sursis.infra.runner.events import Announced
 from sursis.infra.runner.failures import is_transient_database_error, run_failure
@@ -41,39 +38,11 @@ from sursis.infra.runner.resume import (
     policy_denial,
     unanswered_tool_calls,
 )
+from sursis.infra.runner.segment import Held, Segment, SegmentStart, is_final_answer, output_text, run_info
 from sursis.infra.runner.stream import Streaming
 from sursis.infra.runner.suspend import Suspending
 from sursis.infra.runner.usage import usage_record
 from sursis.infra.telemetry import context_from, segment_attributes
-
-
-def is_final_answer(message: ModelMessage) -> bool:
-    """A response that calls no tool: nothing runs after it, so the end of the run stores it.
-
-    Messages are persisted before anything acts on them (a tool's effect must find its call in
-    the log: `RunDeps.before_effect` stores them as a tool is about to run), and otherwise with
-    the suspension or the end of the run, in its transaction. A crash before then loses them, and
-    the run is claimed again and asks the model again, as after a crash during the request.
-    """
-    return isinstance(message, ModelResponse) and not any(isinstance(p, ToolCallPart) for p in message.parts)
-
-
-@dataclass(frozen=True, slots=True)
-class SegmentStart:
-    """What a segment starts from: the log as the model is shown it, and the state of the calls
-    its last response left unanswered."""
-
-    last_seq: int
-    started: bool
-    """The run's prompt is in the log already (a resumed or retried run)."""
-    history: list[ModelMessage]
-    tail: list[ToolCallPart]
-    """The last response's calls that have no result in the log."""
-    pending: list[PendingCall]
-    recorded: dict[str, ToolCallRecord]
-    """The stored outcomes of `tail`'s calls that already ran, by tool call id."""
-    producer: Run | None
-    """The earlier run whose response left `tail`, if it was not this run."""
 
 
 class AgentRunner(Suspending, Leases, Streaming):
@@ -160,6 +129,75 @@ class AgentRunner(Suspending, Leases, Streaming):
     async def _run_segment(
         self, run: Run, owner: str, span: Span, stopping: asyncio.Event, start: SegmentStart | None
     ) -> RunStatus:
+        """The segment's agent loop, run in this coroutine itself: every coroutine between the loop
+        and the task is resumed, and counted, at each step of the agent, so the steps before and
+        after the loop are called from here and the loop is not."""
+        prepared = await self._prepared(run, owner, span, stopping, start)
+        if isinstance(prepared, RunStatus):
+            return prepared
+        segment, results, remaining = prepared
+        served, held, announced = segment.served, segment.held, segment.announced
+        deps = self._run_deps(segment)
+        async with AsyncExitStack() as stack:
+            opened = None if served.deps is None else OpenedDeps(served.deps, run_info(run))
+            try:
+                own_deps = deps if opened is None else await stack.enter_async_context(opened)
+            except DepsFactoryFailed as exc:
+                return await self._deps_failed(run, owner, span, exc)
+            token = current_run_deps.set(deps)
+            stack.callback(current_run_deps.reset, token)
+            try:
+                async with served.agent.iter(
+                    None if segment.start.started else run.input,
+                    message_history=segment.start.history,
+                    deferred_tool_results=results,
+                    deps=own_deps,
+                    usage_limits=UsageLimits(request_limit=remaining),
+                    **served.iter_options,
+                ) as agent_run:
+                    held.agent_run = agent_run
+                    async for node in agent_run:
+                        if Agent.is_end_node(node):
+                            break
+                        if stopping.is_set():
+                            # Shutting down: store what is held back and give the run back here.
+                            new = agent_run.new_messages()
+                            if len(new) > held.persisted and not is_final_answer(new[-1]):
+                                await self._before_effect(segment)
+                        if Agent.is_model_request_node(node):
+                            # Tool results reach the log with the next response; announce them now.
+                            await self._publish_request(run, node.request, announced)
+                            if served.streams:
+                                async with node.stream(agent_run.ctx) as stream:
+                                    await self._stream_response(run, stream, announced)
+                        elif Agent.is_call_tools_node(node) and not served.streams:
+                            # A model that does not stream: its text arrives as one delta.
+                            await self._deliver_response(run, node.model_response, announced)
+                    result = agent_run.result
+                    held.usage = run.usage.add(usage_record(agent_run.usage))
+                    new = agent_run.new_messages()[held.persisted :]
+            except (CancelRequested, UsageLimitExceeded) as exc:
+                return await self._stopped(segment, exc)
+            except (LeaseLost, Interrupted):
+                raise
+            except Exception as exc:
+                if is_transient_database_error(exc):
+                    raise
+                return await self._failed(segment, exc, opened)
+        if result is None:
+            raise RuntimeError("agent run ended without a result")
+        output = result.output
+        if isinstance(output, DeferredToolRequests):
+            return await self._suspend(run, owner, new, output, held.usage, announced)
+        return await self._finish(
+            run, owner, new, RunStatus.COMPLETED, held.usage, output=output_text(output), announced=announced
+        )
+
+    async def _prepared(
+        self, run: Run, owner: str, span: Span, stopping: asyncio.Event, start: SegmentStart | None
+    ) -> tuple[Segment, DeferredToolResults | None, int] | RunStatus:
+        """The segment ready to run its agent (with what it resumes with and how many model requests
+        are left), or the run's end when it ends before the agent runs."""
         if run.agent not in self._served:
             # The API that queued the run serves an agent this worker does not: give both the
             # same agents (`--agents`, SURSIS_AGENTS).
@@ -171,18 +209,36 @@ class AgentRunner(Suspending, Leases, Streaming):
                 start = await self.read_segment(uow, run)
         announced = Announced()
         announced.last_seq = start.last_seq
+        served = self._served[run.agent]
+        results = await self._deferred_results(run, owner, start, served)
+        if isinstance(results, RunStatus):
+            return results
+        remaining = self._step_limit - run.usage.requests
+        if remaining <= 0:
+            return await self._step_limit_reached(run, owner, [], run.usage)
+        mcp = self._definitions[run.agent].mcp
+        if mcp is not None:
+            await mcp.connect()  # once per process; again after the server died
+        span.set_attribute("sursis.segment.resumed", bool(results))
+        log.info("run.segment_started", resumed=bool(results))
+        segment = Segment(run, owner, span, stopping, start, served, announced, Held(run.usage))
+        return segment, results, remaining
+
+    async def _deferred_results(
+        self, run: Run, owner: str, start: SegmentStart, served: ServedAgent
+    ) -> DeferredToolResults | RunStatus | None:
+        """What the segment resumes with: the answers to the calls its log left unanswered (None:
+        none), or the run's end when it ends before the agent runs (a final answer stored before a
+        crash, approved calls whose arguments changed)."""
         started, history, tail = start.started, start.history, start.tail
-        tail_ids = [p.tool_call_id for p in tail]
-        recorded, producer = start.recorded, start.producer
         if started and history and isinstance(history[-1], ModelResponse) and not tail:
             # A crash after the final answer was stored but before the run was marked done.
             text = "".join(p.content for p in history[-1].parts if isinstance(p, TextPart))
             return await self._finish(run, owner, [], RunStatus.COMPLETED, run.usage, output=text)
-        served = self._served[run.agent]
         # Calls left by an earlier run that ended (cancelled, failed) were never performed.
-        abandoned = producer is not None and producer.status.finished
+        abandoned = start.producer is not None and start.producer.status.finished
         results = deferred_results(tail, start.pending, abandoned, raw=served.raw_results)
-        if (forged := approved_args.mismatches(tail, results, recorded)) and not abandoned:
+        if (forged := approved_args.mismatches(tail, results, start.recorded)) and not abandoned:
             # Nothing of the segment runs: an approved call would run with other arguments.
             return await self._refuse_forged(run, owner, forged)
         if forged and results is not None:
@@ -193,40 +249,12 @@ class AgentRunner(Suspending, Leases, Streaming):
                 )
         if results is not None:
             crash_point("segment_resumed")
-        remaining = self._step_limit - run.usage.requests
-        if remaining <= 0:
-            return await self._step_limit_reached(run, owner, [], run.usage)
+        return results
 
-        agent = served.agent
-        mcp = self._definitions[run.agent].mcp
-        if mcp is not None:
-            await mcp.connect()  # once per process; again after the server died
-        persisted = 0
-        usage = run.usage
-        agent_run: AgentRun[Any, Any] | None = None
-
-        persisting = asyncio.Lock()
-        cancel_seen = False
-
-        async def before_effect() -> None:
-            """Store the messages held back, before anything acts on them; a cancel stops here.
-
-            The calls of one response run concurrently: the first stores the response, the
-            others wait for it (and for its answer to a cancel) instead of storing it again.
-            """
-            nonlocal persisted, usage, cancel_seen
-            if agent_run is None:
-                return
-            async with persisting:
-                new = agent_run.new_messages()
-                if len(new) > persisted:
-                    usage = run.usage.add(usage_record(agent_run.usage))
-                    cancel_seen = await self._persist(run, owner, new[persisted:], usage, announced, stopping)
-                    persisted = len(new)
-            if cancel_seen:
-                raise CancelRequested()
-
-        deps = RunDeps(
+    def _run_deps(self, segment: Segment) -> RunDeps:
+        """What the segment's tool calls reach (`RunDeps`)."""
+        run = segment.run
+        return RunDeps(
             conversation_id=run.conversation_id,
             run_id=run.id,
             workspace=run.workspace,
@@ -239,86 +267,65 @@ class AgentRunner(Suspending, Leases, Streaming):
             agent_deps=self._agent_deps,
             run_info=run_info(run),
             tracer=self._telemetry.tracer,
-            announced=announced,
-            before_effect=before_effect,
-            outcomes={i: recorded.get(i) for i in tail_ids},
+            announced=segment.announced,
+            before_effect=partial(self._before_effect, segment),
+            outcomes={p.tool_call_id: segment.start.recorded.get(p.tool_call_id) for p in segment.start.tail},
         )
-        span.set_attribute("sursis.segment.resumed", bool(results))
-        log.info("run.segment_started", resumed=bool(results))
-        async with AsyncExitStack() as stack:
-            opened = None if served.deps is None else OpenedDeps(served.deps, run_info(run))
-            try:
-                own_deps = deps if opened is None else await stack.enter_async_context(opened)
-            except DepsFactoryFailed as exc:
-                # The factory's error text may hold a URL with its credentials: masked in the trace
-                # as in the log line (whose fields and traceback the log configuration masks).
-                span.add_event("exception", {"exception.type": type(exc).__name__, **exc.masked()})
-                log.error("run.deps_failed", error=str(exc), exc_info=exc.__cause__)
-                error = RunError("deps_failed", f"{exc.summary}; details are in the service logs")
-                return await self._finish(run, owner, [], RunStatus.FAILED, run.usage, error=error)
-            token = current_run_deps.set(deps)
-            stack.callback(current_run_deps.reset, token)
-            try:
-                async with agent.iter(
-                    None if started else run.input,
-                    message_history=history,
-                    deferred_tool_results=results,
-                    deps=own_deps,
-                    usage_limits=UsageLimits(request_limit=remaining),
-                    **served.iter_options,
-                ) as agent_run:
-                    async for node in agent_run:
-                        if Agent.is_end_node(node):
-                            break
-                        if stopping.is_set():
-                            # Shutting down: store what is held back and give the run back here.
-                            new = agent_run.new_messages()
-                            if len(new) > persisted and not is_final_answer(new[-1]):
-                                await before_effect()
-                        if Agent.is_model_request_node(node):
-                            # Tool results reach the log with the next response; announce them now.
-                            await self._publish_request(run, node.request, announced)
-                            if served.streams:
-                                async with node.stream(agent_run.ctx) as stream:
-                                    await self._stream_response(run, stream, announced)
-                        elif Agent.is_call_tools_node(node) and not served.streams:
-                            # A model that does not stream: its text arrives as one delta.
-                            await self._deliver_response(run, node.model_response, announced)
-                    result = agent_run.result
-                    usage = run.usage.add(usage_record(agent_run.usage))
-                    new = agent_run.new_messages()[persisted:]
-            except CancelRequested:
-                return await self._finish(run, owner, [], RunStatus.CANCELLED, usage)
-            except UsageLimitExceeded:
-                unsaved = agent_run.new_messages()[persisted:] if agent_run else []
-                return await self._step_limit_reached(run, owner, unsaved, usage, announced)
-            except (LeaseLost, Interrupted):
-                raise
-            except Exception as exc:
-                if is_transient_database_error(exc):
-                    raise
-                span.record_exception(exc)
-                failure = run_failure(exc)
-                if approved_args.refusal(exc) is None:  # a refusal was logged where it was made
-                    log.exception("run.segment_error", error=failure.message)
-                if opened is not None:
-                    opened.failure = exc
-                return await self._finish(
-                    run,
-                    owner,
-                    agent_run.new_messages()[persisted:] if agent_run else [],
-                    RunStatus.FAILED,
-                    usage,
-                    error=failure,
-                    announced=announced,
+
+    async def _before_effect(self, segment: Segment) -> None:
+        """Store the messages held back, before anything acts on them; a cancel stops here.
+
+        The calls of one response run concurrently: the first stores the response, the
+        others wait for it (and for its answer to a cancel) instead of storing it again.
+        """
+        held, run = segment.held, segment.run
+        agent_run = held.agent_run
+        if agent_run is None:
+            return
+        async with held.persisting:
+            new = agent_run.new_messages()
+            if len(new) > held.persisted:
+                held.usage = run.usage.add(usage_record(agent_run.usage))
+                held.cancel_seen = await self._persist(
+                    run, segment.owner, new[held.persisted :], held.usage, segment.announced, segment.stopping
                 )
-        if result is None:
-            raise RuntimeError("agent run ended without a result")
-        output = result.output
-        if isinstance(output, DeferredToolRequests):
-            return await self._suspend(run, owner, new, output, usage, announced)
+                held.persisted = len(new)
+        if held.cancel_seen:
+            raise CancelRequested()
+
+    async def _deps_failed(self, run: Run, owner: str, span: Span, exc: DepsFactoryFailed) -> RunStatus:
+        """The run failed: the agent's deps factory failed to open its deps."""
+        # The factory's error text may hold a URL with its credentials: masked in the trace
+        # as in the log line (whose fields and traceback the log configuration masks).
+        span.add_event("exception", {"exception.type": type(exc).__name__, **exc.masked()})
+        log.error("run.deps_failed", error=str(exc), exc_info=exc.__cause__)
+        error = RunError("deps_failed", f"{exc.summary}; details are in the service logs")
+        return await self._finish(run, owner, [], RunStatus.FAILED, run.usage, error=error)
+
+    async def _stopped(self, segment: Segment, exc: CancelRequested | UsageLimitExceeded) -> RunStatus:
+        """The run's end when its agent stopped on a cancel or on the step limit."""
+        run, owner, held = segment.run, segment.owner, segment.held
+        if isinstance(exc, CancelRequested):
+            return await self._finish(run, owner, [], RunStatus.CANCELLED, held.usage)
+        return await self._step_limit_reached(run, owner, held.unsaved(), held.usage, segment.announced)
+
+    async def _failed(self, segment: Segment, exc: Exception, opened: OpenedDeps | None) -> RunStatus:
+        """The run failed on an error of its agent (or of a tool that the tool wrapper let through)."""
+        segment.span.record_exception(exc)
+        failure = run_failure(exc)
+        if approved_args.refusal(exc) is None:  # a refusal was logged where it was made
+            log.exception("run.segment_error", error=failure.message)
+        if opened is not None:
+            opened.failure = exc
+        held = segment.held
         return await self._finish(
-            run, owner, new, RunStatus.COMPLETED, usage, output=output_text(output), announced=announced
+            segment.run,
+            segment.owner,
+            held.unsaved(),
+            RunStatus.FAILED,
+            held.usage,
+            error=failure,
+            announced=segment.announced,
         )
 
     async def _refuse_forged(
@@ -333,23 +340,3 @@ class AgentRunner(Suspending, Leases, Streaming):
         findings = [f.audit_entry(run.workspace, run.conversation_id, run.id) for f in forged]
         error = approved_args.run_error(forged)
         return await self._finish(run, owner, [], RunStatus.FAILED, run.usage, error=error, findings=findings)
-
-
-def output_text(output: Any) -> str:
-    """A run's output as stored: the text answer, or an agent's structured output as JSON (marked
-    `JsonText`, so that it is shown as JSON)."""
-    return output if isinstance(output, str) else JsonText(to_json(output).decode())
-
-
-def run_info(run: Run) -> RunInfo:
-    """What an agent's deps factory is told of the run."""
-    return RunInfo(
-        workspace=run.workspace,
-        conversation_id=run.conversation_id,
-        run_id=run.id,
-        agent=run.agent,
-        channel=run.channel,
-        key_id=run.started_by,
-        role=run.started_role,
-        segment=run.segment,
-    )

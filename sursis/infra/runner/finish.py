@@ -67,20 +67,6 @@ class Ending(EventPublishing):
         tool_events = self._tool_events(run, messages, announced)
         completing = status is RunStatus.COMPLETED
 
-        async def end_cancelled(uow: UnitOfWork) -> int | Literal[False] | None:
-            """The end written as cancelled: a cancel requested after the last persistence point wins."""
-            return await self._end(
-                uow,
-                run,
-                owner,
-                messages,
-                RunStatus.CANCELLED,
-                usage,
-                now,
-                announced=announced,
-                tool_events=tool_events,
-            )
-
         try:
             async with self._uow() as uow:
                 for finding in findings:
@@ -103,7 +89,9 @@ class Ending(EventPublishing):
                     # A cancel that came after the last persistence point still wins; the answer
                     # stays in the log.
                     status, output = RunStatus.CANCELLED, None
-                    last_seq = await end_cancelled(uow)
+                    last_seq = await self._end_cancelled(
+                        uow, run, owner, messages, usage, now, announced, tool_events
+                    )
                 if last_seq is False:
                     raise LeaseLost()
                 await uow.commit()
@@ -114,14 +102,52 @@ class Ending(EventPublishing):
                 if not (completing and await uow.runs.cancel_requested(run.id)):
                     raise LeaseLost() from None
                 status, output = RunStatus.CANCELLED, None
-                last_seq = await end_cancelled(uow)
+                last_seq = await self._end_cancelled(
+                    uow, run, owner, messages, usage, now, announced, tool_events
+                )
                 if last_seq is False:
                     raise LeaseLost() from None
                 await uow.commit()
+        return self._ended(
+            announced, last_seq, status, error=error.code if error else None, usage=usage.to_json()
+        )
+
+    def _ended(
+        self, announced: set[str] | None, last_seq: int | None, status: RunStatus, **logged: Any
+    ) -> RunStatus:
+        """After the end's commit: the stored messages counted as announced, the status counted and
+        logged (`run.<status>`, with `logged`)."""
         self._appended(announced, last_seq)
         self._metrics.run_status(status)
-        log.info(f"run.{status.value}", error=error.code if error else None, usage=usage.to_json())
+        log.info(f"run.{status.value}", **logged)
         return status
+
+    async def _end_cancelled(
+        self,
+        uow: UnitOfWork,
+        run: Run,
+        owner: str,
+        messages: Sequence[ModelMessage],
+        usage: Usage,
+        now: datetime,
+        announced: set[str] | None,
+        tool_events: ToolEvents,
+        details: dict[str, Any] | None = None,
+    ) -> int | Literal[False] | None:
+        """The end written as cancelled in the caller's transaction (see `_end`): a cancel requested
+        after the last persistence point wins over a completion or a suspension."""
+        return await self._end(
+            uow,
+            run,
+            owner,
+            messages,
+            RunStatus.CANCELLED,
+            usage,
+            now,
+            announced=announced,
+            details=details,
+            tool_events=tool_events,
+        )
 
     async def _end(
         self,

@@ -53,8 +53,53 @@ class Suspending(Ending):
         announced: set[str],
     ) -> RunStatus:
         now = self._clock()
+        calls = self._pending_calls(run, output, now, await self._requester(run))
+        tool_events = self._tool_events(run, messages, announced)
+        try:
+            async with self._uow() as uow:
+                suspended = await run_lifecycle.suspend(
+                    uow,
+                    run,
+                    owner,
+                    calls,
+                    usage,
+                    now,
+                    actor=ACTOR,
+                    tool_events=tool_events,
+                    trace_context=current_trace_context(),
+                    unless_cancel_requested=True,
+                )
+                if not suspended:
+                    return await self._not_suspended(
+                        uow, run, owner, messages, calls, usage, now, announced, tool_events
+                    )
+                last_seq = await self._append(uow, run, messages, now, announced)
+                await uow.commit()
+        except GuardFailed:
+            # On PostgreSQL the suspension was held to the commit, which found the lease gone or a
+            # cancel requested and wrote nothing: the same question again, in a transaction of its own.
+            async with self._uow() as uow:
+                return await self._not_suspended(
+                    uow, run, owner, messages, calls, usage, now, announced, tool_events
+                )
+        for call in calls:
+            log.info(
+                "pending.requested",
+                correlation_id=str(call.correlation_id),
+                tool_call_id=call.tool_call_id,
+                tool_name=call.tool_name,
+                kind=call.kind.value,
+                expires_at=call.expires_at.isoformat(),
+            )
+        return self._ended(
+            announced, last_seq, RunStatus.SUSPENDED, pending=len(calls), usage=usage.to_json()
+        )
+
+    def _pending_calls(
+        self, run: Run, output: DeferredToolRequests, now: datetime, requester: str | None
+    ) -> list[PendingCall]:
+        """The pending calls the segment's deferred tool calls become (nested agents' included)."""
         calls: list[PendingCall] = []
-        requester = await self._requester(run)
         for target in deferred_targets(run.agent, output):
             owner_definition = self._definitions.get(target.agent)
             spec = owner_definition.spec(target.tool_name) if owner_definition else None
@@ -90,47 +135,7 @@ class Suspending(Ending):
                     requested_by=requester,
                 )
             )
-        tool_events = self._tool_events(run, messages, announced)
-        try:
-            async with self._uow() as uow:
-                suspended = await run_lifecycle.suspend(
-                    uow,
-                    run,
-                    owner,
-                    calls,
-                    usage,
-                    now,
-                    actor=ACTOR,
-                    tool_events=tool_events,
-                    trace_context=current_trace_context(),
-                    unless_cancel_requested=True,
-                )
-                if not suspended:
-                    return await self._not_suspended(
-                        uow, run, owner, messages, calls, usage, now, announced, tool_events
-                    )
-                last_seq = await self._append(uow, run, messages, now, announced)
-                await uow.commit()
-        except GuardFailed:
-            # On PostgreSQL the suspension was held to the commit, which found the lease gone or a
-            # cancel requested and wrote nothing: the same question again, in a transaction of its own.
-            async with self._uow() as uow:
-                return await self._not_suspended(
-                    uow, run, owner, messages, calls, usage, now, announced, tool_events
-                )
-        self._appended(announced, last_seq)
-        self._metrics.run_status(RunStatus.SUSPENDED)
-        for call in calls:
-            log.info(
-                "pending.requested",
-                correlation_id=str(call.correlation_id),
-                tool_call_id=call.tool_call_id,
-                tool_name=call.tool_name,
-                kind=call.kind.value,
-                expires_at=call.expires_at.isoformat(),
-            )
-        log.info("run.suspended", pending=len(calls), usage=usage.to_json())
-        return RunStatus.SUSPENDED
+        return calls
 
     async def _not_suspended(
         self,
@@ -151,25 +156,13 @@ class Suspending(Ending):
         # Cancelled after the last persistence point: nobody is asked. The calls stay
         # unanswered in the log and the next message tells the model they were not performed.
         details = {"calls_not_requested": len(calls)}
-        last_seq = await self._end(
-            uow,
-            run,
-            owner,
-            messages,
-            RunStatus.CANCELLED,
-            usage,
-            now,
-            announced=announced,
-            details=details,
-            tool_events=tool_events,
+        last_seq = await self._end_cancelled(
+            uow, run, owner, messages, usage, now, announced, tool_events, details
         )
         if last_seq is False:
             raise LeaseLost()
         await uow.commit()
-        self._appended(announced, last_seq)
-        self._metrics.run_status(RunStatus.CANCELLED)
-        log.info("run.cancelled", usage=usage.to_json(), **details)
-        return RunStatus.CANCELLED
+        return self._ended(announced, last_seq, RunStatus.CANCELLED, usage=usage.to_json(), **details)
 
 
 def _wait_for(policy: PolicyDecision | None, declared: timedelta) -> timedelta:

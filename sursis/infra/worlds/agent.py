@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import uuid
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel, Field
@@ -60,34 +61,75 @@ def _policy(exc: ToolError) -> ToolFailed:
     return ToolFailed(failure_message(exc.to_result()))
 
 
-def world_agent(uow: SqlUnitOfWorkFactory, corpus: RuleCorpus, memory: MemoryGateway) -> AgentDefinition:
-    """Build the World Agent's tools over the corpus, the memory gateway and a unit-of-work factory."""
+def _checked(code: str, function: str) -> str:
+    """The code of a predicate or filter, once the static check accepts it."""
+    try:
+        check_predicate(code, function)
+    except PredicateRefused as exc:
+        raise ToolPolicyError(
+            f"the code was refused by the static check at line {exc.line}, node {exc.node}: {exc.reason}",
+            code="PREDICATE_REFUSED",
+        ) from None
+    return code
 
-    async def current(ctx: RunContext[RunDeps]) -> tuple[World, WorldMode]:
-        found = await corpus.session(ctx.deps.conversation_id)
+
+@dataclass(frozen=True, slots=True)
+class _Sessions:
+    """The world a conversation was opened for (`world_sessions`) and the mode of a run in it."""
+
+    corpus: RuleCorpus
+
+    async def current(self, ctx: RunContext[RunDeps]) -> tuple[World, WorldMode]:
+        found = await self.corpus.session(ctx.deps.conversation_id)
         if found is None:
             raise ToolPolicyError(
                 "this conversation is not bound to a world; open one with POST /v1/worlds/{id}/conversations",
                 code="NO_WORLD",
             )
-        return found[0], await corpus.mode_of_run(found[1], ctx.deps.run_id)
+        return found[0], await self.corpus.mode_of_run(found[1], ctx.deps.run_id)
 
-    async def world_id(ctx: RunContext[RunDeps]) -> uuid.UUID:
-        return (await current(ctx))[0].id
+    async def world_id(self, ctx: RunContext[RunDeps]) -> uuid.UUID:
+        return (await self.current(ctx))[0].id
 
-    async def world_of(ctx: RunContext[RunDeps]) -> uuid.UUID | None:
-        found = await corpus.session(ctx.deps.conversation_id)
+    async def world_of(self, ctx: RunContext[RunDeps]) -> uuid.UUID | None:
+        found = await self.corpus.session(ctx.deps.conversation_id)
         return found[0].id if found else None
 
-    async def shown(ctx: RunContext[RunDeps], tool_def: ToolDefinition) -> ToolDefinition | None:
+    async def shown(self, ctx: RunContext[RunDeps], tool_def: ToolDefinition) -> ToolDefinition | None:
         """The mode filter: a session without a world sees nothing, customer mode the read tools."""
-        found = await corpus.session(ctx.deps.conversation_id)
+        found = await self.corpus.session(ctx.deps.conversation_id)
         if found is None:
             return None
-        mode = await corpus.mode_of_run(found[1], ctx.deps.run_id)
+        mode = await self.corpus.mode_of_run(found[1], ctx.deps.run_id)
         if mode is WorldMode.CUSTOMER and tool_def.name not in CUSTOMER_TOOLS:
             return None
         return tool_def
+
+    def declare(self, function: Callable[..., Any], spec: ToolSpec, **extra: Any) -> DeclaredTool:
+        """A tool shown only in a world's session (and in customer mode only if it reads)."""
+        DeclaredTool.declare(function, spec)
+        return DeclaredTool(
+            spec=spec, tool=Tool(function, name=spec.name, max_retries=2, prepare=self.shown, **extra)
+        )
+
+
+def world_agent(uow: SqlUnitOfWorkFactory, corpus: RuleCorpus, memory: MemoryGateway) -> AgentDefinition:
+    """Build the World Agent's tools over the corpus, the memory gateway and a unit-of-work factory."""
+    sessions = _Sessions(corpus)
+    tools = (
+        *_rule_tools(corpus, sessions),
+        *_decision_tools(uow, sessions),
+        *_candidate_tools(uow, corpus, sessions),
+        *_draft_tools(corpus, sessions),
+        _enshrinement_tool(uow, corpus, sessions),
+        *memory_tools(memory, sessions.world_of, prepare=sessions.shown),
+    )
+    return AgentDefinition(name=WORLD_AGENT, instructions=INSTRUCTIONS, tools=tools)
+
+
+def _rule_tools(corpus: RuleCorpus, sessions: _Sessions) -> tuple[DeclaredTool, ...]:
+    """The tools that read the corpus (customer mode sees rules in force only)."""
+    current = sessions.current
 
     async def list_rules(ctx: RunContext[RunDeps], state: RuleState | None = None) -> list[dict[str, Any]]:
         """List the world's rules (every version), optionally of one state.
@@ -112,6 +154,16 @@ def world_agent(uow: SqlUnitOfWorkFactory, corpus: RuleCorpus, memory: MemoryGat
         if mode is WorldMode.CUSTOMER:
             return rule_view(await corpus.in_force(world.id, rule_id), full=False)
         return rule_view(await corpus.latest(world.id, rule_id), full=True)
+
+    return (
+        sessions.declare(list_rules, ToolSpec("list_rules")),
+        sessions.declare(get_rule, ToolSpec("get_rule")),
+    )
+
+
+def _decision_tools(uow: SqlUnitOfWorkFactory, sessions: _Sessions) -> tuple[DeclaredTool, ...]:
+    """The tools that read the world's decisions: one explained, the flagged ones grouped."""
+    current, world_id = sessions.current, sessions.world_id
 
     async def explain_decision(ctx: RunContext[RunDeps], decision_id: str) -> dict[str, Any]:
         """Explain a recorded decision: its outcome, its input and the text of the rules that made it.
@@ -165,6 +217,18 @@ def world_agent(uow: SqlUnitOfWorkFactory, corpus: RuleCorpus, memory: MemoryGat
             flagged = await SqlWorldRepository(u.session).flagged_decisions(wid)
         return [dataclasses.asdict(p) for p in override_patterns(flagged, min_flags=min_flags)]
 
+    return (
+        sessions.declare(explain_decision, ToolSpec("explain_decision")),
+        sessions.declare(list_override_patterns, ToolSpec("list_override_patterns")),
+    )
+
+
+def _candidate_tools(
+    uow: SqlUnitOfWorkFactory, corpus: RuleCorpus, sessions: _Sessions
+) -> tuple[DeclaredTool, ...]:
+    """The tools that propose a candidate and write its predicate and its filter (statically checked)."""
+    world_id = sessions.world_id
+
     async def propose_rule_candidate(
         ctx: RunContext[RunDeps], text: str, evidence: dict[str, Any]
     ) -> dict[str, Any]:
@@ -184,16 +248,6 @@ def world_agent(uow: SqlUnitOfWorkFactory, corpus: RuleCorpus, memory: MemoryGat
             await u.commit()
         return result
 
-    def checked(code: str, function: str) -> str:
-        try:
-            check_predicate(code, function)
-        except PredicateRefused as exc:
-            raise ToolPolicyError(
-                f"the code was refused by the static check at line {exc.line}, node {exc.node}: {exc.reason}",
-                code="PREDICATE_REFUSED",
-            ) from None
-        return code
-
     async def generate_predicate(ctx: RunContext[RunDeps], rule_id: str, code: str) -> dict[str, Any]:
         """Store the rule's predicate, `def predicate(ctx) -> bool`, after a static check.
 
@@ -201,7 +255,7 @@ def world_agent(uow: SqlUnitOfWorkFactory, corpus: RuleCorpus, memory: MemoryGat
             rule_id: The rule's id.
             code: Python source of exactly one function `def predicate(ctx)` over the dict `ctx`.
         """
-        source = checked(code, "predicate")
+        source = _checked(code, "predicate")
         rule = await corpus.edit_draft(
             await world_id(ctx), rule_id, lambda r: setattr(r, "predicate", source)
         )
@@ -214,11 +268,23 @@ def world_agent(uow: SqlUnitOfWorkFactory, corpus: RuleCorpus, memory: MemoryGat
             rule_id: The rule's id.
             code: Python source of exactly one function `def applies_when(ctx)`.
         """
-        source = checked(code, "applies_when")
+        source = _checked(code, "applies_when")
         rule = await corpus.edit_draft(
             await world_id(ctx), rule_id, lambda r: setattr(r, "applies_when", source)
         )
         return rule_view(rule)
+
+    suggest = Category.SUGGEST
+    return (
+        sessions.declare(propose_rule_candidate, ToolSpec("propose_rule_candidate", category=suggest)),
+        sessions.declare(generate_predicate, ToolSpec("generate_predicate", category=suggest)),
+        sessions.declare(generate_applies_when, ToolSpec("generate_applies_when", category=suggest)),
+    )
+
+
+def _draft_tools(corpus: RuleCorpus, sessions: _Sessions) -> tuple[DeclaredTool, ...]:
+    """The tools that draft a candidate's tests, run its readiness gate and attach its provenance."""
+    world_id = sessions.world_id
 
     async def propose_inline_tests(
         ctx: RunContext[RunDeps], rule_id: str, cases: list[CaseIn]
@@ -267,6 +333,18 @@ def world_agent(uow: SqlUnitOfWorkFactory, corpus: RuleCorpus, memory: MemoryGat
         )
         return rule_view(rule)
 
+    suggest = Category.SUGGEST
+    return (
+        sessions.declare(propose_inline_tests, ToolSpec("propose_inline_tests", category=suggest)),
+        sessions.declare(run_readiness_gate, ToolSpec("run_readiness_gate", category=suggest)),
+        sessions.declare(draft_provenance, ToolSpec("draft_provenance", category=suggest)),
+    )
+
+
+def _enshrinement_tool(uow: SqlUnitOfWorkFactory, corpus: RuleCorpus, sessions: _Sessions) -> DeclaredTool:
+    """The one gated tool: a rule enshrined once an operator approves it at the conformity gate."""
+    world_id = sessions.world_id
+
     async def check_request(ctx: RunContext[RunDeps], rule_id: str) -> None:
         """Before the approval gate: the gates must allow it, and the rule becomes `enshrined_pending`."""
         approved = ctx.tool_call_approved and not (ctx.tool_call_metadata or {}).get(REDISPATCH)
@@ -296,29 +374,8 @@ def world_agent(uow: SqlUnitOfWorkFactory, corpus: RuleCorpus, memory: MemoryGat
             await u.commit()
         return result
 
-    def declare(function: Callable[..., Any], spec: ToolSpec, **extra: Any) -> DeclaredTool:
-        DeclaredTool.declare(function, spec)
-        return DeclaredTool(
-            spec=spec, tool=Tool(function, name=spec.name, max_retries=2, prepare=shown, **extra)
-        )
-
-    suggest = Category.SUGGEST
-    tools = [
-        declare(list_rules, ToolSpec("list_rules")),
-        declare(get_rule, ToolSpec("get_rule")),
-        declare(explain_decision, ToolSpec("explain_decision")),
-        declare(list_override_patterns, ToolSpec("list_override_patterns")),
-        declare(propose_rule_candidate, ToolSpec("propose_rule_candidate", category=suggest)),
-        declare(generate_predicate, ToolSpec("generate_predicate", category=suggest)),
-        declare(generate_applies_when, ToolSpec("generate_applies_when", category=suggest)),
-        declare(propose_inline_tests, ToolSpec("propose_inline_tests", category=suggest)),
-        declare(run_readiness_gate, ToolSpec("run_readiness_gate", category=suggest)),
-        declare(draft_provenance, ToolSpec("draft_provenance", category=suggest)),
-        declare(
-            request_enshrinement,
-            ToolSpec("request_enshrinement", category=Category.MUTATE, effect="Enshrine rule {rule_id}"),
-            args_validator=check_request,
-        ),
-        *memory_tools(memory, world_of, prepare=shown),
-    ]
-    return AgentDefinition(name=WORLD_AGENT, instructions=INSTRUCTIONS, tools=tuple(tools))
+    return sessions.declare(
+        request_enshrinement,
+        ToolSpec("request_enshrinement", category=Category.MUTATE, effect="Enshrine rule {rule_id}"),
+        args_validator=check_request,
+    )

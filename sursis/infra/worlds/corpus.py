@@ -139,8 +139,7 @@ class RuleCorpus:
 
     async def list_rules(self, world_id: uuid.UUID, state: RuleState | None) -> list[Rule]:
         async with self._uow() as uow:
-            repo = SqlWorldRepository(uow.session)
-            await reconcile_requests(uow, repo, world_id, self._clock)
+            repo = await self._reconciled(uow, world_id)
             rules = await repo.list_rules(world_id, state)
             await uow.commit()
         return rules
@@ -155,14 +154,29 @@ class RuleCorpus:
 
     async def _rule(self, world_id: uuid.UUID, rule_id: str, *, in_force: bool) -> Rule:
         async with self._uow() as uow:
-            repo = SqlWorldRepository(uow.session)
-            await reconcile_requests(uow, repo, world_id, self._clock)
+            repo = await self._reconciled(uow, world_id)
             read = repo.rule_in_force if in_force else repo.latest_rule
             rule = await read(world_id, parse_id(rule_id))
             await uow.commit()
         if rule is None:
             raise ToolUserError(f"no rule {rule_id!r} in this world")
         return rule
+
+    async def _reconciled(self, uow: SqlUnitOfWork, world_id: uuid.UUID) -> SqlWorldRepository:
+        """The world's rules in `uow`, enshrinement requests whose calls ended reconciled first."""
+        repo = SqlWorldRepository(uow.session)
+        await reconcile_requests(uow, repo, world_id, self._clock)
+        return repo
+
+    async def _draft(
+        self, uow: SqlUnitOfWork, world_id: uuid.UUID, rule_id: str
+    ) -> tuple[SqlWorldRepository, Rule]:
+        """The newest version of a rule, to change in `uow` (see `_reconciled`)."""
+        repo = await self._reconciled(uow, world_id)
+        rule = await repo.latest_rule(world_id, parse_id(rule_id))
+        if rule is None:
+            raise ToolUserError(f"no rule {rule_id!r} in this world")
+        return repo, rule
 
     async def propose(
         self, uow: SqlUnitOfWork, world_id: uuid.UUID, text: str, evidence: dict[str, Any]
@@ -184,11 +198,7 @@ class RuleCorpus:
     async def edit_draft(self, world_id: uuid.UUID, rule_id: str, change: Callable[[Rule], None]) -> Rule:
         """Apply `change` to the rule's candidate; an enshrined rule gets a new candidate version."""
         async with self._uow() as uow:
-            repo = SqlWorldRepository(uow.session)
-            await reconcile_requests(uow, repo, world_id, self._clock)
-            rule = await repo.latest_rule(world_id, parse_id(rule_id))
-            if rule is None:
-                raise ToolUserError(f"no rule {rule_id!r} in this world")
+            repo, rule = await self._draft(uow, world_id, rule_id)
             now = self._clock()
             match rule.state:
                 case RuleState.CANDIDATE:
@@ -253,11 +263,7 @@ class RuleCorpus:
     ) -> Rule:
         """Check the gates and mark the rule `enshrined_pending` for this call (idempotent per call)."""
         async with self._uow() as uow:
-            repo = SqlWorldRepository(uow.session)
-            await reconcile_requests(uow, repo, world_id, self._clock)
-            rule = await repo.latest_rule(world_id, parse_id(rule_id))
-            if rule is None:
-                raise ToolUserError(f"no rule {rule_id!r} in this world")
+            repo, rule = await self._draft(uow, world_id, rule_id)
             mine = (
                 rule.request_conversation_id == conversation_id and rule.request_tool_call_id == tool_call_id
             )
