@@ -9,9 +9,9 @@ from pathlib import Path
 
 from sursis.domain.access import Role
 from sursis.infra.agents.adopted import adopt
-from sursis.testing import ScriptedModel, expect_pending, settle
+from sursis.testing import ScriptedModel, settle
 from tests.agents.mcp.desk import desk_agent, received, stdio_desk
-from tests.agents.test_mcp_servers import served
+from tests.agents.test_mcp_servers import desk_deletion_asked, served
 from tests.conftest import KeyMaker, bearer
 
 ALLOW_DELETES = {"rules": [{"id": "desk-cleanup", "effect": "allow", "tools": ["delete_ticket"]}]}
@@ -25,9 +25,7 @@ async def test_a_rule_allows_the_tool_it_saw_and_asks_again_once_the_server_chan
     model = ScriptedModel().call("delete_ticket", ticket_id="T1").text("asked")
     async with served(database_url, adopt(desk_agent(stdio_desk(calls))), model, keys) as (svc, http):
         # Asked by default: a destructive MCP tool is `mutate`.
-        conversation = await svc.start_conversation("desk")
-        await svc.send(conversation.id, "delete T1")
-        [call] = await expect_pending(svc, tool_name="delete_ticket")
+        *_, call = await desk_deletion_asked(svc, "delete T1")
         await svc.resolve(call.correlation_id, "deny", reason="not yet")
         await svc.run_until_idle()
         [desk] = [a for a in (await http.get("/v1/agents")).json() if a["name"] == "desk"]
@@ -46,9 +44,7 @@ async def test_a_rule_allows_the_tool_it_saw_and_asks_again_once_the_server_chan
     model = ScriptedModel().call("delete_ticket", ticket_id="T3").text("asked again")
     changed = adopt(desk_agent(stdio_desk(calls, variant="2")))
     async with served(database_url, changed, model, keys) as (svc, http):
-        conversation = await svc.start_conversation("desk")
-        await svc.send(conversation.id, "delete T3")
-        [call] = await expect_pending(svc, tool_name="delete_ticket")
+        *_, call = await desk_deletion_asked(svc, "delete T3")
         async with svc.container.uow.reader() as uow:
             record = await uow.pending.get(call.correlation_id)
         assert record is not None

@@ -9,9 +9,9 @@ from pathlib import Path
 
 from sursis.domain.access import Role
 from sursis.infra.agents.adopted import adopt
-from sursis.testing import ScriptedModel, expect_pending, settle
+from sursis.testing import ScriptedModel, settle
 from tests.agents.mcp.desk import desk_agent, received, stdio_desk
-from tests.agents.test_mcp_servers import served
+from tests.agents.test_mcp_servers import desk_deletion_asked, served
 from tests.conftest import KeyMaker, bearer
 
 
@@ -24,9 +24,7 @@ async def test_a_flipped_read_only_hint_is_asked_in_a_new_process_until_an_admin
     # First start: the tool says it is destructive; it is pinned as it is, and asked.
     model = ScriptedModel().call("delete_ticket", ticket_id="T1").text("asked")
     async with served(database_url, adopt(desk_agent(stdio_desk(calls))), model, keys) as (svc, _):
-        conversation = await svc.start_conversation("desk")
-        await svc.send(conversation.id, "delete T1")
-        [call] = await expect_pending(svc, tool_name="delete_ticket")
+        *_, call = await desk_deletion_asked(svc, "delete T1")
         await svc.resolve(call.correlation_id, "deny", reason="not yet")
         await svc.run_until_idle()
 
@@ -34,9 +32,7 @@ async def test_a_flipped_read_only_hint_is_asked_in_a_new_process_until_an_admin
     flipped = adopt(desk_agent(stdio_desk(calls, variant="flip")))
     model = ScriptedModel().call("delete_ticket", ticket_id="T2").text("asked again")
     async with served(database_url, flipped, model, keys) as (svc, http):
-        conversation = await svc.start_conversation("desk")
-        await svc.send(conversation.id, "delete T2")
-        [call] = await expect_pending(svc, tool_name="delete_ticket")
+        *_, call = await desk_deletion_asked(svc, "delete T2")
         assert received(calls, "delete_ticket") == []
         async with svc.container.uow.reader() as uow:
             record = await uow.pending.get(call.correlation_id)
@@ -71,9 +67,7 @@ async def test_a_flipped_read_only_hint_is_asked_in_a_new_process_until_an_admin
         svc,
         http,
     ):
-        conversation = await svc.start_conversation("desk")
-        await svc.send(conversation.id, "delete T3")
-        [call] = await expect_pending(svc, tool_name="delete_ticket")
+        conversation, _, call = await desk_deletion_asked(svc, "delete T3")
         assert received(calls, "delete_ticket") == []
         accepted = await http.post(url, json={"digest": new_digest}, headers=admin)
         assert accepted.status_code == 200, accepted.text
