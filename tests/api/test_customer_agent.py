@@ -26,6 +26,18 @@ async def customer_turn(
     return cid, await post_message(client, cid, script(*steps, text=text))
 
 
+def threshold_change(threshold: float, reason: str) -> dict[str, Any]:
+    """The framework advisor's gated call that sets the score threshold."""
+    return call("apply_framework_change", changes={"score_threshold": threshold}, reason=reason)
+
+
+async def advisor_turn(
+    client: AsyncTestClient[Any], *responses: list[dict[str, Any]], text: str = "please help"
+) -> tuple[str, Any]:
+    """A customer turn that delegates to the framework advisor, which answers with `responses`."""
+    return await customer_turn(client, [delegation("framework-advisor", *responses)], text=text)
+
+
 async def test_a_turn_delegates_to_two_specialists_and_synthesises(client: AsyncTestClient[Any]) -> None:
     cid, run = await customer_turn(
         client,
@@ -108,15 +120,10 @@ async def test_the_limit_counts_per_turn(client: AsyncTestClient[Any]) -> None:
 async def test_a_change_inside_a_specialist_suspends_the_run_and_resumes_inside_it(
     client: AsyncTestClient[Any],
 ) -> None:
-    cid, run = await customer_turn(
+    cid, run = await advisor_turn(
         client,
-        [
-            delegation(
-                "framework-advisor",
-                [call("get_framework_config")],
-                [call("apply_framework_change", changes={"score_threshold": 0.8}, reason="stricter gate")],
-            )
-        ],
+        [call("get_framework_config")],
+        [threshold_change(0.8, "stricter gate")],
         text="Raise the score threshold to 0.8",
     )
 
@@ -198,15 +205,10 @@ async def test_three_delegations_in_one_response_run_two(client: AsyncTestClient
 async def test_a_revision_inside_a_specialist_parks_the_run_again_on_the_revised_call(
     client: AsyncTestClient[Any],
 ) -> None:
-    cid, run = await customer_turn(
+    cid, run = await advisor_turn(
         client,
-        [
-            delegation(
-                "framework-advisor",
-                [call("apply_framework_change", changes={"score_threshold": 0.95}, reason="strict")],
-                [call("apply_framework_change", changes={"score_threshold": 0.85}, reason="less strict")],
-            )
-        ],
+        [threshold_change(0.95, "strict")],
+        [threshold_change(0.85, "less strict")],
     )
     [first] = run["pending"]
     revised = await resolve(client, first["correlation_id"], decision="revise", reason="too strict")
@@ -230,14 +232,9 @@ async def test_a_revision_inside_a_specialist_parks_the_run_again_on_the_revised
 async def test_an_edited_change_is_validated_against_the_specialists_tool(
     client: AsyncTestClient[Any],
 ) -> None:
-    _, run = await customer_turn(
+    _, run = await advisor_turn(
         client,
-        [
-            delegation(
-                "framework-advisor",
-                [call("apply_framework_change", changes={"score_threshold": 0.9}, reason="stricter")],
-            )
-        ],
+        [threshold_change(0.9, "stricter")],
     )
     [pending] = run["pending"]
     bad = await resolve(client, pending["correlation_id"], decision="approve", args={"changes": "nope"})
