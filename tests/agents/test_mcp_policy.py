@@ -8,10 +8,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from sursis.domain.access import Role
-from sursis.infra.agents.adopted import adopt
-from sursis.testing import ScriptedModel, expect_pending, settle
-from tests.agents.mcp.desk import desk_agent, received, stdio_desk
-from tests.agents.test_mcp_servers import served
+from sursis.testing import ScriptedModel, settle
+from tests.agents.mcp.desk import received
+from tests.agents.test_mcp_servers import deny_to_rest, desk_deletion_asked, served_desk
 from tests.conftest import KeyMaker, bearer
 
 ALLOW_DELETES = {"rules": [{"id": "desk-cleanup", "effect": "allow", "tools": ["delete_ticket"]}]}
@@ -23,13 +22,10 @@ async def test_a_rule_allows_the_tool_it_saw_and_asks_again_once_the_server_chan
     calls = tmp_path / "calls.jsonl"
     admin = bearer(await keys.make(Role.ADMIN))
     model = ScriptedModel().call("delete_ticket", ticket_id="T1").text("asked")
-    async with served(database_url, adopt(desk_agent(stdio_desk(calls))), model, keys) as (svc, http):
+    async with served_desk(database_url, calls, model, keys) as (svc, http):
         # Asked by default: a destructive MCP tool is `mutate`.
-        conversation = await svc.start_conversation("desk")
-        await svc.send(conversation.id, "delete T1")
-        [call] = await expect_pending(svc, tool_name="delete_ticket")
-        await svc.resolve(call.correlation_id, "deny", reason="not yet")
-        await svc.run_until_idle()
+        *_, call = await desk_deletion_asked(svc, "delete T1")
+        await deny_to_rest(svc, call, "not yet")
         [desk] = [a for a in (await http.get("/v1/agents")).json() if a["name"] == "desk"]
         digest = {t["name"]: t["schema_digest"] for t in desk["tools"]}["delete_ticket"]
         stored = await http.put("/v1/policies", json=ALLOW_DELETES, headers=admin)
@@ -37,18 +33,15 @@ async def test_a_rule_allows_the_tool_it_saw_and_asks_again_once_the_server_chan
         assert stored.json()["rules"][0]["pins"] == {"delete_ticket": digest}
 
     model = ScriptedModel().call("delete_ticket", ticket_id="T2").text("ran")
-    async with served(database_url, adopt(desk_agent(stdio_desk(calls))), model, keys) as (svc, http):
+    async with served_desk(database_url, calls, model, keys) as (svc, http):
         conversation = await svc.start_conversation("desk")
         view = await settle(svc, (await svc.send(conversation.id, "delete T2")).id)
         assert view.run.status == "completed"
         assert [c["args"]["ticket_id"] for c in received(calls, "delete_ticket")] == ["T2"]
 
     model = ScriptedModel().call("delete_ticket", ticket_id="T3").text("asked again")
-    changed = adopt(desk_agent(stdio_desk(calls, variant="2")))
-    async with served(database_url, changed, model, keys) as (svc, http):
-        conversation = await svc.start_conversation("desk")
-        await svc.send(conversation.id, "delete T3")
-        [call] = await expect_pending(svc, tool_name="delete_ticket")
+    async with served_desk(database_url, calls, model, keys, variant="2") as (svc, http):
+        *_, call = await desk_deletion_asked(svc, "delete T3")
         async with svc.container.uow.reader() as uow:
             record = await uow.pending.get(call.correlation_id)
         assert record is not None

@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 import signal
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
 
 import httpx
@@ -19,6 +19,7 @@ from pydantic_ai.mcp import MCPToolset
 from sursis.app.main import create_app
 from sursis.app.service import Service
 from sursis.domain.access import Role
+from sursis.domain.records import Conversation, PendingCall, Run
 from sursis.domain.tools import Category
 from sursis.infra.agents.adopted import ToolOptions, adopt
 from sursis.infra.agents.declarations import AgentDefinition
@@ -47,17 +48,36 @@ async def served(
         yield service, http
 
 
+def served_desk(
+    database_url: str, calls: Path, model: ScriptedModel, keys: KeyMaker, variant: str = "1"
+) -> AbstractAsyncContextManager[tuple[Service, httpx.AsyncClient]]:
+    """`served` with the desk agent over a stdio desk server that logs to `calls`."""
+    return served(database_url, adopt(desk_agent(stdio_desk(calls, variant=variant))), model, keys)
+
+
+async def deny_to_rest(svc: Service, call: PendingCall, reason: str) -> None:
+    """Deny `call` and run the resumed work to rest."""
+    await svc.resolve(call.correlation_id, "deny", reason=reason)
+    await svc.run_until_idle()
+
+
+async def desk_deletion_asked(svc: Service, message: str) -> tuple[Conversation, Run, PendingCall]:
+    """A new `desk` conversation sent `message`, run to rest, its `delete_ticket` call waiting:
+    the conversation, its run and the call."""
+    conversation = await svc.start_conversation("desk")
+    run = await svc.send(conversation.id, message)
+    [call] = await expect_pending(svc, tool_name="delete_ticket")
+    return conversation, run, call
+
+
 async def test_a_destructive_tool_asks_a_person_and_runs_once_approved_over_http(
     database_url: str, keys: KeyMaker, tmp_path: Path
 ) -> None:
     calls = tmp_path / "calls.jsonl"
     model = ScriptedModel().call("lookup_ticket", ticket_id="T1").call("delete_ticket", ticket_id="T1")
     model.text("Deleted.")
-    async with served(database_url, adopt(desk_agent(stdio_desk(calls))), model, keys) as (svc, http):
-        conversation = await svc.start_conversation("desk")
-        run = await svc.send(conversation.id, "delete ticket T1")
-        await svc.run_until_idle()
-        [call] = await expect_pending(svc, tool_name="delete_ticket")
+    async with served_desk(database_url, calls, model, keys) as (svc, http):
+        _, run, call = await desk_deletion_asked(svc, "delete ticket T1")
         assert (call.kind, call.category, call.agent) == ("approval", Category.MUTATE, "desk")
         assert [c["args"] for c in received(calls, "lookup_ticket")] == [{"ticket_id": "T1"}]
         assert received(calls, "delete_ticket") == []
@@ -82,11 +102,8 @@ async def test_a_denied_destructive_call_never_reaches_the_server(
 ) -> None:
     calls = tmp_path / "calls.jsonl"
     model = ScriptedModel().call("delete_ticket", ticket_id="T2").text("Kept.")
-    async with served(database_url, adopt(desk_agent(stdio_desk(calls))), model, keys) as (svc, http):
-        conversation = await svc.start_conversation("desk")
-        run = await svc.send(conversation.id, "delete ticket T2")
-        await svc.run_until_idle()
-        [call] = await expect_pending(svc, tool_name="delete_ticket")
+    async with served_desk(database_url, calls, model, keys) as (svc, http):
+        _, run, call = await desk_deletion_asked(svc, "delete ticket T2")
         body = {"decision": "deny", "reason": "still open"}
         assert (await http.post(f"/v1/pending/{call.correlation_id}/resolve", json=body)).status_code == 200
         assert (await settle(svc, run.id)).run.status == "completed"
@@ -163,7 +180,7 @@ async def test_a_server_killed_between_turns_is_connected_again(
     calls = tmp_path / "calls.jsonl"
     model = ScriptedModel().call("lookup_ticket", ticket_id="A").text("first")
     model.call("lookup_ticket", ticket_id="B").text("second")
-    async with served(database_url, adopt(desk_agent(stdio_desk(calls))), model, keys) as (svc, _):
+    async with served_desk(database_url, calls, model, keys) as (svc, _):
         conversation = await svc.start_conversation("desk")
         first = await svc.send(conversation.id, "look A up")
         assert (await settle(svc, first.id)).run.status == "completed"
@@ -186,10 +203,7 @@ async def test_a_server_over_streamable_http(database_url: str, keys: KeyMaker, 
         async with served(database_url, adopt(agent), model, keys) as (svc, http):
             listed = {t["name"]: t for t in (await http.get("/v1/agents")).json()[0]["tools"]}
             assert listed["delete_ticket"]["server"] == "desk-http"
-            conversation = await svc.start_conversation("desk")
-            run = await svc.send(conversation.id, "delete H1")
-            await svc.run_until_idle()
-            [call] = await expect_pending(svc, tool_name="delete_ticket")
+            _, run, call = await desk_deletion_asked(svc, "delete H1")
             assert [c["args"] for c in received(calls, "lookup_ticket")] == [{"ticket_id": "H1"}]
             approve = {"decision": "approve"}
             assert (
@@ -204,11 +218,8 @@ async def test_edited_arguments_of_an_mcp_call_are_checked_against_the_servers_s
 ) -> None:
     calls = tmp_path / "calls.jsonl"
     model = ScriptedModel().call("delete_ticket", ticket_id="T4").text("Deleted another.")
-    async with served(database_url, adopt(desk_agent(stdio_desk(calls))), model, keys) as (svc, http):
-        conversation = await svc.start_conversation("desk")
-        run = await svc.send(conversation.id, "delete T4")
-        await svc.run_until_idle()
-        [call] = await expect_pending(svc, tool_name="delete_ticket")
+    async with served_desk(database_url, calls, model, keys) as (svc, http):
+        conversation, run, call = await desk_deletion_asked(svc, "delete T4")
         url = f"/v1/pending/{call.correlation_id}/resolve"
         for bad in ({"ticket_id": 5}, {"reason": "no ticket id"}):
             refused = await http.post(url, json={"decision": "approve", "args": bad})

@@ -17,6 +17,7 @@ from pydantic_ai import Agent, RunContext
 
 from sursis import RunInfo, Service, adopt, run_agent
 from sursis.app.container import build_container
+from sursis.domain.records import PendingCall, Run
 from sursis.infra.agents.declarations import AgentDefinition
 from sursis.infra.customer.supervisor import customer_agents
 from sursis.infra.db.uow import SqlUnitOfWorkFactory
@@ -71,6 +72,36 @@ async def traced(
         provider.shutdown()
 
 
+@dataclass
+class ConciergeRefund:
+    """A concierge turn that asked billing to refund an order, parked on billing's `refund` call."""
+
+    service: Service
+    spans: InMemorySpanExporter
+    model: ScriptedModel
+    run: Run
+    call: PendingCall
+
+
+@asynccontextmanager
+async def concierge_refund(
+    database_url: str, order_id: str, inner: str, outer: str, message: str
+) -> AsyncIterator[ConciergeRefund]:
+    """`concierge` runs `billing` (`run_agent`); the model asks for `order_id`'s refund, then
+    answers `inner` as billing and `outer` as the concierge."""
+    REFUNDS.clear()
+    billing = billing_agent()
+    definitions = [adopt(concierge_agent(billing)), adopt(billing, conversational=False)]
+    model = ScriptedModel().call("ask_billing", request=f"refund order {order_id}")
+    model.call("refund", order_id=order_id).text(inner).text(outer)
+    async with traced(database_url, model, lambda _: {d.name: d for d in definitions}) as (svc, spans):
+        conversation = await svc.start_conversation("concierge")
+        run = await svc.send(conversation.id, message)
+        await svc.run_until_idle()
+        [call] = await expect_pending(svc, tool_name="refund")
+        yield ConciergeRefund(svc, spans, model, run, call)
+
+
 def _under(spans: list[ReadableSpan], root: ReadableSpan) -> list[ReadableSpan]:
     by_parent: dict[int, list[ReadableSpan]] = {}
     for span in spans:
@@ -90,16 +121,10 @@ def _under(spans: list[ReadableSpan], root: ReadableSpan) -> list[ReadableSpan]:
 async def test_an_adopted_agent_calling_another_suspends_on_its_gated_call_and_resumes_inside(
     database_url: str,
 ) -> None:
-    REFUNDS.clear()
-    billing = billing_agent()
-    definitions = [adopt(concierge_agent(billing)), adopt(billing, conversational=False)]
-    model = ScriptedModel().call("ask_billing", request="refund order A1")
-    model.call("refund", order_id="A1").text("billing: refunded A1").text("Refunded, as asked.")
-    async with traced(database_url, model, lambda _: {d.name: d for d in definitions}) as (svc, spans):
-        conversation = await svc.start_conversation("concierge")
-        run = await svc.send(conversation.id, "please refund A1")
-        await svc.run_until_idle()
-        [call] = await expect_pending(svc, tool_name="refund")
+    async with concierge_refund(
+        database_url, "A1", "billing: refunded A1", "Refunded, as asked.", "please refund A1"
+    ) as turn:
+        svc, spans, model, run, call = turn.service, turn.spans, turn.model, turn.run, turn.call
         assert (call.agent, call.agent_path, call.kind) == ("billing", "concierge/billing", "approval")
         assert REFUNDS == []
         view = await resolve_and_settle(svc, call, "approve")
@@ -148,17 +173,11 @@ async def test_the_customer_supervisor_delegates_to_an_adopted_specialist(databa
 
 
 async def test_a_denied_inner_call_reaches_the_inner_agent_and_nothing_runs(database_url: str) -> None:
-    REFUNDS.clear()
-    billing = billing_agent()
-    definitions = [adopt(concierge_agent(billing)), adopt(billing, conversational=False)]
-    model = ScriptedModel().call("ask_billing", request="refund order C3")
-    model.call("refund", order_id="C3").text("billing: not refunded").text("Not refunded.")
-    async with traced(database_url, model, lambda _: {d.name: d for d in definitions}) as (svc, _):
-        conversation = await svc.start_conversation("concierge")
-        await svc.send(conversation.id, "refund C3")
-        await svc.run_until_idle()
-        [call] = await expect_pending(svc, tool_name="refund")
-        view = await resolve_and_settle(svc, call, "deny", reason="no receipt")
+    async with concierge_refund(
+        database_url, "C3", "billing: not refunded", "Not refunded.", "refund C3"
+    ) as turn:
+        model = turn.model
+        view = await resolve_and_settle(turn.service, turn.call, "deny", reason="no receipt")
         assert (view.run.status, view.run.output) == ("completed", "Not refunded.")
     assert REFUNDS == []
     inner_request = str([m.parts for m in model.requests[2]])

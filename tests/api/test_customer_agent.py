@@ -17,18 +17,35 @@ async def audit_actions(client: AsyncTestClient[Any], conversation_id: str) -> l
     return [e for e in response.json()["items"] if e["action"].startswith("delegation.")]
 
 
-async def test_a_turn_delegates_to_two_specialists_and_synthesises(client: AsyncTestClient[Any]) -> None:
+async def customer_turn(
+    client: AsyncTestClient[Any], *steps: Any, text: str = "please help"
+) -> tuple[str, Any]:
+    """A new conversation with the customer supervisor and its first turn, scripted by `steps`:
+    the conversation's id and the run."""
     cid = await create_conversation(client, "customer")
-    run = await post_message(
+    return cid, await post_message(client, cid, script(*steps, text=text))
+
+
+def threshold_change(threshold: float, reason: str) -> dict[str, Any]:
+    """The framework advisor's gated call that sets the score threshold."""
+    return call("apply_framework_change", changes={"score_threshold": threshold}, reason=reason)
+
+
+async def advisor_turn(
+    client: AsyncTestClient[Any], *responses: list[dict[str, Any]], text: str = "please help"
+) -> tuple[str, Any]:
+    """A customer turn that delegates to the framework advisor, which answers with `responses`."""
+    return await customer_turn(client, [delegation("framework-advisor", *responses)], text=text)
+
+
+async def test_a_turn_delegates_to_two_specialists_and_synthesises(client: AsyncTestClient[Any]) -> None:
+    cid, run = await customer_turn(
         client,
-        cid,
-        script(
-            [
-                delegation("scan-analyst", [call("get_scan_detail", scan_id="scan_102")]),
-                delegation("troubleshooter", [call("diagnose_scan_failure", scan_id="scan_102")]),
-            ],
-            text="Why did my last scan fail?",
-        ),
+        [
+            delegation("scan-analyst", [call("get_scan_detail", scan_id="scan_102")]),
+            delegation("troubleshooter", [call("diagnose_scan_failure", scan_id="scan_102")]),
+        ],
+        text="Why did my last scan fail?",
     )
 
     assert run["status"] == "completed", run
@@ -61,15 +78,11 @@ async def test_a_turn_delegates_to_two_specialists_and_synthesises(client: Async
 
 
 async def test_a_third_delegation_in_a_turn_is_refused(client: AsyncTestClient[Any]) -> None:
-    cid = await create_conversation(client, "customer")
-    run = await post_message(
+    cid, run = await customer_turn(
         client,
-        cid,
-        script(
-            [delegation("scan-analyst", [call("list_recent_scans")])],
-            [delegation("onboarding-guide", [call("get_onboarding_status")])],
-            [delegation("troubleshooter", [call("get_recent_errors")])],
-        ),
+        [delegation("scan-analyst", [call("list_recent_scans")])],
+        [delegation("onboarding-guide", [call("get_onboarding_status")])],
+        [delegation("troubleshooter", [call("get_recent_errors")])],
     )
 
     assert run["status"] == "completed", run
@@ -107,24 +120,11 @@ async def test_the_limit_counts_per_turn(client: AsyncTestClient[Any]) -> None:
 async def test_a_change_inside_a_specialist_suspends_the_run_and_resumes_inside_it(
     client: AsyncTestClient[Any],
 ) -> None:
-    cid = await create_conversation(client, "customer")
-    run = await post_message(
+    cid, run = await advisor_turn(
         client,
-        cid,
-        script(
-            [
-                delegation(
-                    "framework-advisor",
-                    [call("get_framework_config")],
-                    [
-                        call(
-                            "apply_framework_change", changes={"score_threshold": 0.8}, reason="stricter gate"
-                        )
-                    ],
-                )
-            ],
-            text="Raise the score threshold to 0.8",
-        ),
+        [call("get_framework_config")],
+        [threshold_change(0.8, "stricter gate")],
+        text="Raise the score threshold to 0.8",
     )
 
     assert run["status"] == "suspended", run
@@ -162,13 +162,9 @@ async def test_a_change_inside_a_specialist_suspends_the_run_and_resumes_inside_
 
 
 async def test_a_denied_change_reaches_the_specialist(client: AsyncTestClient[Any]) -> None:
-    cid = await create_conversation(client, "customer")
-    run = await post_message(
+    _, run = await customer_turn(
         client,
-        cid,
-        script(
-            [delegation("troubleshooter", [call("rerun_scan", scan_id="scan_103", reason="judge timeout")])]
-        ),
+        [delegation("troubleshooter", [call("rerun_scan", scan_id="scan_103", reason="judge timeout")])],
     )
     [pending] = run["pending"]
     assert pending["agent_path"] == "customer/troubleshooter"
@@ -190,17 +186,13 @@ async def test_specialists_are_not_conversation_agents(client: AsyncTestClient[A
 
 
 async def test_three_delegations_in_one_response_run_two(client: AsyncTestClient[Any]) -> None:
-    cid = await create_conversation(client, "customer")
-    run = await post_message(
+    _, run = await customer_turn(
         client,
-        cid,
-        script(
-            [
-                delegation("scan-analyst", [call("list_recent_scans", limit=1)]),
-                delegation("onboarding-guide", [call("get_onboarding_status")]),
-                delegation("troubleshooter", [call("get_recent_errors")]),
-            ]
-        ),
+        [
+            delegation("scan-analyst", [call("list_recent_scans", limit=1)]),
+            delegation("onboarding-guide", [call("get_onboarding_status")]),
+            delegation("troubleshooter", [call("get_recent_errors")]),
+        ],
     )
 
     assert run["status"] == "completed", run
@@ -213,19 +205,10 @@ async def test_three_delegations_in_one_response_run_two(client: AsyncTestClient
 async def test_a_revision_inside_a_specialist_parks_the_run_again_on_the_revised_call(
     client: AsyncTestClient[Any],
 ) -> None:
-    cid = await create_conversation(client, "customer")
-    run = await post_message(
+    cid, run = await advisor_turn(
         client,
-        cid,
-        script(
-            [
-                delegation(
-                    "framework-advisor",
-                    [call("apply_framework_change", changes={"score_threshold": 0.95}, reason="strict")],
-                    [call("apply_framework_change", changes={"score_threshold": 0.85}, reason="less strict")],
-                )
-            ]
-        ),
+        [threshold_change(0.95, "strict")],
+        [threshold_change(0.85, "less strict")],
     )
     [first] = run["pending"]
     revised = await resolve(client, first["correlation_id"], decision="revise", reason="too strict")
@@ -249,18 +232,9 @@ async def test_a_revision_inside_a_specialist_parks_the_run_again_on_the_revised
 async def test_an_edited_change_is_validated_against_the_specialists_tool(
     client: AsyncTestClient[Any],
 ) -> None:
-    cid = await create_conversation(client, "customer")
-    run = await post_message(
+    _, run = await advisor_turn(
         client,
-        cid,
-        script(
-            [
-                delegation(
-                    "framework-advisor",
-                    [call("apply_framework_change", changes={"score_threshold": 0.9}, reason="stricter")],
-                )
-            ]
-        ),
+        [threshold_change(0.9, "stricter")],
     )
     [pending] = run["pending"]
     bad = await resolve(client, pending["correlation_id"], decision="approve", args={"changes": "nope"})

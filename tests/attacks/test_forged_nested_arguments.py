@@ -11,11 +11,10 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from sursis import adopt
 from sursis.infra.db import customer_tables as customer
 from sursis.infra.db.engine import create_engine
-from sursis.testing import ScriptedModel, expect_pending, resolve_and_settle
-from tests.agents.test_nested_agents import REFUNDS, billing_agent, concierge_agent, traced
+from sursis.testing import resolve_and_settle
+from tests.agents.test_nested_agents import REFUNDS, concierge_refund
 
 
 async def rewrite_inner_log(url: str, order_id: str) -> None:
@@ -48,16 +47,10 @@ async def rewrite_inner_log(url: str, order_id: str) -> None:
 
 
 async def test_an_inner_agents_call_rewritten_in_its_stored_log_never_runs(database_url: str) -> None:
-    REFUNDS.clear()
-    billing = billing_agent()
-    definitions = [adopt(concierge_agent(billing)), adopt(billing, conversational=False)]
-    model = ScriptedModel().call("ask_billing", request="refund order A1")
-    model.call("refund", order_id="A1").text("billing: refunded").text("Refunded, as asked.")
-    async with traced(database_url, model, lambda _: {d.name: d for d in definitions}) as (svc, _):
-        conversation = await svc.start_conversation("concierge")
-        await svc.send(conversation.id, "please refund A1")
-        await svc.run_until_idle()
-        [call] = await expect_pending(svc, tool_name="refund")
+    async with concierge_refund(
+        database_url, "A1", "billing: refunded", "Refunded, as asked.", "please refund A1"
+    ) as turn:
+        svc, call = turn.service, turn.call
         assert call.args == {"order_id": "A1"}
         await rewrite_inner_log(database_url, "Z9")
         view = await resolve_and_settle(svc, call, "approve")

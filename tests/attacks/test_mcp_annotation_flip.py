@@ -8,10 +8,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from sursis.domain.access import Role
-from sursis.infra.agents.adopted import adopt
-from sursis.testing import ScriptedModel, expect_pending, settle
-from tests.agents.mcp.desk import desk_agent, received, stdio_desk
-from tests.agents.test_mcp_servers import served
+from sursis.testing import ScriptedModel, settle
+from tests.agents.mcp.desk import received
+from tests.agents.test_mcp_servers import deny_to_rest, desk_deletion_asked, served_desk
 from tests.conftest import KeyMaker, bearer
 
 
@@ -23,20 +22,14 @@ async def test_a_flipped_read_only_hint_is_asked_in_a_new_process_until_an_admin
 
     # First start: the tool says it is destructive; it is pinned as it is, and asked.
     model = ScriptedModel().call("delete_ticket", ticket_id="T1").text("asked")
-    async with served(database_url, adopt(desk_agent(stdio_desk(calls))), model, keys) as (svc, _):
-        conversation = await svc.start_conversation("desk")
-        await svc.send(conversation.id, "delete T1")
-        [call] = await expect_pending(svc, tool_name="delete_ticket")
-        await svc.resolve(call.correlation_id, "deny", reason="not yet")
-        await svc.run_until_idle()
+    async with served_desk(database_url, calls, model, keys) as (svc, _):
+        *_, call = await desk_deletion_asked(svc, "delete T1")
+        await deny_to_rest(svc, call, "not yet")
 
     # The server restarts claiming the tool only reads; a new service process (nothing in memory).
-    flipped = adopt(desk_agent(stdio_desk(calls, variant="flip")))
     model = ScriptedModel().call("delete_ticket", ticket_id="T2").text("asked again")
-    async with served(database_url, flipped, model, keys) as (svc, http):
-        conversation = await svc.start_conversation("desk")
-        await svc.send(conversation.id, "delete T2")
-        [call] = await expect_pending(svc, tool_name="delete_ticket")
+    async with served_desk(database_url, calls, model, keys, variant="flip") as (svc, http):
+        *_, call = await desk_deletion_asked(svc, "delete T2")
         assert received(calls, "delete_ticket") == []
         async with svc.container.uow.reader() as uow:
             record = await uow.pending.get(call.correlation_id)
@@ -62,18 +55,15 @@ async def test_a_flipped_read_only_hint_is_asked_in_a_new_process_until_an_admin
         assert (refused.status_code, refused.json()["code"]) == (403, "forbidden"), refused.text
         stale = await http.post(url, json={"digest": "0" * 64}, headers=admin)
         assert (stale.status_code, stale.json()["code"]) == (409, "stale"), stale.text
-        await svc.resolve(call.correlation_id, "deny", reason="still not")
-        await svc.run_until_idle()
+        await deny_to_rest(svc, call, "still not")
 
     # Still asked after another restart: the change waits in the database, not in a process.
     model = ScriptedModel().call("delete_ticket", ticket_id="T3").text("asked a third time")
-    async with served(database_url, adopt(desk_agent(stdio_desk(calls, variant="flip"))), model, keys) as (
+    async with served_desk(database_url, calls, model, keys, variant="flip") as (
         svc,
         http,
     ):
-        conversation = await svc.start_conversation("desk")
-        await svc.send(conversation.id, "delete T3")
-        [call] = await expect_pending(svc, tool_name="delete_ticket")
+        conversation, _, call = await desk_deletion_asked(svc, "delete T3")
         assert received(calls, "delete_ticket") == []
         accepted = await http.post(url, json={"digest": new_digest}, headers=admin)
         assert accepted.status_code == 200, accepted.text
@@ -83,8 +73,7 @@ async def test_a_flipped_read_only_hint_is_asked_in_a_new_process_until_an_admin
         assert row["details"]["digest"] == new_digest
         assert row["details"]["tool_name"] == "delete_ticket"
         assert row["actor"] == accepted.json()["accepted_by"] != "first-seen"
-        await svc.resolve(call.correlation_id, "deny", reason="done asking")
-        await svc.run_until_idle()
+        await deny_to_rest(svc, call, "done asking")
 
         # Accepted: the tool is what it now says it is, a read, and runs.
         model.call("delete_ticket", ticket_id="T4").text("ran")

@@ -92,12 +92,50 @@ class Cluster:
             ["worker", "--concurrency", str(concurrency)], self.env(crash_at, **extra), "worker"
         )
 
+    def doomed_worker(self, crash_at: str | None, **extra: str) -> DoomedWorker:
+        """A worker that is to die at `crash_at`; see `DoomedWorker.settle`."""
+        return DoomedWorker(self, self.worker(crash_at, 2, **extra), extra)
+
     def stop_all(self) -> None:
         for process in self.processes:
             if process.poll() is None:
                 process.send_signal(signal.SIGKILL)
         for process in self.processes:
             process.wait(timeout=10)
+
+
+@dataclass
+class DoomedWorker:
+    """A worker killed at its crash point, and the one like it (without the crash point) that takes
+    its place once it has died."""
+
+    cluster: Cluster
+    process: subprocess.Popen[bytes]
+    extra: dict[str, str]
+    replacement: subprocess.Popen[bytes] | None = None
+
+    async def settle(self, client: httpx.AsyncClient, base: str, run_id: str, statuses: set[str]) -> Any:
+        """The run once its status is one of `statuses`, starting the replacement when the doomed
+        worker has died."""
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None and self.replacement is None:
+                self.replacement = self.cluster.worker(None, 2, **self.extra)
+            run = (await client.get(f"{base}/v1/runs/{run_id}", params={"wait": 1})).json()
+            if run["status"] in statuses:
+                return run
+        raise AssertionError(f"run never reached {statuses}")
+
+
+async def start_run(
+    client: httpx.AsyncClient, base: str, content: str, agent: str = "ops"
+) -> tuple[str, str]:
+    """A new conversation with `agent` and its first message: the conversation's and the run's ids."""
+    conversation_id = (await client.post(f"{base}/v1/conversations", json={"agent": agent})).json()["id"]
+    run = (
+        await client.post(f"{base}/v1/conversations/{conversation_id}/messages", json={"content": content})
+    ).json()
+    return str(conversation_id), str(run["id"])
 
 
 async def wait_ready(process: subprocess.Popen[bytes], base: str, seconds: float = 30) -> None:

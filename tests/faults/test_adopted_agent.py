@@ -4,7 +4,6 @@ approved over HTTP and resumes exactly once, even when the worker is SIGKILLed m
 from __future__ import annotations
 
 import signal
-import subprocess
 import time
 from pathlib import Path
 from typing import Any
@@ -13,7 +12,7 @@ import httpx
 import pytest
 
 from tests.conftest import call, script
-from tests.faults.processes import Cluster, wait_exit
+from tests.faults.processes import Cluster, start_run, wait_exit
 
 KILLED = -signal.SIGKILL
 TURN = script([call("find_invoice", invoice_id="INV-7")], [call("pay_invoice", invoice_id="INV-7")], "paid")
@@ -31,26 +30,10 @@ async def test_an_adopted_agents_approval_resumes_once_after_a_kill(
     effects.mkdir()
     cluster.settings["SURSIS_AGENTS"] = "tests.faults.adopted_agent:AGENTS"
     _, base = await cluster.api()
-    doomed = cluster.worker(crash_at=crash_at, ADOPTED_EFFECTS_DIR=str(effects))
+    doomed = cluster.doomed_worker(crash_at, ADOPTED_EFFECTS_DIR=str(effects))
     async with httpx.AsyncClient(timeout=30, headers=cluster.headers) as client:
-        cid = (await client.post(f"{base}/v1/conversations", json={"agent": "payer"})).json()["id"]
-        run_id = (
-            await client.post(f"{base}/v1/conversations/{cid}/messages", json={"content": TURN})
-        ).json()["id"]
-        replacement: subprocess.Popen[bytes] | None = None
-
-        async def settle(statuses: set[str]) -> Any:
-            nonlocal replacement
-            deadline = time.monotonic() + 60
-            while time.monotonic() < deadline:
-                if doomed.poll() is not None and replacement is None:
-                    replacement = cluster.worker(ADOPTED_EFFECTS_DIR=str(effects))
-                run = (await client.get(f"{base}/v1/runs/{run_id}", params={"wait": 1})).json()
-                if run["status"] in statuses:
-                    return run
-            raise AssertionError(f"run never reached {statuses}")
-
-        suspended = await settle({"suspended"})
+        _, run_id = await start_run(client, base, TURN, agent="payer")
+        suspended = await doomed.settle(client, base, run_id, {"suspended"})
         [pending] = suspended["pending"]
         assert (pending["tool_name"], pending["kind"], pending["agent"]) == (
             "pay_invoice",
@@ -62,8 +45,8 @@ async def test_an_adopted_agents_approval_resumes_once_after_a_kill(
             f"{base}/v1/pending/{pending['correlation_id']}/resolve", json={"decision": "approve"}
         )
         assert decided.status_code == 200, decided.text
-        done = await settle({"completed"})
-        assert await wait_exit(doomed) == KILLED, "the crash point was never reached"
+        done = await doomed.settle(client, base, run_id, {"completed"})
+        assert await wait_exit(doomed.process) == KILLED, "the crash point was never reached"
         assert done["output"] == "paid"
 
         records = (await client.get(f"{base}/v1/runs/{run_id}/tool-calls")).json()
@@ -92,10 +75,7 @@ async def test_a_tool_that_gates_itself_asks_again_after_a_kill_before_it_asked(
     doomed = cluster.worker(crash_at="tool_started:refund_invoice", ADOPTED_EFFECTS_DIR=str(effects))
     turn = script([call("refund_invoice", invoice_id="INV-8")], "refunded")
     async with httpx.AsyncClient(timeout=30, headers=cluster.headers) as client:
-        cid = (await client.post(f"{base}/v1/conversations", json={"agent": "payer"})).json()["id"]
-        run_id = (
-            await client.post(f"{base}/v1/conversations/{cid}/messages", json={"content": turn})
-        ).json()["id"]
+        _, run_id = await start_run(client, base, turn, agent="payer")
         assert await wait_exit(doomed) == KILLED, "the crash point was never reached"
         cluster.worker(ADOPTED_EFFECTS_DIR=str(effects))
         deadline = time.monotonic() + 60

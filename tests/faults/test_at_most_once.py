@@ -19,7 +19,7 @@ from sqlalchemy.engine import make_url
 
 from sursis.infra.db.engine import create_engine
 from tests.conftest import call, script
-from tests.faults.processes import Cluster, wait_exit
+from tests.faults.processes import Cluster, start_run, wait_exit
 
 KILLED = -signal.SIGKILL
 TURN = script([call("wire_money", invoice_id="INV-9")], "wired")
@@ -70,9 +70,7 @@ async def test_a_non_idempotent_tool_killed_mid_call_asks_a_person(cluster: Clus
     _, base = await cluster.api()
     doomed = cluster.worker(crash_at="tool_effect_committed:wire_money", ADOPTED_EFFECTS_DIR=str(effects))
     async with httpx.AsyncClient(timeout=30, headers=cluster.headers) as client:
-        cid = (await client.post(f"{base}/v1/conversations", json={"agent": "payer"})).json()["id"]
-        posted = await client.post(f"{base}/v1/conversations/{cid}/messages", json={"content": TURN})
-        run_id = posted.json()["id"]
+        _, run_id = await start_run(client, base, TURN, agent="payer")
         assert await wait_exit(doomed, 60) == KILLED, "the crash point was never reached"
         cluster.worker(ADOPTED_EFFECTS_DIR=str(effects))
         await _outcome_unknown_then_answered(client, base, run_id, effects / "wires.log")
@@ -93,9 +91,7 @@ async def test_a_non_idempotent_tool_whose_database_went_away_mid_call_asks_a_pe
     admin = create_engine(make_url(cluster.database_url).set(database="postgres").render_as_string(False))
     try:
         async with httpx.AsyncClient(timeout=30, headers=cluster.headers) as client:
-            cid = (await client.post(f"{base}/v1/conversations", json={"agent": "payer"})).json()["id"]
-            posted = await client.post(f"{base}/v1/conversations/{cid}/messages", json={"content": TURN})
-            run_id = posted.json()["id"]
+            _, run_id = await start_run(client, base, TURN, agent="payer")
             wires = effects / "wires.log"
             deadline = time.monotonic() + 30
             while not wires.exists():

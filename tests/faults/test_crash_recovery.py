@@ -5,9 +5,7 @@ from __future__ import annotations
 import asyncio
 import random
 import signal
-import subprocess
 import time
-from typing import Any
 
 import httpx
 import pytest
@@ -17,6 +15,7 @@ from tests.faults.processes import (
     Cluster,
     check_invariants,
     run_row,
+    start_run,
     wait_exit,
     wait_frozen,
     wait_status,
@@ -29,9 +28,8 @@ TURN = script(
 
 
 async def _start_conversation(client: httpx.AsyncClient, base: str, content: str = TURN) -> str:
-    cid = (await client.post(f"{base}/v1/conversations", json={"agent": "ops"})).json()["id"]
-    run = (await client.post(f"{base}/v1/conversations/{cid}/messages", json={"content": content})).json()
-    return str(run["id"])
+    _, run_id = await start_run(client, base, content)
+    return run_id
 
 
 async def _tool_calls(client: httpx.AsyncClient, base: str, run_id: str) -> list[str]:
@@ -49,31 +47,18 @@ async def _tool_calls(client: httpx.AsyncClient, base: str, run_id: str) -> list
 )
 async def test_a_killed_worker_loses_nothing_and_repeats_nothing(cluster: Cluster, crash_at: str) -> None:
     _, base = await cluster.api()
-    doomed = cluster.worker(crash_at=crash_at)
+    doomed = cluster.doomed_worker(crash_at)
     async with httpx.AsyncClient(timeout=30, headers=cluster.headers) as client:
         run_id = await _start_conversation(client, base)
-        replacement: subprocess.Popen[bytes] | None = None
-
-        async def settle(statuses: set[str]) -> Any:
-            nonlocal replacement
-            deadline = time.monotonic() + 60
-            while time.monotonic() < deadline:
-                if doomed.poll() is not None and replacement is None:
-                    replacement = cluster.worker()
-                run = (await client.get(f"{base}/v1/runs/{run_id}", params={"wait": 1})).json()
-                if run["status"] in statuses:
-                    return run
-            raise AssertionError(f"run never reached {statuses}")
-
-        suspended = await settle({"suspended"})
+        suspended = await doomed.settle(client, base, run_id, {"suspended"})
         [pending] = suspended["pending"]
         decided = await client.post(
             f"{base}/v1/pending/{pending['correlation_id']}/resolve", json={"decision": "approve"}
         )
         assert decided.status_code == 200
-        done = await settle({"completed"})
+        done = await doomed.settle(client, base, run_id, {"completed"})
 
-        assert await wait_exit(doomed) == KILLED, "the crash point was never reached"
+        assert await wait_exit(doomed.process) == KILLED, "the crash point was never reached"
         assert done["output"] == "done"
         assert sorted(await _tool_calls(client, base, run_id)) == ["list_dlq_events", "replay_dlq_event"]
     counts = await check_invariants(cluster.database_url)
@@ -169,10 +154,7 @@ async def test_a_run_that_kills_every_worker_fails_after_the_attempts(cluster: C
     _, base = await cluster.api()
     crash = {"crash_at": "tool_started:list_dlq_events", "SURSIS_MAX_SEGMENT_ATTEMPTS": "2"}
     async with httpx.AsyncClient(timeout=30, headers=cluster.headers) as client:
-        cid = (await client.post(f"{base}/v1/conversations", json={"agent": "ops"})).json()["id"]
-        run_id = (
-            await client.post(f"{base}/v1/conversations/{cid}/messages", json={"content": TURN})
-        ).json()["id"]
+        cid, run_id = await start_run(client, base, TURN)
         killed = 0
         deadline = time.monotonic() + 120
         while True:
@@ -208,11 +190,8 @@ async def test_an_expired_approval_resumes_the_run_with_the_model_told(cluster: 
     _, base = await cluster.api()
     cluster._spawn(["worker"], cluster.env(SURSIS_APPROVAL_TIMEOUT_SECONDS="1"), "short-expiry-worker")
     async with httpx.AsyncClient(timeout=30, headers=cluster.headers) as client:
-        cid = (await client.post(f"{base}/v1/conversations", json={"agent": "ops"})).json()["id"]
         content = script([call("replay_dlq_event", event_id="evt_1002", reason="retry")])
-        run_id = (
-            await client.post(f"{base}/v1/conversations/{cid}/messages", json={"content": content})
-        ).json()["id"]
+        run_id = await _start_conversation(client, base, content)
         suspended = await wait_status(client, base, run_id, {"suspended"})
         correlation_id = suspended["pending"][0]["correlation_id"]
         done = await wait_status(client, base, run_id, {"completed"}, seconds=20)

@@ -4,9 +4,6 @@ run is parked and while it resumes; the change is applied once and the specialis
 from __future__ import annotations
 
 import signal
-import subprocess
-import time
-from typing import Any
 
 import httpx
 import pytest
@@ -15,7 +12,7 @@ import sqlalchemy as sa
 from sursis.infra.db.engine import create_engine
 from tests.conftest import call, script
 from tests.customer_scripts import delegation
-from tests.faults.processes import Cluster, check_invariants, wait_exit
+from tests.faults.processes import Cluster, check_invariants, start_run, wait_exit
 
 KILLED = -signal.SIGKILL
 TURN = script(
@@ -68,28 +65,12 @@ async def test_a_framework_change_approved_after_a_sigkill_is_applied_once(
     cluster: Cluster, crash_at: str
 ) -> None:
     _, base = await cluster.api()
-    doomed = cluster.worker(crash_at=None if crash_at == "parked" else crash_at)
+    doomed = cluster.doomed_worker(None if crash_at == "parked" else crash_at)
     async with httpx.AsyncClient(timeout=30, headers=cluster.headers) as client:
-        cid = (await client.post(f"{base}/v1/conversations", json={"agent": "customer"})).json()["id"]
-        run_id = (
-            await client.post(f"{base}/v1/conversations/{cid}/messages", json={"content": TURN})
-        ).json()["id"]
-        replacement: subprocess.Popen[bytes] | None = None
-
-        async def settle(statuses: set[str]) -> Any:
-            nonlocal replacement
-            deadline = time.monotonic() + 60
-            while time.monotonic() < deadline:
-                if doomed.poll() is not None and replacement is None:
-                    replacement = cluster.worker()
-                run = (await client.get(f"{base}/v1/runs/{run_id}", params={"wait": 1})).json()
-                if run["status"] in statuses:
-                    return run
-            raise AssertionError(f"run never reached {statuses}")
-
-        suspended = await settle({"suspended"})
+        cid, run_id = await start_run(client, base, TURN, agent="customer")
+        suspended = await doomed.settle(client, base, run_id, {"suspended"})
         if crash_at == "parked":
-            doomed.send_signal(signal.SIGKILL)
+            doomed.process.send_signal(signal.SIGKILL)
         [pending] = suspended["pending"]
         assert pending["agent_path"] == "customer/framework-advisor"
         assert pending["tool_name"] == "apply_framework_change"
@@ -97,9 +78,9 @@ async def test_a_framework_change_approved_after_a_sigkill_is_applied_once(
             f"{base}/v1/pending/{pending['correlation_id']}/resolve", json={"decision": "approve"}
         )
         assert decided.status_code == 200, decided.text
-        done = await settle({"completed"})
+        done = await doomed.settle(client, base, run_id, {"completed"})
 
-        assert await wait_exit(doomed) == KILLED, "the crash point was never reached"
+        assert await wait_exit(doomed.process) == KILLED, "the crash point was never reached"
         assert done["output"] == "done"
         executed = sorted(
             t["tool_name"] for t in (await client.get(f"{base}/v1/runs/{run_id}/tool-calls")).json()

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import httpx
 
-from tests.faults.processes import Cluster, wait_exit
+from tests.faults.processes import Cluster, start_run, wait_exit
 
 
 async def test_a_worker_killed_after_a_structured_output_was_stored_does_not_ask_again(
@@ -22,10 +22,7 @@ async def test_a_worker_killed_after_a_structured_output_was_stored_does_not_ask
     _, base = await cluster.api()
     doomed = cluster.worker(crash_at="tool_started:record_note", STRUCTURED_DIR=str(directory))
     async with httpx.AsyncClient(timeout=30, headers=cluster.headers) as client:
-        cid = (await client.post(f"{base}/v1/conversations", json={"agent": "judge"})).json()["id"]
-        run_id = (
-            await client.post(f"{base}/v1/conversations/{cid}/messages", json={"content": "judge it"})
-        ).json()["id"]
+        _, run_id = await start_run(client, base, "judge it", agent="judge")
         assert await wait_exit(doomed, 60) == -signal.SIGKILL, "the crash point was never reached"
         assert (directory / "requests.log").read_text().split() == ["request"]
         cluster.worker(STRUCTURED_DIR=str(directory))

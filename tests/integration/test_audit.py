@@ -23,7 +23,7 @@ from sursis.domain.clock import utcnow
 from sursis.domain.errors import Forbidden
 from sursis.domain.keys import IssuedKey
 from sursis.domain.pending_calls import Resolution
-from sursis.domain.records import AuditEntry, Principal
+from sursis.domain.records import AuditEntry, Conversation, Principal, Run
 from sursis.domain.runs import RunView
 from sursis.domain.states import Decision, RunStatus
 from sursis.domain.tools import Category, ToolSpec
@@ -248,6 +248,20 @@ class Button:
         self.started.set()
         await asyncio.Event().wait()
 
+    async def press_and_die(self, container: Container) -> tuple[Conversation, Run]:
+        """A `buttons` conversation whose turn presses the red button; the segment running it is
+        cancelled once the tool started, as when its worker dies."""
+        conversation = await container.conversations.create_conversation(USER, "buttons", None)
+        run = await container.conversations.post_message(
+            USER, conversation.id, script([call("press_button", label="red")], "pressed")
+        )
+        segment = asyncio.create_task(container.worker.run_once())
+        await asyncio.wait_for(self.started.wait(), 10)
+        segment.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await segment
+        return conversation, run
+
 
 @pytest.mark.parametrize("revoked", [False, True], ids=["still-covered", "revoked-meanwhile"])
 @pytest.mark.parametrize("die_after_effect", [False, True], ids=["before-the-effect", "after-the-effect"])
@@ -261,17 +275,8 @@ async def test_a_pre_approved_call_dispatched_again_after_a_crash_is_audited_onc
         authorization = await container.authorizations.create(
             OPERATOR, tool_name="press_button", reason="drill"
         )
-        conversation = await container.conversations.create_conversation(USER, "buttons", None)
-        run = await container.conversations.post_message(
-            USER, conversation.id, script([call("press_button", label="red")], "pressed")
-        )
-
         # The worker dies while the pre-approved call runs: its lease runs out, another takes over.
-        segment = asyncio.create_task(container.worker.run_once())
-        await asyncio.wait_for(button.started.wait(), 10)
-        segment.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await segment
+        conversation, run = await button.press_and_die(container)
         if revoked:
             await container.authorizations.revoke(OPERATOR, authorization.id)
         assert await eventually(container.worker.sweep)

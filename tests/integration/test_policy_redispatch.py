@@ -3,9 +3,6 @@ nor told about twice, even when the policy changed meanwhile (as for a pre-appro
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-
 import pytest
 
 from sursis.app.container import build_container
@@ -13,7 +10,7 @@ from sursis.domain.audit import AuditQuery
 from sursis.domain.policies import PolicyRule
 from sursis.domain.policy_decisions import PolicyEffect
 from sursis.domain.states import RunStatus
-from tests.conftest import call, eventually, make_settings, script
+from tests.conftest import eventually, make_settings
 from tests.integration.test_audit import ADMIN, USER, Button
 
 
@@ -27,16 +24,7 @@ async def test_a_notified_call_dispatched_again_after_a_crash_is_told_once(
     try:
         notify = PolicyRule("tell", PolicyEffect.NOTIFY, tools=("press_button",))
         await container.policies.put(ADMIN, "default", [notify], None)
-        conversation = await container.conversations.create_conversation(USER, "buttons", None)
-        run = await container.conversations.post_message(
-            USER, conversation.id, script([call("press_button", label="red")], "pressed")
-        )
-
-        segment = asyncio.create_task(container.worker.run_once())
-        await asyncio.wait_for(button.started.wait(), 10)
-        segment.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await segment
+        conversation, run = await button.press_and_die(container)
         if changed:
             deny = PolicyRule("no", PolicyEffect.DENY, tools=("press_button",))
             await container.policies.put(ADMIN, "default", [deny], None)
