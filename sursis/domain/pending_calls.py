@@ -8,6 +8,7 @@ from datetime import datetime
 from typing import Any
 
 from sursis.domain.access import Permission, permission_to_resolve
+from sursis.domain.agent_ports import RunNotifier, ToolCatalog
 from sursis.domain.approval_votes import cast, own_approval, record_vote, with_approval
 from sursis.domain.approvers import routed
 from sursis.domain.audit import actor_names
@@ -17,14 +18,7 @@ from sursis.domain.events import EventType, publish, publish_pending_resolved, r
 from sursis.domain.hand_off import RunHandOff, SegmentStartRead, SlotLease
 from sursis.domain.paging import Page
 from sursis.domain.policy_decisions import TimeoutOutcome
-from sursis.domain.ports import (
-    NoMetrics,
-    RunNotifier,
-    ServiceMetrics,
-    ToolCatalog,
-    UnitOfWork,
-    UnitOfWorkFactory,
-)
+from sursis.domain.ports import NoMetrics, ServiceMetrics, UnitOfWork, UnitOfWorkFactory
 from sursis.domain.records import AuditEntry, PendingCall, Principal, Run
 from sursis.domain.sanitize import args_hash as compute_args_hash
 from sursis.domain.states import Decision, PendingStatus, RunStatus, decide

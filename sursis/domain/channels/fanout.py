@@ -21,7 +21,7 @@ from sursis.domain.channels.records import (
     DigestItemKind,
     SlackAddress,
 )
-from sursis.domain.records import StoredEvent
+from sursis.domain.event_records import StoredEvent
 
 if TYPE_CHECKING:
     from sursis.domain.ports import UnitOfWork

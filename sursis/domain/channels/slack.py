@@ -15,6 +15,7 @@ from enum import StrEnum
 from typing import Any
 
 from sursis.domain.access import Permission
+from sursis.domain.agent_ports import RunNotifier
 from sursis.domain.channels.records import (
     SLACK_TOPIC,
     BindingKind,
@@ -24,7 +25,7 @@ from sursis.domain.channels.records import (
 )
 from sursis.domain.errors import Conflict, Forbidden, NotFound, RunActive, Stale, ValidationFailed
 from sursis.domain.pending_calls import PendingCallService, Resolution
-from sursis.domain.ports import RunNotifier, UnitOfWork, UnitOfWorkFactory
+from sursis.domain.ports import UnitOfWork, UnitOfWorkFactory
 from sursis.domain.records import Conversation, PendingCall, Principal, Run
 from sursis.domain.run_queue import check_content, queue_message
 from sursis.domain.states import Decision, PendingStatus
