@@ -52,6 +52,11 @@ def _run_from_row(row: Any, cipher: Cipher) -> Run:
     )
 
 
+def _held(run_id: uuid.UUID, owner: str) -> tuple[Any, ...]:
+    """The run `run_id` while `owner` holds its lease."""
+    return (t.runs.c.id == run_id, t.runs.c.lease_owner == owner, t.runs.c.status == RunStatus.RUNNING.value)
+
+
 class SqlRunRepository(HeldSqlRepository):
     async def add(self, run: Run) -> None:
         """Insert a run (held to the commit on PostgreSQL); without a trace context of its own it
@@ -132,13 +137,7 @@ class SqlRunRepository(HeldSqlRepository):
 
     async def renew_lease(self, run_id: uuid.UUID, owner: str, lease_until: datetime) -> bool:
         result = await self._execute(
-            t.runs.update()
-            .where(
-                t.runs.c.id == run_id,
-                t.runs.c.lease_owner == owner,
-                t.runs.c.status == RunStatus.RUNNING.value,
-            )
-            .values(lease_expires_at=lease_until)
+            t.runs.update().where(*_held(run_id, owner)).values(lease_expires_at=lease_until)
         )
         return rowcount(result) == 1
 
@@ -170,11 +169,7 @@ class SqlRunRepository(HeldSqlRepository):
         """Give a running run back to the queue (graceful shutdown)."""
         result = await self._execute(
             t.runs.update()
-            .where(
-                t.runs.c.id == run_id,
-                t.runs.c.lease_owner == owner,
-                t.runs.c.status == RunStatus.RUNNING.value,
-            )
+            .where(*_held(run_id, owner))
             .values(status=RunStatus.QUEUED.value, lease_owner=None, lease_expires_at=None, updated_at=now)
         )
         return rowcount(result) == 1
