@@ -137,10 +137,15 @@ class RuleCorpus:
             self._demoted.put(run_id, demoted)
         return WorldMode.CUSTOMER if demoted else mode
 
+    async def _reconciled(self, uow: SqlUnitOfWork, world_id: uuid.UUID) -> SqlWorldRepository:
+        """The worlds' repository in `uow`, the world's enshrinement requests settled first."""
+        repo = SqlWorldRepository(uow.session)
+        await reconcile_requests(uow, repo, world_id, self._clock)
+        return repo
+
     async def list_rules(self, world_id: uuid.UUID, state: RuleState | None) -> list[Rule]:
         async with self._uow() as uow:
-            repo = SqlWorldRepository(uow.session)
-            await reconcile_requests(uow, repo, world_id, self._clock)
+            repo = await self._reconciled(uow, world_id)
             rules = await repo.list_rules(world_id, state)
             await uow.commit()
         return rules
@@ -155,8 +160,7 @@ class RuleCorpus:
 
     async def _rule(self, world_id: uuid.UUID, rule_id: str, *, in_force: bool) -> Rule:
         async with self._uow() as uow:
-            repo = SqlWorldRepository(uow.session)
-            await reconcile_requests(uow, repo, world_id, self._clock)
+            repo = await self._reconciled(uow, world_id)
             read = repo.rule_in_force if in_force else repo.latest_rule
             rule = await read(world_id, parse_id(rule_id))
             await uow.commit()
@@ -184,11 +188,8 @@ class RuleCorpus:
     async def edit_draft(self, world_id: uuid.UUID, rule_id: str, change: Callable[[Rule], None]) -> Rule:
         """Apply `change` to the rule's candidate; an enshrined rule gets a new candidate version."""
         async with self._uow() as uow:
-            repo = SqlWorldRepository(uow.session)
-            await reconcile_requests(uow, repo, world_id, self._clock)
-            rule = await repo.latest_rule(world_id, parse_id(rule_id))
-            if rule is None:
-                raise ToolUserError(f"no rule {rule_id!r} in this world")
+            repo = await self._reconciled(uow, world_id)
+            rule = await _latest_rule(repo, world_id, rule_id)
             now = self._clock()
             match rule.state:
                 case RuleState.CANDIDATE:
@@ -253,11 +254,8 @@ class RuleCorpus:
     ) -> Rule:
         """Check the gates and mark the rule `enshrined_pending` for this call (idempotent per call)."""
         async with self._uow() as uow:
-            repo = SqlWorldRepository(uow.session)
-            await reconcile_requests(uow, repo, world_id, self._clock)
-            rule = await repo.latest_rule(world_id, parse_id(rule_id))
-            if rule is None:
-                raise ToolUserError(f"no rule {rule_id!r} in this world")
+            repo = await self._reconciled(uow, world_id)
+            rule = await _latest_rule(repo, world_id, rule_id)
             mine = (
                 rule.request_conversation_id == conversation_id and rule.request_tool_call_id == tool_call_id
             )
@@ -319,3 +317,11 @@ class RuleCorpus:
         rule.state = RuleState.ENSHRINED
         rule.enshrined_at = now
         return rule
+
+
+async def _latest_rule(repo: SqlWorldRepository, world_id: uuid.UUID, rule_id: str) -> Rule:
+    """The newest version of the rule, or `ToolUserError` when the world has no such rule."""
+    rule = await repo.latest_rule(world_id, parse_id(rule_id))
+    if rule is None:
+        raise ToolUserError(f"no rule {rule_id!r} in this world")
+    return rule
