@@ -26,9 +26,9 @@ if TYPE_CHECKING:
         ToolUserError,
         ValidationFailed,
     )
+    from sursis.domain.event_records import StoredEvent as Event
     from sursis.domain.keys import IssuedKey
     from sursis.domain.records import Conversation, PendingCall, Run
-    from sursis.domain.records import StoredEvent as Event
     from sursis.domain.runs import RunView
     from sursis.domain.states import Decision, PendingStatus, RunStatus
     from sursis.domain.tools import Approval, Category, Executor, PendingKind, ToolSpec
@@ -60,7 +60,7 @@ _EXPORTS: dict[str, tuple[str, str]] = {
     "Conversation": ("sursis.domain.records", "Conversation"),
     "Run": ("sursis.domain.records", "Run"),
     "PendingCall": ("sursis.domain.records", "PendingCall"),
-    "Event": ("sursis.domain.records", "StoredEvent"),
+    "Event": ("sursis.domain.event_records", "StoredEvent"),
     "RunView": ("sursis.domain.runs", "RunView"),
     "Decision": ("sursis.domain.states", "Decision"),
     "PendingStatus": ("sursis.domain.states", "PendingStatus"),

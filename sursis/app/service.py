@@ -20,9 +20,10 @@ from sursis.app.logging import quiet_unless_configured
 from sursis.app.settings import Settings
 from sursis.domain.access import Role
 from sursis.domain.clock import utcnow
+from sursis.domain.event_records import StoredEvent
 from sursis.domain.keys import IssuedKey
 from sursis.domain.pending_calls import PendingCursor, Resolution
-from sursis.domain.records import Conversation, PendingCall, Principal, Run, StoredEvent
+from sursis.domain.records import Conversation, PendingCall, Principal, Run
 from sursis.domain.runs import RunView
 from sursis.domain.states import Decision, PendingStatus
 from sursis.domain.tools import PendingKind

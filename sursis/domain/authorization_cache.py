@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence, Set
 
+from sursis.domain.access_records import Authorization
 from sursis.domain.notified_cache import NotifiedCache
-from sursis.domain.records import Authorization
 
 
 class AuthorizationCache(NotifiedCache[tuple[str, str], tuple[Authorization, ...]]):

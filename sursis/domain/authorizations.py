@@ -8,13 +8,15 @@ from datetime import datetime
 from typing import Any
 
 from sursis.domain.access import Permission
+from sursis.domain.access_records import Authorization
+from sursis.domain.agent_ports import ToolCatalog
 from sursis.domain.authorization_cache import AuthorizationCache
 from sursis.domain.clock import Clock, utcnow
 from sursis.domain.errors import NotFound, ValidationFailed
 from sursis.domain.policies import own_pre_approvals_count
 from sursis.domain.policy_decisions import PolicyDecision
-from sursis.domain.ports import ToolCatalog, UnitOfWorkFactory
-from sursis.domain.records import AuditEntry, Authorization, Principal
+from sursis.domain.ports import UnitOfWorkFactory
+from sursis.domain.records import AuditEntry, Principal
 from sursis.domain.sanitize import canonical_json, sanitize
 
 

@@ -6,18 +6,12 @@ import uuid
 from dataclasses import KW_ONLY, dataclass, field
 
 from sursis.domain.access import Permission
+from sursis.domain.agent_ports import RunNotifier, ToolCatalog
 from sursis.domain.approval_votes import with_approval
 from sursis.domain.clock import Clock, utcnow
 from sursis.domain.errors import NotFound, ValidationFailed
 from sursis.domain.hand_off import RunHandOff
-from sursis.domain.ports import (
-    NoMetrics,
-    RunNotifier,
-    ServiceMetrics,
-    ToolCatalog,
-    UnitOfWork,
-    UnitOfWorkFactory,
-)
+from sursis.domain.ports import NoMetrics, ServiceMetrics, UnitOfWork, UnitOfWorkFactory
 from sursis.domain.records import Conversation, Principal, Run, StoredMessage
 from sursis.domain.retention import raise_if_purged
 from sursis.domain.run_queue import check_content, queue_or_hand_off

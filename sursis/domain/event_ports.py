@@ -7,7 +7,7 @@ import uuid
 from datetime import datetime
 from typing import Any, Protocol
 
-from sursis.domain.records import OutboxItem, StoredEvent, Webhook
+from sursis.domain.event_records import OutboxItem, StoredEvent, Webhook
 
 
 class EventRepository(Protocol):

@@ -18,8 +18,9 @@ from typing import Any
 from sursis.domain.access import Permission
 from sursis.domain.channels.fanout import CHANNEL_EVENT_TYPES, fan_out
 from sursis.domain.errors import Forbidden, NotFound
+from sursis.domain.event_records import StoredEvent
 from sursis.domain.ports import UnitOfWork, UnitOfWorkFactory
-from sursis.domain.records import PendingCall, Principal, Run, StoredEvent
+from sursis.domain.records import PendingCall, Principal, Run
 from sursis.domain.retention import raise_if_purged
 
 

@@ -10,11 +10,12 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from sursis.domain.access import Permission, Role
+from sursis.domain.access_records import ApiKey
 from sursis.domain.clock import Clock, utcnow
 from sursis.domain.credential_cache import CredentialCache
 from sursis.domain.errors import NotFound, Unauthenticated, ValidationFailed
 from sursis.domain.ports import UnitOfWorkFactory
-from sursis.domain.records import ApiKey, AuditEntry, Principal
+from sursis.domain.records import AuditEntry, Principal
 
 KEY_PREFIX = "srs_"
 """Every key starts with this, so a leaked key is recognisable (secret scanners, logs)."""

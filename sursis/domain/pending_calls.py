@@ -9,6 +9,7 @@ from datetime import datetime
 from typing import Any
 
 from sursis.domain.access import Permission, permission_to_resolve
+from sursis.domain.agent_ports import RunNotifier, ToolCatalog
 from sursis.domain.approval_votes import Ballot, cast, own_approval, record_vote, with_approval
 from sursis.domain.approvers import routed
 from sursis.domain.audit import actor_names
@@ -21,14 +22,7 @@ from sursis.domain.pending_expiry import EXPIRY_ACTOR as EXPIRY_ACTOR
 from sursis.domain.pending_expiry import TIMEOUT_DECISION as TIMEOUT_DECISION
 from sursis.domain.pending_expiry import expire_overdue_call as expire_overdue_call
 from sursis.domain.pending_expiry import timeout_denies
-from sursis.domain.ports import (
-    NoMetrics,
-    RunNotifier,
-    ServiceMetrics,
-    ToolCatalog,
-    UnitOfWork,
-    UnitOfWorkFactory,
-)
+from sursis.domain.ports import NoMetrics, ServiceMetrics, UnitOfWork, UnitOfWorkFactory
 from sursis.domain.records import AuditEntry, PendingCall, Principal, Run
 from sursis.domain.sanitize import args_hash as compute_args_hash
 from sursis.domain.states import Decision, PendingStatus, RunStatus, decide

@@ -2,22 +2,19 @@
 
 from __future__ import annotations
 
-import asyncio
 import uuid
 from collections.abc import Mapping, Sequence
-from contextlib import AbstractContextManager
 from datetime import datetime
 from types import TracebackType
 from typing import Any, Protocol, Self
 
+from sursis.domain.access_ports import ApiKeyRepository, AuthorizationRepository
 from sursis.domain.approvers import ApproverRepository
 from sursis.domain.channels.ports import ChannelRepository
 from sursis.domain.customer.ports import WorkspaceRepository
 from sursis.domain.event_ports import EventRepository, OutboxRepository, WebhookRepository
 from sursis.domain.records import (
-    ApiKey,
     AuditEntry,
-    Authorization,
     Conversation,
     PendingCall,
     Run,
@@ -28,7 +25,7 @@ from sursis.domain.records import (
     Usage,
 )
 from sursis.domain.states import PendingStatus, RunStatus
-from sursis.domain.tools import PendingKind, ToolSpec
+from sursis.domain.tools import PendingKind
 
 
 class ConversationRepository(Protocol):
@@ -256,39 +253,6 @@ class AuditRepository(Protocol):
         ...
 
 
-class ApiKeyRepository(Protocol):
-    async def add(self, key: ApiKey) -> None: ...
-    async def get(self, key_id: uuid.UUID) -> ApiKey | None: ...
-    async def by_hash(self, key_hash: str) -> ApiKey | None: ...
-    async def names(self, key_ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, str]:
-        """The names of these keys (revoked ones included); unknown ids are left out."""
-        ...
-
-    async def search(self, *, include_revoked: bool) -> list[ApiKey]: ...
-    async def count(self) -> int:
-        """All keys ever made, revoked ones included."""
-        ...
-
-    async def revoke(self, key_id: uuid.UUID, now: datetime) -> bool:
-        """Conditional write: only a key that is not revoked yet; False otherwise."""
-        ...
-
-
-class AuthorizationRepository(Protocol):
-    async def add(self, authorization: Authorization) -> None: ...
-    async def get(self, authorization_id: uuid.UUID) -> Authorization | None: ...
-    async def search(
-        self, *, workspace: str | None, include_inactive: bool, now: datetime
-    ) -> list[Authorization]: ...
-    async def candidates(self, workspace: str, tool_name: str, now: datetime) -> list[Authorization]:
-        """Not revoked, not expired, for this workspace and tool: the rules a call is checked against."""
-        ...
-
-    async def revoke(self, authorization_id: uuid.UUID, now: datetime) -> bool:
-        """Conditional write: only an authorization that is not revoked yet; False otherwise."""
-        ...
-
-
 class UnitOfWork(Protocol):
     """One transaction. Rolls back on exit unless `commit()` was called; repositories never commit."""
 
@@ -339,27 +303,6 @@ class UnitOfWorkFactory(Protocol):
         ...
 
 
-class ToolCatalog(Protocol):
-    """The declared tools of every agent, as the service layer needs them."""
-
-    def agent_names(self) -> list[str]: ...
-    def spec(self, agent: str, tool_name: str) -> ToolSpec | None: ...
-    def validate_args(self, agent: str, tool_name: str, args: dict[str, Any]) -> dict[str, Any]:
-        """Validated, JSON-ready args, or `ValidationFailed` with field errors."""
-        ...
-
-    def validate_result(self, agent: str, tool_name: str, result: Any) -> Any:
-        """An answer to a `human`/`client` call checked against the tool's declared result type.
-
-        Returns the validated, JSON-ready value, or raises `ValidationFailed` with field errors.
-        """
-        ...
-
-    def gated_tool_parameters(self, tool_name: str) -> set[str] | None:
-        """Parameter names of the gated tool of that name (in any agent); None if there is none."""
-        ...
-
-
 class ServiceMetrics(Protocol):
     """Operational counters the use cases report; called after the change is committed."""
 
@@ -387,19 +330,6 @@ class NoMetrics:
 
     def tool_call(self, metadata: ToolCallMetadata) -> None:
         return None
-
-
-class RunNotifier(Protocol):
-    """Wakes workers and long-pollers. Best effort: everything also works by polling."""
-
-    async def run_queued(self, run_id: uuid.UUID) -> None: ...
-    async def run_changed(self, run_id: uuid.UUID) -> None: ...
-
-
-class RunWatcher(Protocol):
-    """What a long-poll waits on: an event set when the run may have changed (best effort)."""
-
-    def watch(self, run_id: uuid.UUID) -> AbstractContextManager[asyncio.Event]: ...
 
 
 class OpsRepository(Protocol):

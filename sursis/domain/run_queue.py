@@ -25,21 +25,6 @@ def check_content(content: str, max_chars: int) -> None:
         )
 
 
-async def queue_message(
-    uow: UnitOfWork,
-    actor: str,
-    conversation: Conversation,
-    content: str,
-    now: datetime,
-    channel: str,
-    role: str | None = None,
-) -> Run:
-    """The queued run of `content`, or `RunActive` (nothing written) while another run holds the
-    conversation. `actor` (with its `role`) is recorded as the run's starter."""
-    run, _ = await queue_or_hand_off(uow, actor, conversation, content, now, channel, role)
-    return run
-
-
 async def queue_or_hand_off(
     uow: UnitOfWork,
     actor: str,
@@ -50,9 +35,11 @@ async def queue_or_hand_off(
     role: str | None = None,
     hand_off: tuple[RunHandOff, SlotLease] | None = None,
 ) -> tuple[Run, SegmentStartRead | None]:
-    """`queue_message`; with `hand_off` (a reserved slot of this process) the run is written leased
-    to that slot, as its claim would leave it, with the claim's audit row and event, and what its
-    first segment starts from is read in the same transaction (`hand_off.py`)."""
+    """The queued run of `content`, or `RunActive` (nothing written) while another run holds the
+    conversation. `actor` (with its `role`) is recorded as the run's starter. With `hand_off` (a
+    reserved slot of this process) the run is written leased to that slot, as its claim would leave
+    it, with the claim's audit row and event, and what its first segment starts from is read in the
+    same transaction (`hand_off.py`)."""
     run = Run.queued(
         conversation.id,
         conversation.workspace,

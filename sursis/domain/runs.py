@@ -11,17 +11,11 @@ from dataclasses import KW_ONLY, dataclass, field
 
 from sursis.domain import run_lifecycle
 from sursis.domain.access import Permission
+from sursis.domain.agent_ports import RunNotifier, RunWatcher
 from sursis.domain.approval_votes import with_approval
 from sursis.domain.clock import Clock, utcnow
 from sursis.domain.errors import NotFound, Stale
-from sursis.domain.ports import (
-    NoMetrics,
-    RunNotifier,
-    RunWatcher,
-    ServiceMetrics,
-    UnitOfWork,
-    UnitOfWorkFactory,
-)
+from sursis.domain.ports import NoMetrics, ServiceMetrics, UnitOfWork, UnitOfWorkFactory
 from sursis.domain.records import PendingCall, Principal, Run, ToolCallRecord
 from sursis.domain.states import PendingStatus, RunStatus
 

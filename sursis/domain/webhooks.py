@@ -22,9 +22,10 @@ from urllib.parse import urlsplit
 
 from sursis.domain.access import Permission
 from sursis.domain.errors import NotFound, ValidationFailed
+from sursis.domain.event_records import Webhook
 from sursis.domain.events import WEBHOOK_EVENT_TYPES
 from sursis.domain.ports import UnitOfWorkFactory
-from sursis.domain.records import Principal, Webhook
+from sursis.domain.records import Principal
 
 # The shape of every URL `check_url` admits: http(s), a host without credentials (no `@`), then an
 # optional path, query or fragment; no spaces or control characters. The OpenAPI document carries it.

@@ -17,9 +17,9 @@ from urllib.parse import urlsplit
 import httpx
 import structlog
 
+from sursis.domain.event_records import OutboxItem, Webhook
 from sursis.domain.events import WEBHOOK_TOPIC_PREFIX
 from sursis.domain.ports import UnitOfWorkFactory
-from sursis.domain.records import OutboxItem, Webhook
 from sursis.domain.webhooks import SIGNATURE_HEADER, is_private_host, sign
 from sursis.infra.faults import crash_point
 

@@ -11,7 +11,7 @@ import pytest
 from litestar.testing import AsyncTestClient
 
 from sursis.domain.clock import utcnow
-from sursis.domain.records import Webhook
+from sursis.domain.event_records import Webhook
 from sursis.domain.webhooks import verify
 from sursis.infra.db.engine import create_engine
 from sursis.infra.db.uow import SqlUnitOfWorkFactory

@@ -16,8 +16,9 @@ from sursis.domain.channels.records import BindingKind, ChannelBinding, DigestIt
 from sursis.domain.clock import utcnow
 from sursis.domain.customer.events import PlatformEvent, PlatformEventType
 from sursis.domain.errors import ValidationFailed
+from sursis.domain.event_records import StoredEvent
 from sursis.domain.pending_calls import Resolution
-from sursis.domain.records import Principal, StoredEvent
+from sursis.domain.records import Principal
 from sursis.domain.states import Decision, PendingStatus
 from sursis.infra.channels.email_digest import DigestSender, window_end
 from tests.channels.smtp_fake import bodies, smtp_server

@@ -19,29 +19,23 @@ from datetime import datetime
 from types import TracebackType
 from typing import Any, Self
 
+from sursis.domain.access_ports import AuthorizationRepository
+from sursis.domain.access_records import ApiKey
 from sursis.domain.channels.records import ChannelBinding, DigestItem
 from sursis.domain.customer.ports import WorkspaceRepository
+from sursis.domain.event_records import OutboxItem, StoredEvent, Webhook
 from sursis.domain.events import DELIVERED_EVENT_TYPES, deliver
-from sursis.domain.ports import (
-    AuthorizationRepository,
-    OpsRepository,
-    UnitOfWork,
-    UnitOfWorkFactory,
-)
+from sursis.domain.ports import OpsRepository, UnitOfWork, UnitOfWorkFactory
 from sursis.domain.records import (
-    ApiKey,
     AuditEntry,
     Conversation,
     JsonText,
-    OutboxItem,
     PendingCall,
     Run,
     RunError,
-    StoredEvent,
     StoredMessage,
     ToolCallRecord,
     Usage,
-    Webhook,
 )
 from sursis.domain.states import PendingStatus, RunStatus
 from sursis.domain.tools import Executor, PendingKind

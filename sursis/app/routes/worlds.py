@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import uuid
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
 from litestar import Controller, Response, get, post
 from litestar.di import NamedDependency
@@ -30,6 +30,8 @@ from sursis.app.schemas import conversation_out
 from sursis.domain.records import Principal
 from sursis.domain.worlds.rules import RuleState
 from sursis.infra.worlds.service import WorldService
+
+T = TypeVar("T")
 
 
 class WorldController(Controller):
@@ -80,9 +82,7 @@ class WorldController(Controller):
         recorded = await worlds.record_decision(
             principal, world_id, data.id, data.rule_ids, data.context, data.outcome
         )
-        return Response(
-            DecisionOut.of(recorded.value), status_code=HTTP_201_CREATED if recorded.created else HTTP_200_OK
-        )
+        return _recorded(DecisionOut.of(recorded.value), created=recorded.created)
 
     @post(
         "/{world_id:uuid}/decisions/{decision_id:str}/flags",
@@ -101,9 +101,7 @@ class WorldController(Controller):
         recorded = await worlds.flag_decision(
             principal, world_id, decision_id, data.id, data.kind, data.reason
         )
-        return Response(
-            FlagOut.of(recorded.value), status_code=HTTP_201_CREATED if recorded.created else HTTP_200_OK
-        )
+        return _recorded(FlagOut.of(recorded.value), created=recorded.created)
 
     @get("/{world_id:uuid}/rules")
     async def rules(
@@ -140,6 +138,11 @@ class WorldController(Controller):
         customer mode (read-only tools) for `user` keys. Post messages to it as to any conversation."""
         conversation, mode = await worlds.open_session(principal, world_id)
         return WorldSessionOut(conversation=conversation_out(conversation), world_id=world_id, mode=mode)
+
+
+def _recorded(body: T, *, created: bool) -> Response[T]:
+    """201 for what the client's id recorded now, 200 for the same record written before (idempotent)."""
+    return Response(body, status_code=HTTP_201_CREATED if created else HTTP_200_OK)
 
 
 def world_route_handlers() -> list[Any]:

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from datetime import datetime
 
 from sursis.domain.access import Permission
-from sursis.domain.channels.records import BindingKind, ChannelBinding, SlackAddress, SlackIdentity
+from sursis.domain.channels.records import ChannelBinding, SlackAddress, SlackIdentity
 from sursis.domain.errors import NotFound, ValidationFailed
 from sursis.domain.ports import UnitOfWorkFactory
 from sursis.domain.records import Principal
@@ -87,19 +87,9 @@ class ChannelAdminService:
                     raise _not_visible("conversation_id", "no conversation with this id in your workspace")
                 ws = conversation.workspace
             else:
-                ws = workspace or principal.workspace or "default"
-                if not principal.can_see(ws):
-                    raise _not_visible("workspace", "not a workspace your key can see")
+                ws = _visible_workspace(principal, workspace)
             principal.require(Permission.MANAGE_WEBHOOKS)
-            binding = ChannelBinding(
-                id=uuid.uuid4(),
-                workspace=ws,
-                conversation_id=conversation_id,
-                kind=BindingKind.EMAIL,
-                created_by=principal.id,
-                created_at=self._clock(),
-                email=email,
-            )
+            binding = ChannelBinding.new(ws, conversation_id, principal.id, self._clock(), email=email)
             await uow.channels.add_binding(binding)
             await uow.commit()
         return binding
@@ -109,19 +99,10 @@ class ChannelAdminService:
     ) -> ChannelBinding:
         """A Slack channel where each conversation the service starts in the workspace (from a
         platform event) opens a thread; replies in the thread continue that conversation."""
-        ws = workspace or principal.workspace or "default"
-        if not principal.can_see(ws):
-            raise _not_visible("workspace", "not a workspace your key can see")
+        ws = _visible_workspace(principal, workspace)
         principal.require(Permission.MANAGE_WEBHOOKS)
-        binding = ChannelBinding(
-            id=uuid.uuid4(),
-            workspace=ws,
-            conversation_id=None,
-            kind=BindingKind.SLACK,
-            created_by=principal.id,
-            created_at=self._clock(),
-            slack=SlackAddress(team_id, channel_id, None),
-        )
+        slack = SlackAddress(team_id, channel_id, None)
+        binding = ChannelBinding.new(ws, None, principal.id, self._clock(), slack=slack)
         async with self._uow() as uow:
             await uow.channels.add_binding(binding)
             await uow.commit()
@@ -146,3 +127,11 @@ class ChannelAdminService:
             principal.require(Permission.MANAGE_WEBHOOKS)
             await uow.channels.delete_binding(binding_id)
             await uow.commit()
+
+
+def _visible_workspace(principal: Principal, workspace: str | None) -> str:
+    """The workspace named (the principal's own by default), if the principal can see it."""
+    ws = workspace or principal.workspace or "default"
+    if not principal.can_see(ws):
+        raise _not_visible("workspace", "not a workspace your key can see")
+    return ws

@@ -7,12 +7,11 @@ gets the call in its next digest. Both go through the outbox, in the sweeper's t
 
 from __future__ import annotations
 
-import uuid
 from datetime import datetime
 from typing import TYPE_CHECKING
 
+from sursis.domain.channels.fanout import enqueue_slack_notice
 from sursis.domain.channels.records import (
-    SLACK_TOPIC,
     BindingKind,
     ChannelBinding,
     DigestItem,
@@ -53,15 +52,8 @@ async def _slack(uow: UnitOfWork, call: PendingCall, channel: str, now: datetime
     ]
     if not teams:
         return False
-    binding = ChannelBinding(
-        id=uuid.uuid4(),
-        workspace=call.workspace,
-        conversation_id=call.conversation_id,
-        kind=BindingKind.SLACK,
-        created_by=ESCALATION_ACTOR,
-        created_at=now,
-        slack=SlackAddress(teams[0], channel, None),
-    )
+    slack = SlackAddress(teams[0], channel, None)
+    binding = ChannelBinding.new(call.workspace, call.conversation_id, ESCALATION_ACTOR, now, slack=slack)
     await uow.channels.add_binding(binding)
     envelope = {
         "id": 0,
@@ -71,26 +63,12 @@ async def _slack(uow: UnitOfWork, call: PendingCall, channel: str, now: datetime
         "created_at": now.isoformat(),
         "data": pending_created_data(call),
     }
-    await uow.outbox.enqueue(
-        call.workspace,
-        SLACK_TOPIC,
-        {"binding_id": str(binding.id), "event": envelope, OPENS_THREAD: True},
-        now,
-        conversation_id=call.conversation_id,
-    )
+    await enqueue_slack_notice(uow, binding, envelope, now, **{OPENS_THREAD: True})
     return True
 
 
 async def _email(uow: UnitOfWork, call: PendingCall, address: str, now: datetime) -> None:
-    binding = ChannelBinding(
-        id=uuid.uuid4(),
-        workspace=call.workspace,
-        conversation_id=call.conversation_id,
-        kind=BindingKind.EMAIL,
-        created_by=ESCALATION_ACTOR,
-        created_at=now,
-        email=address,
-    )
+    binding = ChannelBinding.new(call.workspace, call.conversation_id, ESCALATION_ACTOR, now, email=address)
     await uow.channels.add_binding(binding)
     summary = f"Escalated approval waiting: {call.tool_name} — {call.effect_description}"
     await uow.channels.add_digest_items(

@@ -9,8 +9,8 @@ event or not at all, so a crash never loses a notice nor writes it twice.
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Sequence
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from sursis.domain.channels.records import (
@@ -21,7 +21,7 @@ from sursis.domain.channels.records import (
     DigestItemKind,
     SlackAddress,
 )
-from sursis.domain.records import StoredEvent
+from sursis.domain.event_records import StoredEvent
 
 if TYPE_CHECKING:
     from sursis.domain.ports import UnitOfWork
@@ -51,12 +51,24 @@ async def fan_out(uow: UnitOfWork, event: StoredEvent, bindings: Sequence[Channe
 
 
 async def _enqueue_slack(uow: UnitOfWork, binding: ChannelBinding, event: StoredEvent) -> None:
+    await enqueue_slack_notice(uow, binding, event.envelope(), event.created_at)
+
+
+async def enqueue_slack_notice(
+    uow: UnitOfWork,
+    binding: ChannelBinding,
+    envelope: dict[str, Any],
+    now: datetime,
+    **flags: bool,
+) -> None:
+    """An outbox row for the Slack deliverer: `envelope` (an event's JSON form) posted to `binding`
+    (with the deliverer's `flags`, e.g. `escalation.OPENS_THREAD`)."""
     await uow.outbox.enqueue(
-        event.workspace,
+        binding.workspace,
         SLACK_TOPIC,
-        {"binding_id": str(binding.id), "event": event.envelope()},
-        event.created_at,
-        conversation_id=event.conversation_id,
+        {"binding_id": str(binding.id), "event": envelope, **flags},
+        now,
+        conversation_id=binding.conversation_id,
     )
 
 
@@ -64,14 +76,9 @@ async def _open_thread(uow: UnitOfWork, channel: ChannelBinding, event: StoredEv
     """The conversation's own binding in a workspace's Slack channel; its thread starts when the
     announcement is posted (the deliverer records the `ts`), so later notices follow it there."""
     assert channel.slack is not None
-    thread = ChannelBinding(
-        id=uuid.uuid4(),
-        workspace=event.workspace,
-        conversation_id=event.conversation_id,
-        kind=BindingKind.SLACK,
-        created_by=channel.created_by,
-        created_at=event.created_at,
-        slack=SlackAddress(channel.slack.team_id, channel.slack.channel_id, None),
+    slack = SlackAddress(channel.slack.team_id, channel.slack.channel_id, None)
+    thread = ChannelBinding.new(
+        event.workspace, event.conversation_id, channel.created_by, event.created_at, slack=slack
     )
     await uow.channels.add_binding(thread)
     return thread

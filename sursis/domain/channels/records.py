@@ -56,6 +56,29 @@ class ChannelBinding:
     slack: SlackAddress | None = None
     email: str | None = None
 
+    @classmethod
+    def new(
+        cls,
+        workspace: str,
+        conversation_id: uuid.UUID | None,
+        created_by: str,
+        created_at: datetime,
+        *,
+        slack: SlackAddress | None = None,
+        email: str | None = None,
+    ) -> ChannelBinding:
+        """A binding with a new id, to a Slack address or to an email address (its kind follows)."""
+        return cls(
+            id=uuid.uuid4(),
+            workspace=workspace,
+            conversation_id=conversation_id,
+            kind=BindingKind.SLACK if slack is not None else BindingKind.EMAIL,
+            created_by=created_by,
+            created_at=created_at,
+            slack=slack,
+            email=email,
+        )
+
     @property
     def address(self) -> str:
         """A human-readable address: `slack:T/C/ts` or the email address."""

@@ -15,18 +15,18 @@ from enum import StrEnum
 from typing import Any
 
 from sursis.domain.access import Permission
+from sursis.domain.agent_ports import RunNotifier
 from sursis.domain.channels.records import (
     SLACK_TOPIC,
-    BindingKind,
     Channel,
     ChannelBinding,
     SlackAddress,
 )
 from sursis.domain.errors import Conflict, Forbidden, NotFound, RunActive, Stale, ValidationFailed
 from sursis.domain.pending_calls import PendingCallService, Resolution
-from sursis.domain.ports import RunNotifier, UnitOfWork, UnitOfWorkFactory
-from sursis.domain.records import Conversation, PendingCall, Principal, Run
-from sursis.domain.run_queue import check_content, queue_message
+from sursis.domain.ports import UnitOfWork, UnitOfWorkFactory
+from sursis.domain.records import Conversation, PendingCall, Principal
+from sursis.domain.run_queue import check_content, queue_or_hand_off
 from sursis.domain.states import Decision, PendingStatus
 
 UNMAPPED_NOTICE = (
@@ -177,7 +177,7 @@ class SlackInbound:
                 conversation = await self._start(uow, principal, message.thread, now)
             else:
                 conversation = await self._bound_conversation(uow, principal, binding)
-            run: Run = await queue_message(
+            run, _ = await queue_or_hand_off(
                 uow, principal.id, conversation, message.text, now, Channel.SLACK, role=principal.role.value
             )
         except RunActive:
@@ -195,15 +195,7 @@ class SlackInbound:
         conversation = Conversation.open(principal.workspace or "default", self._agent, principal.id, now)
         await uow.conversations.add(conversation)
         await uow.channels.add_binding(
-            ChannelBinding(
-                id=uuid.uuid4(),
-                workspace=conversation.workspace,
-                conversation_id=conversation.id,
-                kind=BindingKind.SLACK,
-                created_by=principal.id,
-                created_at=now,
-                slack=thread,
-            )
+            ChannelBinding.new(conversation.workspace, conversation.id, principal.id, now, slack=thread)
         )
         return conversation
 

@@ -8,6 +8,7 @@ from datetime import datetime
 from typing import Any
 
 from sursis.domain.access import Permission
+from sursis.domain.agent_ports import RunNotifier
 from sursis.domain.clock import Clock, utcnow
 from sursis.domain.customer.events import (
     Intake,
@@ -19,7 +20,7 @@ from sursis.domain.customer.events import (
 from sursis.domain.errors import NotFound
 from sursis.domain.events import EventType, publish, publish_run_status
 from sursis.domain.paging import Page
-from sursis.domain.ports import RunNotifier, UnitOfWork, UnitOfWorkFactory
+from sursis.domain.ports import UnitOfWork, UnitOfWorkFactory
 from sursis.domain.records import AuditEntry, Conversation, Principal, Run
 from sursis.domain.states import RunStatus
 

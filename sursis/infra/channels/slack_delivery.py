@@ -26,8 +26,8 @@ from slack_sdk.web.async_client import AsyncWebClient
 from sursis.domain.audit import actor_names
 from sursis.domain.channels.escalation import OPENS_THREAD
 from sursis.domain.channels.records import SLACK_TOPIC, ChannelBinding
+from sursis.domain.event_records import OutboxItem
 from sursis.domain.ports import UnitOfWork, UnitOfWorkFactory
-from sursis.domain.records import OutboxItem
 from sursis.infra.channels import slack_messages as msg
 from sursis.infra.faults import crash_point
 from sursis.infra.webhook_delivery import DeliveryPolicy

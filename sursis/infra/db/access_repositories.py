@@ -11,7 +11,7 @@ import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from sursis.domain.access import Role
-from sursis.domain.records import ApiKey, Authorization
+from sursis.domain.access_records import ApiKey, Authorization
 from sursis.infra.db import tables as t
 from sursis.infra.db.repositories.base import SqlRepository
 from sursis.infra.db.rows import row_values

@@ -9,6 +9,17 @@ import sqlalchemy as sa
 from sursis.domain.approvers import RouteState
 from sursis.infra.db.tables import JSON, UtcDateTime, metadata
 
+
+def _pending_call_key() -> sa.Column[Any]:
+    """The key of a table of one pending call's routing: its call, deleted with it."""
+    return sa.Column(
+        "correlation_id",
+        sa.Uuid,
+        sa.ForeignKey("pending_calls.correlation_id", ondelete="CASCADE"),
+        primary_key=True,
+    )
+
+
 approver_groups = sa.Table(
     "approver_groups",
     metadata,
@@ -34,12 +45,7 @@ approver_group_members = sa.Table(
 pending_routes = sa.Table(
     "pending_routes",
     metadata,
-    sa.Column(
-        "correlation_id",
-        sa.Uuid,
-        sa.ForeignKey("pending_calls.correlation_id", ondelete="CASCADE"),
-        primary_key=True,
-    ),
+    _pending_call_key(),
     sa.Column("workspace", sa.String(100), nullable=False),
     sa.Column("approvals", sa.Integer, nullable=False, server_default="0"),
     sa.Column("escalation_level", sa.Integer, nullable=False, server_default="0"),
@@ -53,12 +59,7 @@ pending_routes = sa.Table(
 pending_votes = sa.Table(
     "pending_votes",
     metadata,
-    sa.Column(
-        "correlation_id",
-        sa.Uuid,
-        sa.ForeignKey("pending_calls.correlation_id", ondelete="CASCADE"),
-        primary_key=True,
-    ),
+    _pending_call_key(),
     sa.Column("voter", sa.String(200), primary_key=True),
     sa.Column("cast_by", sa.String(200), nullable=False),
     sa.Column("decision", sa.String(20), nullable=False),

@@ -9,7 +9,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from sursis.domain.records import OutboxItem
+from sursis.domain.event_records import OutboxItem
 from sursis.infra.db import tables as t
 from sursis.infra.db.repositories.base import session_cipher
 from sursis.infra.db.sealing import DEAD_LETTERS, OUTBOX

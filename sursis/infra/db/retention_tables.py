@@ -3,18 +3,28 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import sqlalchemy as sa
 
 from sursis.infra.db.tables import UtcDateTime, metadata
 
+
+def _chain_position() -> list[sa.Column[Any]]:
+    """A workspace's place in its audit chain: the row's sequence and hash, and the anchor's."""
+    return [
+        sa.Column("workspace", sa.String(100), primary_key=True),
+        sa.Column("seq", sa.BigInteger, nullable=False),
+        sa.Column("hash", sa.String(64), nullable=False),
+        sa.Column("anchor_seq", sa.BigInteger, nullable=False),
+        sa.Column("anchor_hash", sa.String(64), nullable=False),
+    ]
+
+
 audit_chain_heads = sa.Table(
     "audit_chain_heads",
     metadata,
-    sa.Column("workspace", sa.String(100), primary_key=True),
-    sa.Column("seq", sa.BigInteger, nullable=False),
-    sa.Column("hash", sa.String(64), nullable=False),
-    sa.Column("anchor_seq", sa.BigInteger, nullable=False),
-    sa.Column("anchor_hash", sa.String(64), nullable=False),
+    *_chain_position(),
     sa.Column("updated_at", UtcDateTime, nullable=False),
     sa.Column("sealed_at", UtcDateTime, nullable=True),
 )
@@ -52,11 +62,7 @@ purged_conversations = sa.Table(
 audit_checkpoints = sa.Table(
     "audit_checkpoints",
     metadata,
-    sa.Column("workspace", sa.String(100), primary_key=True),
-    sa.Column("seq", sa.BigInteger, nullable=False),
-    sa.Column("hash", sa.String(64), nullable=False),
-    sa.Column("anchor_seq", sa.BigInteger, nullable=False),
-    sa.Column("anchor_hash", sa.String(64), nullable=False),
+    *_chain_position(),
     sa.Column("signed_at", UtcDateTime, nullable=False),
     sa.Column("signer", sa.String(64), nullable=False),
     sa.Column("signature", sa.String(200), nullable=False),

@@ -137,6 +137,12 @@ class RuleCorpus:
             self._demoted.put(run_id, demoted)
         return WorldMode.CUSTOMER if demoted else mode
 
+    async def _reconciled(self, uow: SqlUnitOfWork, world_id: uuid.UUID) -> SqlWorldRepository:
+        """The worlds' repository in `uow`, the world's enshrinement requests settled first."""
+        repo = SqlWorldRepository(uow.session)
+        await reconcile_requests(uow, repo, world_id, self._clock)
+        return repo
+
     async def list_rules(self, world_id: uuid.UUID, state: RuleState | None) -> list[Rule]:
         async with self._uow() as uow:
             repo = await self._reconciled(uow, world_id)
@@ -162,21 +168,12 @@ class RuleCorpus:
             raise ToolUserError(f"no rule {rule_id!r} in this world")
         return rule
 
-    async def _reconciled(self, uow: SqlUnitOfWork, world_id: uuid.UUID) -> SqlWorldRepository:
-        """The world's rules in `uow`, enshrinement requests whose calls ended reconciled first."""
-        repo = SqlWorldRepository(uow.session)
-        await reconcile_requests(uow, repo, world_id, self._clock)
-        return repo
-
     async def _draft(
         self, uow: SqlUnitOfWork, world_id: uuid.UUID, rule_id: str
     ) -> tuple[SqlWorldRepository, Rule]:
         """The newest version of a rule, to change in `uow` (see `_reconciled`)."""
         repo = await self._reconciled(uow, world_id)
-        rule = await repo.latest_rule(world_id, parse_id(rule_id))
-        if rule is None:
-            raise ToolUserError(f"no rule {rule_id!r} in this world")
-        return repo, rule
+        return repo, await _latest_rule(repo, world_id, rule_id)
 
     async def propose(
         self, uow: SqlUnitOfWork, world_id: uuid.UUID, text: str, evidence: dict[str, Any]
@@ -325,3 +322,11 @@ class RuleCorpus:
         rule.state = RuleState.ENSHRINED
         rule.enshrined_at = now
         return rule
+
+
+async def _latest_rule(repo: SqlWorldRepository, world_id: uuid.UUID, rule_id: str) -> Rule:
+    """The newest version of the rule, or `ToolUserError` when the world has no such rule."""
+    rule = await repo.latest_rule(world_id, parse_id(rule_id))
+    if rule is None:
+        raise ToolUserError(f"no rule {rule_id!r} in this world")
+    return rule

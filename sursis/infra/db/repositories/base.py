@@ -1,5 +1,5 @@
 """What every SQL repository shares: its session, its cipher, the dialect's insert, the affected
-row count."""
+row count; and, over tables whose writes may be held to the commit, the statements that write them first."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from sursis.domain.encryption import Cipher
+from sursis.infra.db.held import flush_held
 from sursis.infra.encryption import PLAINTEXT
 
 
@@ -24,6 +25,19 @@ class SqlRepository:
 
     def _insert(self, table: sa.Table) -> Any:
         return dialect_insert(table, postgres=self._postgres)
+
+
+class HeldSqlRepository(SqlRepository):
+    """A repository over tables whose writes may be held to the commit (`held`): it writes what the
+    transaction holds before each statement of its own."""
+
+    async def _execute(self, statement: Any, params: Any = None) -> Any:
+        await flush_held(self._session)
+        return await self._session.execute(statement, params)
+
+    async def _scalar(self, statement: Any, params: Any = None) -> Any:
+        await flush_held(self._session)
+        return await self._session.scalar(statement, params)
 
 
 def session_cipher(session: AsyncSession) -> Cipher:

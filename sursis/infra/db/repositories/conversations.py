@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime
-from typing import Any
 
 import sqlalchemy as sa
 
@@ -12,8 +11,8 @@ from sursis.domain.records import (
     Conversation,
 )
 from sursis.infra.db import tables as t
-from sursis.infra.db.held import HeldUpdate, flush_held, hold, holds
-from sursis.infra.db.repositories.base import SqlRepository, rowcount
+from sursis.infra.db.held import HeldUpdate, hold, holds
+from sursis.infra.db.repositories.base import HeldSqlRepository, rowcount
 from sursis.infra.db.retention_tables import purged_conversations
 from sursis.infra.db.rows import row_values
 
@@ -48,16 +47,7 @@ estimates at a hundred rows and hashes over the whole table). A run id belongs t
 conversation, so matching ids and run ids apart frees only the conversations named."""
 
 
-class SqlConversationRepository(SqlRepository):
-    async def _execute(self, statement: Any, params: Any = None) -> Any:
-        """Execute `statement` after writing what this transaction holds (`held`)."""
-        await flush_held(self._session)
-        return await self._session.execute(statement, params)
-
-    async def _scalar(self, statement: Any, params: Any = None) -> Any:
-        await flush_held(self._session)
-        return await self._session.scalar(statement, params)
-
+class SqlConversationRepository(HeldSqlRepository):
     async def add(self, conversation: Conversation) -> None:
         await self._execute(_INSERT, row_values(conversation, t.conversations))
 

@@ -19,9 +19,9 @@ from sursis.domain.tools import Category, Executor, PendingKind
 from sursis.infra.db import approver_tables as ap
 from sursis.infra.db import tables as t
 from sursis.infra.db.approver_tables import route_row
-from sursis.infra.db.held import flush_held, hold, holds
-from sursis.infra.db.repositories.base import SqlRepository, rowcount
-from sursis.infra.db.repositories.runs import resolve_one_awaiting_statement
+from sursis.infra.db.held import hold, holds
+from sursis.infra.db.repositories.base import HeldSqlRepository, rowcount
+from sursis.infra.db.repositories.run_statements import resolve_one_awaiting_statement
 from sursis.infra.db.repositories.tool_calls import SqlToolCallRepository, tool_call_from_row
 from sursis.infra.db.rows import row_values
 from sursis.infra.db.sealing import PENDING_CALLS, OpenedRow
@@ -114,7 +114,7 @@ def _side(mapping: Any, prefix: str, table: sa.Table) -> OpenedRow:
     return OpenedRow({c.name: mapping[prefix + c.name] for c in table.c})
 
 
-class SqlPendingCallRepository(SqlRepository):
+class SqlPendingCallRepository(HeldSqlRepository):
     async def add(self, call: PendingCall) -> None:
         policy = call.policy.to_json() if call.policy is not None else None
         row = PENDING_CALLS.seal(self._cipher, row_values(call, t.pending_calls, policy=policy))
@@ -127,11 +127,6 @@ class SqlPendingCallRepository(SqlRepository):
             await self._session.execute(_INSERT, row)
             if route is not None:
                 await self._session.execute(ap.pending_routes.insert(), route_row(route))
-
-    async def _execute(self, statement: Any, params: Any = None) -> Any:
-        """Execute `statement` after writing the pending calls this transaction holds."""
-        await flush_held(self._session)
-        return await self._session.execute(statement, params)
 
     async def get(self, correlation_id: uuid.UUID) -> PendingCall | None:
         row = (await self._execute(_GET, {"correlation_id": correlation_id})).first()

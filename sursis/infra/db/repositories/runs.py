@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import functools
 import json
 import uuid
 from collections.abc import Mapping, Sequence
@@ -11,7 +10,6 @@ from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.dialects.postgresql import JSONB
 
 from sursis.domain.encryption import Cipher
 from sursis.domain.records import (
@@ -22,8 +20,21 @@ from sursis.domain.records import (
 )
 from sursis.domain.states import RunStatus
 from sursis.infra.db import tables as t
-from sursis.infra.db.held import Guard, flush_held, hold, hold_guard, holds, may_guard, read_ahead
-from sursis.infra.db.repositories.base import SqlRepository, rowcount
+from sursis.infra.db.held import Guard, hold, hold_guard, holds, may_guard, read_ahead
+from sursis.infra.db.repositories.base import HeldSqlRepository, rowcount
+from sursis.infra.db.repositories.run_statements import (
+    CLAIM,
+    CLAIM_WITH_LOG,
+    GET,
+    INSERT,
+    LEASE,
+    LOG_COLUMNS,
+    RECORD_PROGRESS,
+    RESOLVE_ONE_AWAITING,
+    RUNNING,
+    finish_guard,
+    finish_statement,
+)
 from sursis.infra.db.rows import record_from_row, row_values
 from sursis.infra.db.sealing import RUNS
 from sursis.infra.telemetry import current_trace_context
@@ -41,169 +52,12 @@ def _run_from_row(row: Any, cipher: Cipher) -> Run:
     )
 
 
-_c = t.runs.c
-_RUNNING = RunStatus.RUNNING.value
-# The statements of a turn's hot path are built once, with bound parameters: building a statement
-# costs more Python than sending it (see docs/performance.md).
-_GET = sa.select(t.runs).where(_c.id == sa.bindparam("b_run_id"))
-_INSERT = t.runs.insert()
+def _held(run_id: uuid.UUID, owner: str) -> tuple[Any, ...]:
+    """The run `run_id` while `owner` holds its lease."""
+    return (t.runs.c.id == run_id, t.runs.c.lease_owner == owner, t.runs.c.status == RunStatus.RUNNING.value)
 
 
-def resolve_one_awaiting_statement(run_id: Any) -> Any:
-    """One awaiting call of the run `run_id` (an expression) decided: the run re-queued when it was
-    the last. Answers the run's new status."""
-    return (
-        t.runs.update()
-        .where(_c.id == run_id, _c.status == RunStatus.SUSPENDED.value, _c.awaiting_count > 0)
-        .values(
-            awaiting_count=_c.awaiting_count - 1,
-            status=sa.case((_c.awaiting_count == 1, RunStatus.QUEUED.value), else_=RunStatus.SUSPENDED.value),
-            updated_at=sa.bindparam("b_now"),
-        )
-        .returning(_c.status)
-    )
-
-
-_RESOLVE_ONE_AWAITING = resolve_one_awaiting_statement(sa.bindparam("b_run_id"))
-_HELD = (_c.id == sa.bindparam("b_run_id"), _c.lease_owner == sa.bindparam("b_owner"), _c.status == _RUNNING)
-_RECORD_PROGRESS = (
-    t.runs.update()
-    .where(*_HELD)
-    .values(
-        usage=sa.bindparam("b_usage"),
-        lease_expires_at=sa.bindparam("b_lease_until"),
-        claims=0,
-        updated_at=sa.bindparam("b_now"),
-    )
-)
-
-
-def _claim_statement(postgres: bool) -> Any:
-    queued = _c.status == t.status_literal(RunStatus.QUEUED.value)
-    candidate = sa.select(_c.id).where(queued).order_by(_c.updated_at).limit(1)
-    if postgres:
-        candidate = candidate.with_for_update(skip_locked=True)
-    return (
-        t.runs.update()
-        .where(_c.id == candidate.scalar_subquery(), queued)
-        .values(
-            status=_RUNNING,
-            lease_owner=sa.bindparam("b_owner"),
-            lease_expires_at=sa.bindparam("b_lease_until"),
-            segment=_c.segment + 1,
-            claims=_c.claims + 1,
-            updated_at=sa.bindparam("b_now"),
-        )
-        .returning(*_c)
-    )
-
-
-_CLAIM = {postgres: _claim_statement(postgres) for postgres in (False, True)}
-_LEASE = (
-    t.runs.update()
-    .where(_c.id == sa.bindparam("b_run_id"), _c.status == RunStatus.QUEUED.value)
-    .values(
-        status=_RUNNING,
-        lease_owner=sa.bindparam("b_owner"),
-        lease_expires_at=sa.bindparam("b_lease_until"),
-        segment=_c.segment + 1,
-        claims=_c.claims + 1,
-        updated_at=sa.bindparam("b_now"),
-    )
-    .returning(*_c)
-)
-_LOG_COLUMNS = ("seq", "run_id", "body", "created_at", "channel")
-
-
-def _claim_with_log() -> Any:
-    """PostgreSQL: the claim, and the claimed run's conversation log after the seq `b_log_from`
-    names for that conversation (0 when it names none), in one statement: one row per message (one
-    with no message when there is none), the run's columns on each."""
-    claimed = _claim_statement(True).cte("claimed")
-    m = t.messages.c
-    known = sa.cast(sa.bindparam("b_log_from", type_=sa.Text()), JSONB)
-    after = sa.func.coalesce(
-        sa.cast(known[sa.cast(claimed.c.conversation_id, sa.Text)].astext, sa.Integer), 0
-    )
-    joined = claimed.outerjoin(
-        t.messages, sa.and_(m.conversation_id == claimed.c.conversation_id, m.seq > after)
-    )
-    return (
-        sa.select(claimed, after.label("log_after"), *(m[name].label(f"log_{name}") for name in _LOG_COLUMNS))
-        .select_from(joined)
-        .order_by(m.seq)
-    )
-
-
-_CLAIM_WITH_LOG = _claim_with_log()
-
-
-@functools.cache
-def _finish_statement(with_usage: bool, with_trace_context: bool, unless_cancel_requested: bool) -> Any:
-    held = list(_HELD)
-    if unless_cancel_requested:
-        held.append(_c.cancel_requested.is_(False))
-    extra: dict[str, Any] = {}
-    if with_usage:
-        extra["usage"] = sa.bindparam("b_usage")
-    if with_trace_context:
-        extra["trace_context"] = sa.bindparam("b_trace_context")
-    return (
-        t.runs.update()
-        .where(*held)
-        .values(
-            status=sa.bindparam("b_status"),
-            output=sa.bindparam("b_output"),
-            output_json=sa.bindparam("b_output_json"),
-            error=sa.bindparam("b_error"),
-            awaiting_count=sa.bindparam("b_awaiting_count"),
-            lease_owner=None,
-            lease_expires_at=None,
-            claims=0,
-            updated_at=sa.bindparam("b_now"),
-            finished_at=sa.bindparam("b_finished_at"),
-            **extra,
-        )
-    )
-
-
-_GUARD_SET = ("status", "output", "output_json", "error", "awaiting_count", "updated_at", "finished_at")
-
-
-@functools.cache
-def _finish_guard(
-    with_usage: bool, with_trace_context: bool, unless_cancel_requested: bool
-) -> tuple[str, Any]:
-    """`_finish_statement` as the text of a held guard (`held.Guard`): the run's end or suspension
-    conditional on the lease, answering the run's id when it holds. Its parameters are `g_`
-    and the column's name (the values `finish` binds), typed as the columns."""
-    names = [*_GUARD_SET]
-    if with_usage:
-        names.append("usage")
-    if with_trace_context:
-        names.append("trace_context")
-    sets = ", ".join(f"{name} = :g_{name}" for name in names)
-    condition = "id = :g_id AND lease_owner = :g_lease_owner AND status = '" + _RUNNING + "'"
-    if unless_cancel_requested:
-        condition += " AND cancel_requested IS FALSE"
-    sql = (
-        f"UPDATE runs SET {sets}, lease_owner = NULL, lease_expires_at = NULL, claims = 0 "
-        f"WHERE {condition} RETURNING id"
-    )
-    types = tuple((f"g_{name}", _c[name].type) for name in [*names, "id", "lease_owner"])
-    return sql, types
-
-
-class SqlRunRepository(SqlRepository):
-    async def _execute(self, statement: Any, params: Any = None) -> Any:
-        """Execute `statement` after writing what this transaction holds (`held`)."""
-        await flush_held(self._session)
-        return await self._session.execute(statement, params)
-
-    async def _scalar(self, statement: Any, params: Any = None) -> Any:
-        await flush_held(self._session)
-        return await self._session.scalar(statement, params)
-
+class SqlRunRepository(HeldSqlRepository):
     async def add(self, run: Run) -> None:
         """Insert a run (held to the commit on PostgreSQL); without a trace context of its own it
         keeps the current one (the request's)."""
@@ -220,10 +74,10 @@ class SqlRunRepository(SqlRepository):
         if holds(self._session):
             hold(self._session, t.runs, [row])  # written at commit, with the events
         else:
-            await self._session.execute(_INSERT, row)
+            await self._session.execute(INSERT, row)
 
     async def get(self, run_id: uuid.UUID) -> Run | None:
-        row = (await self._execute(_GET, {"b_run_id": run_id})).first()
+        row = (await self._execute(GET, {"b_run_id": run_id})).first()
         return _run_from_row(row, self._cipher) if row else None
 
     async def transition(
@@ -244,7 +98,7 @@ class SqlRunRepository(SqlRepository):
     async def resolve_one_awaiting(self, run_id: uuid.UUID, now: datetime) -> bool:
         # One statement: the row lock (PostgreSQL) or the database lock (SQLite) serializes
         # concurrent resolvers, so exactly one of them sees the count reach zero.
-        result = await self._execute(_RESOLVE_ONE_AWAITING, {"b_run_id": run_id, "b_now": now})
+        result = await self._execute(RESOLVE_ONE_AWAITING, {"b_run_id": run_id, "b_now": now})
         row = result.first()
         return row is not None and row[0] == RunStatus.QUEUED.value
 
@@ -258,17 +112,17 @@ class SqlRunRepository(SqlRepository):
     ) -> Run | None:
         params: dict[str, Any] = {"b_owner": owner, "b_lease_until": lease_until, "b_now": now}
         if log_from is None or not self._postgres:
-            row = (await self._execute(_CLAIM[self._postgres], params)).first()
+            row = (await self._execute(CLAIM[self._postgres], params)).first()
             return _run_from_row(row, self._cipher) if row else None
         params["b_log_from"] = json.dumps({str(k): v for k, v in log_from.items()})
-        rows = (await self._execute(_CLAIM_WITH_LOG, params)).all()
+        rows = (await self._execute(CLAIM_WITH_LOG, params)).all()
         if not rows:
             return None
         run = _run_from_row(rows[0], self._cipher)
         log = [
             {
                 "conversation_id": run.conversation_id,
-                **{name: row._mapping[f"log_{name}"] for name in _LOG_COLUMNS},
+                **{name: row._mapping[f"log_{name}"] for name in LOG_COLUMNS},
             }
             for row in rows
             if row._mapping["log_seq"] is not None
@@ -278,25 +132,19 @@ class SqlRunRepository(SqlRepository):
 
     async def lease(self, run_id: uuid.UUID, owner: str, now: datetime, lease_until: datetime) -> Run | None:
         params = {"b_run_id": run_id, "b_owner": owner, "b_lease_until": lease_until, "b_now": now}
-        row = (await self._execute(_LEASE, params)).first()
+        row = (await self._execute(LEASE, params)).first()
         return _run_from_row(row, self._cipher) if row else None
 
     async def renew_lease(self, run_id: uuid.UUID, owner: str, lease_until: datetime) -> bool:
         result = await self._execute(
-            t.runs.update()
-            .where(
-                t.runs.c.id == run_id,
-                t.runs.c.lease_owner == owner,
-                t.runs.c.status == RunStatus.RUNNING.value,
-            )
-            .values(lease_expires_at=lease_until)
+            t.runs.update().where(*_held(run_id, owner)).values(lease_expires_at=lease_until)
         )
         return rowcount(result) == 1
 
     async def requeue_expired_leases(self, now: datetime) -> list[uuid.UUID]:
         result = await self._execute(
             t.runs.update()
-            .where(t.runs.c.status == t.status_literal(_RUNNING), t.runs.c.lease_expires_at < now)
+            .where(t.runs.c.status == t.status_literal(RUNNING), t.runs.c.lease_expires_at < now)
             .values(status=RunStatus.QUEUED.value, lease_owner=None, lease_expires_at=None, updated_at=now)
             .returning(t.runs.c.id)
         )
@@ -306,7 +154,7 @@ class SqlRunRepository(SqlRepository):
         self, run_id: uuid.UUID, owner: str, usage: Usage, now: datetime, lease_until: datetime
     ) -> bool:
         result = await self._execute(
-            _RECORD_PROGRESS,
+            RECORD_PROGRESS,
             {
                 "b_run_id": run_id,
                 "b_owner": owner,
@@ -321,11 +169,7 @@ class SqlRunRepository(SqlRepository):
         """Give a running run back to the queue (graceful shutdown)."""
         result = await self._execute(
             t.runs.update()
-            .where(
-                t.runs.c.id == run_id,
-                t.runs.c.lease_owner == owner,
-                t.runs.c.status == RunStatus.RUNNING.value,
-            )
+            .where(*_held(run_id, owner))
             .values(status=RunStatus.QUEUED.value, lease_owner=None, lease_expires_at=None, updated_at=now)
         )
         return rowcount(result) == 1
@@ -398,9 +242,9 @@ class SqlRunRepository(SqlRepository):
         if may_guard(self._session):
             # The transaction's first statement: held as the guard of the statement that writes
             # the rest at commit, which raises `GuardFailed` if the lease was lost (`held`).
-            sql, types = _finish_guard(*shape)
+            sql, types = finish_guard(*shape)
             names = {"b_run_id": "g_id", "b_owner": "g_lease_owner", "b_now": "g_updated_at"}
             guarded = {names.get(key, "g_" + key.removeprefix("b_")): value for key, value in params.items()}
             hold_guard(self._session, Guard(sql, guarded, types))
             return True
-        return rowcount(await self._execute(_finish_statement(*shape), params)) == 1
+        return rowcount(await self._execute(finish_statement(*shape), params)) == 1
