@@ -32,6 +32,7 @@ from sursis.domain.conversations import ConversationService
 from sursis.domain.credential_cache import CredentialCache
 from sursis.domain.customer.intake import EventIntakeService
 from sursis.domain.events import ClientPresence, EventService
+from sursis.domain.fork_service import ForkService
 from sursis.domain.keys import KeyService
 from sursis.domain.mcp_pins import McpPinService
 from sursis.domain.pending_calls import PendingCallService
@@ -98,6 +99,14 @@ class Container:
     owns_telemetry: bool = field(default=False)
     encryption: EncryptionState | None = None
     """Set by `start`: whether encryption is on and the active key (the banner, `/readyz`)."""
+
+    @property
+    def forks(self) -> ForkService:
+        """Forking conversations, with the limits and clock of `conversations` (cheap to build)."""
+        c = self.conversations
+        return ForkService(
+            self.uow, self.notifier, clock=c.clock, max_content_chars=c.max_content_chars, metrics=c.metrics
+        )
 
     async def start(self, *, run_worker: bool) -> None:
         """Start serving; refuses (`EncryptionRefused`) a keyring this database may not be used

@@ -24,6 +24,7 @@ from sursis.app.routes.agents import list_agents
 from sursis.app.routes.approvers import approver_route_handlers
 from sursis.app.routes.channels_admin import channel_route_handlers
 from sursis.app.routes.events import event_route_handlers
+from sursis.app.routes.fork import fork_route_handlers
 from sursis.app.routes.mcp_pins import mcp_route_handlers
 from sursis.app.routes.platform_events import list_conversations, post_event
 from sursis.app.routes.policies import policy_route_handlers
@@ -435,6 +436,7 @@ def route_handlers() -> list[Any]:
         me,
         list_agents,
         ConversationController,
+        *fork_route_handlers(),
         RunController,
         PendingController,
         AuditController,
