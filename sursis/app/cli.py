@@ -361,6 +361,7 @@ def _agents_option(command: argparse.ArgumentParser) -> None:
 def parser() -> argparse.ArgumentParser:
     from importlib.metadata import version
 
+    from sursis.app.cli_conversations import add_conversation_commands
     from sursis.app.cli_mcp import add_mcp_commands
     from sursis.app.cli_pending import add_pending_commands
     from sursis.app.cli_policy import add_policy_commands
@@ -395,6 +396,7 @@ def parser() -> argparse.ArgumentParser:
     add_pending_commands(sub)
     add_policy_commands(sub)
     add_mcp_commands(sub)
+    add_conversation_commands(sub)
     keys = sub.add_parser("keys", help="API keys: create, list, revoke")
     keys_sub = keys.add_subparsers(dest="keys_command", required=True)
     create = keys_sub.add_parser("create", help="make a key and print it once")
