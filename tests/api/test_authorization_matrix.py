@@ -126,6 +126,20 @@ ROUTES = [
         body=lambda o: {"content": "hello"},
         settles=True,
     ),
+    Route(
+        "POST",
+        "/v1/conversations/{conversation_id}/fork",
+        operators(201),
+        body=lambda o: {"at": 1},
+        name="fork another key's conversation",
+    ),
+    Route(
+        "POST",
+        "/v1/conversations/{own_conversation_id}/fork",
+        everyone(201),
+        body=lambda o: {"at": 1, "message": "once more"},
+        name="fork the caller's own conversation",
+    ),
     Route("GET", "/v1/runs/{run_id}", seen(200)),
     Route("GET", "/v1/runs/{run_id}/tool-calls", seen(200)),
     Route("POST", "/v1/runs/{cancel_run_id}/cancel", seen(200)),
@@ -327,6 +341,7 @@ ROUTES = [
 TEMPLATE_OF = {
     "{conversation_id}": "{conversation_id}",
     "{idle_conversation_id}": "{conversation_id}",
+    "{own_conversation_id}": "{conversation_id}",
     "{run_id}": "{run_id}",
     "{cancel_run_id}": "{run_id}",
     "{approval_id}": "{correlation_id}",
@@ -516,6 +531,8 @@ async def test_every_route_answers_each_role_by_workspace(
             objects = await make_objects(client, keys)
             caller = bearer(await keys.make(role, HOME[place], name=f"{role}@{place}"))
             objects.ids["own_elicitation_id"] = await ask_as(client, caller)
+            own = await client.get(f"/v1/pending/{objects.ids['own_elicitation_id']}", headers=caller)
+            objects.ids["own_conversation_id"] = own.json()["conversation_id"]
             for route in ROUTES:
                 response = await client.request(
                     route.method,
