@@ -215,8 +215,9 @@ async def test_a_user_key_forks_only_its_own_conversations_and_other_workspaces_
     assert (await client.get(f"/v1/conversations/{cid}", headers=bob)).status_code == 200  # may read
     hidden = await client.post(path, json={"at": 1}, headers=elsewhere)
     assert hidden.status_code == 404 and hidden.json()["code"] == "not_found"
-    own = await client.post(path, json={"at": 1, "message": "again"}, headers=alice)
+    own = await client.post(path, params={"wait": 10}, json={"at": 1, "message": "again"}, headers=alice)
     assert own.status_code == 201, own.text
+    assert own.json()["run"]["status"] == "completed"  # its message is logged: a fork point
     assert own.json()["conversation"]["created_by"] == made.json()["created_by"]
     assert (await client.post(path, json={"at": 1}, headers=operator)).status_code == 201
     fork_of_fork = await client.post(
