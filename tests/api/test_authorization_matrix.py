@@ -455,6 +455,7 @@ async def make_objects(client: AsyncTestClient[Any], keys: KeyMaker) -> Objects:
         ids={
             "conversation_id": conversation_id,
             "idle_conversation_id": await create_conversation(client, workspace="default"),
+            "own_conversation_id": conversation_id,  # the caller's own, once the caller is known
             "run_id": suspended["id"],
             "cancel_run_id": to_cancel["id"],
             "approval_id": by_kind["approval"],
