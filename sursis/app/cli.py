@@ -238,6 +238,7 @@ def _agents_option(command: argparse.ArgumentParser) -> None:
 def parser() -> argparse.ArgumentParser:
     from importlib.metadata import version
 
+    from sursis.app.cli_conversations import add_conversation_commands
     from sursis.app.cli_mcp import add_mcp_commands
     from sursis.app.cli_pending import add_pending_commands
     from sursis.app.cli_policy import add_policy_commands
@@ -273,6 +274,7 @@ def parser() -> argparse.ArgumentParser:
     add_policy_commands(sub)
     add_mcp_commands(sub)
     add_key_commands(sub)
+    add_conversation_commands(sub)
     add_encryption_commands(sub)
     demo = sub.add_parser("demo", help="demo data")
     demo_sub = demo.add_subparsers(dest="demo_command", required=True)

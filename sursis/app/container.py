@@ -39,6 +39,7 @@ from sursis.domain.conversations import ConversationService
 from sursis.domain.credential_cache import CredentialCache
 from sursis.domain.customer.intake import EventIntakeService
 from sursis.domain.events import EventService
+from sursis.domain.fork_service import ForkService
 from sursis.domain.keys import KeyService
 from sursis.domain.mcp_pins import McpPinService
 from sursis.domain.pending_calls import PendingCallService
@@ -100,6 +101,7 @@ class Container:
     runs: RunService
     pending_calls: PendingCallService
     events: EventService
+    forks: ForkService
     # channels (wire_channels)
     channels: ChannelAdminService
     slack: SlackInbound

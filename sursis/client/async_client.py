@@ -20,6 +20,7 @@ from sursis.client.models import (
     ConversationDetail,
     Delegation,
     Event,
+    Forked,
     PendingCall,
     PendingPage,
     Resolved,
@@ -94,6 +95,23 @@ class AsyncClient:
             "POST",
             f"/v1/conversations/{conversation_id}/messages",
             json={"content": content},
+            params={"wait": wait} if wait else None,
+            timeout=self._timeout_for(wait),
+        )
+
+    async def fork(
+        self, conversation_id: Id, at: int, *, message: str | None = None, wait: float = 0
+    ) -> Forked:
+        """Fork the conversation at the user message of seq `at`: a new conversation with the
+        history before it, running `message` there (or the original's message when None)."""
+        body: dict[str, Any] = {"at": at}
+        if message is not None:
+            body["message"] = message
+        return await self._model(
+            Forked,
+            "POST",
+            f"/v1/conversations/{conversation_id}/fork",
+            json=body,
             params={"wait": wait} if wait else None,
             timeout=self._timeout_for(wait),
         )

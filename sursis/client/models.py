@@ -18,6 +18,22 @@ class Model(BaseModel):
     model_config = ConfigDict(extra="ignore", frozen=True)
 
 
+class ForkedFrom(Model):
+    """Where a fork was made: the original conversation and the seq of its user message."""
+
+    conversation_id: uuid.UUID
+    seq: int
+
+
+class Fork(Model):
+    """One fork of a conversation, as the original lists it."""
+
+    id: uuid.UUID
+    at: int
+    created_by: str | None = None
+    created_at: datetime
+
+
 class Conversation(Model):
     id: uuid.UUID
     workspace: str
@@ -27,6 +43,7 @@ class Conversation(Model):
     created_at: datetime
     updated_at: datetime
     created_by: str | None = None
+    forked_from: ForkedFrom | None = None
 
 
 class Message(Model):
@@ -116,6 +133,14 @@ class Resolved(PendingCall):
 class ConversationDetail(Conversation):
     messages: list[Message]
     active_run: Run | None
+    forks: list[Fork] = []
+
+
+class Forked(Model):
+    """A new fork and the run of its user message at the fork point."""
+
+    conversation: Conversation
+    run: Run
 
 
 class PendingPage(Model):

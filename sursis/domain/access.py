@@ -51,11 +51,14 @@ class Permission(StrEnum):
     """Read and change the workspace's approval policy, simulate one, set ladder ceilings (admin only)."""
     MOVE_LADDER = "move_ladder"
     """Move a tool on the workspace's autonomy ladder, within the ceiling the admin set."""
+    FORK_ANY = "fork_any"
+    """Fork any conversation the caller can see; without it, only the conversations the key created."""
 
 
 _USER = frozenset({Permission.CONVERSE, Permission.ANSWER, Permission.MOVE_LADDER})
 _OPERATOR = _USER | {
     Permission.ANSWER_ANY,
+    Permission.FORK_ANY,
     Permission.APPROVE,
     Permission.READ_AUDIT,
     Permission.MANAGE_AUTHORIZATIONS,

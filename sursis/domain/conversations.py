@@ -26,6 +26,8 @@ class ConversationDetail:
     conversation: Conversation
     messages: list[StoredMessage]
     active_run: RunView | None
+    forks: list[Conversation] = field(default_factory=list)
+    """The conversations forked from this one (those the caller can see), oldest first."""
 
 
 @dataclass
@@ -76,7 +78,10 @@ class ConversationService:
                     pending = await uow.pending.for_run(run.id, PendingStatus.AWAITING)
                     pending = await with_approval(uow, principal, pending, self.clock())
                     active = RunView(run=run, pending=pending)
-            return ConversationDetail(conversation, messages, active)
+            forks = [
+                f for f in await uow.conversations.forks(conversation_id) if principal.can_see(f.workspace)
+            ]
+            return ConversationDetail(conversation, messages, active, forks)
 
     async def post_message(
         self, principal: Principal, conversation_id: uuid.UUID, content: str, channel: str = "web"

@@ -35,6 +35,10 @@ class ConversationRepository(Protocol):
         """The workspace of a conversation retention purged (its tombstone); None otherwise."""
         ...
 
+    async def forks(self, conversation_id: uuid.UUID) -> list[Conversation]:
+        """The conversations forked from this one, oldest first."""
+        ...
+
     async def claim_active_run(self, conversation_id: uuid.UUID, run_id: uuid.UUID, now: datetime) -> bool:
         """Set the active run only if there is none; False when another run holds it."""
         ...

@@ -45,6 +45,10 @@ class Conversation:
     created_by: str | None = None
     """The principal (API key id) that created it; `None` for conversations created before owners
     were recorded, which are nobody's own."""
+    forked_from_id: uuid.UUID | None = None
+    """The conversation this one is a fork of (`domain/fork.py`); None for one started afresh."""
+    forked_from_seq: int | None = None
+    """The seq of the original's user message the fork was made at."""
 
     @classmethod
     def open(cls, workspace: str, agent: str, created_by: str, now: datetime) -> Conversation:

@@ -85,6 +85,9 @@ ROUTES = routes(
     GET    /v1/conversations                                           200 200   200 200   200 200
     GET    /v1/conversations/{conversation_id}                         200 404   200 404   200 200
     POST   /v1/conversations/{idle_conversation_id}/messages           202 404   202 404   202 202
+    # Forking another key's conversation, then the caller's own.
+    POST   /v1/conversations/{conversation_id}/fork                    403 404   201 404   201 201
+    POST   /v1/conversations/{own_conversation_id}/fork                201 201   201 201   201 201
     GET    /v1/runs/{run_id}                                           200 404   200 404   200 200
     GET    /v1/runs/{run_id}/tool-calls                                200 404   200 404   200 200
     POST   /v1/runs/{cancel_run_id}/cancel                             200 404   200 404   200 200
@@ -163,6 +166,8 @@ ROUTES = routes(
 BODIES: dict[str, Callable[[Objects], Any]] = {
     "POST /v1/conversations": lambda o: {"agent": "ops", "workspace": "default"},
     "POST /v1/conversations/{idle_conversation_id}/messages": lambda o: {"content": "hello"},
+    "POST /v1/conversations/{conversation_id}/fork": lambda o: {"at": 1},
+    "POST /v1/conversations/{own_conversation_id}/fork": lambda o: {"at": 1, "message": "once more"},
     "POST /v1/pending/{approval_id}/resolve": lambda o: {"decision": "deny", "reason": "not now"},
     "POST /v1/pending/{elicitation_id}/resolve": lambda o: {
         "decision": "answer",
@@ -229,6 +234,7 @@ SETTLES = {"POST /v1/conversations/{idle_conversation_id}/messages"}
 TEMPLATE_OF = {
     "{conversation_id}": "{conversation_id}",
     "{idle_conversation_id}": "{conversation_id}",
+    "{own_conversation_id}": "{conversation_id}",
     "{run_id}": "{run_id}",
     "{cancel_run_id}": "{run_id}",
     "{approval_id}": "{correlation_id}",
@@ -348,6 +354,7 @@ async def make_objects(client: AsyncTestClient[Any], keys: KeyMaker) -> Objects:
         ids={
             "conversation_id": conversation_id,
             "idle_conversation_id": await create_conversation(client, workspace="default"),
+            "own_conversation_id": conversation_id,  # the caller's own, once the caller is known
             "run_id": suspended["id"],
             "cancel_run_id": to_cancel["id"],
             "approval_id": by_kind["approval"],
@@ -422,6 +429,8 @@ async def test_every_route_answers_each_role_by_workspace(
     objects = await make_objects(client, keys)
     caller = bearer(await keys.make(role, HOME[place], name=f"{role}@{place}"))
     objects.ids["own_elicitation_id"] = await ask_as(client, caller)
+    own = await client.get(f"/v1/pending/{objects.ids['own_elicitation_id']}", headers=caller)
+    objects.ids["own_conversation_id"] = own.json()["conversation_id"]
     got: dict[str, int] = {}
     for route in ROUTES:
         body = BODIES.get(route.label)

@@ -57,6 +57,7 @@ def test_problem_codes_come_from_the_error_table() -> None:
         "already_voted",
         "args_changed",
         "conflict",
+        "fork_point_unsettled",
         "group_exists",
         "idempotency_conflict",
         "invalid_transition",
@@ -67,6 +68,8 @@ def test_problem_codes_come_from_the_error_table() -> None:
     ]
     assert codes_for(422) == [
         "audit_period_too_short",
+        "fork_point_not_a_turn",
+        "fork_point_out_of_range",
         "invalid_decision",
         "invalid_member",
         "invalid_policy",

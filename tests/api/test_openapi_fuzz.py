@@ -94,6 +94,9 @@ SEMANTIC_422 = {
     "POST /v1/groups/{workspace}/{name}/members": "key_id must name an active operator or admin key",
     "POST /v1/delegations": "delegate must name an active key; ends_at is checked against now",
     "POST /v1/pending/{correlation_id}/reassign": "targets must name groups and keys of the call's workspace",
+    # `at` must be the seq of a user message the conversation has logged (docs/forks.md); `message`
+    # must not be blank nor longer than the service's message limit (a setting).
+    "POST /v1/conversations/{conversation_id}/fork": "at must name a logged user message",
 }
 CONFIG: dict[str, Any] = {
     "checks": {"enabled": True},

@@ -34,6 +34,7 @@ async def test_me_describes_the_presented_key(client: AsyncTestClient[Any], keys
             "answer_any",
             "approve",
             "converse",
+            "fork_any",
             "manage_authorizations",
             "manage_webhooks",
             "move_ladder",

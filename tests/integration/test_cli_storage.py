@@ -52,6 +52,7 @@ NOT_STORAGE = {
     "delegations revoke": "an HTTP client of the API",
     "mcp pins": "an HTTP client of the API",
     "mcp accept": "an HTTP client of the API",
+    "conversations fork": "an HTTP client of the API",
 }
 
 

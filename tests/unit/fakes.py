@@ -157,6 +157,10 @@ class FakeConversations(_Repository):
     async def purged(self, conversation_id: uuid.UUID) -> str | None:
         return None
 
+    async def forks(self, conversation_id: uuid.UUID) -> list[Conversation]:
+        rows = (await self._uow.read()).conversations.values()
+        return sorted((c for c in rows if c.forked_from_id == conversation_id), key=lambda c: c.created_at)
+
     async def claim_active_run(self, conversation_id: uuid.UUID, run_id: uuid.UUID, now: datetime) -> bool:
         rows = (await self._uow.write()).conversations
         found = rows.get(conversation_id)

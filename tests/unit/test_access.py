@@ -25,6 +25,7 @@ def test_what_each_role_may_do() -> None:
         Permission.ANSWER,
         Permission.MOVE_LADDER,
         Permission.ANSWER_ANY,
+        Permission.FORK_ANY,
         Permission.APPROVE,
         Permission.READ_AUDIT,
         Permission.MANAGE_AUTHORIZATIONS,

@@ -15,6 +15,7 @@ from sursis.app.routes.authorizations import AuthorizationController
 from sursis.app.routes.channels_admin import channel_route_handlers
 from sursis.app.routes.conversations import ConversationController
 from sursis.app.routes.events import event_route_handlers
+from sursis.app.routes.fork import fork_route_handlers
 from sursis.app.routes.keys import KeyController, me
 from sursis.app.routes.mcp_pins import mcp_route_handlers
 from sursis.app.routes.pending import PendingController
@@ -30,6 +31,7 @@ def route_handlers() -> list[Any]:
         me,
         list_agents,
         ConversationController,
+        *fork_route_handlers(),
         RunController,
         PendingController,
         AuditController,

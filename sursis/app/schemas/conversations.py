@@ -34,6 +34,22 @@ class PostMessage(Strict):
     content: str = Field(min_length=1)
 
 
+class ForkedFromOut(BaseModel):
+    """Where a fork was made: the original conversation and the seq of its user message."""
+
+    conversation_id: uuid.UUID
+    seq: int
+
+
+class ForkOut(BaseModel):
+    """One fork of a conversation, as the original lists it."""
+
+    id: uuid.UUID
+    at: int = Field(description="The seq of the original's user message the fork was made at")
+    created_by: str | None
+    created_at: datetime
+
+
 class ConversationOut(FromRecord):
     id: uuid.UUID
     workspace: str
@@ -46,6 +62,9 @@ class ConversationOut(FromRecord):
         description="The id of the API key that created it (`GET /v1/me` tells a key its own): "
         "a user key answers the elicitation and client-execution calls of its own conversations "
         "only. Null for conversations created before owners were recorded."
+    )
+    forked_from: ForkedFromOut | None = Field(
+        default=None, description="For a fork: the conversation and the message it was forked at"
     )
 
 
@@ -63,6 +82,7 @@ class MessageOut(BaseModel):
 class ConversationDetailOut(ConversationOut):
     messages: list[MessageOut]
     active_run: RunOut | None
+    forks: list[ForkOut] = Field(default_factory=list, description="The forks made of it, oldest first")
 
 
 class ToolCallOut(BaseModel):
@@ -87,7 +107,16 @@ class ToolCallOut(BaseModel):
 
 
 def conversation_out(c: Conversation) -> ConversationOut:
-    return ConversationOut.model_validate(c)
+    forked_from = (
+        None
+        if c.forked_from_id is None
+        else ForkedFromOut(conversation_id=c.forked_from_id, seq=c.forked_from_seq or 0)
+    )
+    return ConversationOut.model_validate(c).model_copy(update={"forked_from": forked_from})
+
+
+def fork_out(c: Conversation) -> ForkOut:
+    return ForkOut(id=c.id, at=c.forked_from_seq or 0, created_by=c.created_by, created_at=c.created_at)
 
 
 def conversation_detail_out(detail: ConversationDetail, principal: Principal) -> ConversationDetailOut:
@@ -95,6 +124,7 @@ def conversation_detail_out(detail: ConversationDetail, principal: Principal) ->
         **conversation_out(detail.conversation).model_dump(),
         messages=[message_out(m, principal) for m in detail.messages],
         active_run=run_out(detail.active_run, principal) if detail.active_run else None,
+        forks=[fork_out(f) for f in detail.forks],
     )
 
 

@@ -16,6 +16,7 @@ from sursis.app.wiring.telemetry import TelemetryParts
 from sursis.domain.clock import utcnow
 from sursis.domain.conversations import ConversationService
 from sursis.domain.events import ClientPresence, EventService
+from sursis.domain.fork_service import ForkService
 from sursis.domain.pending_calls import PendingCallService
 from sursis.domain.runs import RunService
 from sursis.infra.db.errors import database_unreachable
@@ -29,6 +30,7 @@ class ConversationParts:
     runs: RunService
     pending_calls: PendingCallService
     events: EventService
+    forks: ForkService
 
 
 def unreachable_while_waiting(exc: BaseException) -> bool:
@@ -77,5 +79,8 @@ def wire_conversations(
         ),
         events=EventService(
             uow, presence, clock=utcnow, settle=timedelta(seconds=settings.events_settle_seconds)
+        ),
+        forks=ForkService(
+            uow, notifier, clock=utcnow, max_content_chars=settings.max_content_chars, metrics=metrics
         ),
     )

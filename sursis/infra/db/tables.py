@@ -59,6 +59,9 @@ conversations = sa.Table(
     sa.Column("created_at", UtcDateTime, nullable=False),
     sa.Column("updated_at", UtcDateTime, nullable=False),
     sa.Column("created_by", sa.String(200), nullable=True),
+    # A fork's origin (migration 0025_fork); no foreign key: either side may be purged alone.
+    sa.Column("forked_from_id", sa.Uuid, nullable=True, index=True),
+    sa.Column("forked_from_seq", sa.Integer, nullable=True),
 )
 
 messages = sa.Table(

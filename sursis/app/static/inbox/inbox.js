@@ -872,6 +872,7 @@
     if (state.openCall !== call) return;
     setText("conversation-error", "");
     const items = [];
+    if (conversation.forked_from) items.push(forkNotice(conversation.forked_from));
     for (const message of conversation.messages) {
       for (const part of message.message.parts || []) {
         const item = renderPart(part, call, message.channel);
@@ -879,6 +880,22 @@
       }
     }
     $("conversation").replaceChildren(...items);
+  }
+
+  // A fork starts with copies of the original's messages before the fork point.
+  function forkNotice(origin) {
+    return h(
+      "li",
+      { className: "turn turn-fork" },
+      h("p", { className: "who" }, "Forked from"),
+      h(
+        "p",
+        { className: "text" },
+        "conversation ",
+        h("code", {}, origin.conversation_id),
+        ` at message ${origin.seq}: the messages before it are copies of that conversation's.`,
+      ),
+    );
   }
 
   function textOf(content) {

@@ -55,6 +55,11 @@ class SqlConversationRepository(HeldSqlRepository):
         row = (await self._execute(_GET, {"conversation_id": conversation_id})).first()
         return Conversation(**row._mapping) if row else None
 
+    async def forks(self, conversation_id: uuid.UUID) -> list[Conversation]:
+        query = sa.select(t.conversations).where(_c.forked_from_id == conversation_id)
+        rows = await self._execute(query.order_by(_c.created_at, _c.id))
+        return [Conversation(**row._mapping) for row in rows]
+
     async def purged(self, conversation_id: uuid.UUID) -> str | None:
         p = purged_conversations
         found = await self._scalar(sa.select(p.c.workspace).where(p.c.id == conversation_id))
