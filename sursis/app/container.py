@@ -12,6 +12,7 @@ from pydantic_ai.models import Model
 from sursis.app.agent_loading import BUILT_IN, check_no_clash, select_agents
 from sursis.app.channel_wiring import channel_loops
 from sursis.app.policy_wiring import PolicyCaches, policy_parts
+from sursis.app.reviewer_wiring import reviewer_loop, reviewer_models
 from sursis.app.settings import Settings
 from sursis.app.storage import (
     build_audit_chain,
@@ -55,6 +56,7 @@ from sursis.infra.db.mcp_pins import SqlMcpPinStore
 from sursis.infra.db.uow import SqlUnitOfWorkFactory
 from sursis.infra.notifier import LocalRunNotifier
 from sursis.infra.pg_notify import PostgresRunNotifier
+from sursis.infra.policy.reviewer import PydanticAiReviewer, ReviewerLoop
 from sursis.infra.retention_loop import RetentionLoop
 from sursis.infra.runner import AgentRunner, Timeouts
 from sursis.infra.telemetry import Telemetry, TelemetryConfig, build_telemetry
@@ -93,6 +95,8 @@ class Container:
     slack: SlackInbound
     approvers: ApproverService
     mcp_pins: McpPinService
+    reviewer: ReviewerLoop | None = None
+    """Asks route reviewers about queued calls (a loop of the worker; `run_once` in tests)."""
     listener: PgEventListener | None = None
     credentials: CredentialCache | None = None
     owns_telemetry: bool = field(default=False)
@@ -276,7 +280,9 @@ def build_container(
     catalog = DeclaredToolCatalog(definitions.values())
     pins = SqlMcpPinStore(uow)
     catalog.use_pins(pins)
-    policies = policy_parts(uow, catalog, caches, policy)
+    review_model = PydanticAiReviewer(reviewer_models(settings))
+    policies = policy_parts(uow, catalog, caches, policy, review_model)
+    reviewer = reviewer_loop(settings, uow, review_model, utcnow)
     timeouts = Timeouts(
         approval=timedelta(seconds=settings.approval_timeout_seconds),
         elicitation=timedelta(seconds=settings.elicitation_timeout_seconds),
@@ -328,11 +334,13 @@ def build_container(
         loops=[
             *channel_loops(settings, uow, utcnow),
             RetentionLoop(chain, retention, settings.audit_seal_seconds, settings.retention_sweep_seconds),
+            reviewer,
         ],
     )
     pending_calls = PendingCallService(
         uow, catalog, notifier, clock=utcnow, metrics=telemetry.metrics, hand_off=worker
     )
+    reviewer.bind(pending_calls)
     slack = SlackInbound(
         uow,
         notifier,
@@ -390,6 +398,7 @@ def build_container(
         authorizations=PreApprovalService(uow, catalog, changes=caches.rules),
         policies=policies.service,
         policy_simulation=policies.simulation,
+        reviewer=reviewer,
         runner=runner,
         worker=worker,
         telemetry=telemetry,

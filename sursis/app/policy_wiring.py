@@ -11,6 +11,7 @@ from sursis.domain.notified_cache import Invalidations
 from sursis.domain.policy_cache import AllInvalidations, PolicyCache
 from sursis.domain.policy_service import PolicyService
 from sursis.domain.policy_simulation import PolicySimulation
+from sursis.domain.reviewer import ReviewerModel
 from sursis.domain.tools import ToolSpec
 from sursis.infra.agents.declarations import DeclaredToolCatalog
 from sursis.infra.agents.run_deps import PreApprovalPolicy
@@ -78,6 +79,7 @@ def policy_parts(
     catalog: DeclaredToolCatalog,
     caches: PolicyCaches,
     policy: PreApprovalPolicy | None,
+    reviewer: ReviewerModel | None = None,
 ) -> PolicyParts:
     """`policy`, when given (tests, embedders), replaces the stored point: it decides every call."""
     cedar = CedarPolicies(
@@ -86,4 +88,4 @@ def policy_parts(
     specs = CatalogSpecs(catalog)
     service = PolicyService(uow, cedar, specs, changes=caches.invalidations())
     point = policy or StoredPolicyPoint(uow, cedar, rules=caches.rules, cache=caches.states)
-    return PolicyParts(point, service, PolicySimulation(uow, service, specs))
+    return PolicyParts(point, service, PolicySimulation(uow, service, specs, reviewer=reviewer))

@@ -19,6 +19,7 @@ from sursis.domain.events import EventType, publish
 from sursis.domain.policy_decisions import ApprovalRoute
 from sursis.domain.ports import UnitOfWork
 from sursis.domain.records import AuditEntry, PendingCall, Principal
+from sursis.domain.reviewer_steps import with_reviews
 from sursis.domain.states import Decision
 
 
@@ -69,6 +70,9 @@ async def eligible(uow: UnitOfWork, call: PendingCall, route: ApprovalRoute, sta
     names = a.group_names(found)
     if names:
         keys |= await uow.approvers.members(call.workspace, names)
+    if route.reviewer is not None:
+        # The route's reviewer model votes as `reviewer:<model>` (its `no` only: it never denies).
+        keys.add(route.reviewer.actor)
     return keys
 
 
@@ -185,7 +189,9 @@ async def with_approval(
     uow: UnitOfWork, principal: Principal | None, calls: list[PendingCall], now: datetime
 ) -> list[PendingCall]:
     """`calls` with the approval view of each routed one (votes, quorum, still needed, approvers,
-    escalation level, and whether `principal` may decide it now). Calls without a route cost nothing."""
+    escalation level, and whether `principal` may decide it now), and the reviewer's verdict where
+    the route names one. Calls without a route cost nothing."""
+    calls = await with_reviews(uow, calls)
     ids = [c.correlation_id for c in calls if a.routed(c.policy) is not None]
     if not ids:
         return calls

@@ -32,6 +32,7 @@ class EventType(StrEnum):
     PENDING_CREATED = "pending.created"
     PENDING_RESOLVED = "pending.resolved"
     PENDING_VOTE = "pending.vote"
+    PENDING_REVIEWED = "pending.reviewed"
     PENDING_REMINDED = "pending.reminded"
     PENDING_ESCALATED = "pending.escalated"
     RUN_COMPLETED = "run.completed"
@@ -44,6 +45,7 @@ PENDING_EVENT_TYPES: tuple[str, ...] = (
     EventType.PENDING_CREATED.value,
     EventType.PENDING_RESOLVED.value,
     EventType.PENDING_VOTE.value,
+    EventType.PENDING_REVIEWED.value,
     EventType.PENDING_REMINDED.value,
     EventType.PENDING_ESCALATED.value,
     EventType.CONVERSATION_STARTED.value,

@@ -26,8 +26,11 @@ from sursis.domain.records import StoredEvent
 if TYPE_CHECKING:
     from sursis.domain.ports import UnitOfWork
 
-SLACK_EVENT_TYPES = frozenset({"pending.created", "pending.resolved", "run.completed", "run.failed"})
-"""What a Slack thread is told: approvals (posted, then updated when decided) and the run's end."""
+SLACK_EVENT_TYPES = frozenset(
+    {"pending.created", "pending.reviewed", "pending.resolved", "run.completed", "run.failed"}
+)
+"""What a Slack thread is told: approvals (posted, updated with a reviewer's verdict and when decided)
+and the run's end."""
 EMAIL_EVENT_TYPES = frozenset({"pending.created", "run.failed", "conversation.started"})
 """What an email digest lists: approvals waiting, runs that failed, conversations the service started."""
 CHANNEL_EVENT_TYPES = SLACK_EVENT_TYPES | EMAIL_EVENT_TYPES

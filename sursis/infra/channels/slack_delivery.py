@@ -169,6 +169,9 @@ class SlackDeliverer:
             case "pending.resolved":
                 await self._update_approvals(binding, data)
                 return None
+            case "pending.reviewed":
+                await self._update_reviewed(binding, data)
+                return None
             case "run.completed":
                 output = msg.run_output(data)
                 if output is None:
@@ -238,10 +241,33 @@ class SlackDeliverer:
         """Buttons while the call awaits; already decided (over HTTP, before this went out): who did."""
         async with self._uow() as uow:
             call = await uow.pending.get(correlation_id)
+            review = (await uow.reviews.reviews([correlation_id])).get(correlation_id)
+            shown = review.to_json() if review is not None and review.outcome.settled else None
             if call is None or call.status.value == "awaiting":
-                return msg.approval_request(data)
+                return msg.approval_request(data, shown)
             who = await _decider_name(uow, call.resolved_by)
-        return msg.approval_decided(data, call.status.value, who)
+        return msg.approval_decided({**data, "review": shown}, call.status.value, who)
+
+    async def _update_reviewed(self, binding: ChannelBinding, data: dict[str, Any]) -> None:
+        """A reviewer's verdict on a call still awaiting: its posts show the verdict beside the
+        buttons (a `no` that approves is shown by the `pending.resolved` update that follows)."""
+        if data.get("kind") != "approval":
+            return
+        correlation_id = uuid.UUID(str(data["correlation_id"]))
+        async with self._uow() as uow:
+            posts = await uow.channels.approval_posts(correlation_id, binding.id)
+            call = await uow.pending.get(correlation_id)
+        if call is None or call.status.value != "awaiting":
+            return
+        shown = {
+            "correlation_id": str(correlation_id),
+            "tool_name": call.tool_name,
+            "effect_description": call.effect_description,
+            "args_summary": call.args_summary,
+        }
+        text = msg.approval_request(shown, data)
+        for channel, ts in posts:
+            await self._client.chat_update(channel=channel, ts=ts, text=text.text, blocks=text.block_dicts())
 
     async def _update_approvals(self, binding: ChannelBinding, data: dict[str, Any]) -> None:
         if data.get("kind") != "approval":
@@ -251,7 +277,12 @@ class SlackDeliverer:
             posts = await uow.channels.approval_posts(correlation_id, binding.id)
             call = await uow.pending.get(correlation_id)
             who = await _decider_name(uow, data.get("resolved_by"))
-        shown = {**data, "effect_description": call.effect_description if call else ""}
+            review = (await uow.reviews.reviews([correlation_id])).get(correlation_id)
+        shown = {
+            **data,
+            "effect_description": call.effect_description if call else "",
+            "review": review.to_json() if review is not None and review.outcome.settled else None,
+        }
         decided = msg.approval_decided(shown, str(data.get("status")), who)
         for channel, ts in posts:
             await self._client.chat_update(
