@@ -19,6 +19,7 @@ from sursis.domain.events import EventType, publish
 from sursis.domain.policy_decisions import ApprovalRoute
 from sursis.domain.ports import UnitOfWork
 from sursis.domain.records import AuditEntry, PendingCall, Principal
+from sursis.domain.reviewer import ReviewerActs
 from sursis.domain.reviewer_steps import with_reviews
 from sursis.domain.states import Decision
 
@@ -149,7 +150,11 @@ async def cast(
         )
         counted = sum(1 for v in votes if v.decision == Decision.APPROVE.value) + int(approving)
     mine = requester is not None and voter == requester
-    return Ballot(vote, counted, decides=not approving or counted >= route.quorum, self_approval=mine)
+    # A reviewer whose rule lets its `no` approve decides the call alone; otherwise it is one vote.
+    reviewer = route.reviewer
+    outright = reviewer is not None and reviewer.acts is ReviewerActs.APPROVE and voter == reviewer.actor
+    decides = not approving or counted >= route.quorum or outright
+    return Ballot(vote, counted, decides=decides, self_approval=mine)
 
 
 async def record_vote(uow: UnitOfWork, call: PendingCall, ballot: Ballot, quorum: int, now: datetime) -> None:

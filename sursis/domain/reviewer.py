@@ -2,8 +2,8 @@
 
 Before people decide an asked call, the reviewer answers the rule's one risk question about it:
 `yes` (risky), `no` or `unsure`. Only `no` acts, and only as the rule allows: it approves the call
-on the people's behalf (`acts: approve`, a route decided once) or counts as one vote of the route's
-quorum (`acts: vote`). Anything else leaves the call to people exactly as without a reviewer. A
+on the people's behalf (`acts: approve`) or counts as one vote of the route's quorum (`acts: vote`).
+Anything else leaves the call to people exactly as without a reviewer. A
 reviewer never denies, never runs a tool and sees only the call, its arguments and the part of the
 conversation the rule lets it see (`history`), inside a delimited data section.
 
@@ -34,7 +34,8 @@ DEFAULT_TIMEOUT_SECONDS = 30.0
 
 
 class ReviewerActs(StrEnum):
-    """What a reviewer's `no` does: approve the call (a route decided once), or count as one vote."""
+    """What a reviewer's `no` does: approve the call on the people's behalf (whatever the route's
+    quorum: the rule says its `no` is enough), or count as one vote of the quorum."""
 
     APPROVE = "approve"
     VOTE = "vote"
@@ -96,13 +97,6 @@ def reviewer_errors(index: int, effect: PolicyEffect, route: ApprovalRoute | Non
         errors.append({"loc": [*loc, "history"], "msg": f"0 to {MAX_HISTORY} messages"})
     if not 0 < reviewer.timeout_seconds <= 300:
         errors.append({"loc": [*loc, "timeout_seconds"], "msg": "more than 0, at most 300 seconds"})
-    if reviewer.acts is ReviewerActs.APPROVE and route.quorum > 1:
-        errors.append(
-            {
-                "loc": [*loc, "acts"],
-                "msg": "a route with a quorum above one takes the reviewer as one vote: acts 'vote'",
-            }
-        )
     if reviewer.acts is ReviewerActs.VOTE and not route.groups:
         errors.append(
             {"loc": [*loc, "acts"], "msg": "a reviewer votes only on a route that names approver groups"}

@@ -201,3 +201,18 @@ async def test_a_person_deciding_first_wins_and_the_reviewer_is_stale(database_u
         assert shown.review is not None and shown.review.effect == "stale"
         actions = [r.action for r in await people.audit(call)]
         assert actions.count("pending.denied") == 1 and "pending.approved" not in actions
+
+
+async def test_a_reviewer_that_approves_decides_a_quorum_route_alone(database_url: str) -> None:
+    enough = ApprovalRoute(groups=("finance",), quorum=2, reviewer=scripted("no", "a read"))
+    async with reviewed(database_url, {"H1": enough}) as people:
+        call = await people.ask("rex", "H1")
+        await loop(people).run_once()
+        shown = await people.show("ann", call)
+        assert (shown.status, shown.resolved_by) == (PendingStatus.APPROVED, "reviewer:scripted")
+        rows = [(r.action, r.actor) for r in await people.audit(call) if r.action != "pending.requested"]
+        assert rows == [
+            ("pending.reviewed", "reviewer:scripted"),
+            ("pending.vote", "reviewer:scripted"),
+            ("pending.approved", "reviewer:scripted"),
+        ]
