@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -216,3 +217,55 @@ async def test_a_reviewer_that_approves_decides_a_quorum_route_alone(database_ur
             ("pending.vote", "reviewer:scripted"),
             ("pending.approved", "reviewer:scripted"),
         ]
+
+
+async def test_a_review_whose_process_stopped_is_left_to_people(database_url: str) -> None:
+    async with reviewed(database_url, {"I1": ROUTINE}) as people:
+        call = await people.ask("rex", "I1")
+        async with people.svc.container.uow() as uow:
+            assert await uow.reviews.claim(call.correlation_id, utcnow())  # then the process died
+            await uow.commit()
+        assert await loop(people).run_once() == 0  # claimed: not asked again
+
+        later = ReviewerLoop(
+            people.svc.container.uow,
+            Seeing(),
+            lambda _ws: ReviewerBudget(100, 10_000),
+            clock=lambda: utcnow() + timedelta(minutes=7),
+        )
+        await later.run_once()
+        shown = await people.show("ann", call)
+        assert shown.status is PendingStatus.AWAITING
+        assert shown.review is not None
+        assert (shown.review.outcome, shown.review.effect) == (ReviewOutcome.INTERRUPTED, "left_to_people")
+        assert Seeing.requests == []  # no retry
+
+
+class Seeing:
+    """A reviewer model that keeps what it was shown and is never sure."""
+
+    requests: list[ReviewRequest] = []
+
+    async def review(self, spec: ReviewerSpec, request: ReviewRequest) -> ReviewAnswer:
+        Seeing.requests.append(request)
+        return ReviewAnswer(Verdict.UNSURE, "cannot tell")
+
+
+async def test_the_reviewer_sees_only_the_history_its_rule_allows(database_url: str) -> None:
+    two = ApprovalRoute(reviewer=ReviewerSpec("scripted", "Is it risky?", history=1))
+    none = ApprovalRoute(reviewer=ReviewerSpec("scripted", "Is it risky?"))
+    async with reviewed(database_url, {"J1": two, "J2": none}) as people:
+        first = await people.ask("rex", "J1")
+        second = await people.ask("rex", "J2")
+        Seeing.requests.clear()
+        seeing = ReviewerLoop(
+            people.svc.container.uow, Seeing(), lambda _ws: ReviewerBudget(100, 10_000), clock=utcnow
+        )
+        await seeing.run_once()
+        by_order = {r.arguments["order_id"]: r for r in Seeing.requests}
+        assert len(by_order["J1"].conversation) == 1
+        assert by_order["J1"].conversation[0].startswith("user: please help")
+        assert by_order["J2"].conversation == ()
+        assert {r.tool for r in Seeing.requests} == {"refund"}
+        for call in (first, second):
+            assert (await people.show("ann", call)).status is PendingStatus.AWAITING
