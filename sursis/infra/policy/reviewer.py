@@ -52,6 +52,7 @@ MAX_TIMEOUT = timedelta(seconds=300)
 """The longest a review may take (`ReviewerSpec.timeout_seconds` is at most this): a review claimed
 longer ago than this and a margin was left by a process that stopped."""
 INTERRUPTED_AFTER = MAX_TIMEOUT + timedelta(seconds=60)
+SWEEP_EVERY = timedelta(seconds=60)
 
 
 class PydanticAiReviewer(ReviewerModel):
@@ -125,6 +126,7 @@ class ReviewerLoop:
         self._poll = poll_seconds
         self._batch = batch
         self._decider: PendingDecider | None = None
+        self._swept_at: datetime | None = None
 
     def bind(self, decider: PendingDecider) -> None:
         self._decider = decider
@@ -141,8 +143,12 @@ class ReviewerLoop:
                     await asyncio.wait_for(stopping.wait(), self._poll)
 
     async def run_once(self) -> int:
-        """Review the queued calls (at most one batch); how many were taken."""
-        await self._mark_interrupted()
+        """Review the queued calls (at most one batch); how many were taken. A pass that finds
+        nothing costs one read (and, once a minute, one more for reviews left by a stopped process)."""
+        now = self._clock()
+        if self._swept_at is None or now - self._swept_at >= SWEEP_EVERY:
+            self._swept_at = now
+            await self._mark_interrupted()
         async with self._uow.reader() as uow:
             queued = await uow.reviews.queued(self._batch)
         for review in queued:
@@ -151,8 +157,12 @@ class ReviewerLoop:
 
     async def _mark_interrupted(self) -> None:
         now = self._clock()
+        async with self._uow.reader() as reader:
+            stuck = await reader.reviews.stuck(now - INTERRUPTED_AFTER, self._batch)
+        if not stuck:
+            return
         async with self._uow() as uow:
-            for review in await uow.reviews.stuck(now - INTERRUPTED_AFTER, self._batch):
+            for review in stuck:
                 call = await uow.pending.get(review.correlation_id)
                 reason = "the review stopped before a verdict (the process ended): left to people"
                 if call is not None and await record_verdict(
