@@ -45,7 +45,6 @@ PENDING_EVENT_TYPES: tuple[str, ...] = (
     EventType.PENDING_CREATED.value,
     EventType.PENDING_RESOLVED.value,
     EventType.PENDING_VOTE.value,
-    EventType.PENDING_REVIEWED.value,
     EventType.PENDING_REMINDED.value,
     EventType.PENDING_ESCALATED.value,
     EventType.CONVERSATION_STARTED.value,
