@@ -15,12 +15,13 @@ from datetime import datetime
 from typing import Any
 
 from sursis.domain.access import Role
-from sursis.domain.events import EventType, publish
+from sursis.domain.events import EventType, pending_created_data, publish
 from sursis.domain.ports import UnitOfWork
 from sursis.domain.records import AuditEntry, PendingCall, Principal
 from sursis.domain.reviewer import (
     REVIEWER_PREFIX,
     Review,
+    ReviewerActs,
     ReviewerModel,
     ReviewerSpec,
     ReviewOutcome,
@@ -55,6 +56,13 @@ async def queue_reviews(uow: UnitOfWork, calls: Sequence[PendingCall], now: date
     ]
     if reviews:
         await uow.reviews.queue(reviews)
+
+
+def left_to_people(call: PendingCall, outcome: ReviewOutcome) -> bool:
+    """Whether people still decide the call after this outcome: anything but a `no` of a reviewer
+    whose `no` approves (a voting reviewer's `no` is one vote: people cast the rest)."""
+    spec = reviewer_of(call)
+    return outcome is not ReviewOutcome.NO or spec is None or spec.acts is ReviewerActs.VOTE
 
 
 def reviewer_principal(spec: ReviewerSpec, workspace: str) -> Principal:
@@ -94,9 +102,8 @@ async def record_verdict(
         call.workspace,
         EventType.PENDING_REVIEWED,
         {
-            "correlation_id": str(call.correlation_id),
-            "tool_name": call.tool_name,
-            "kind": call.kind.value,
+            **pending_created_data(call),
+            "left_to_people": left_to_people(call, outcome),
             "model": review.model,
             "question": review.question,
             "verdict": outcome.value,

@@ -156,7 +156,7 @@ class SlackDeliverer:
                 text = msg.conversation_started(data, self._inbox_url)
                 ts = await self._post(item, binding, text)
                 return Posted(binding.id, channel, ts, opens_thread=True)
-            case "pending.created" if data.get("kind") == "approval":
+            case "pending.created" | "pending.reviewed" if data.get("kind") == "approval":
                 correlation_id = uuid.UUID(str(data["correlation_id"]))
                 text = await self._approval_as_it_stands(data, correlation_id)
                 ts = await self._post(item, binding, text)
@@ -170,7 +170,6 @@ class SlackDeliverer:
                 await self._update_approvals(binding, data)
                 return None
             case "pending.reviewed":
-                await self._update_reviewed(binding, data)
                 return None
             case "run.completed":
                 output = msg.run_output(data)
@@ -247,27 +246,6 @@ class SlackDeliverer:
                 return msg.approval_request(data, shown)
             who = await _decider_name(uow, call.resolved_by)
         return msg.approval_decided({**data, "review": shown}, call.status.value, who)
-
-    async def _update_reviewed(self, binding: ChannelBinding, data: dict[str, Any]) -> None:
-        """A reviewer's verdict on a call still awaiting: its posts show the verdict beside the
-        buttons (a `no` that approves is shown by the `pending.resolved` update that follows)."""
-        if data.get("kind") != "approval":
-            return
-        correlation_id = uuid.UUID(str(data["correlation_id"]))
-        async with self._uow() as uow:
-            posts = await uow.channels.approval_posts(correlation_id, binding.id)
-            call = await uow.pending.get(correlation_id)
-        if call is None or call.status.value != "awaiting":
-            return
-        shown = {
-            "correlation_id": str(correlation_id),
-            "tool_name": call.tool_name,
-            "effect_description": call.effect_description,
-            "args_summary": call.args_summary,
-        }
-        text = msg.approval_request(shown, data)
-        for channel, ts in posts:
-            await self._client.chat_update(channel=channel, ts=ts, text=text.text, blocks=text.block_dicts())
 
     async def _update_approvals(self, binding: ChannelBinding, data: dict[str, Any]) -> None:
         if data.get("kind") != "approval":
