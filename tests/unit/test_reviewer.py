@@ -7,11 +7,16 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import uuid
+from datetime import UTC, datetime
 
 import pytest
 
+from sursis.domain.channels.fanout import held_for_the_reviewer, digest_item
+from sursis.domain.channels.records import BindingKind, ChannelBinding
 from sursis.domain.policies import InvalidPolicy, PolicyRule, check_rules
 from sursis.domain.policy_decisions import ApprovalRoute, PolicyDecision, PolicyEffect
+from sursis.domain.records import StoredEvent
 from sursis.domain.reviewer import (
     ReviewAnswer,
     ReviewerActs,
@@ -129,3 +134,31 @@ def test_a_route_with_a_reviewer_round_trips_and_one_without_reads_as_before() -
     assert PolicyDecision.from_json(json.loads(json.dumps(decision.to_json()))) == decision
     assert "reviewer" not in ApprovalRoute().to_json()
     assert re.fullmatch(r"reviewer:openai:gpt-4\.1-mini", route.reviewer.actor)  # type: ignore[union-attr]
+
+
+def _event(type_: str, **data: object) -> StoredEvent:
+    return StoredEvent(1, uuid.uuid4(), "default", type_, dict(data), datetime.now(UTC))
+
+
+@pytest.mark.parametrize(
+    ("event", "quiet"),
+    [
+        (_event("pending.created", kind="approval", reviewer="scripted"), True),
+        (_event("pending.created", kind="approval"), False),
+        (_event("pending.reviewed", kind="approval", left_to_people=False), True),
+        (_event("pending.reviewed", kind="approval", left_to_people=True), False),
+    ],
+)
+def test_channels_hear_of_a_reviewed_call_only_once_it_is_left_to_people(
+    event: StoredEvent, quiet: bool
+) -> None:
+    assert held_for_the_reviewer(event) is quiet
+
+
+def test_a_digest_line_names_the_verdict() -> None:
+    event = _event("pending.reviewed", kind="approval", tool_name="shell", model="m", verdict="yes")
+    binding = ChannelBinding(
+        uuid.uuid4(), "default", event.conversation_id, BindingKind.EMAIL, "k", event.created_at
+    )
+    item = digest_item(binding, event)
+    assert item is not None and item.summary.endswith("(reviewer m: yes)")

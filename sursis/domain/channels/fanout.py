@@ -38,7 +38,7 @@ CHANNEL_EVENT_TYPES = SLACK_EVENT_TYPES | EMAIL_EVENT_TYPES
 
 async def fan_out(uow: UnitOfWork, event: StoredEvent, bindings: Sequence[ChannelBinding]) -> None:
     """Queue what each of `bindings` (the event's conversation's, from `bindings_for`) should hear of it."""
-    if event.type not in CHANNEL_EVENT_TYPES or _for_the_reviewer(event):
+    if event.type not in CHANNEL_EVENT_TYPES or held_for_the_reviewer(event):
         return
     items: list[DigestItem] = []
     for binding in bindings:
@@ -53,7 +53,7 @@ async def fan_out(uow: UnitOfWork, event: StoredEvent, bindings: Sequence[Channe
     await uow.channels.add_digest_items(items)
 
 
-def _for_the_reviewer(event: StoredEvent) -> bool:
+def held_for_the_reviewer(event: StoredEvent) -> bool:
     """A call whose route names a reviewer is told to people once the reviewer left it to them
     (`pending.reviewed` with `left_to_people`): a call its reviewer approved never pings anyone."""
     if event.type == "pending.created":
