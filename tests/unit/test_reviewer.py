@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from sursis.domain.channels.fanout import held_for_the_reviewer, digest_item
+from sursis.domain.channels.fanout import digest_item, held_for_the_reviewer
 from sursis.domain.channels.records import BindingKind, ChannelBinding
 from sursis.domain.policies import InvalidPolicy, PolicyRule, check_rules
 from sursis.domain.policy_decisions import ApprovalRoute, PolicyDecision, PolicyEffect
