@@ -14,7 +14,6 @@ from sursis.domain import run_lifecycle
 from sursis.domain.policy_decisions import PolicyDecision
 from sursis.domain.ports import UnitOfWork
 from sursis.domain.records import PendingCall, Run, Usage
-from sursis.domain.reviewer_steps import queue_reviews
 from sursis.domain.run_lifecycle import ToolEvents
 from sursis.domain.sanitize import args_hash
 from sursis.domain.states import PendingStatus, RunStatus
@@ -110,7 +109,6 @@ class Suspending(Ending):
                     return await self._not_suspended(
                         uow, run, owner, messages, calls, usage, now, announced, tool_events
                     )
-                await queue_reviews(uow, calls, now)
                 last_seq = await self._append(uow, run, messages, now, announced)
                 await uow.commit()
         except GuardFailed:
