@@ -54,7 +54,7 @@ async def test_the_verdict_is_in_the_list_and_the_details(reviewed_inbox: InboxA
         found = await inbox.pending(pending["correlation_id"])
         return found if (found.get("review") or {}).get("effect") else None
 
-    await eventually(verdict)
+    await eventually(verdict, limit=30)
     page = await inbox.signed_in(ann.secret)
     item = page.locator(".call-link")
     await expect(item).to_contain_text("reviewer: risky")

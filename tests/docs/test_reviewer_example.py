@@ -103,7 +103,7 @@ async def reviewed(client: AsyncTestClient[Any], pending: dict[str, Any]) -> dic
         review = shown.get("review") or {}
         return shown if review.get("effect") else None
 
-    found: dict[str, Any] = await eventually(verdict)
+    found: dict[str, Any] = await eventually(verdict, limit=30)
     return found
 
 
@@ -138,7 +138,7 @@ async def test_the_shell_example(
     async def both_ran() -> bool:
         return sorted(RAN) == ["ls -la /var/log", "rm -rf build"]
 
-    await eventually(both_ran)
+    await eventually(both_ran, limit=30)
     audit = (await client.get("/v1/audit", params={"correlation_id": read["correlation_id"]})).json()
     rows = audit["items"] if isinstance(audit, dict) else audit
     reviewed_row = next(r for r in rows if r["action"] == "pending.reviewed")
