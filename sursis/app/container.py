@@ -54,6 +54,7 @@ from sursis.infra.db.encryption_state import EncryptionState
 from sursis.infra.db.listener import PgEventListener
 from sursis.infra.db.uow import SqlUnitOfWorkFactory
 from sursis.infra.notifier import LocalRunNotifier
+from sursis.infra.policy.reviewer import ReviewerLoop
 from sursis.infra.runner import AgentRunner
 from sursis.infra.telemetry import Telemetry
 from sursis.infra.worker import Worker
@@ -91,6 +92,7 @@ class Container:
     policy_simulation: PolicySimulation
     authorizations: PreApprovalService
     approvers: ApproverService
+    reviewer: ReviewerLoop
     # deliveries (wire_deliveries)
     webhooks: WebhookService
     # runtime (wire_runtime)
@@ -172,10 +174,10 @@ def build_container(
     observed = wire_telemetry(settings, telemetry)
     worlds = wire_worlds(settings, storage)
     served = wire_agents(settings, storage, worlds, agents=agents, extra=extra_agents, model=model)
-    decisions = wire_policy(storage, served, caches, policy)
+    decisions = wire_policy(settings, storage, served, caches, policy)
     deliveries = wire_deliveries(settings, storage)
     runtime = wire_runtime(settings, storage, observed, served, decisions, worlds, deliveries)
-    inbound = wire_conversations(settings, storage, observed, served, runtime)
+    inbound = wire_conversations(settings, storage, observed, served, decisions, runtime)
     channels = wire_channels(settings, storage, inbound)
     customer = wire_customer(storage)
     parts = (storage, observed, worlds, served, decisions, deliveries, runtime, inbound, channels, customer)

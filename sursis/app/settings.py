@@ -88,6 +88,16 @@ class Settings(BaseSettings):
     """How long a worker keeps a workspace's pre-approvals of a tool in memory instead of reading
     them again for each gated call; creating or revoking one reaches every worker at once all the
     same (docs/security.md); 0 turns the cache off."""
+    reviewer_calls_per_minute: int = Field(default=30, ge=0)
+    """A workspace's reviewer models may be asked this many times a minute (docs/approvals.md,
+    "A reviewer"); over it, calls are left to people and say so."""
+    reviewer_tokens_per_day: int = Field(default=200_000, ge=0)
+    """Tokens a workspace's reviewer models may use per day (UTC)."""
+    reviewer_budgets: dict[str, dict[str, int]] = Field(default_factory=dict)
+    """Per-workspace budgets overriding the two above, as JSON:
+    `{"acme": {"calls_per_minute": 10, "tokens_per_day": 50000}}`."""
+    reviewer_poll_seconds: float = Field(default=1.0, gt=0)
+    """How often the worker looks for calls waiting for their reviewer."""
     migrate_on_start: bool = True
     admin_key_file: str | None = None
     """Where `serve` writes the first admin key (mode 0600) when stdout is not a terminal."""

@@ -19,6 +19,8 @@ from sursis.domain.events import EventType, publish
 from sursis.domain.policy_decisions import ApprovalRoute
 from sursis.domain.ports import UnitOfWork
 from sursis.domain.records import AuditEntry, PendingCall, Principal
+from sursis.domain.reviewer import ReviewerActs
+from sursis.domain.reviewer_steps import with_reviews
 from sursis.domain.states import Decision
 
 
@@ -69,6 +71,9 @@ async def eligible(uow: UnitOfWork, call: PendingCall, route: ApprovalRoute, sta
     names = a.group_names(found)
     if names:
         keys |= await uow.approvers.members(call.workspace, names)
+    if route.reviewer is not None:
+        # The route's reviewer model votes as `reviewer:<model>` (its `no` only: it never denies).
+        keys.add(route.reviewer.actor)
     return keys
 
 
@@ -145,7 +150,11 @@ async def cast(
         )
         counted = sum(1 for v in votes if v.decision == Decision.APPROVE.value) + int(approving)
     mine = requester is not None and voter == requester
-    return Ballot(vote, counted, decides=not approving or counted >= route.quorum, self_approval=mine)
+    # A reviewer whose rule lets its `no` approve decides the call alone; otherwise it is one vote.
+    reviewer = route.reviewer
+    outright = reviewer is not None and reviewer.acts is ReviewerActs.APPROVE and voter == reviewer.actor
+    decides = not approving or counted >= route.quorum or outright
+    return Ballot(vote, counted, decides=decides, self_approval=mine)
 
 
 async def record_vote(uow: UnitOfWork, call: PendingCall, ballot: Ballot, quorum: int, now: datetime) -> None:
@@ -185,7 +194,9 @@ async def with_approval(
     uow: UnitOfWork, principal: Principal | None, calls: list[PendingCall], now: datetime
 ) -> list[PendingCall]:
     """`calls` with the approval view of each routed one (votes, quorum, still needed, approvers,
-    escalation level, and whether `principal` may decide it now). Calls without a route cost nothing."""
+    escalation level, and whether `principal` may decide it now), and the reviewer's verdict where
+    the route names one. Calls without a route cost nothing."""
+    calls = await with_reviews(uow, calls)
     ids = [c.correlation_id for c in calls if a.routed(c.policy) is not None]
     if not ids:
         return calls

@@ -33,6 +33,7 @@ class EventType(StrEnum):
     PENDING_CREATED = "pending.created"
     PENDING_RESOLVED = "pending.resolved"
     PENDING_VOTE = "pending.vote"
+    PENDING_REVIEWED = "pending.reviewed"
     PENDING_REMINDED = "pending.reminded"
     PENDING_ESCALATED = "pending.escalated"
     RUN_COMPLETED = "run.completed"
@@ -142,7 +143,15 @@ def pending_created_data(call: PendingCall) -> dict[str, Any]:
         "effect_description": call.effect_description,
         "expires_at": call.expires_at.isoformat(),
         "links": pending_link(call.correlation_id),
+        **reviewer_field(call),
     }
+
+
+def reviewer_field(call: PendingCall) -> dict[str, Any]:
+    """`{"reviewer": MODEL}` for a call whose route names a reviewer model: its channels hear of it
+    once the reviewer has left it to people (`pending.reviewed`), not before."""
+    route = call.policy.route if call.policy is not None else None
+    return {"reviewer": route.reviewer.model} if route is not None and route.reviewer is not None else {}
 
 
 def pending_resolved_data(call: PendingCall, status: str, resolved_by: str) -> dict[str, Any]:

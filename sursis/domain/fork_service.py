@@ -9,15 +9,16 @@ from itertools import groupby
 from operator import itemgetter
 
 from sursis.domain.access import Permission
+from sursis.domain.agent_ports import RunNotifier
 from sursis.domain.clock import Clock, utcnow
 from sursis.domain.conversations import visible_conversation
 from sursis.domain.errors import Forbidden
 from sursis.domain.fork import ForkPlan, plan_fork
-from sursis.domain.ports import NoMetrics, RunNotifier, ServiceMetrics
+from sursis.domain.ports import NoMetrics, ServiceMetrics
 from sursis.domain.records import AuditEntry, Conversation, Principal, Run
 from sursis.domain.retention_ports import RetentionUnitOfWork, RetentionUnitOfWorkFactory
 from sursis.domain.retention_records import LegalHold
-from sursis.domain.run_queue import check_content, queue_message
+from sursis.domain.run_queue import check_content, queue_or_hand_off
 from sursis.domain.states import RunStatus
 
 
@@ -87,7 +88,7 @@ class ForkService:
             await uow.audit.append(
                 AuditEntry("conversation.forked", principal.id, fork.workspace, fork.id, details=details), now
             )
-            run = await queue_message(
+            run, _ = await queue_or_hand_off(
                 uow, principal.id, fork, plan.prompt, now, channel, principal.role.value
             )
             await uow.commit()

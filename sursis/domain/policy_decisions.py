@@ -16,6 +16,8 @@ from datetime import timedelta
 from enum import StrEnum
 from typing import Any
 
+from sursis.domain.reviewer import ReviewerSpec
+
 
 class PolicyEffect(StrEnum):
     ALLOW = "allow"
@@ -71,6 +73,8 @@ class ApprovalRoute:
     escalations: tuple[Escalation, ...] = ()
     timeout: timedelta | None = None
     on_timeout: TimeoutOutcome = TimeoutOutcome.EXPIRE
+    reviewer: ReviewerSpec | None = None
+    """A model asked first (`domain/reviewer.py`): its `no` approves or votes; it never denies."""
 
     @property
     def restricted(self) -> bool:
@@ -78,7 +82,7 @@ class ApprovalRoute:
         return bool(self.groups) or self.quorum > 1
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        data: dict[str, Any] = {
             "groups": list(self.groups),
             "quorum": self.quorum,
             "remind_after_seconds": _seconds(self.remind_after),
@@ -86,9 +90,14 @@ class ApprovalRoute:
             "timeout_seconds": _seconds(self.timeout),
             "on_timeout": self.on_timeout.value,
         }
+        # Only when set, so routes stored before reviewers existed read the same.
+        if self.reviewer is not None:
+            data["reviewer"] = self.reviewer.to_json()
+        return data
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> ApprovalRoute:
+        reviewer = data.get("reviewer")
         return cls(
             groups=tuple(data.get("groups") or ()),
             quorum=int(data.get("quorum", 1)),
@@ -96,6 +105,7 @@ class ApprovalRoute:
             escalations=tuple(Escalation.from_json(e) for e in data.get("escalations") or ()),
             timeout=_delta(data.get("timeout_seconds")),
             on_timeout=TimeoutOutcome(data.get("on_timeout", TimeoutOutcome.EXPIRE.value)),
+            reviewer=ReviewerSpec.from_json(reviewer) if reviewer else None,
         )
 
 

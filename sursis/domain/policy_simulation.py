@@ -22,10 +22,12 @@ from sursis.domain.policies import (
     lifts,
     pre_approved,
 )
-from sursis.domain.policy_decisions import PolicyDecision
+from sursis.domain.policy_decisions import PolicyDecision, PolicyEffect
 from sursis.domain.policy_ports import PolicyUnitOfWorkFactory, RecordedCall
 from sursis.domain.policy_service import PolicyService
 from sursis.domain.records import Principal, StoredMessage
+from sursis.domain.reviewer import ReviewerModel, ReviewerSpec, ReviewTally
+from sursis.domain.reviewer_simulation import MAX_REVIEWS, simulate_reviews
 from sursis.domain.tools import Category, ToolSpec
 
 MAX_CALLS = 10_000
@@ -56,6 +58,9 @@ class SimulationReport:
     arguments_unknown: int = 0
     truncated: bool = False
     examples: list[SimulatedCall] = field(default_factory=list)
+    reviewer: ReviewTally | None = None
+    """What the proposed rules' reviewers would have done (None: no asked call names one)."""
+    shown: int = 20
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -84,6 +89,7 @@ class SimulationReport:
                 }
                 for e in self.examples
             ],
+            "reviewer": self.reviewer.to_json(self.shown) if self.reviewer is not None else None,
         }
 
 
@@ -117,11 +123,17 @@ class PolicySimulation:
     neither (its messages purged) is replayed without them and counted in `arguments_unknown`."""
 
     def __init__(
-        self, uow: PolicyUnitOfWorkFactory, policies: PolicyService, tools: Mapping[str, ToolSpec]
+        self,
+        uow: PolicyUnitOfWorkFactory,
+        policies: PolicyService,
+        tools: Mapping[str, ToolSpec],
+        *,
+        reviewer: ReviewerModel | None = None,
     ) -> None:
         self._uow = uow
         self._policies = policies
         self._tools = tools
+        self._reviewer = reviewer
 
     async def simulate(
         self,
@@ -131,11 +143,16 @@ class PolicySimulation:
         since: datetime,
         until: datetime,
         examples: int = 20,
+        reviewer_model: str | None = None,
+        max_reviews: int = 50,
     ) -> SimulationReport:
+        """`reviewer_model`: the model every reviewer rule is simulated with (None: each rule's own);
+        `max_reviews`: how many asks at most are put to a reviewer model (the newest)."""
         ws = PolicyService.workspace_of(principal, workspace)
         principal.require(Permission.MANAGE_POLICIES)
         checked = self._policies.check(rules)
-        report = SimulationReport(ws, since, until)
+        report = SimulationReport(ws, since, until, shown=examples)
+        asked: list[tuple[RecordedCall, ReviewerSpec, str | None]] = []
         async with self._uow.reader() as uow:
             history = await uow.policies.history(ws, since, until, MAX_CALLS + 1)
             ladder = await uow.policies.ladder(ws)
@@ -176,6 +193,9 @@ class PolicySimulation:
                 rule = first_covering(candidates, call.tool, fact.arguments, fact.at)
                 if rule is not None:
                     decision = pre_approved(decision, str(rule.id))
+            reviewer = decision.route.reviewer if decision.route is not None else None
+            if decision.effect is PolicyEffect.ASK and reviewer is not None:
+                asked.append((call, reviewer, decision.rule))
             simulated = SimulatedCall(call, decision)
             report.calls += 1
             report.current[call.outcome] += 1
@@ -185,6 +205,10 @@ class PolicySimulation:
                 report.changes[f"{call.outcome}->{decision.effect.value}"] += 1
                 report.examples.append(simulated)
         report.examples = report.examples[-examples:] if examples else []
+        if asked:
+            report.reviewer = await simulate_reviews(
+                self._reviewer, asked, override=reviewer_model, limit=min(max_reviews, MAX_REVIEWS)
+            )
         return report
 
     def _spec(self, call: RecordedCall) -> ToolSpec:

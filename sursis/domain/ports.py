@@ -24,6 +24,7 @@ from sursis.domain.records import (
     ToolCallRecord,
     Usage,
 )
+from sursis.domain.reviewer_ports import ReviewRepository
 from sursis.domain.states import PendingStatus, RunStatus
 from sursis.domain.tools import PendingKind
 
@@ -290,6 +291,8 @@ class UnitOfWork(Protocol):
     def channels(self) -> ChannelRepository: ...
     @property
     def approvers(self) -> ApproverRepository: ...
+    @property
+    def reviews(self) -> ReviewRepository: ...
 
     async def __aenter__(self) -> Self: ...
     async def __aexit__(

@@ -13,6 +13,7 @@ from sursis.domain.access import PERMISSIONS, Permission, Role
 from sursis.domain.approvers import ApprovalView
 from sursis.domain.errors import Forbidden
 from sursis.domain.policy_decisions import PolicyDecision
+from sursis.domain.reviewer import Review
 from sursis.domain.states import PendingStatus, RunStatus
 from sursis.domain.tools import Category, Executor, PendingKind
 
@@ -239,6 +240,8 @@ class PendingCall:
     approval: ApprovalView | None = None
     """For a call routed to approver groups, as read for a person: votes, quorum, still needed,
     who may decide now (not a column: attached by the use case that reads the call)."""
+    review: Review | None = None
+    """The verdict of the reviewer model its route names (not a column: attached when read)."""
 
 
 @dataclass(slots=True)

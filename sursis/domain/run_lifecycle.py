@@ -27,6 +27,7 @@ from sursis.domain.events import (
 )
 from sursis.domain.ports import UnitOfWork
 from sursis.domain.records import AuditEntry, JsonText, PendingCall, Run, RunError, Usage
+from sursis.domain.reviewer_steps import queue_reviews
 from sursis.domain.states import PendingStatus, RunStatus
 
 ToolEvents = Sequence[tuple[EventType, dict[str, Any]]]
@@ -66,6 +67,7 @@ async def suspend(
         await uow.pending.add(call)
         await uow.audit.append(AuditEntry.of_call("pending.requested", actor, call, {"kind": call.kind}), now)
     await uow.audit.append(AuditEntry.of_run("run.suspended", actor, run, {"pending": len(calls)}), now)
+    await queue_reviews(uow, calls, now)
     await _publish_all(uow, run, tool_events, now)
     for call in calls:
         await publish(

@@ -27,7 +27,7 @@ EXAMPLES = {
 
 
 def test_the_three_worked_examples_are_found() -> None:
-    assert sorted(EXAMPLES) == ["deploy", "escalate", "refunds"]
+    assert sorted(EXAMPLES) == ["deploy", "escalate", "refunds", "shell"]
 
 
 @pytest.fixture

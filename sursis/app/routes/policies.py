@@ -104,7 +104,14 @@ class PolicyController(Controller):
                 "until must be after since", extra={"errors": [{"loc": ["until"], "msg": "not after since"}]}
             )
         report = await policy_simulation.simulate(
-            principal, data.workspace, [r.to_rule() for r in data.rules], data.since, until, data.examples
+            principal,
+            data.workspace,
+            [r.to_rule() for r in data.rules],
+            data.since,
+            until,
+            data.examples,
+            reviewer_model=data.reviewer_model,
+            max_reviews=data.max_reviews,
         )
         return SimulationOut.model_validate(report.to_json())
 

@@ -11,6 +11,7 @@ from pydantic import BaseModel, Field
 
 from sursis.app.schemas.approvers import VoteOut, approval_fields
 from sursis.app.schemas.policies import PolicyDecisionOut
+from sursis.app.schemas.reviewer import ReviewOut
 from sursis.app.schemas.validation import FromRecord, JsonObject, JsonValue, Strict, as_utc
 from sursis.domain.access import Permission
 from sursis.domain.errors import ValidationFailed
@@ -81,6 +82,9 @@ class PendingCallOut(FromRecord):
     )
     escalation_level: int | None = Field(default=None, description="Escalations reached so far")
     can_decide: bool | None = Field(default=None, description="Whether the caller's key may vote on it now")
+    review: ReviewOut | None = Field(
+        default=None, description="The route's reviewer model's verdict; null when the route names none"
+    )
 
 
 class PendingPage(BaseModel):

@@ -7,6 +7,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, Field, model_validator
 
+from sursis.app.schemas.reviewer import ReviewerIn, ReviewerOut, ReviewerSimulationOut
 from sursis.app.schemas.validation import Strict, UtcDatetime, WorkspaceName
 from sursis.domain.policies import (
     MAX_CONDITION_CHARS,
@@ -51,6 +52,7 @@ class RouteIn(Strict):
     escalations: list[EscalationIn] = Field(default_factory=list, max_length=10)
     timeout_seconds: Seconds | None = None
     on_timeout: TimeoutOutcome = TimeoutOutcome.EXPIRE
+    reviewer: ReviewerIn | None = Field(default=None, description="A model asked first; it never denies")
 
     def to_route(self) -> ApprovalRoute:
         return ApprovalRoute(
@@ -62,6 +64,7 @@ class RouteIn(Strict):
             ),
             timeout=_delta(self.timeout_seconds),
             on_timeout=self.on_timeout,
+            reviewer=self.reviewer.to_spec() if self.reviewer is not None else None,
         )
 
 
@@ -122,6 +125,7 @@ class RouteOut(BaseModel):
     escalations: list[dict[str, Any]]
     timeout_seconds: float | None
     on_timeout: str
+    reviewer: ReviewerOut | None = None
 
 
 class PolicyRuleOut(BaseModel):
@@ -194,6 +198,14 @@ class SimulateIn(Strict):
     until: Moment | None = Field(default=None, description="Now by default")
     workspace: WorkspaceName | None = None
     examples: int = Field(default=20, ge=0, le=100)
+    reviewer_model: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=200,
+        pattern=r"^[A-Za-z0-9_.:/@-]+$",
+        description="The model every reviewer rule is simulated with (e.g. `scripted`); its own by default",
+    )
+    max_reviews: int = Field(default=50, ge=0, le=500, description="Asks at most put to a reviewer model")
 
 
 class SimulatedExampleOut(BaseModel):
@@ -221,6 +233,9 @@ class SimulationOut(BaseModel):
     arguments_unknown: int = Field(description="Calls replayed without their arguments (they ran unasked)")
     truncated: bool
     examples: list[SimulatedExampleOut]
+    reviewer: ReviewerSimulationOut | None = Field(
+        default=None, description="What the proposed reviewers would have done; null: no asked call names one"
+    )
 
 
 LadderName = Literal["ask", "ask_above", "notify", "auto"]

@@ -10,6 +10,7 @@ import structlog
 
 from sursis.app.settings import Settings
 from sursis.app.wiring.agents import AgentParts
+from sursis.app.wiring.policy import PolicyParts
 from sursis.app.wiring.runtime import RuntimeParts
 from sursis.app.wiring.storage import StorageParts
 from sursis.app.wiring.telemetry import TelemetryParts
@@ -47,6 +48,7 @@ def wire_conversations(
     storage: StorageParts,
     observed: TelemetryParts,
     agents: AgentParts,
+    decisions: PolicyParts,
     runtime: RuntimeParts,
 ) -> ConversationParts:
     """A message or a decision hands its run off to this process's worker (`hand_off`)."""
@@ -55,6 +57,10 @@ def wire_conversations(
         grace=timedelta(seconds=settings.client_exec_timeout_seconds),
         max_wait=timedelta(seconds=settings.client_exec_max_seconds),
     )
+    pending_calls = PendingCallService(
+        uow, agents.catalog, notifier, clock=utcnow, metrics=metrics, hand_off=runtime.worker
+    )
+    decisions.reviewer.bind(pending_calls)  # a reviewer's `no` approves as a person's click does
     return ConversationParts(
         conversations=ConversationService(
             uow,
@@ -74,9 +80,7 @@ def wire_conversations(
             metrics=metrics,
             store_unreachable=unreachable_while_waiting,
         ),
-        pending_calls=PendingCallService(
-            uow, agents.catalog, notifier, clock=utcnow, metrics=metrics, hand_off=runtime.worker
-        ),
+        pending_calls=pending_calls,
         events=EventService(
             uow, presence, clock=utcnow, settle=timedelta(seconds=settings.events_settle_seconds)
         ),

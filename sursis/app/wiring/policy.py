@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from sursis.app.settings import Settings
 from sursis.app.wiring import INNER
 from sursis.app.wiring.agents import AgentParts
+from sursis.app.wiring.reviewer import reviewer_loop, reviewer_models
 from sursis.app.wiring.storage import StorageParts
 from sursis.domain.approver_admin import ApproverService
 from sursis.domain.authorization_cache import AuthorizationCache
@@ -24,6 +25,7 @@ from sursis.infra.agents.run_deps import PreApprovalPolicy
 from sursis.infra.db.engine import is_sqlite
 from sursis.infra.policy.cedar import CedarPolicies, ToolShape
 from sursis.infra.policy.point import StoredPolicyPoint
+from sursis.infra.policy.reviewer import PydanticAiReviewer, ReviewerLoop
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,6 +58,8 @@ class PolicyParts:
     policy_simulation: PolicySimulation
     authorizations: PreApprovalService
     approvers: ApproverService
+    reviewer: ReviewerLoop
+    """Asks route reviewers about queued calls (a loop of the worker; `run_once` in tests)."""
     point: PreApprovalPolicy = field(metadata=INNER)
     """What the runner asks before each tool call."""
 
@@ -86,7 +90,11 @@ class CatalogSpecs(Mapping[str, ToolSpec]):
 
 
 def wire_policy(
-    storage: StorageParts, agents: AgentParts, caches: PolicyCaches, policy: PreApprovalPolicy | None
+    settings: Settings,
+    storage: StorageParts,
+    agents: AgentParts,
+    caches: PolicyCaches,
+    policy: PreApprovalPolicy | None,
 ) -> PolicyParts:
     """`policy`, when given (tests, embedders), replaces the stored point: it decides every call."""
     uow, catalog = storage.uow, agents.catalog
@@ -95,10 +103,12 @@ def wire_policy(
     )
     specs = CatalogSpecs(catalog)
     service = PolicyService(uow, cedar, specs, changes=caches.invalidations())
+    review_model = PydanticAiReviewer(reviewer_models(settings))
     return PolicyParts(
         policies=service,
-        policy_simulation=PolicySimulation(uow, service, specs),
+        policy_simulation=PolicySimulation(uow, service, specs, reviewer=review_model),
         authorizations=PreApprovalService(uow, catalog, changes=caches.rules),
         approvers=ApproverService(uow, clock=utcnow),
+        reviewer=reviewer_loop(settings, uow, review_model, utcnow),
         point=policy or StoredPolicyPoint(uow, cedar, rules=caches.rules, cache=caches.states),
     )

@@ -67,6 +67,6 @@ def wire_runtime(
         max_segment_attempts=settings.max_segment_attempts,
         telemetry=observed.telemetry,
         deliverer=deliveries.deliverer,
-        loops=[*deliveries.loops, retention],
+        loops=[*deliveries.loops, retention, policy.reviewer],
     )
     return RuntimeParts(runner, worker)

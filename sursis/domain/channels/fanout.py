@@ -26,16 +26,19 @@ from sursis.domain.event_records import StoredEvent
 if TYPE_CHECKING:
     from sursis.domain.ports import UnitOfWork
 
-SLACK_EVENT_TYPES = frozenset({"pending.created", "pending.resolved", "run.completed", "run.failed"})
-"""What a Slack thread is told: approvals (posted, then updated when decided) and the run's end."""
-EMAIL_EVENT_TYPES = frozenset({"pending.created", "run.failed", "conversation.started"})
+SLACK_EVENT_TYPES = frozenset(
+    {"pending.created", "pending.reviewed", "pending.resolved", "run.completed", "run.failed"}
+)
+"""What a Slack thread is told: approvals (posted, updated with a reviewer's verdict and when decided)
+and the run's end."""
+EMAIL_EVENT_TYPES = frozenset({"pending.created", "pending.reviewed", "run.failed", "conversation.started"})
 """What an email digest lists: approvals waiting, runs that failed, conversations the service started."""
 CHANNEL_EVENT_TYPES = SLACK_EVENT_TYPES | EMAIL_EVENT_TYPES
 
 
 async def fan_out(uow: UnitOfWork, event: StoredEvent, bindings: Sequence[ChannelBinding]) -> None:
     """Queue what each of `bindings` (the event's conversation's, from `bindings_for`) should hear of it."""
-    if event.type not in CHANNEL_EVENT_TYPES:
+    if event.type not in CHANNEL_EVENT_TYPES or held_for_the_reviewer(event):
         return
     items: list[DigestItem] = []
     for binding in bindings:
@@ -48,6 +51,16 @@ async def fan_out(uow: UnitOfWork, event: StoredEvent, bindings: Sequence[Channe
         elif binding.kind is BindingKind.EMAIL and (item := digest_item(binding, event)) is not None:
             items.append(item)
     await uow.channels.add_digest_items(items)
+
+
+def held_for_the_reviewer(event: StoredEvent) -> bool:
+    """A call whose route names a reviewer is told to people once the reviewer left it to them
+    (`pending.reviewed` with `left_to_people`): a call its reviewer approved never pings anyone."""
+    if event.type == "pending.created":
+        return bool(event.data.get("reviewer"))
+    if event.type == "pending.reviewed":
+        return not event.data.get("left_to_people")
+    return False
 
 
 async def _enqueue_slack(uow: UnitOfWork, binding: ChannelBinding, event: StoredEvent) -> None:
@@ -94,6 +107,12 @@ def digest_item(binding: ChannelBinding, event: StoredEvent) -> DigestItem | Non
         case "pending.created":
             kind = DigestItemKind.APPROVAL_WAITING
             summary = f"Answer waiting: {data.get('tool_name')} ({data.get('kind')})"
+        case "pending.reviewed":
+            kind = DigestItemKind.APPROVAL_WAITING
+            summary = (
+                f"Approval waiting: {data.get('tool_name')} — {data.get('effect_description')} "
+                f"(reviewer {data.get('model')}: {data.get('verdict')})"
+            )
         case "run.failed":
             error = data.get("error") or {}
             kind = DigestItemKind.RUN_FAILED

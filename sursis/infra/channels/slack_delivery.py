@@ -156,7 +156,7 @@ class SlackDeliverer:
                 text = msg.conversation_started(data, self._inbox_url)
                 ts = await self._post(item, binding, text)
                 return Posted(binding.id, channel, ts, opens_thread=True)
-            case "pending.created" if data.get("kind") == "approval":
+            case "pending.created" | "pending.reviewed" if data.get("kind") == "approval":
                 correlation_id = uuid.UUID(str(data["correlation_id"]))
                 text = await self._approval_as_it_stands(data, correlation_id)
                 ts = await self._post(item, binding, text)
@@ -168,6 +168,8 @@ class SlackDeliverer:
                 text = msg.answer_request(data, self._inbox_url)
             case "pending.resolved":
                 await self._update_approvals(binding, data)
+                return None
+            case "pending.reviewed":
                 return None
             case "run.completed":
                 output = msg.run_output(data)
@@ -238,10 +240,12 @@ class SlackDeliverer:
         """Buttons while the call awaits; already decided (over HTTP, before this went out): who did."""
         async with self._uow() as uow:
             call = await uow.pending.get(correlation_id)
+            review = (await uow.reviews.reviews([correlation_id])).get(correlation_id)
+            shown = review.to_json() if review is not None and review.outcome.settled else None
             if call is None or call.status.value == "awaiting":
-                return msg.approval_request(data)
+                return msg.approval_request(data, shown)
             who = await _decider_name(uow, call.resolved_by)
-        return msg.approval_decided(data, call.status.value, who)
+        return msg.approval_decided({**data, "review": shown}, call.status.value, who)
 
     async def _update_approvals(self, binding: ChannelBinding, data: dict[str, Any]) -> None:
         if data.get("kind") != "approval":
@@ -251,7 +255,12 @@ class SlackDeliverer:
             posts = await uow.channels.approval_posts(correlation_id, binding.id)
             call = await uow.pending.get(correlation_id)
             who = await _decider_name(uow, data.get("resolved_by"))
-        shown = {**data, "effect_description": call.effect_description if call else ""}
+            review = (await uow.reviews.reviews([correlation_id])).get(correlation_id)
+        shown = {
+            **data,
+            "effect_description": call.effect_description if call else "",
+            "review": review.to_json() if review is not None and review.outcome.settled else None,
+        }
         decided = msg.approval_decided(shown, str(data.get("status")), who)
         for channel, ts in posts:
             await self._client.chat_update(

@@ -53,8 +53,34 @@ def _escape(text: str) -> str:
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
-def approval_request(data: dict[str, Any]) -> SlackText:
-    """A pending approval with Approve and Deny buttons carrying its `correlation_id`."""
+REVIEW_WORDS = {
+    "yes": "risky",
+    "no": "not risky",
+    "unsure": "unsure",
+    "error": "failed",
+    "timeout": "timed out",
+    "over_budget": "over its budget",
+    "interrupted": "interrupted",
+    "skipped": "not asked",
+    "queued": "thinking…",
+    "reviewing": "thinking…",
+}
+
+
+def review_line(review: dict[str, Any]) -> str:
+    """A reviewer model's verdict in one line: model, question, verdict, reason, policy version."""
+    verdict = REVIEW_WORDS.get(str(review.get("verdict")), str(review.get("verdict")))
+    reason = f" — {review['reason']}" if review.get("reason") else ""
+    left = "" if review.get("verdict") == "no" else " (left to people)"
+    return _escape(
+        f'Reviewer {review.get("model")} asked "{review.get("question")}": {verdict}{left}{reason}'
+        f" · policy v{review.get('policy_version')}"
+    )
+
+
+def approval_request(data: dict[str, Any], review: dict[str, Any] | None = None) -> SlackText:
+    """A pending approval with Approve and Deny buttons carrying its `correlation_id` (and, once a
+    reviewer model answered, its verdict)."""
     from slack_sdk.models.blocks import (
         ActionsBlock,
         ButtonElement,
@@ -86,6 +112,10 @@ def approval_request(data: dict[str, Any]) -> SlackText:
         ),
         ContextBlock(elements=[MarkdownTextObject(text=f"correlation id `{correlation_id}`")]),
     ]
+    if review is not None:
+        line = review_line(review)
+        blocks.insert(2, ContextBlock(elements=[MarkdownTextObject(text=_clip(line))]))
+        text += f" ({line})"
     return SlackText(_clip(text), blocks)
 
 
@@ -138,6 +168,9 @@ def approval_decided(
         SectionBlock(text=MarkdownTextObject(text=_clip(f"{line}\n{effect}" if effect else line))),
         ContextBlock(elements=[MarkdownTextObject(text=f"correlation id `{data.get('correlation_id')}`")]),
     ]
+    review = data.get("review")
+    if isinstance(review, dict):
+        blocks.insert(1, ContextBlock(elements=[MarkdownTextObject(text=_clip(review_line(review)))]))
     return SlackText(_clip(f"{tool} {status} by {decided_by}"), blocks)
 
 

@@ -19,6 +19,7 @@ from sursis.infra.db import approver_tables as approvers
 from sursis.infra.db import channel_tables as channels
 from sursis.infra.db import customer_tables as customer
 from sursis.infra.db import retention_tables as retention
+from sursis.infra.db import review_tables as reviews
 from sursis.infra.db import tables as t
 
 Kind = Literal["text", "json"]
@@ -122,6 +123,7 @@ PENDING_CALLS = SealedTable(
     ("correlation_id",),
 )
 VOTES = SealedTable(approvers.pending_votes, {"reason": "text"}, ("correlation_id", "voter"))
+REVIEWS = SealedTable(reviews.pending_reviews, {"reason": "text"}, ("correlation_id",))
 TOOL_CALLS = SealedTable(t.tool_calls, {"result": "json"}, ("conversation_id", "tool_call_id"))
 AUDIT_LOG = SealedTable(
     t.audit_log, {"details": "json"}, ("workspace", "action", "at", "run_id", "correlation_id")
@@ -159,5 +161,6 @@ SEALED_TABLES: list[SealedTable] = [
     FAILURE_CLUSTERS,
     VOTES,
     AUTHORIZATIONS,
+    REVIEWS,
 ]
 """Every table with encrypted columns, in the order `rotate` walks them."""

@@ -33,6 +33,7 @@ from sursis.infra.db.repositories import (
 )
 from sursis.infra.db.repositories.audit_chain import SqlAuditChainRepository
 from sursis.infra.db.retention_repository import SqlRetentionRepository
+from sursis.infra.db.review_repository import SqlReviewRepository
 from sursis.infra.db.sessions import pinned_sessions
 
 EventsListener = Callable[[Set[uuid.UUID]], None]
@@ -90,6 +91,7 @@ class SqlUnitOfWork:
         self.retention = SqlRetentionRepository(self.session)
         self.policies = SqlPolicyRepository(self.session)
         self.approvers = SqlApproverRepository(self.session)
+        self.reviews = SqlReviewRepository(self.session)
         return self
 
     async def __aexit__(

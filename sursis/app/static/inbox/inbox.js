@@ -157,6 +157,7 @@
     if (!actor) return "someone else";
     if (actor === "system:sweeper") return "nobody in time";
     if (actor.startsWith("authorization:")) return "a pre-approval";
+    if (actor.startsWith("reviewer:")) return `the reviewer model ${actor.slice(9)}`;
     return actor;
   }
 
@@ -450,6 +451,32 @@
     }
   }
 
+  const REVIEW_WORDS = {
+    yes: "risky",
+    no: "not risky",
+    unsure: "unsure",
+    error: "failed",
+    timeout: "timed out",
+    over_budget: "over budget",
+    interrupted: "interrupted",
+    skipped: "not asked (decided first)",
+    queued: "thinking…",
+    reviewing: "thinking…",
+  };
+  const REVIEW_EFFECTS = {
+    approved: "approved it",
+    voted: "cast one vote",
+    stale: "a person decided first",
+    left_to_people: "left to people",
+  };
+
+  function reviewText(review) {
+    const verdict = REVIEW_WORDS[review.verdict] || review.verdict;
+    const effect = review.effect ? ` · ${REVIEW_EFFECTS[review.effect] || review.effect}` : "";
+    const reason = review.reason ? ` — ${review.reason}` : "";
+    return `${review.model} asked “${review.question}”: ${verdict}${effect}${reason} (policy v${review.policy_version ?? "–"})`;
+  }
+
   function approvalsText(call) {
     const approvals = call.quorum - call.still_needed;
     return `${approvals} of ${call.quorum} approvals · ${call.still_needed} still needed`;
@@ -537,6 +564,13 @@
                 : null,
               c.escalation_level
                 ? h("span", { className: "badge escalated", title: "escalation level" }, `escalated ${c.escalation_level}`)
+                : null,
+              c.review
+                ? h(
+                    "span",
+                    { className: `badge review review-${c.review.verdict}`, title: "the reviewer model's verdict" },
+                    `reviewer: ${REVIEW_WORDS[c.review.verdict] || c.review.verdict}`,
+                  )
                 : null,
             ),
             h("span", { className: "call-effect" }, c.effect_description),
@@ -649,6 +683,7 @@
             ],
           ]
         : []),
+      ...(call.review ? [["Reviewer", h("span", { id: "detail-review" }, reviewText(call.review))]] : []),
       ["Conversation", h("code", {}, call.conversation_id)],
       ["Correlation id", h("code", {}, call.correlation_id)],
     ];
