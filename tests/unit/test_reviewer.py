@@ -14,9 +14,9 @@ import pytest
 
 from sursis.domain.channels.fanout import digest_item, held_for_the_reviewer
 from sursis.domain.channels.records import BindingKind, ChannelBinding
+from sursis.domain.event_records import StoredEvent
 from sursis.domain.policies import InvalidPolicy, PolicyRule, check_rules
 from sursis.domain.policy_decisions import ApprovalRoute, PolicyDecision, PolicyEffect
-from sursis.domain.records import StoredEvent
 from sursis.domain.reviewer import (
     ReviewAnswer,
     ReviewerActs,
