@@ -12,6 +12,7 @@ from typing import Any
 
 from sursis.domain.access import Permission
 from sursis.domain.authorizations import first_covering, not_by_requester
+from sursis.domain.message_parts import logged_parts
 from sursis.domain.policies import (
     CallFacts,
     PolicyRule,
@@ -97,22 +98,15 @@ def logged_arguments(messages: Sequence[StoredMessage]) -> dict[tuple[uuid.UUID,
     """The arguments of every tool call in a conversation's log, by (conversation, call id): a call
     that ran without waiting keeps its arguments only there."""
     found: dict[tuple[uuid.UUID, str], dict[str, Any]] = {}
-    for message in messages:
-        try:
-            body = json.loads(message.body)
-        except ValueError:
-            continue
-        for part in body.get("parts", ()) if isinstance(body, dict) else ():
-            if not isinstance(part, dict) or part.get("part_kind") != "tool-call":
+    for message, part in logged_parts(messages, ("tool-call",)):
+        args = part.get("args")
+        if isinstance(args, str):
+            try:
+                args = json.loads(args)
+            except ValueError:
                 continue
-            args = part.get("args")
-            if isinstance(args, str):
-                try:
-                    args = json.loads(args)
-                except ValueError:
-                    continue
-            if isinstance(args, dict):
-                found[(message.conversation_id, str(part.get("tool_call_id")))] = args
+        if isinstance(args, dict):
+            found[(message.conversation_id, str(part.get("tool_call_id")))] = args
     return found
 
 

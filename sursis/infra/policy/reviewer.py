@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import secrets
 import uuid
 from collections.abc import Callable, Sequence
@@ -28,6 +27,7 @@ from pydantic_ai.usage import UsageLimits
 
 from sursis.domain.clock import Clock
 from sursis.domain.errors import ServiceError, Stale
+from sursis.domain.message_parts import logged_parts
 from sursis.domain.pending_calls import Resolution
 from sursis.domain.ports import UnitOfWork, UnitOfWorkFactory
 from sursis.domain.records import PendingCall, Principal, StoredMessage
@@ -91,18 +91,11 @@ class PendingDecider(Protocol):
 def conversation_text(messages: Sequence[StoredMessage], limit: int) -> tuple[str, ...]:
     """The latest `limit` text messages of a conversation (the user's prompts, the agent's text)."""
     found: list[str] = []
-    for message in messages:
-        try:
-            body = json.loads(message.body)
-        except ValueError:
-            continue
-        for part in body.get("parts", ()) if isinstance(body, dict) else ():
-            if not isinstance(part, dict) or part.get("part_kind") not in ("user-prompt", "text"):
-                continue
-            content = part.get("content")
-            if isinstance(content, str):
-                who = "user" if part["part_kind"] == "user-prompt" else "agent"
-                found.append(f"{who}: {content[:2000]}")
+    for _, part in logged_parts(messages, ("user-prompt", "text")):
+        content = part.get("content")
+        if isinstance(content, str):
+            who = "user" if part["part_kind"] == "user-prompt" else "agent"
+            found.append(f"{who}: {content[:2000]}")
     return tuple(found[-limit:]) if limit else ()
 
 
