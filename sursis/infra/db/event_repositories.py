@@ -12,7 +12,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from sursis.domain.channels.records import BindingKind
+from sursis.domain.channel_records import BindingKind
 from sursis.domain.delivery import DELIVERED_EVENT_TYPES
 from sursis.domain.encryption import Cipher
 from sursis.domain.event_records import StoredEvent, Webhook
