@@ -14,7 +14,7 @@ from sursis.domain.access import Role
 from sursis.domain.channel_records import BindingKind, ChannelBinding, DigestItemKind
 from sursis.domain.channels.fanout import digest_item
 from sursis.domain.clock import utcnow
-from sursis.domain.customer.events import PlatformEvent, PlatformEventType
+from sursis.domain.customer_records import PlatformEvent, PlatformEventType
 from sursis.domain.errors import ValidationFailed
 from sursis.domain.event_records import StoredEvent
 from sursis.domain.pending_calls import Resolution

@@ -22,7 +22,7 @@ from typing import Any, Self
 from sursis.domain.access_ports import AuthorizationRepository
 from sursis.domain.access_records import ApiKey
 from sursis.domain.channel_records import ChannelBinding, DigestItem
-from sursis.domain.customer.ports import WorkspaceRepository
+from sursis.domain.customer_ports import WorkspaceRepository
 from sursis.domain.delivery import DELIVERED_EVENT_TYPES, deliver
 from sursis.domain.event_records import OutboxItem, StoredEvent, Webhook
 from sursis.domain.ports import OpsRepository, UnitOfWork, UnitOfWorkFactory
