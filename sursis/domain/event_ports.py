@@ -25,7 +25,7 @@ class EventRepository(Protocol):
 
     def take_undelivered(self) -> list[StoredEvent]:
         """The events written so far in this transaction that a webhook or a channel binding may
-        hear of (see `events.deliver`), each returned once."""
+        hear of (see `delivery.deliver`), each returned once."""
         ...
 
     async def after(self, conversation_id: uuid.UUID, after_id: int, limit: int) -> list[StoredEvent]: ...

@@ -16,7 +16,6 @@ from enum import StrEnum
 from typing import Any
 
 from sursis.domain.access import Permission
-from sursis.domain.channels.fanout import CHANNEL_EVENT_TYPES, fan_out
 from sursis.domain.errors import Forbidden, NotFound
 from sursis.domain.event_records import StoredEvent
 from sursis.domain.ports import UnitOfWork, UnitOfWorkFactory
@@ -68,11 +67,6 @@ WEBHOOK_TOPIC_PREFIX = "webhook:"
 """Outbox rows whose topic starts with this are webhook deliveries (`webhook:pending.created`)."""
 
 
-DELIVERED_EVENT_TYPES: frozenset[str] = frozenset(t.value for t in WEBHOOK_EVENT_TYPES) | CHANNEL_EVENT_TYPES
-"""Events a webhook or a channel binding may be told of: when written, each is handed to
-`deliver` if its workspace has a webhook or its conversation a binding."""
-
-
 async def publish(
     uow: UnitOfWork,
     conversation_id: uuid.UUID,
@@ -82,37 +76,13 @@ async def publish(
     now: datetime,
 ) -> None:
     """Store one event in the caller's transaction; its webhook deliveries and channel notices are
-    queued in the same transaction (`deliver`), so either commits with the event or neither does.
+    queued in the same transaction (`delivery.deliver`), so either commits with the event or neither does.
 
     The event is held and written with the transaction's other events when it commits. The
-    statement that writes them also tells, for each event of a `DELIVERED_EVENT_TYPES` type,
+    statement that writes them also tells, for each event of a `delivery.DELIVERED_EVENT_TYPES` type,
     whether its workspace has webhooks or its conversation bindings at all; only then are they read.
     """
     uow.events.add(conversation_id, workspace, event_type.value, data, now)
-
-
-async def deliver(uow: UnitOfWork, event: StoredEvent) -> None:
-    """Queue the webhook deliveries and channel notices of `event`, just written in this
-    transaction, whose workspace has webhooks or whose conversation has bindings."""
-    hooks = await uow.webhooks.subscribed(event.workspace, event.type) if event.type in _WEBHOOK_TYPES else []
-    bindings = (
-        await uow.channels.bindings_for(event.conversation_id, event.workspace)
-        if event.type in CHANNEL_EVENT_TYPES
-        else []
-    )
-    if bindings:
-        await fan_out(uow, event, bindings)
-    for hook in hooks:
-        await uow.outbox.enqueue(
-            event.workspace,
-            WEBHOOK_TOPIC_PREFIX + event.type,
-            {"webhook_id": str(hook.id), "event": event.envelope()},
-            event.created_at,
-            conversation_id=event.conversation_id,
-        )
-
-
-_WEBHOOK_TYPES = frozenset(t.value for t in WEBHOOK_EVENT_TYPES)
 
 
 def pending_link(correlation_id: uuid.UUID) -> dict[str, str]:

@@ -10,8 +10,8 @@ from typing import Any, Protocol, Self
 
 from sursis.domain.access_ports import ApiKeyRepository, AuthorizationRepository
 from sursis.domain.approvers import ApproverRepository
-from sursis.domain.channels.ports import ChannelRepository
-from sursis.domain.customer.ports import WorkspaceRepository
+from sursis.domain.channel_ports import ChannelRepository
+from sursis.domain.customer_ports import WorkspaceRepository
 from sursis.domain.event_ports import EventRepository, OutboxRepository, WebhookRepository
 from sursis.domain.records import (
     AuditEntry,

@@ -11,10 +11,10 @@ import pytest
 from sursis.app.channel_wiring import channel_loops
 from sursis.app.container import Container, build_container
 from sursis.domain.access import Role
+from sursis.domain.channel_records import BindingKind, ChannelBinding, DigestItemKind
 from sursis.domain.channels.fanout import digest_item
-from sursis.domain.channels.records import BindingKind, ChannelBinding, DigestItemKind
 from sursis.domain.clock import utcnow
-from sursis.domain.customer.events import PlatformEvent, PlatformEventType
+from sursis.domain.customer_records import PlatformEvent, PlatformEventType
 from sursis.domain.errors import ValidationFailed
 from sursis.domain.event_records import StoredEvent
 from sursis.domain.pending_calls import Resolution

@@ -24,7 +24,7 @@ from sursis.domain.states import Decision, PendingStatus
 from sursis.infra.db import channel_tables as ch
 from sursis.infra.db import customer_tables as cu
 from sursis.infra.db import tables as t
-from sursis.infra.worlds import tables as w
+from sursis.infra.db import world_tables as w
 from tests.conftest import call, script
 
 ADMIN = Principal(id="admin:test", role=Role.ADMIN, workspace=None)

@@ -21,10 +21,10 @@ from typing import Any, Self
 
 from sursis.domain.access_ports import AuthorizationRepository
 from sursis.domain.access_records import ApiKey
-from sursis.domain.channels.records import ChannelBinding, DigestItem
-from sursis.domain.customer.ports import WorkspaceRepository
+from sursis.domain.channel_records import ChannelBinding, DigestItem
+from sursis.domain.customer_ports import WorkspaceRepository
+from sursis.domain.delivery import DELIVERED_EVENT_TYPES, deliver
 from sursis.domain.event_records import OutboxItem, StoredEvent, Webhook
-from sursis.domain.events import DELIVERED_EVENT_TYPES, deliver
 from sursis.domain.ports import OpsRepository, UnitOfWork, UnitOfWorkFactory
 from sursis.domain.records import (
     AuditEntry,

@@ -12,8 +12,8 @@ from datetime import UTC, datetime
 
 import pytest
 
+from sursis.domain.channel_records import BindingKind, ChannelBinding
 from sursis.domain.channels.fanout import digest_item, held_for_the_reviewer
-from sursis.domain.channels.records import BindingKind, ChannelBinding
 from sursis.domain.event_records import StoredEvent
 from sursis.domain.policies import InvalidPolicy, PolicyRule, check_rules
 from sursis.domain.policy_decisions import ApprovalRoute, PolicyDecision, PolicyEffect

@@ -10,7 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from sursis.app.schemas.conversations import ConversationOut, conversation_out
 from sursis.app.schemas.validation import JsonObject, Strict, UtcDatetime, WorkspaceName
-from sursis.domain.customer.events import (
+from sursis.domain.customer_records import (
     Intake,
     ListedConversation,
     PlatformEvent,

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from datetime import datetime
 
 from sursis.domain.access import Permission
-from sursis.domain.channels.records import ChannelBinding, SlackAddress, SlackIdentity
+from sursis.domain.channel_records import ChannelBinding, SlackAddress, SlackIdentity
 from sursis.domain.errors import NotFound, ValidationFailed
 from sursis.domain.ports import UnitOfWorkFactory
 from sursis.domain.records import Principal

@@ -10,14 +10,14 @@ from __future__ import annotations
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from sursis.domain.channels.fanout import enqueue_slack_notice
-from sursis.domain.channels.records import (
+from sursis.domain.channel_records import (
     BindingKind,
     ChannelBinding,
     DigestItem,
     DigestItemKind,
     SlackAddress,
 )
+from sursis.domain.channels.fanout import enqueue_slack_notice
 from sursis.domain.records import PendingCall
 
 if TYPE_CHECKING:

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from sursis.domain.channels.records import (
+from sursis.domain.channel_records import (
     SLACK_TOPIC,
     BindingKind,
     ChannelBinding,

@@ -16,7 +16,7 @@ from typing import Any
 
 from sursis.domain.access import Permission
 from sursis.domain.agent_ports import RunNotifier
-from sursis.domain.channels.records import (
+from sursis.domain.channel_records import (
     SLACK_TOPIC,
     Channel,
     ChannelBinding,

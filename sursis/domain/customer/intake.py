@@ -10,13 +10,8 @@ from typing import Any
 from sursis.domain.access import Permission
 from sursis.domain.agent_ports import RunNotifier
 from sursis.domain.clock import Clock, utcnow
-from sursis.domain.customer.events import (
-    Intake,
-    ListedConversation,
-    PlatformEvent,
-    PlatformEventType,
-    proactive_turn,
-)
+from sursis.domain.customer.events import proactive_turn
+from sursis.domain.customer_records import Intake, ListedConversation, PlatformEvent, PlatformEventType
 from sursis.domain.errors import NotFound
 from sursis.domain.events import EventType, publish, publish_run_status
 from sursis.domain.paging import Page

@@ -34,11 +34,11 @@ from pydantic_core import to_json
 from sursis.domain.errors import ToolTerminalError
 from sursis.infra.agents.agent_deps import OpenedDeps
 from sursis.infra.agents.nested import DeferredTarget, defer_nested, requested_targets
+from sursis.infra.agents.resumed import deferred_results, unanswered_tool_calls
 from sursis.infra.agents.run_deps import RunDeps, current_run_deps, run_deps
 from sursis.infra.db.delegation_repository import Delegation
 from sursis.infra.db.uow import SqlUnitOfWork, SqlUnitOfWorkFactory
 from sursis.infra.faults import crash_point
-from sursis.infra.runner.resume import deferred_results, unanswered_tool_calls
 
 MESSAGES: TypeAdapter[list[ModelMessage]] = TypeAdapter(list[ModelMessage])
 PATH_SEPARATOR = "/"

@@ -24,7 +24,7 @@ import aiosmtplib
 import structlog
 
 from sursis.domain.audit import actor_names
-from sursis.domain.channels.records import Digest, DigestItem, DigestItemKind
+from sursis.domain.channel_records import Digest, DigestItem, DigestItemKind
 from sursis.domain.ports import UnitOfWork, UnitOfWorkFactory
 from sursis.domain.records import PendingCall
 from sursis.infra.faults import crash_point

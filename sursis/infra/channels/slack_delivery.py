@@ -24,8 +24,8 @@ from slack_sdk.errors import SlackApiError, SlackClientError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from sursis.domain.audit import actor_names
+from sursis.domain.channel_records import SLACK_TOPIC, ChannelBinding
 from sursis.domain.channels.escalation import OPENS_THREAD
-from sursis.domain.channels.records import SLACK_TOPIC, ChannelBinding
 from sursis.domain.event_records import OutboxItem
 from sursis.domain.ports import UnitOfWork, UnitOfWorkFactory
 from sursis.infra.channels import slack_messages as msg

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any
 
-from sursis.domain.customer.events import Rubric, ScanReport
+from sursis.domain.customer_records import Rubric, ScanReport
 from sursis.domain.ports import UnitOfWorkFactory
 
 RUBRICS: list[dict[str, Any]] = [

@@ -10,7 +10,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from sursis.domain.channels.records import (
+from sursis.domain.channel_records import (
     BindingKind,
     ChannelBinding,
     Digest,

@@ -9,7 +9,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from sursis.domain.customer.events import (
+from sursis.domain.customer_records import (
     Intake,
     ListedConversation,
     PlatformEvent,

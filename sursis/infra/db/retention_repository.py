@@ -19,9 +19,9 @@ from sursis.infra.db import customer_tables as cu
 from sursis.infra.db import retention_tables as r
 from sursis.infra.db import review_tables as rv
 from sursis.infra.db import tables as t
+from sursis.infra.db import world_tables as w
 from sursis.infra.db.repositories.base import SqlRepository, rowcount
 from sursis.infra.db.sealing import LEGAL_HOLDS
-from sursis.infra.worlds import tables as w
 
 Ids = list[uuid.UUID]
 

@@ -9,8 +9,8 @@ from typing import Self
 
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
+from sursis.domain.delivery import deliver
 from sursis.domain.encryption import Cipher, UnsealedValue
-from sursis.domain.events import deliver
 from sursis.infra.db.access_repositories import SqlApiKeyRepository, SqlAuthorizationRepository
 from sursis.infra.db.approver_repository import SqlApproverRepository
 from sursis.infra.db.channel_repository import SqlChannelRepository

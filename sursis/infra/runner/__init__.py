@@ -1,18 +1,19 @@
 """The agent runner: one claimed run, one segment of pydantic-ai, persisted as it goes.
 
-One concern per module: `drive` (the agent loop), `resume` (what a resumed segment tells the
-model), `suspend` (pending calls), `finish` (the run's end), `leases` (persistence points and the
-lease), `segment` (what a segment starts from and holds back), `failures` (classification),
-`events` and `stream` (what is published), `usage`.
+One concern per module: `drive` (the agent loop), `suspend` (pending calls), `finish` (the
+run's end), `leases` (persistence points and the lease), `segment` (what a segment starts from and
+holds back), `failures` (classification), `events` and `stream` (what is published), `usage`. What a
+resumed segment tells the model is in `sursis.infra.agents.resumed`, which a delegated inner agent's
+run uses too.
 """
 
+from sursis.infra.agents.resumed import NotReady, denial_for, unanswered_tool_calls
 from sursis.infra.runner.agents import build_agent, supported_provider_tools
 from sursis.infra.runner.base import ACTOR, Timeouts
 from sursis.infra.runner.drive import AgentRunner
 from sursis.infra.runner.events import dumps, message_events
 from sursis.infra.runner.failures import is_transient_database_error, run_failure
 from sursis.infra.runner.leases import Interrupted, LeaseLost
-from sursis.infra.runner.resume import NotReady, denial_for, unanswered_tool_calls
 
 __all__ = [
     "ACTOR",

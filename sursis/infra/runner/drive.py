@@ -24,6 +24,12 @@ from sursis.domain.records import Run, RunError
 from sursis.domain.states import RunStatus
 from sursis.infra.agents import approved_args
 from sursis.infra.agents.agent_deps import DepsFactoryFailed, OpenedDeps
+from sursis.infra.agents.resumed import (
+    NotReady,
+    deferred_results,
+    policy_denial,
+    unanswered_tool_calls,
+)
 from sursis.infra.agents.run_deps import RunDeps, current_run_deps
 from sursis.infra.db.held import GuardFailed
 from sursis.infra.faults import crash_point
@@ -32,12 +38,6 @@ from sursis.infra.runner.base import log
 from sursis.infra.runner.events import Announced
 from sursis.infra.runner.failures import is_transient_database_error, run_failure
 from sursis.infra.runner.leases import CancelRequested, Interrupted, LeaseLost, Leases
-from sursis.infra.runner.resume import (
-    NotReady,
-    deferred_results,
-    policy_denial,
-    unanswered_tool_calls,
-)
 from sursis.infra.runner.segment import Held, Segment, SegmentStart, is_final_answer, output_text, run_info
 from sursis.infra.runner.stream import Streaming
 from sursis.infra.runner.suspend import Suspending

@@ -25,9 +25,9 @@ from sursis.domain.worlds.memory import (
     word_similarity,
 )
 from sursis.infra.db.uow import SqlUnitOfWorkFactory
+from sursis.infra.db.world_tables import memories
 from sursis.infra.worlds.personal_data import ValidatedPersonalData
 from sursis.infra.worlds.repository import SqlWorldRepository
-from sursis.infra.worlds.tables import memories
 
 RECALL_THRESHOLD = 0.3
 SQLITE_RECALL_WINDOW = 5000

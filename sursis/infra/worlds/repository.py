@@ -23,7 +23,7 @@ from sursis.domain.worlds.rules import (
     WorldMode,
 )
 from sursis.infra.db.repositories.base import dialect_insert, rowcount
-from sursis.infra.worlds.tables import world_decisions, world_flags, world_rules, world_sessions, worlds
+from sursis.infra.db.world_tables import world_decisions, world_flags, world_rules, world_sessions, worlds
 
 
 def _world(row: Any) -> World:

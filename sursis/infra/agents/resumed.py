@@ -1,4 +1,8 @@
-"""Resuming a run: the calls its log leaves unanswered and what each decision tells the model."""
+"""Resuming a run: the calls its log leaves unanswered and what each decision tells the model.
+
+Used by the runner's segments and by a delegated inner agent's run alike, so it sits with the agents
+(which the runner imports) rather than in the runner.
+"""
 
 from __future__ import annotations
 

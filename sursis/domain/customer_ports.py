@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any, Protocol
 
-from sursis.domain.customer.events import Intake, ListedConversation, PlatformEvent, Rubric, ScanReport
+from sursis.domain.customer_records import Intake, ListedConversation, PlatformEvent, Rubric, ScanReport
 
 
 class WorkspaceRepository(Protocol):

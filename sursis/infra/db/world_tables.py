@@ -1,4 +1,7 @@
-"""The worlds context's tables, on the shared metadata (migration 0008_worlds is the source of truth)."""
+"""The worlds context's tables, on the shared metadata (migration 0008_worlds is the source of truth).
+
+In `db` beside the other contexts' tables, so that a purge (`retention_repository`) reaches them
+without the storage package importing the worlds package, which imports it."""
 
 from __future__ import annotations
 

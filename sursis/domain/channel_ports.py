@@ -1,4 +1,8 @@
-"""What the channels context needs from storage."""
+"""What the channels context needs from storage.
+
+Beside the unit of work's other ports rather than in `channels/`: `ports.UnitOfWork` names
+`ChannelRepository`, and the channels package imports `ports`.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +11,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Protocol
 
-from sursis.domain.channels.records import (
+from sursis.domain.channel_records import (
     ChannelBinding,
     Digest,
     DigestItem,
