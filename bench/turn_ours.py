@@ -81,6 +81,7 @@ class OursSide:
                 sweep_seconds=60.0,
                 webhook_poll_seconds=60.0,
                 channel_poll_seconds=60.0,
+                reviewer_poll_seconds=60.0,
             )
         self.counter.database = sa.engine.make_url(self.url).database  # not another library's engine
         self._stack = AsyncExitStack()

@@ -61,6 +61,7 @@ async def container(seeded: str) -> AsyncIterator[Container]:
         lease_seconds=60,
         webhook_poll_seconds=QUIET,
         channel_poll_seconds=QUIET,
+        reviewer_poll_seconds=QUIET,
         retention_sweep_seconds=QUIET,
     )
     built = build_container(settings)

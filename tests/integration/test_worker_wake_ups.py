@@ -33,6 +33,7 @@ async def worker_process(seeded: str) -> AsyncIterator[Container]:
         sweep_seconds=QUIET,
         webhook_poll_seconds=QUIET,
         channel_poll_seconds=QUIET,
+        reviewer_poll_seconds=QUIET,
         retention_sweep_seconds=QUIET,
     )
     built = build_container(settings)
