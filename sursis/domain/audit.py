@@ -4,27 +4,12 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterable
-from dataclasses import dataclass
-from datetime import datetime
+from dataclasses import dataclass, replace
 
 from sursis.domain.access import Permission
 from sursis.domain.paging import Page
 from sursis.domain.ports import UnitOfWork, UnitOfWorkFactory
-from sursis.domain.records import AuditEntry, Principal
-
-
-@dataclass(frozen=True, slots=True)
-class AuditQuery:
-    """Filters of the audit log (`actions`: any of them); rows come in id order, or newest first,
-    and `after_id` is the keyset cursor: the id of the last row of the previous page."""
-
-    conversation_id: uuid.UUID | None = None
-    correlation_id: uuid.UUID | None = None
-    actions: tuple[str, ...] = ()
-    since: datetime | None = None
-    after_id: int | None = None
-    limit: int = 50
-    newest_first: bool = False
+from sursis.domain.records import AuditEntry, AuditQuery, Principal
 
 
 @dataclass
@@ -40,16 +25,8 @@ class AuditService:
         if not principal.is_admin and principal.workspace is None:
             return Page([], None)
         async with self.uow.reader() as uow:
-            rows = await uow.audit.search(
-                workspace=None if principal.is_admin else principal.workspace,
-                conversation_id=query.conversation_id,
-                correlation_id=query.correlation_id,
-                actions=query.actions,
-                since=query.since,
-                after_id=query.after_id,
-                limit=query.limit + 1,
-                newest_first=query.newest_first,
-            )
+            workspace = None if principal.is_admin else principal.workspace
+            rows = await uow.audit.search(workspace, replace(query, limit=query.limit + 1))
             page = Page.of(rows, query.limit, _row_id)
             names = await actor_names(uow, {row.actor for row in page.items})
         for row in page.items:

@@ -31,6 +31,7 @@ from sursis.domain.audit_checkpoint import (
     signature_holds,
 )
 from sursis.domain.integrity import FINDING_ACTIONS, MAX_LISTED, IntegrityFinding
+from sursis.domain.records import AuditQuery
 from sursis.domain.retention_ports import RetentionUnitOfWork, RetentionUnitOfWorkFactory
 from sursis.domain.retention_records import check_workspace
 
@@ -251,14 +252,6 @@ def _refusal(
 
 
 async def _integrity_findings(uow: RetentionUnitOfWork, workspace: str) -> tuple[IntegrityFinding, ...]:
-    rows = await uow.audit.search(
-        workspace=workspace,
-        conversation_id=None,
-        correlation_id=None,
-        actions=FINDING_ACTIONS,
-        since=None,
-        after_id=None,
-        limit=MAX_LISTED,
-        newest_first=True,
-    )
+    query = AuditQuery(actions=FINDING_ACTIONS, limit=MAX_LISTED, newest_first=True)
+    rows = await uow.audit.search(workspace, query)
     return tuple(IntegrityFinding.of(row) for row in rows)

@@ -15,6 +15,7 @@ from sursis.domain.customer_ports import WorkspaceRepository
 from sursis.domain.event_ports import EventRepository, OutboxRepository, WebhookRepository
 from sursis.domain.records import (
     AuditEntry,
+    AuditQuery,
     Conversation,
     PendingCall,
     Run,
@@ -241,20 +242,9 @@ class AuditRepository(Protocol):
         """Write the rows appended so far now rather than at commit."""
         ...
 
-    async def search(
-        self,
-        *,
-        workspace: str | None,
-        conversation_id: uuid.UUID | None,
-        correlation_id: uuid.UUID | None,
-        actions: Sequence[str] = (),
-        since: datetime | None,
-        after_id: int | None,
-        limit: int,
-        newest_first: bool = False,
-    ) -> list[AuditEntry]:
-        """Rows matching every filter (`actions`: any of them) in id order, or newest first;
-        `after_id` is the last row of the previous page in that order."""
+    async def search(self, workspace: str | None, query: AuditQuery) -> list[AuditEntry]:
+        """Rows of `workspace` (None: every workspace) matching every filter of `query`, at most
+        `query.limit` of them."""
         ...
 
 

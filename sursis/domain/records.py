@@ -274,6 +274,20 @@ class ToolCallRecord:
     `sanitize`); None for other calls and rows written before it was recorded."""
 
 
+@dataclass(frozen=True, slots=True)
+class AuditQuery:
+    """Filters of the audit log (`actions`: any of them); rows come in id order, or newest first,
+    and `after_id` is the keyset cursor: the id of the last row of the previous page."""
+
+    conversation_id: uuid.UUID | None = None
+    correlation_id: uuid.UUID | None = None
+    actions: tuple[str, ...] = ()
+    since: datetime | None = None
+    after_id: int | None = None
+    limit: int = 50
+    newest_first: bool = False
+
+
 @dataclass(slots=True)
 class AuditEntry:
     action: str

@@ -11,6 +11,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from sursis.domain.records import AuditQuery
 from sursis.infra.db import customer_tables as customer
 from sursis.infra.db.engine import create_engine
 from sursis.testing import resolve_and_settle
@@ -58,15 +59,10 @@ async def test_an_inner_agents_call_rewritten_in_its_stored_log_never_runs(datab
         assert view.run.status == "failed", view.run
         assert view.run.error is not None and view.run.error.code == "approved_args_mismatch"
         async with svc.container.uow.reader() as uow:
-            rows = await uow.audit.search(
-                workspace=None,
-                conversation_id=None,
-                correlation_id=call.correlation_id,
-                actions=("integrity.args_mismatch",),
-                since=None,
-                after_id=None,
-                limit=10,
+            query = AuditQuery(
+                correlation_id=call.correlation_id, actions=("integrity.args_mismatch",), limit=10
             )
+            rows = await uow.audit.search(None, query)
         [finding] = rows
         assert finding.details["expected_args_hash"] == call.args_hash
         assert finding.details["tool_call_id"] == call.tool_call_id

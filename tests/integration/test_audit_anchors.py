@@ -26,7 +26,7 @@ from sursis.domain.access import Role
 from sursis.domain.audit_chain import GENESIS, Breach, audit_row_hash
 from sursis.domain.audit_verify import AuditChainService
 from sursis.domain.clock import utcnow
-from sursis.domain.records import AuditEntry, Principal
+from sursis.domain.records import AuditEntry, AuditQuery, Principal
 from sursis.domain.retention import RetentionPolicy, RetentionService
 from sursis.infra.db.engine import create_engine
 from sursis.infra.db.uow import SqlUnitOfWorkFactory
@@ -126,13 +126,7 @@ async def test_a_retention_cut_vouches_for_its_anchor_and_chains_from_the_one_be
     assert report.ok, report.finding
     async with uow.reader() as reader:
         entries = await reader.audit.search(
-            workspace="alpha",
-            conversation_id=None,
-            correlation_id=None,
-            actions=["retention.audit_purged"],
-            since=None,
-            after_id=None,
-            limit=10,
+            "alpha", AuditQuery(actions=("retention.audit_purged",), limit=10)
         )
         head = await reader.audit_chain.head("alpha")
     last = entries[-1].details

@@ -27,7 +27,7 @@ from sursis.domain.access import Role
 from sursis.domain.clock import utcnow
 from sursis.domain.errors import Stale
 from sursis.domain.pending_calls import Resolution
-from sursis.domain.records import PendingCall, Principal, Run
+from sursis.domain.records import AuditQuery, PendingCall, Principal, Run
 from sursis.domain.states import Decision, PendingStatus, RunStatus
 from sursis.infra.agents.run_deps import PreApprovalPolicy
 from sursis.infra.db.engine import create_engine, is_sqlite
@@ -59,14 +59,7 @@ async def run_of(container: Container, run_id: uuid.UUID) -> Run:
 
 async def audit_trail(container: Container, conversation_id: uuid.UUID) -> list[tuple[str, dict[str, Any]]]:
     async with container.uow() as uow:
-        rows = await uow.audit.search(
-            workspace=None,
-            conversation_id=conversation_id,
-            correlation_id=None,
-            since=None,
-            after_id=None,
-            limit=100,
-        )
+        rows = await uow.audit.search(None, AuditQuery(conversation_id=conversation_id, limit=100))
     return [(row.action, row.details) for row in rows]
 
 

@@ -18,7 +18,7 @@ from sursis.app.container import Container
 from sursis.domain.access import Role
 from sursis.domain.clock import utcnow
 from sursis.domain.pending_calls import Resolution
-from sursis.domain.records import Principal
+from sursis.domain.records import AuditQuery, Principal
 from sursis.domain.states import Decision, PendingStatus
 from sursis.infra.db.engine import create_engine
 
@@ -97,15 +97,7 @@ async def test_no_hot_statement_scans_a_big_table(container: Container, database
         )
     async with container.uow() as uow:
         with recorder.recording("operator reads"):
-            await uow.audit.search(
-                workspace=LARGE,
-                conversation_id=None,
-                correlation_id=None,
-                since=None,
-                after_id=None,
-                limit=100,
-                newest_first=True,
-            )
+            await uow.audit.search(LARGE, AuditQuery(limit=100, newest_first=True))
             await uow.events.after(conversation.id, 0, 100)
         with recorder.recording("outbox due scan"):
             await uow.outbox.claim_due("webhook:", now, now + timedelta(seconds=30), 20)

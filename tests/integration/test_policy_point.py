@@ -10,12 +10,11 @@ from datetime import timedelta
 import pytest
 
 from sursis import Service
-from sursis.domain.audit import AuditQuery
 from sursis.domain.errors import Forbidden, Stale
 from sursis.domain.event_records import StoredEvent
 from sursis.domain.policies import AboveCeiling, InvalidPolicy, LadderLevel
 from sursis.domain.policy_decisions import ApprovalRoute, PolicyEffect, TimeoutOutcome
-from sursis.domain.records import Principal
+from sursis.domain.records import AuditQuery, Principal
 from sursis.testing import ScriptedModel, expect_pending, resolve_and_settle, settle
 from tests.integration.policy_kit import DIGEST, RAN, model_saw, put_policy, rule, shop_agent
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 
 from sursis.app.container import build_container
-from sursis.domain.audit import AuditQuery
 from sursis.domain.policies import PolicyRule
 from sursis.domain.policy_decisions import PolicyEffect
+from sursis.domain.records import AuditQuery
 from sursis.domain.states import RunStatus
 from tests.conftest import eventually, make_settings
 from tests.integration.test_audit import ADMIN, USER, Button

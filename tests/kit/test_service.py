@@ -12,7 +12,7 @@ from litestar.testing import AsyncTestClient
 import sursis
 from sursis import AgentDefinition, Category, DeclaredTool, Executor, Service, ToolSpec
 from sursis.app.main import create_app
-from sursis.domain.audit import AuditQuery
+from sursis.domain.records import AuditQuery
 from sursis.testing import ScriptedModel, expect_pending, resolve_and_settle, settle
 from tests.conftest import admin_headers, make_settings
 

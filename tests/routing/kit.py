@@ -16,7 +16,7 @@ from sursis import Service
 from sursis.domain.access import Role
 from sursis.domain.pending_calls import Resolution
 from sursis.domain.policy_decisions import ApprovalRoute, Escalation, PolicyDecision, PolicyEffect
-from sursis.domain.records import AuditEntry, PendingCall, Principal
+from sursis.domain.records import AuditEntry, AuditQuery, PendingCall, Principal
 from sursis.domain.states import Decision
 from sursis.infra.agents.observed import POLICY
 from tests.conftest import call, script
@@ -90,14 +90,7 @@ class People:
 
     async def audit(self, call: PendingCall) -> list[AuditEntry]:
         async with self.svc.container.uow.reader() as uow:
-            return await uow.audit.search(
-                workspace=None,
-                conversation_id=None,
-                correlation_id=call.correlation_id,
-                since=None,
-                after_id=None,
-                limit=100,
-            )
+            return await uow.audit.search(None, AuditQuery(correlation_id=call.correlation_id, limit=100))
 
     async def output(self, call: PendingCall) -> str:
         await self.svc.run_until_idle()

@@ -28,6 +28,7 @@ from sursis.domain.event_records import OutboxItem, StoredEvent, Webhook
 from sursis.domain.ports import OpsRepository, UnitOfWork, UnitOfWorkFactory
 from sursis.domain.records import (
     AuditEntry,
+    AuditQuery,
     Conversation,
     JsonText,
     PendingCall,
@@ -521,31 +522,22 @@ class FakeAudit(_Repository):
         rows = (await self._uow.write()).audit
         rows.append(replace(entry, id=len(rows) + 1, at=now))
 
-    async def search(
-        self,
-        *,
-        workspace: str | None,
-        conversation_id: uuid.UUID | None,
-        correlation_id: uuid.UUID | None,
-        actions: Sequence[str] = (),
-        since: datetime | None,
-        after_id: int | None,
-        limit: int,
-        newest_first: bool = False,
-    ) -> list[AuditEntry]:
+    async def search(self, workspace: str | None, query: AuditQuery) -> list[AuditEntry]:
+        q = query
+
         def wanted(e: AuditEntry) -> bool:
             row_id = e.id or 0
             return (
                 (workspace is None or e.workspace == workspace)
-                and (conversation_id is None or e.conversation_id == conversation_id)
-                and (correlation_id is None or e.correlation_id == correlation_id)
-                and (not actions or e.action in actions)
-                and (since is None or (e.at is not None and e.at >= since))
-                and (after_id is None or (row_id < after_id if newest_first else row_id > after_id))
+                and (q.conversation_id is None or e.conversation_id == q.conversation_id)
+                and (q.correlation_id is None or e.correlation_id == q.correlation_id)
+                and (not q.actions or e.action in q.actions)
+                and (q.since is None or (e.at is not None and e.at >= q.since))
+                and (q.after_id is None or (row_id < q.after_id if q.newest_first else row_id > q.after_id))
             )
 
         found = [replace(e) for e in (await self._uow.read()).audit if wanted(e)]
-        return (found[::-1] if newest_first else found)[:limit]
+        return (found[::-1] if q.newest_first else found)[: q.limit]
 
 
 class FakeEvents(_Repository):

@@ -18,6 +18,7 @@ from pydantic_ai.native_tools import WebSearchTool
 
 from sursis.domain.errors import ToolTerminalError, ToolUserError
 from sursis.domain.ports import UnitOfWorkFactory
+from sursis.domain.records import AuditQuery
 from sursis.domain.tools import Category, Executor, ToolSpec
 from sursis.infra.agents.declarations import AgentDefinition, DeclaredProviderTool, DeclaredTool
 from sursis.infra.agents.progress import report_progress
@@ -79,14 +80,8 @@ def assistant_agent(uow: UnitOfWorkFactory) -> AgentDefinition:
         after_id: int | None = None
         while True:
             async with uow() as u:
-                page = await u.audit.search(
-                    workspace=ctx.deps.workspace,
-                    conversation_id=None,
-                    correlation_id=None,
-                    since=since,
-                    after_id=after_id,
-                    limit=ACTIVITY_PAGE,
-                )
+                query = AuditQuery(since=since, after_id=after_id, limit=ACTIVITY_PAGE)
+                page = await u.audit.search(ctx.deps.workspace, query)
             counts.update(entry.action for entry in page)
             await report_progress(ctx, {"entries_read": sum(counts.values())})
             if len(page) < ACTIVITY_PAGE:

@@ -15,7 +15,7 @@ instead of a second run. One implementation serves both kinds; each keeps its ow
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,6 +24,7 @@ from pydantic_ai.exceptions import CallDeferred
 from pydantic_ai.messages import ToolCallPart
 
 from sursis.domain.ports import AuditRepository
+from sursis.domain.records import AuditQuery
 from sursis.domain.tools import PendingKind, ToolSpec
 from sursis.infra.agents.compat import call_deferred
 from sursis.infra.agents.run_deps import RunDeps
@@ -38,22 +39,20 @@ _PAGE = 200
 
 
 async def newest_mark(
-    audit: AuditRepository, deps: RunDeps, tool_call_id: str, actions: Sequence[str]
+    audit: AuditRepository, deps: RunDeps, tool_call_id: str, actions: tuple[str, ...]
 ) -> str | None:
     """The action of the newest audit row of the segment's conversation among `actions` that names
     the call, or None when there is none."""
     after_id: int | None = None
     while True:
-        rows = await audit.search(
-            workspace=deps.workspace,
+        query = AuditQuery(
             conversation_id=deps.conversation_id,
-            correlation_id=None,
             actions=actions,
-            since=None,
             after_id=after_id,
             limit=_PAGE,
             newest_first=True,
         )
+        rows = await audit.search(deps.workspace, query)
         for row in rows:
             if row.details.get("tool_call_id") == tool_call_id:
                 return row.action

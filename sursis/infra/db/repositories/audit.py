@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
@@ -11,9 +9,7 @@ import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from sursis.domain.encryption import Cipher
-from sursis.domain.records import (
-    AuditEntry,
-)
+from sursis.domain.records import AuditEntry, AuditQuery
 from sursis.infra.db import tables as t
 from sursis.infra.db.repositories.base import SqlRepository
 from sursis.infra.db.rows import record_from_row, row_values
@@ -56,36 +52,26 @@ class SqlAuditRepository(SqlRepository):
         if self._held:
             await self._session.execute(t.audit_log.insert(), self.take_held())
 
-    async def search(
-        self,
-        *,
-        workspace: str | None,
-        conversation_id: uuid.UUID | None,
-        correlation_id: uuid.UUID | None,
-        actions: Sequence[str] = (),
-        since: datetime | None,
-        after_id: int | None,
-        limit: int,
-        newest_first: bool = False,
-    ) -> list[AuditEntry]:
+    async def search(self, workspace: str | None, query: AuditQuery) -> list[AuditEntry]:
         await self.flush()
         c = t.audit_log.c
-        query = sa.select(t.audit_log)
+        select = sa.select(t.audit_log)
         for column, value in (
             (c.workspace, workspace),
-            (c.conversation_id, conversation_id),
-            (c.correlation_id, correlation_id),
+            (c.conversation_id, query.conversation_id),
+            (c.correlation_id, query.correlation_id),
         ):
             if value is not None:
-                query = query.where(column == value)
-        if actions:
-            query = query.where(c.action.in_(list(actions)))
-        if since is not None:
-            query = query.where(c.at >= since)
-        if after_id is not None:
-            query = query.where(c.id < after_id if newest_first else c.id > after_id)
-        order = c.id.desc() if newest_first else c.id
-        rows = await self._session.execute(query.order_by(order).limit(limit))
+                select = select.where(column == value)
+        if query.actions:
+            select = select.where(c.action.in_(list(query.actions)))
+        if query.since is not None:
+            select = select.where(c.at >= query.since)
+        if query.after_id is not None:
+            newest_first = query.newest_first
+            select = select.where(c.id < query.after_id if newest_first else c.id > query.after_id)
+        order = c.id.desc() if query.newest_first else c.id
+        rows = await self._session.execute(select.order_by(order).limit(query.limit))
         return [audit_entry(row, self._cipher) for row in rows]
 
 
