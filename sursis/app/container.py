@@ -24,36 +24,28 @@ from sursis.app.wiring.customer import wire_customer
 from sursis.app.wiring.deliveries import wire_deliveries
 from sursis.app.wiring.policy import PolicyCaches, wire_policy
 from sursis.app.wiring.runtime import wire_runtime
-from sursis.app.wiring.storage import check_storage, wire_storage
+from sursis.app.wiring.storage import StorageParts, check_storage, wire_storage
 from sursis.app.wiring.telemetry import telemetry_config as telemetry_config
 from sursis.app.wiring.telemetry import wire_telemetry
 from sursis.app.wiring.worlds import wire_worlds
 from sursis.domain.agents import AgentCatalogService
 from sursis.domain.approver_admin import ApproverService
-from sursis.domain.audit import AuditService
-from sursis.domain.audit_verify import AuditChainService
 from sursis.domain.authorizations import PreApprovalService
 from sursis.domain.channels.admin import ChannelAdminService
 from sursis.domain.channels.slack import SlackInbound
 from sursis.domain.conversations import ConversationService
-from sursis.domain.credential_cache import CredentialCache
 from sursis.domain.customer.intake import EventIntakeService
 from sursis.domain.events import EventService
 from sursis.domain.fork_service import ForkService
-from sursis.domain.keys import KeyService
 from sursis.domain.mcp_pins import McpPinService
 from sursis.domain.pending_calls import PendingCallService
 from sursis.domain.policy_service import PolicyService
 from sursis.domain.policy_simulation import PolicySimulation
-from sursis.domain.retention import RetentionService
 from sursis.domain.runs import RunService
 from sursis.domain.webhooks import WebhookService
 from sursis.infra.agents.declarations import AgentDefinition, DeclaredToolCatalog
 from sursis.infra.agents.run_deps import PreApprovalPolicy
 from sursis.infra.db.encryption_state import EncryptionState
-from sursis.infra.db.listener import PgEventListener
-from sursis.infra.db.uow import SqlUnitOfWorkFactory
-from sursis.infra.notifier import LocalRunNotifier
 from sursis.infra.policy.reviewer import ReviewerLoop
 from sursis.infra.runner import AgentRunner
 from sursis.infra.telemetry import Telemetry
@@ -64,20 +56,13 @@ log = structlog.get_logger("sursis.http")
 
 
 @dataclass(kw_only=True)
-class Container:
-    """What the contexts offer, by name (grouped by the wiring function that offers them): the
-    routes are given these attributes (`sursis.app.routes.provide`), `Service` wraps the whole."""
+class Container(StorageParts):
+    """The storage (the parts `wire_storage` offers, inherited: the container starts and closes
+    them) and what the other contexts offer, by name, grouped by the wiring function that offers
+    them. The routes are given these attributes (`sursis.app.routes.provide`); `Service` wraps the
+    whole."""
 
     settings: Settings
-    # storage (wire_storage)
-    uow: SqlUnitOfWorkFactory
-    notifier: LocalRunNotifier
-    listener: PgEventListener | None
-    credentials: CredentialCache | None
-    keys: KeyService
-    audit: AuditService
-    audit_chain: AuditChainService
-    retention: RetentionService
     # telemetry (wire_telemetry)
     telemetry: Telemetry
     owns_telemetry: bool

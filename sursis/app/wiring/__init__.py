@@ -1,7 +1,8 @@
 """The composition root's parts: each context of the service wires itself in one function of its own
 module (`wire_storage`, `wire_agents`, ...) from the settings and what the contexts before it handed
-back, and returns a frozen `...Parts` of what it offers. `sursis.app.container.build_container`
-calls them in order; the fields of the parts become the container's attributes of the same names.
+back, and returns a `...Parts` of what it offers (frozen, but for the storage the container is built
+on). `sursis.app.container.build_container` calls them in order; the fields of the parts become the
+container's attributes of the same names.
 
 A field marked `inner` is handed to the contexts wired after it but is not an attribute of the
 container (the policy point the runner asks, the default model).

@@ -35,8 +35,10 @@ from sursis.infra.pg_notify import PostgresRunNotifier
 log = structlog.get_logger("sursis.audit")
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class StorageParts:
+    """What `wire_storage` offers; the container is built on it (`Container` inherits these)."""
+
     uow: SqlUnitOfWorkFactory
     notifier: LocalRunNotifier
     """In-process wake-ups; on PostgreSQL also NOTIFY/LISTEN between processes."""
