@@ -20,7 +20,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 REVIEWER_PREFIX = "reviewer:"
 """The actor of a reviewer's verdicts and approvals: `reviewer:<model>`, never a key's id."""
@@ -104,6 +104,15 @@ class ReviewOutcome(StrEnum):
     @property
     def settled(self) -> bool:
         return self not in (ReviewOutcome.QUEUED, ReviewOutcome.REVIEWING)
+
+
+class ReviewResult(NamedTuple):
+    """How a review settled: its outcome, the reason (the model's, or why there is no verdict) and
+    the model's tokens."""
+
+    outcome: ReviewOutcome
+    reason: str
+    tokens: int = 0
 
 
 class ReviewEffect(StrEnum):

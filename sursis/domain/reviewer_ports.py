@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Protocol
 
-from sursis.domain.reviewer import Review, ReviewEffect, ReviewOutcome
+from sursis.domain.reviewer import Review, ReviewEffect, ReviewResult
 
 
 class ReviewRepository(Protocol):
@@ -28,14 +28,7 @@ class ReviewRepository(Protocol):
         """The workspace's reviewer calls claimed since `minute_start`, tokens used since `day_start`."""
         ...
 
-    async def settle(
-        self,
-        correlation_id: uuid.UUID,
-        outcome: ReviewOutcome,
-        reason: str | None,
-        tokens: int,
-        now: datetime,
-    ) -> bool:
+    async def settle(self, correlation_id: uuid.UUID, result: ReviewResult, now: datetime) -> bool:
         """Record the verdict (or why there is none) of a review not settled yet."""
         ...
 

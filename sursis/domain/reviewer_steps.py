@@ -26,6 +26,7 @@ from sursis.domain.reviewer import (
     ReviewerSpec,
     ReviewOutcome,
     ReviewRequest,
+    ReviewResult,
 )
 from sursis.domain.tools import PendingKind
 
@@ -75,15 +76,14 @@ async def record_verdict(
     uow: UnitOfWork,
     call: PendingCall,
     review: Review,
-    outcome: ReviewOutcome,
-    reason: str | None,
-    tokens: int,
+    result: ReviewResult,
     now: datetime,
 ) -> bool:
     """Settle the review with its outcome: the `pending.reviewed` audit row (naming the model, the
     question and the policy version) and event, in the caller's transaction. False: settled already."""
-    if not await uow.reviews.settle(call.correlation_id, outcome, reason, tokens, now):
+    if not await uow.reviews.settle(call.correlation_id, result, now):
         return False
+    outcome, reason, tokens = result
     details: dict[str, Any] = {
         "model": review.model,
         "question": review.question,
@@ -115,9 +115,7 @@ async def record_verdict(
     return True
 
 
-async def ask_reviewer(
-    model: ReviewerModel, spec: ReviewerSpec, request: ReviewRequest
-) -> tuple[ReviewOutcome, str, int]:
+async def ask_reviewer(model: ReviewerModel, spec: ReviewerSpec, request: ReviewRequest) -> ReviewResult:
     """The model's verdict within the spec's timeout. An error or a timeout is an outcome of its own
     (the call is left to people); its reason names only the kind of failure, never the message (it
     may hold a URL or a key)."""
@@ -125,10 +123,14 @@ async def ask_reviewer(
         async with asyncio.timeout(spec.timeout_seconds):
             answer = await model.review(spec, request)
     except TimeoutError:
-        return ReviewOutcome.TIMEOUT, f"no verdict within {spec.timeout_seconds:g} s: left to people", 0
+        return ReviewResult(
+            ReviewOutcome.TIMEOUT, f"no verdict within {spec.timeout_seconds:g} s: left to people"
+        )
     except Exception as exc:  # any failure of a model leaves the call to people, and says so
-        return ReviewOutcome.ERROR, f"the reviewer failed ({type(exc).__name__}): left to people", 0
-    return ReviewOutcome(answer.verdict.value), answer.reason, answer.tokens
+        return ReviewResult(
+            ReviewOutcome.ERROR, f"the reviewer failed ({type(exc).__name__}): left to people"
+        )
+    return ReviewResult(ReviewOutcome(answer.verdict.value), answer.reason, answer.tokens)
 
 
 async def with_reviews(uow: UnitOfWork, calls: list[PendingCall]) -> list[PendingCall]:

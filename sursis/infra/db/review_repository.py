@@ -9,7 +9,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from sursis.domain.reviewer import Review, ReviewEffect, ReviewOutcome
+from sursis.domain.reviewer import Review, ReviewEffect, ReviewOutcome, ReviewResult
 from sursis.infra.db.held import flush_held
 from sursis.infra.db.repositories.base import SqlRepository, rowcount
 from sursis.infra.db.review_tables import pending_reviews
@@ -102,14 +102,8 @@ class SqlReviewRepository(SqlRepository):
         ).one()
         return int(row[0]), int(row[1])
 
-    async def settle(
-        self,
-        correlation_id: uuid.UUID,
-        outcome: ReviewOutcome,
-        reason: str | None,
-        tokens: int,
-        now: datetime,
-    ) -> bool:
+    async def settle(self, correlation_id: uuid.UUID, result: ReviewResult, now: datetime) -> bool:
+        outcome, reason, tokens = result
         values = REVIEWS.seal(
             self._cipher,
             {"outcome": outcome.value, "reason": reason, "tokens": tokens, "decided_at": now},

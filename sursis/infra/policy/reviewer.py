@@ -41,6 +41,7 @@ from sursis.domain.reviewer import (
     ReviewerSpec,
     ReviewOutcome,
     ReviewRequest,
+    ReviewResult,
     parse_answer,
     review_prompt,
 )
@@ -158,9 +159,8 @@ class ReviewerLoop:
             for review in stuck:
                 call = await uow.pending.get(review.correlation_id)
                 reason = "the review stopped before a verdict (the process ended): left to people"
-                if call is not None and await record_verdict(
-                    uow, call, review, ReviewOutcome.INTERRUPTED, reason, 0, now
-                ):
+                result = ReviewResult(ReviewOutcome.INTERRUPTED, reason)
+                if call is not None and await record_verdict(uow, call, review, result, now):
                     await uow.reviews.set_effect(review.correlation_id, ReviewEffect.LEFT_TO_PEOPLE)
             await uow.commit()
 
@@ -170,10 +170,11 @@ class ReviewerLoop:
         if isinstance(claimed, ReviewOutcome) or claimed is None:
             return claimed
         call, spec, request = claimed
-        outcome, reason, tokens = await ask_reviewer(self._model, spec, request)
+        result = await ask_reviewer(self._model, spec, request)
+        outcome, reason, _ = result
         now = self._clock()
         async with self._uow() as uow:
-            settled = await record_verdict(uow, call, review, outcome, reason, tokens, now)
+            settled = await record_verdict(uow, call, review, result, now)
             if settled and outcome is not ReviewOutcome.NO:
                 await uow.reviews.set_effect(call.correlation_id, ReviewEffect.LEFT_TO_PEOPLE)
             await uow.commit()
@@ -227,7 +228,7 @@ class ReviewerLoop:
         why: str,
         now: datetime,
     ) -> ReviewOutcome | None:
-        if not await record_verdict(uow, call, review, outcome, why, 0, now):
+        if not await record_verdict(uow, call, review, ReviewResult(outcome, why), now):
             return None
         await uow.reviews.set_effect(call.correlation_id, ReviewEffect.LEFT_TO_PEOPLE)
         await uow.commit()
