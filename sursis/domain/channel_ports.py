@@ -14,6 +14,7 @@ from typing import Protocol
 from sursis.domain.channel_records import (
     ChannelBinding,
     Digest,
+    DigestEnd,
     DigestItem,
     DigestItemKind,
     SlackAddress,
@@ -88,15 +89,7 @@ class ChannelRepository(Protocol):
         """The newest `limit` items of `kind` a binding's other digests listed (earlier windows)."""
         ...
 
-    async def finish_digest(
-        self,
-        digest_id: uuid.UUID,
-        status: str,
-        now: datetime,
-        *,
-        error: str | None = None,
-        retry_at: datetime | None = None,
-    ) -> None:
+    async def finish_digest(self, digest_id: uuid.UUID, end: DigestEnd, now: datetime) -> None:
         """`sent`, `failed`, or back to `pending` until `retry_at` (a send refused before any of it
         was accepted)."""
         ...

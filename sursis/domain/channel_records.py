@@ -132,5 +132,15 @@ class Digest:
     items: tuple[DigestItem, ...]
 
 
+@dataclass(frozen=True, slots=True)
+class DigestEnd:
+    """How one attempt to send a digest ended: `sent`, `failed` (for good), or back to `pending`
+    until `retry_at` (a send refused before any of it was accepted); `error` says why."""
+
+    status: str
+    error: str | None = None
+    retry_at: datetime | None = None
+
+
 SLACK_TOPIC = "channel:slack"
 """Outbox rows for Slack (`channel:slack`): a post to a thread, an approval, an update, a notice."""

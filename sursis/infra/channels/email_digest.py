@@ -24,7 +24,7 @@ import aiosmtplib
 import structlog
 
 from sursis.domain.audit import actor_names
-from sursis.domain.channel_records import Digest, DigestItem, DigestItemKind
+from sursis.domain.channel_records import Digest, DigestEnd, DigestItem, DigestItemKind
 from sursis.domain.ports import UnitOfWork, UnitOfWorkFactory
 from sursis.domain.records import PendingCall
 from sursis.infra.faults import crash_point
@@ -191,12 +191,12 @@ class DigestSender:
         now = self._clock()
         async with self._uow() as uow:
             if error is None:
-                await uow.channels.finish_digest(digest.id, "sent", now)
+                end = DigestEnd("sent")
             elif digest.attempts >= self._max_attempts:
-                await uow.channels.finish_digest(digest.id, "failed", now, error=error)
+                end = DigestEnd("failed", error)
             else:
-                retry_at = now + self._backoff(digest.attempts)
-                await uow.channels.finish_digest(digest.id, "pending", now, error=error, retry_at=retry_at)
+                end = DigestEnd("pending", error, retry_at=now + self._backoff(digest.attempts))
+            await uow.channels.finish_digest(digest.id, end, now)
             await uow.commit()
         log.info("digest.attempt", digest_id=str(digest.id), items=len(digest.items), error=error)
         return 1 if error is None else 0

@@ -14,6 +14,7 @@ from sursis.domain.channel_records import (
     BindingKind,
     ChannelBinding,
     Digest,
+    DigestEnd,
     DigestItem,
     DigestItemKind,
     SlackAddress,
@@ -364,17 +365,13 @@ class SqlChannelRepository(SqlRepository):
         )
         return [_item(row, self._cipher) for row in rows]
 
-    async def finish_digest(
-        self,
-        digest_id: uuid.UUID,
-        status: str,
-        now: datetime,
-        *,
-        error: str | None = None,
-        retry_at: datetime | None = None,
-    ) -> None:
-        values: dict[str, Any] = {"status": status, "last_error": error, "next_attempt_at": retry_at}
-        if status == "sent":
+    async def finish_digest(self, digest_id: uuid.UUID, end: DigestEnd, now: datetime) -> None:
+        values: dict[str, Any] = {
+            "status": end.status,
+            "last_error": end.error,
+            "next_attempt_at": end.retry_at,
+        }
+        if end.status == "sent":
             values["sent_at"] = now
         await self._session.execute(
             ch.email_digests.update().where(ch.email_digests.c.id == digest_id).values(**values)
