@@ -8,7 +8,7 @@ not import each other: this module stands above both.
 from __future__ import annotations
 
 from sursis.domain.channels.fanout import CHANNEL_EVENT_TYPES, fan_out
-from sursis.domain.event_records import StoredEvent
+from sursis.domain.event_records import Outgoing, StoredEvent
 from sursis.domain.events import WEBHOOK_EVENT_TYPES, WEBHOOK_TOPIC_PREFIX
 from sursis.domain.ports import UnitOfWork
 
@@ -31,10 +31,8 @@ async def deliver(uow: UnitOfWork, event: StoredEvent) -> None:
     if bindings:
         await fan_out(uow, event, bindings)
     for hook in hooks:
+        payload = {"webhook_id": str(hook.id), "event": event.envelope()}
+        topic = WEBHOOK_TOPIC_PREFIX + event.type
         await uow.outbox.enqueue(
-            event.workspace,
-            WEBHOOK_TOPIC_PREFIX + event.type,
-            {"webhook_id": str(hook.id), "event": event.envelope()},
-            event.created_at,
-            conversation_id=event.conversation_id,
+            Outgoing(event.workspace, topic, payload, event.conversation_id), event.created_at
         )

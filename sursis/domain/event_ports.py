@@ -7,7 +7,7 @@ import uuid
 from datetime import datetime
 from typing import Any, Protocol
 
-from sursis.domain.event_records import OutboxItem, StoredEvent, Webhook
+from sursis.domain.event_records import OutboxItem, Outgoing, StoredEvent, Webhook
 
 
 class EventRepository(Protocol):
@@ -50,17 +50,8 @@ class WebhookRepository(Protocol):
 class OutboxRepository(Protocol):
     """Notifications waiting to leave the service; written in the transaction that caused them."""
 
-    async def enqueue(
-        self,
-        workspace: str,
-        topic: str,
-        payload: dict[str, Any],
-        now: datetime,
-        *,
-        conversation_id: uuid.UUID | None = None,
-    ) -> int:
-        """A delivery; `conversation_id` names the conversation it is about (retention purges it
-        with the conversation)."""
+    async def enqueue(self, item: Outgoing, now: datetime) -> int:
+        """A delivery, due now; its id."""
         ...
 
     async def claim_due(

@@ -45,6 +45,17 @@ class Webhook:
 
 
 @dataclass(frozen=True, slots=True)
+class Outgoing:
+    """A notification to queue in the outbox: its topic (`webhook:<type>`, `channel:slack`) and
+    payload, and the conversation it is about (retention purges it with the conversation)."""
+
+    workspace: str
+    topic: str
+    payload: dict[str, Any]
+    conversation_id: uuid.UUID | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class OutboxItem:
     """One claimed outbox row on its way out."""
 

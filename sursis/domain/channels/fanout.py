@@ -21,7 +21,7 @@ from sursis.domain.channel_records import (
     DigestItemKind,
     SlackAddress,
 )
-from sursis.domain.event_records import StoredEvent
+from sursis.domain.event_records import Outgoing, StoredEvent
 
 if TYPE_CHECKING:
     from sursis.domain.ports import UnitOfWork
@@ -76,13 +76,8 @@ async def enqueue_slack_notice(
 ) -> None:
     """An outbox row for the Slack deliverer: `envelope` (an event's JSON form) posted to `binding`
     (with the deliverer's `flags`, e.g. `escalation.OPENS_THREAD`)."""
-    await uow.outbox.enqueue(
-        binding.workspace,
-        SLACK_TOPIC,
-        {"binding_id": str(binding.id), "event": envelope, **flags},
-        now,
-        conversation_id=binding.conversation_id,
-    )
+    payload = {"binding_id": str(binding.id), "event": envelope, **flags}
+    await uow.outbox.enqueue(Outgoing(binding.workspace, SLACK_TOPIC, payload, binding.conversation_id), now)
 
 
 async def _open_thread(uow: UnitOfWork, channel: ChannelBinding, event: StoredEvent) -> ChannelBinding:

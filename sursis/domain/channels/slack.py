@@ -23,6 +23,7 @@ from sursis.domain.channel_records import (
     SlackAddress,
 )
 from sursis.domain.errors import Conflict, Forbidden, NotFound, RunActive, Stale, ValidationFailed
+from sursis.domain.event_records import Outgoing
 from sursis.domain.pending_calls import PendingCallService, Resolution
 from sursis.domain.ports import UnitOfWork, UnitOfWorkFactory
 from sursis.domain.records import Conversation, PendingCall, Principal
@@ -113,7 +114,7 @@ async def queue_slack_notice(
             "ephemeral_user": ephemeral_user,
         }
     }
-    await uow.outbox.enqueue(workspace, SLACK_TOPIC, payload, now)
+    await uow.outbox.enqueue(Outgoing(workspace, SLACK_TOPIC, payload), now)
 
 
 class SlackInbound:

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import uuid
 from datetime import datetime
-from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from sursis.domain.event_records import OutboxItem
+from sursis.domain.event_records import OutboxItem, Outgoing
 from sursis.infra.db import tables as t
 from sursis.infra.db.repositories.base import session_cipher
 from sursis.infra.db.sealing import DEAD_LETTERS, OUTBOX
@@ -25,15 +23,8 @@ class SqlOutboxRepository:
         self._session = session
         self._cipher = session_cipher(session)
 
-    async def enqueue(
-        self,
-        workspace: str,
-        topic: str,
-        payload: dict[str, Any],
-        now: datetime,
-        *,
-        conversation_id: uuid.UUID | None = None,
-    ) -> int:
+    async def enqueue(self, item: Outgoing, now: datetime) -> int:
+        workspace, topic = item.workspace, item.topic
         outbox_id = await self._session.scalar(
             t.outbox.insert()
             .values(
@@ -42,7 +33,7 @@ class SqlOutboxRepository:
                 payload=OUTBOX.seal_value(
                     self._cipher,
                     "payload",
-                    payload,
+                    item.payload,
                     {"workspace": workspace, "topic": topic, "created_at": now},
                 ),
                 status=PENDING,
@@ -52,7 +43,7 @@ class SqlOutboxRepository:
                 created_at=now,
                 updated_at=now,
                 next_attempt_at=now,
-                conversation_id=conversation_id,
+                conversation_id=item.conversation_id,
             )
             .returning(t.outbox.c.id)
         )
