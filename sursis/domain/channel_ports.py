@@ -19,6 +19,7 @@ from sursis.domain.channel_records import (
     DigestItemKind,
     SlackAddress,
     SlackIdentity,
+    SlackPost,
 )
 
 
@@ -55,15 +56,7 @@ class ChannelRepository(Protocol):
         """Record an Events API `event_id`; False when it was recorded before (a retry or a replay)."""
         ...
 
-    async def record_slack_post(
-        self,
-        delivery_id: int,
-        binding_id: uuid.UUID,
-        channel_id: str,
-        ts: str,
-        correlation_id: uuid.UUID | None,
-        now: datetime,
-    ) -> None: ...
+    async def record_slack_post(self, delivery_id: int, post: SlackPost, now: datetime) -> None: ...
 
     async def slack_post_ts(self, delivery_id: int) -> str | None:
         """The `ts` of what delivery `delivery_id` posted, if it was recorded as posted."""

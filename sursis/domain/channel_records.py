@@ -47,6 +47,18 @@ class SlackAddress:
 
 
 @dataclass(frozen=True, slots=True)
+class SlackPost:
+    """What a delivery posted, recorded with it: where, its `ts`, the call it asks about, and
+    whether it opened the binding's thread."""
+
+    binding_id: uuid.UUID
+    channel_id: str
+    ts: str
+    correlation_id: uuid.UUID | None = None
+    opens_thread: bool = False
+
+
+@dataclass(frozen=True, slots=True)
 class ChannelBinding:
     """One address a conversation (or, for email, a whole workspace) is delivered to."""
 

@@ -14,7 +14,6 @@ import math
 import uuid
 from collections import defaultdict
 from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -24,7 +23,7 @@ from slack_sdk.errors import SlackApiError, SlackClientError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from sursis.domain.audit import actor_names
-from sursis.domain.channel_records import SLACK_TOPIC, ChannelBinding
+from sursis.domain.channel_records import SLACK_TOPIC, ChannelBinding, SlackPost
 from sursis.domain.channels.escalation import OPENS_THREAD
 from sursis.domain.event_records import OutboxItem
 from sursis.domain.ports import UnitOfWork, UnitOfWorkFactory
@@ -37,18 +36,6 @@ log = structlog.get_logger("sursis.channels.slack")
 
 class ThreadNotStarted(Exception):
     """A notice for a thread whose opening message has not gone out yet: retried after it."""
-
-
-@dataclass(frozen=True, slots=True)
-class Posted:
-    """What a delivery posted, recorded with it: where, its `ts`, the call it asks about, and
-    whether it opened the binding's thread."""
-
-    binding_id: uuid.UUID
-    channel_id: str
-    ts: str
-    correlation_id: uuid.UUID | None = None
-    opens_thread: bool = False
 
 
 class SlackDeliverer:
@@ -119,9 +106,7 @@ class SlackDeliverer:
         async with self._uow() as uow:
             if error is None:
                 if posted is not None:
-                    await uow.channels.record_slack_post(
-                        item.id, posted.binding_id, posted.channel_id, posted.ts, posted.correlation_id, now
-                    )
+                    await uow.channels.record_slack_post(item.id, posted, now)
                     if posted.opens_thread:
                         await uow.channels.start_thread(posted.binding_id, posted.ts)
                 await uow.outbox.mark_delivered(item.id, now)
@@ -137,7 +122,7 @@ class SlackDeliverer:
             await uow.commit()
         log.info("slack.attempt", outbox_id=item.id, attempt=item.attempts, ok=error is None, error=error)
 
-    async def _send(self, item: OutboxItem) -> Posted | None:
+    async def _send(self, item: OutboxItem) -> SlackPost | None:
         """Send one row; what was posted, to be recorded."""
         notice = item.payload.get("notice")
         if isinstance(notice, dict):
@@ -155,13 +140,13 @@ class SlackDeliverer:
                     return None
                 text = msg.conversation_started(data, self._inbox_url)
                 ts = await self._post(item, binding, text)
-                return Posted(binding.id, channel, ts, opens_thread=True)
+                return SlackPost(binding.id, channel, ts, opens_thread=True)
             case "pending.created" | "pending.reviewed" if data.get("kind") == "approval":
                 correlation_id = uuid.UUID(str(data["correlation_id"]))
                 text = await self._approval_as_it_stands(data, correlation_id)
                 ts = await self._post(item, binding, text)
                 # An escalation's post opens the thread of the channel it reached.
-                return Posted(
+                return SlackPost(
                     binding.id, channel, ts, correlation_id, opens_thread=binding.slack.thread_ts is None
                 )
             case "pending.created":
@@ -181,7 +166,7 @@ class SlackDeliverer:
             case _:
                 return None
         ts = await self._post(item, binding, text)
-        return Posted(binding.id, channel, ts)
+        return SlackPost(binding.id, channel, ts)
 
     async def _binding_and_event(
         self, item: OutboxItem

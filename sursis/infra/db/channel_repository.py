@@ -19,6 +19,7 @@ from sursis.domain.channel_records import (
     DigestItemKind,
     SlackAddress,
     SlackIdentity,
+    SlackPost,
 )
 from sursis.domain.encryption import Cipher
 from sursis.infra.db import channel_tables as ch
@@ -221,22 +222,14 @@ class SqlChannelRepository(SqlRepository):
         )
         return rowcount(result) == 1
 
-    async def record_slack_post(
-        self,
-        delivery_id: int,
-        binding_id: uuid.UUID,
-        channel_id: str,
-        ts: str,
-        correlation_id: uuid.UUID | None,
-        now: datetime,
-    ) -> None:
+    async def record_slack_post(self, delivery_id: int, post: SlackPost, now: datetime) -> None:
         await self._session.execute(
             ch.slack_posts.insert().values(
                 delivery_id=delivery_id,
-                binding_id=binding_id,
-                channel_id=channel_id,
-                ts=ts,
-                correlation_id=correlation_id,
+                binding_id=post.binding_id,
+                channel_id=post.channel_id,
+                ts=post.ts,
+                correlation_id=post.correlation_id,
                 posted_at=now,
             )
         )
