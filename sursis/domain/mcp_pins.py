@@ -55,19 +55,8 @@ class PinCheck:
 
 
 class McpPinStore(Protocol):
-    """The pins in storage (`sursis.infra.db.mcp_pins`)."""
-
-    async def check(
-        self,
-        agent: str,
-        tool: str,
-        server: str,
-        digest: str,
-        description: Mapping[str, Any],
-        now: datetime,
-    ) -> PinCheck:
-        """Pin a tool seen for the first time; record a description other than the accepted one."""
-        ...
+    """The pins in storage as admins list and accept them (`sursis.infra.db.mcp_pins`, which also
+    checks each description a process sees against its pin: `SqlMcpPinStore.check`)."""
 
     async def pins(self, *, changed_only: bool) -> list[McpPin]: ...
 

@@ -21,8 +21,8 @@ from sursis.domain.tools import Executor, ToolSpec
 from sursis.infra.agents.models import model_label
 
 if TYPE_CHECKING:
-    from sursis.domain.mcp_pins import McpPinStore
     from sursis.infra.agents.mcp_tools import McpTools
+    from sursis.infra.db.mcp_pins import SqlMcpPinStore
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,7 +179,7 @@ class DeclaredToolCatalog:
         """The conversational agents with their tools, for the catalog (`GET /v1/agents`)."""
         return [_describe(self._agents[name]) for name in self.agent_names()]
 
-    def use_pins(self, pins: McpPinStore) -> None:
+    def use_pins(self, pins: SqlMcpPinStore) -> None:
         """Pin what the MCP servers say about their tools in `pins` (the database)."""
         for definition in self._agents.values():
             if definition.mcp is not None:

@@ -38,7 +38,6 @@ from pydantic_ai.toolsets import AbstractToolset
 
 from sursis.domain.clock import utcnow
 from sursis.domain.errors import ToolDeclarationError
-from sursis.domain.mcp_pins import McpPinStore
 from sursis.domain.policy_decisions import PolicyDecision
 from sursis.domain.tools import Category, Executor, ToolSpec
 from sursis.infra.agents.call_marks import OUTCOME_UNKNOWN
@@ -67,6 +66,7 @@ from sursis.infra.agents.run_deps import run_deps
 
 if TYPE_CHECKING:
     from sursis.infra.agents.tool_options import ToolOptions
+    from sursis.infra.db.mcp_pins import SqlMcpPinStore
 
 __all__ = [
     "DISPATCHED",
@@ -91,7 +91,7 @@ class McpTools:
     agent: str
     servers: Sequence[McpServer]
     options: Mapping[str, ToolOptions] = field(default_factory=dict)
-    pins: McpPinStore | None = None
+    pins: SqlMcpPinStore | None = None
     """Where descriptions are pinned (set by the composition root); without it, in this process."""
     _tools: dict[str, McpTool] = field(default_factory=dict)
     _connections: dict[str, McpConnection] = field(default_factory=dict)

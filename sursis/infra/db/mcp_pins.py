@@ -41,6 +41,7 @@ class SqlMcpPinStore:
         description: Mapping[str, Any],
         now: datetime,
     ) -> PinCheck:
+        """Pin a tool seen for the first time; record a description other than the accepted one."""
         key = sa.and_(_p.agent == agent, _p.tool == tool)
         row = await self._row(key)
         if row is None:
