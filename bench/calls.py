@@ -76,8 +76,10 @@ class Side(Protocol):
 def package_of(filename: str, function: str) -> str:
     """The package a profiled function belongs to; C functions by the module cProfile names."""
     if filename == "~":  # a built-in: "<built-in method ...>" / "<method 'x' of 'y' objects>"
+        # By the module that qualifies it ("re.Pattern", "_asyncio.Task"), never by the method's own
+        # name: "<method 'remove' of 'set' objects>" is no call of `re`, nor a dict's 'copy' of `copy`.
         for name in PACKAGES:
-            if f"{name}." in function or f"'{name}" in function:
+            if f"{name}." in function:
                 return name
         return "builtins (C)"
     parts = Path(filename).parts

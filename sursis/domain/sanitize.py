@@ -23,6 +23,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from functools import lru_cache
 from typing import Any
 
 MASK = "***"
@@ -108,8 +109,12 @@ _DATE = re.compile(
 )
 
 
+@lru_cache(maxsize=4096)
 def is_secret_key(key: str) -> bool:
-    """True when a key (`password`, `X-Api-Key`, `accessToken`, `client_secret`...) names a secret."""
+    """True when a key (`password`, `X-Api-Key`, `accessToken`, `client_secret`...) names a secret.
+
+    Decided once per key: summaries and log fields reuse a few dozen names, each asked about on
+    every call that carries it."""
     words = [w.lower() for w in _WORDS.findall(key)]
     joined = "".join(words)
     if any(fragment in joined for fragment in _SECRET_FRAGMENTS):

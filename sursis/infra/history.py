@@ -11,10 +11,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from pydantic import TypeAdapter
-from pydantic_ai.capabilities import AbstractCapability
 from pydantic_ai.messages import ModelMessage, ModelRequest, ToolReturnPart, UserPromptPart
-from pydantic_ai.models import ModelRequestContext
-from pydantic_ai.tools import RunContext
 
 from sursis.domain.ports import MessageRepository
 from sursis.domain.records import StoredMessage
@@ -167,18 +164,3 @@ def shown_to_model(
         if changed:
             shown[index] = replace(message, parts=parts)
     return shown
-
-
-class ContextRetentionView(AbstractCapability[Any]):
-    """Applies the tools' context retention to every model request of a run (the first one of a
-    segment and those after each batch of tool results alike), in the request only: the run's
-    messages, and so what is stored, keep the results."""
-
-    def __init__(self, retention: Mapping[str, ContextRetention]) -> None:
-        self._retention = dict(retention)
-
-    async def before_model_request(
-        self, ctx: RunContext[Any], request_context: ModelRequestContext
-    ) -> ModelRequestContext:
-        request_context.messages = shown_to_model(request_context.messages, self._retention)
-        return request_context

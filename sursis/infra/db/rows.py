@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 from enum import Enum
+from functools import lru_cache
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import sqlalchemy as sa
@@ -19,10 +20,9 @@ def row_values(record: Any, table: sa.Table, *, omit: tuple[str, ...] = (), **st
     as its value), leaving out `omit` (columns the database fills); `stored` gives the fields
     kept in another form (a JSON document, a nested record) and columns the record lacks."""
     values: dict[str, Any] = {}
-    for field in dataclasses.fields(record):
-        if field.name in table.c and field.name not in omit:
-            value = getattr(record, field.name)
-            values[field.name] = value.value if isinstance(value, Enum) else value
+    for name in _stored_fields(record.__class__, table, omit):
+        value = getattr(record, name)
+        values[name] = value.value if isinstance(value, Enum) else value
     values.update(stored)
     return values
 
@@ -31,6 +31,20 @@ def record_from_row(cls: type[T], row: Any, **stored: Any) -> T:
     """The record of class `cls` a row holds: each field from the column of its name; `stored`
     gives the fields kept in another form (a JSON document, an enum's value, a nested record)."""
     mapping = row._mapping
-    values = {f.name: mapping[f.name] for f in dataclasses.fields(cls) if f.name in mapping and f.init}
+    values = {name: mapping[name] for name in _init_fields(cls) if name in mapping}
     values.update(stored)
     return cls(**values)
+
+
+# A record class's fields, and which of them a table has columns for, do not change while the
+# process runs: worked out once per class (and table), not on every row.
+
+
+@lru_cache(maxsize=256)
+def _stored_fields(cls: type[Any], table: sa.Table, omit: tuple[str, ...]) -> tuple[str, ...]:
+    return tuple(f.name for f in dataclasses.fields(cls) if f.name in table.c and f.name not in omit)
+
+
+@lru_cache(maxsize=256)
+def _init_fields(cls: type[Any]) -> tuple[str, ...]:
+    return tuple(f.name for f in dataclasses.fields(cls) if f.init)

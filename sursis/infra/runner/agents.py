@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -10,20 +10,20 @@ from typing import Any
 import structlog
 from pydantic_ai import Agent
 from pydantic_ai.agent import AbstractAgent, WrapperAgent
-from pydantic_ai.capabilities import AbstractCapability, NativeTool
-from pydantic_ai.models import Model
+from pydantic_ai.capabilities import AbstractCapability
+from pydantic_ai.models import Model, ModelRequestContext
 from pydantic_ai.models.function import FunctionModel
 from pydantic_ai.models.wrapper import WrapperModel
-from pydantic_ai.native_tools import SUPPORTED_NATIVE_TOOLS
-from pydantic_ai.tools import DeferredToolRequests
+from pydantic_ai.native_tools import SUPPORTED_NATIVE_TOOLS, AbstractNativeTool
+from pydantic_ai.tools import DeferredToolRequests, RunContext
 
-from sursis.domain.tools import Category, Executor
+from sursis.domain.tools import Category, ContextRetention, Executor
 from sursis.infra.agents.adopted_output import deferring, with_deferred
 from sursis.infra.agents.agent_deps import DepsFactory
 from sursis.infra.agents.declarations import AgentDefinition, DeclaredProviderTool
 from sursis.infra.agents.observed import ObservedTools
 from sursis.infra.agents.run_deps import RunDeps
-from sursis.infra.history import ContextRetentionView
+from sursis.infra.history import shown_to_model
 from sursis.infra.telemetry import Telemetry
 
 log = structlog.get_logger("sursis.runner")
@@ -105,18 +105,57 @@ def serve_agent(definition: AgentDefinition, model: Model, telemetry: Telemetry 
 
 
 def _capabilities(
-    definition: AgentDefinition, telemetry: Telemetry | None, *, raw_results: bool = False
+    definition: AgentDefinition,
+    telemetry: Telemetry | None,
+    *,
+    raw_results: bool = False,
+    native: Sequence[AbstractNativeTool] = (),
+    retention: Mapping[str, ContextRetention] | None = None,
 ) -> list[AbstractCapability[RunDeps]]:
+    """pydantic-ai's instrumentation, then Sursis's own part as one capability: pydantic-ai copies
+    the run context for each capability at each hook of every step (about 950 Python calls a turn
+    for a capability that does nothing), so the tool wrapper, the provider tools and the context
+    retention are not three capabilities but one."""
     telemetry = telemetry or Telemetry.disabled()
-    observed = ObservedTools(
+    observed = _AgentTools(
         {d.spec.name: d.spec for d in definition.tools},
         telemetry.metrics,
         discovered=definition.mcp,
         raw_results=raw_results,
         once=at_most_once_tools(definition),
+        native=native,
+        retention=retention or {},
     )
     instrumentation = telemetry.agent_instrumentation()
     return [observed] if instrumentation is None else [instrumentation, observed]
+
+
+class _AgentTools(ObservedTools):
+    """`ObservedTools` with a declared agent's provider tools (pydantic-ai's `NativeTool` would be
+    a capability each) and its tools' context retention, applied to every model request of a run
+    (the first one of a segment and those after each batch of tool results alike), in the request
+    only: the run's messages, and so what is stored, keep the results."""
+
+    def __init__(
+        self,
+        *args: Any,
+        native: Sequence[AbstractNativeTool],
+        retention: Mapping[str, ContextRetention],
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(*args, **kwargs)
+        self.native = tuple(native)
+        self.retention = dict(retention)
+
+    def get_native_tools(self) -> Sequence[AbstractNativeTool]:
+        return self.native
+
+    async def before_model_request(
+        self, ctx: RunContext[RunDeps], request_context: ModelRequestContext
+    ) -> ModelRequestContext:
+        if self.retention:
+            request_context.messages = shown_to_model(request_context.messages, self.retention)
+        return request_context
 
 
 def at_most_once_tools(definition: AgentDefinition) -> frozenset[str]:
@@ -136,11 +175,12 @@ def build_agent(
     definition: AgentDefinition, model: Model, telemetry: Telemetry | None = None
 ) -> Agent[RunDeps, str | DeferredToolRequests]:
     """The pydantic-ai agent of a definition: its tools behind `ObservedTools`, traced by pydantic-ai."""
-    capabilities = _capabilities(definition, telemetry)
-    capabilities += [NativeTool(p.native) for p in supported_provider_tools(definition, model)]
-    retention = {d.spec.name: d.spec.context for d in definition.tools if d.spec.context is not None}
-    if retention:
-        capabilities.append(ContextRetentionView(retention))
+    capabilities = _capabilities(
+        definition,
+        telemetry,
+        native=[p.native for p in supported_provider_tools(definition, model)],
+        retention={d.spec.name: d.spec.context for d in definition.tools if d.spec.context is not None},
+    )
     return Agent(
         model,
         name=definition.name,
