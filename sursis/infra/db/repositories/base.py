@@ -27,6 +27,13 @@ class SqlRepository:
     def _insert(self, table: sa.Table) -> Any:
         return dialect_insert(table, postgres=self._postgres)
 
+    async def _fetch(self, statement: Any, params: dict[str, Any]) -> list[Any]:
+        """The rows of a statement built once that every turn sends: on PostgreSQL executed on the
+        driver (`driver_statements`), on SQLite by SQLAlchemy. (`_count`: the rows it changed.)"""
+        if self._postgres:
+            return await fetch_rows(self._session, statement, params)
+        return list((await self._session.execute(statement, params)).all())
+
 
 class HeldSqlRepository(SqlRepository):
     """A repository over tables whose writes may be held to the commit (`held`): it writes what the
@@ -41,15 +48,10 @@ class HeldSqlRepository(SqlRepository):
         return await self._session.scalar(statement, params)
 
     async def _rows(self, statement: Any, params: dict[str, Any]) -> list[Any]:
-        """The rows of a statement built once that every turn sends: on PostgreSQL executed on the
-        driver (`driver_statements`), on SQLite by SQLAlchemy."""
         await flush_held(self._session)
-        if self._postgres:
-            return await fetch_rows(self._session, statement, params)
-        return list((await self._session.execute(statement, params)).all())
+        return await self._fetch(statement, params)
 
     async def _count(self, statement: Any, params: dict[str, Any]) -> int:
-        """The rows changed by a statement built once that every turn sends (as `_rows`)."""
         await flush_held(self._session)
         if self._postgres:
             return await count_rows(self._session, statement, params)

@@ -132,8 +132,8 @@ class SqlRunRepository(HeldSqlRepository):
 
     async def lease(self, run_id: uuid.UUID, owner: str, now: datetime, lease_until: datetime) -> Run | None:
         params = {"b_run_id": run_id, "b_owner": owner, "b_lease_until": lease_until, "b_now": now}
-        row = (await self._execute(LEASE, params)).first()
-        return _run_from_row(row, self._cipher) if row else None
+        rows = await self._rows(LEASE, params)
+        return _run_from_row(rows[0], self._cipher) if rows else None
 
     async def renew_lease(self, run_id: uuid.UUID, owner: str, lease_until: datetime) -> bool:
         result = await self._execute(
