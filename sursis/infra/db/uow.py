@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import uuid
 from collections.abc import Callable, Set
 from types import TracebackType
@@ -35,6 +36,30 @@ from sursis.infra.db.repositories.audit_chain import SqlAuditChainRepository
 from sursis.infra.db.retention_repository import SqlRetentionRepository
 from sursis.infra.db.review_repository import SqlReviewRepository
 from sursis.infra.db.sessions import pinned_sessions
+
+REPOSITORIES = (
+    "conversations",
+    "messages",
+    "runs",
+    "pending",
+    "tool_calls",
+    "audit",
+    "ops",
+    "events",
+    "webhooks",
+    "outbox",
+    "api_keys",
+    "authorizations",
+    "customer",
+    "delegations",
+    "channels",
+    "audit_chain",
+    "retention",
+    "policies",
+    "approvers",
+    "reviews",
+)
+"""The unit of work's repositories, each made at its first use."""
 
 EventsListener = Callable[[Set[uuid.UUID]], None]
 """Told, after a commit, which conversations got new events (in-process wake-ups)."""
@@ -72,27 +97,91 @@ class SqlUnitOfWork:
 
     async def __aenter__(self) -> Self:
         self.session = self._sessions()
-        self.conversations = SqlConversationRepository(self.session)
-        self.messages = SqlMessageRepository(self.session)
-        self.runs = SqlRunRepository(self.session)
-        self.pending = SqlPendingCallRepository(self.session)
-        self.tool_calls = SqlToolCallRepository(self.session)
-        self.audit = SqlAuditRepository(self.session)
-        self.ops = SqlOpsRepository(self.session)
-        self.events = SqlEventRepository(self.session)
-        self.webhooks = SqlWebhookRepository(self.session)
-        self.outbox = SqlOutboxRepository(self.session)
-        self.api_keys = SqlApiKeyRepository(self.session)
-        self.authorizations = SqlAuthorizationRepository(self.session)
-        self.customer = SqlWorkspaceRepository(self.session)
-        self.delegations = SqlDelegationRepository(self.session)
-        self.channels = SqlChannelRepository(self.session)
-        self.audit_chain = SqlAuditChainRepository(self.session)
-        self.retention = SqlRetentionRepository(self.session)
-        self.policies = SqlPolicyRepository(self.session)
-        self.approvers = SqlApproverRepository(self.session)
-        self.reviews = SqlReviewRepository(self.session)
+        for name in REPOSITORIES:  # a unit of work entered again starts with repositories of its new session
+            self.__dict__.pop(name, None)
         return self
+
+    # Each repository is made at its first use in the unit of work: most units of work use two or
+    # three of them (docs/performance.md, eighth pass).
+    @functools.cached_property
+    def conversations(self) -> SqlConversationRepository:
+        return SqlConversationRepository(self.session)
+
+    @functools.cached_property
+    def messages(self) -> SqlMessageRepository:
+        return SqlMessageRepository(self.session)
+
+    @functools.cached_property
+    def runs(self) -> SqlRunRepository:
+        return SqlRunRepository(self.session)
+
+    @functools.cached_property
+    def pending(self) -> SqlPendingCallRepository:
+        return SqlPendingCallRepository(self.session)
+
+    @functools.cached_property
+    def tool_calls(self) -> SqlToolCallRepository:
+        return SqlToolCallRepository(self.session)
+
+    @functools.cached_property
+    def audit(self) -> SqlAuditRepository:
+        return SqlAuditRepository(self.session)
+
+    @functools.cached_property
+    def ops(self) -> SqlOpsRepository:
+        return SqlOpsRepository(self.session)
+
+    @functools.cached_property
+    def events(self) -> SqlEventRepository:
+        return SqlEventRepository(self.session)
+
+    @functools.cached_property
+    def webhooks(self) -> SqlWebhookRepository:
+        return SqlWebhookRepository(self.session)
+
+    @functools.cached_property
+    def outbox(self) -> SqlOutboxRepository:
+        return SqlOutboxRepository(self.session)
+
+    @functools.cached_property
+    def api_keys(self) -> SqlApiKeyRepository:
+        return SqlApiKeyRepository(self.session)
+
+    @functools.cached_property
+    def authorizations(self) -> SqlAuthorizationRepository:
+        return SqlAuthorizationRepository(self.session)
+
+    @functools.cached_property
+    def customer(self) -> SqlWorkspaceRepository:
+        return SqlWorkspaceRepository(self.session)
+
+    @functools.cached_property
+    def delegations(self) -> SqlDelegationRepository:
+        return SqlDelegationRepository(self.session)
+
+    @functools.cached_property
+    def channels(self) -> SqlChannelRepository:
+        return SqlChannelRepository(self.session)
+
+    @functools.cached_property
+    def audit_chain(self) -> SqlAuditChainRepository:
+        return SqlAuditChainRepository(self.session)
+
+    @functools.cached_property
+    def retention(self) -> SqlRetentionRepository:
+        return SqlRetentionRepository(self.session)
+
+    @functools.cached_property
+    def policies(self) -> SqlPolicyRepository:
+        return SqlPolicyRepository(self.session)
+
+    @functools.cached_property
+    def approvers(self) -> SqlApproverRepository:
+        return SqlApproverRepository(self.session)
+
+    @functools.cached_property
+    def reviews(self) -> SqlReviewRepository:
+        return SqlReviewRepository(self.session)
 
     async def __aexit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None

@@ -10,6 +10,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from sursis.domain.encryption import Cipher
+from sursis.infra.db.driver_statements import count_rows, fetch_rows
 from sursis.infra.db.held import flush_held
 from sursis.infra.encryption import PLAINTEXT
 
@@ -26,6 +27,13 @@ class SqlRepository:
     def _insert(self, table: sa.Table) -> Any:
         return dialect_insert(table, postgres=self._postgres)
 
+    async def _fetch(self, statement: Any, params: dict[str, Any]) -> list[Any]:
+        """The rows of a statement built once that every turn sends: on PostgreSQL executed on the
+        driver (`driver_statements`), on SQLite by SQLAlchemy. (`_count`: the rows it changed.)"""
+        if self._postgres:
+            return await fetch_rows(self._session, statement, params)
+        return list((await self._session.execute(statement, params)).all())
+
 
 class HeldSqlRepository(SqlRepository):
     """A repository over tables whose writes may be held to the commit (`held`): it writes what the
@@ -38,6 +46,16 @@ class HeldSqlRepository(SqlRepository):
     async def _scalar(self, statement: Any, params: Any = None) -> Any:
         await flush_held(self._session)
         return await self._session.scalar(statement, params)
+
+    async def _rows(self, statement: Any, params: dict[str, Any]) -> list[Any]:
+        await flush_held(self._session)
+        return await self._fetch(statement, params)
+
+    async def _count(self, statement: Any, params: dict[str, Any]) -> int:
+        await flush_held(self._session)
+        if self._postgres:
+            return await count_rows(self._session, statement, params)
+        return rowcount(await self._session.execute(statement, params))
 
 
 def session_cipher(session: AsyncSession) -> Cipher:

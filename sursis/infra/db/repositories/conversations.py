@@ -12,7 +12,7 @@ from sursis.domain.records import (
 )
 from sursis.infra.db import tables as t
 from sursis.infra.db.held import HeldUpdate, hold, holds
-from sursis.infra.db.repositories.base import HeldSqlRepository, rowcount
+from sursis.infra.db.repositories.base import HeldSqlRepository
 from sursis.infra.db.retention_tables import purged_conversations
 from sursis.infra.db.rows import row_values
 
@@ -52,8 +52,8 @@ class SqlConversationRepository(HeldSqlRepository):
         await self._execute(_INSERT, row_values(conversation, t.conversations))
 
     async def get(self, conversation_id: uuid.UUID) -> Conversation | None:
-        row = (await self._execute(_GET, {"conversation_id": conversation_id})).first()
-        return Conversation(**row._mapping) if row else None
+        rows = await self._rows(_GET, {"conversation_id": conversation_id})
+        return Conversation(**rows[0]._mapping) if rows else None
 
     async def forks(self, conversation_id: uuid.UUID) -> list[Conversation]:
         query = sa.select(t.conversations).where(_c.forked_from_id == conversation_id)
@@ -67,7 +67,7 @@ class SqlConversationRepository(HeldSqlRepository):
 
     async def claim_active_run(self, conversation_id: uuid.UUID, run_id: uuid.UUID, now: datetime) -> bool:
         params = {"b_conversation_id": conversation_id, "b_run_id": run_id, "b_now": now}
-        return rowcount(await self._execute(_CLAIM_ACTIVE_RUN, params)) == 1
+        return await self._count(_CLAIM_ACTIVE_RUN, params) == 1
 
     async def release_active_run(self, conversation_id: uuid.UUID, run_id: uuid.UUID, now: datetime) -> None:
         if holds(self._session):

@@ -71,7 +71,5 @@ class SqlMessageRepository(SqlRepository):
         kept = take_read_ahead(self._session, conversation_id, after_seq)
         if kept is not None:
             return [StoredMessage(**MESSAGES.open(self._cipher, OpenedRow(row))) for row in kept]
-        rows = await self._session.execute(
-            _READ, {"conversation_id": conversation_id, "after_seq": after_seq}
-        )
+        rows = await self._fetch(_READ, {"conversation_id": conversation_id, "after_seq": after_seq})
         return [StoredMessage(**MESSAGES.open(self._cipher, row)) for row in rows]

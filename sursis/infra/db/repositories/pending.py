@@ -129,8 +129,8 @@ class SqlPendingCallRepository(HeldSqlRepository):
                 await self._session.execute(ap.pending_routes.insert(), route_row(route))
 
     async def get(self, correlation_id: uuid.UUID) -> PendingCall | None:
-        row = (await self._execute(_GET, {"correlation_id": correlation_id})).first()
-        return _pending_from_row(row, self._cipher) if row else None
+        rows = await self._rows(_GET, {"correlation_id": correlation_id})
+        return _pending_from_row(rows[0], self._cipher) if rows else None
 
     async def search(
         self,
@@ -186,7 +186,7 @@ class SqlPendingCallRepository(HeldSqlRepository):
         if not self._postgres:
             found = await self.by_tool_call_ids(conversation_id, ids)
             return found, await SqlToolCallRepository(self._session).for_ids(conversation_id, ids)
-        rows = await self._execute(_WITH_OUTCOMES, {"conversation_id": conversation_id, "ids": list(ids)})
+        rows = await self._rows(_WITH_OUTCOMES, {"conversation_id": conversation_id, "ids": list(ids)})
         calls: dict[uuid.UUID, PendingCall] = {}
         outcomes: dict[str, ToolCallRecord] = {}
         for row in rows:
@@ -243,7 +243,7 @@ class SqlPendingCallRepository(HeldSqlRepository):
             "b_now": now,
         }
         if self._postgres:
-            decided, status = (await self._execute(_DECIDE, params)).one()
+            [(decided, status)] = await self._rows(_DECIDE, params)
             return None if decided == 0 else status == RunStatus.QUEUED.value
         if rowcount(await self._execute(_TRANSITION[True], params)) != 1:
             return None

@@ -77,8 +77,8 @@ class SqlRunRepository(HeldSqlRepository):
             await self._session.execute(INSERT, row)
 
     async def get(self, run_id: uuid.UUID) -> Run | None:
-        row = (await self._execute(GET, {"b_run_id": run_id})).first()
-        return _run_from_row(row, self._cipher) if row else None
+        rows = await self._rows(GET, {"b_run_id": run_id})
+        return _run_from_row(rows[0], self._cipher) if rows else None
 
     async def transition(
         self,
@@ -112,10 +112,10 @@ class SqlRunRepository(HeldSqlRepository):
     ) -> Run | None:
         params: dict[str, Any] = {"b_owner": owner, "b_lease_until": lease_until, "b_now": now}
         if log_from is None or not self._postgres:
-            row = (await self._execute(CLAIM[self._postgres], params)).first()
-            return _run_from_row(row, self._cipher) if row else None
+            claimed = await self._rows(CLAIM[self._postgres], params)
+            return _run_from_row(claimed[0], self._cipher) if claimed else None
         params["b_log_from"] = json.dumps({str(k): v for k, v in log_from.items()})
-        rows = (await self._execute(CLAIM_WITH_LOG, params)).all()
+        rows = await self._rows(CLAIM_WITH_LOG, params)
         if not rows:
             return None
         run = _run_from_row(rows[0], self._cipher)
@@ -132,8 +132,8 @@ class SqlRunRepository(HeldSqlRepository):
 
     async def lease(self, run_id: uuid.UUID, owner: str, now: datetime, lease_until: datetime) -> Run | None:
         params = {"b_run_id": run_id, "b_owner": owner, "b_lease_until": lease_until, "b_now": now}
-        row = (await self._execute(LEASE, params)).first()
-        return _run_from_row(row, self._cipher) if row else None
+        rows = await self._rows(LEASE, params)
+        return _run_from_row(rows[0], self._cipher) if rows else None
 
     async def renew_lease(self, run_id: uuid.UUID, owner: str, lease_until: datetime) -> bool:
         result = await self._execute(

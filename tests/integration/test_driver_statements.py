@@ -1,0 +1,64 @@
+"""A statement executed on the driver (`driver_statements`) behaves as SQLAlchemy's execution of it:
+in the session's transaction, whichever of the two sends the first statement, with SQLAlchemy's
+errors, and a lost connection invalidated."""
+
+from __future__ import annotations
+
+import pytest
+import sqlalchemy as sa
+from sqlalchemy.ext.asyncio import async_sessionmaker
+
+from sursis.infra.db.driver_statements import fetch_rows
+from sursis.infra.db.engine import create_engine
+from sursis.infra.db.held import UnitSession
+
+XID = sa.text("SELECT txid_current() AS xid, pg_backend_pid() AS pid")
+DIVIDED = sa.text("SELECT 1 / CAST(:zero AS integer)")
+
+
+async def test_a_driver_statement_runs_in_the_sessions_transaction(pg_migrated: str) -> None:
+    engine = create_engine(pg_migrated, pool_size=1)
+    sessions = async_sessionmaker(engine, sync_session_class=UnitSession)
+    try:
+        async with sessions() as session:  # the driver's first: it sends the BEGIN
+            [first] = await fetch_rows(session, XID, {})
+            assert first._mapping == {"xid": first[0], "pid": first[1]}
+            again = (await session.execute(XID)).one()
+            assert (again.xid, again.pid) == (first[0], first[1])
+            await session.rollback()
+        async with sessions() as session:  # SQLAlchemy's first
+            before = (await session.execute(XID)).one()
+            [after] = await fetch_rows(session, XID, {})
+            assert (after[0], after[1]) == (before.xid, before.pid)
+            assert after[0] != first[0]
+    finally:
+        await engine.dispose()
+
+
+async def test_a_driver_statement_raises_sqlalchemys_errors(pg_migrated: str) -> None:
+    engine = create_engine(pg_migrated, pool_size=1)
+    admin = create_engine(pg_migrated)
+    sessions = async_sessionmaker(engine, sync_session_class=UnitSession)
+    try:
+        async with sessions() as session:
+            with pytest.raises(sa.exc.DBAPIError) as by_sqlalchemy:
+                await session.execute(DIVIDED, {"zero": 0})
+        async with sessions() as session:
+            with pytest.raises(sa.exc.DBAPIError) as by_driver:
+                await fetch_rows(session, DIVIDED, {"zero": 0})
+        assert type(by_driver.value) is type(by_sqlalchemy.value)
+        assert type(by_driver.value.orig) is type(by_sqlalchemy.value.orig)
+        assert str(by_driver.value.orig) == str(by_sqlalchemy.value.orig) == "division by zero"
+        async with sessions() as session:
+            [row] = await fetch_rows(session, XID, {})
+            async with admin.connect() as conn:
+                await conn.execute(sa.text("SELECT pg_terminate_backend(:pid)"), {"pid": row[1]})
+            with pytest.raises(sa.exc.DBAPIError) as lost:
+                await fetch_rows(session, XID, {})
+            assert lost.value.connection_invalidated
+        async with sessions() as session:  # the pool gives a new connection
+            [row] = await fetch_rows(session, XID, {})
+            assert row[0] > 0
+    finally:
+        await admin.dispose()
+        await engine.dispose()
