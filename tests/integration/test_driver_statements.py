@@ -8,9 +8,13 @@ import pytest
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import async_sessionmaker
 
+from sursis import AgentDefinition, Category, DeclaredTool, Service, ToolSpec
+from sursis.infra.db import driver_statements, event_repositories
 from sursis.infra.db.driver_statements import fetch_rows
 from sursis.infra.db.engine import create_engine
 from sursis.infra.db.held import UnitSession
+from sursis.infra.db.repositories import base
+from sursis.testing import ScriptedModel, resolve_and_settle, settle
 
 XID = sa.text("SELECT txid_current() AS xid, pg_backend_pid() AS pid")
 DIVIDED = sa.text("SELECT 1 / CAST(:zero AS integer)")
@@ -62,3 +66,33 @@ async def test_a_driver_statement_raises_sqlalchemys_errors(pg_migrated: str) ->
     finally:
         await admin.dispose()
         await engine.dispose()
+
+
+def test_the_installed_sqlalchemy_has_what_the_driver_path_uses() -> None:
+    assert driver_statements.AVAILABLE
+
+
+async def write(target: str) -> dict[str, str]:
+    """Write something."""
+    return {"written": target}
+
+
+@pytest.mark.parametrize("on_driver", [True, False], ids=["driver", "sqlalchemy"])
+async def test_an_approval_turn_is_the_same_with_and_without_the_driver_path(
+    pg_migrated: str, on_driver: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Where the installed SQLAlchemy lacks what the driver path uses, every statement goes through
+    SQLAlchemy's execution, and a turn is the same."""
+    monkeypatch.setattr(base, "AVAILABLE", on_driver)
+    monkeypatch.setattr(event_repositories, "AVAILABLE", on_driver)
+    tool = DeclaredTool.declare(write, ToolSpec("write", category=Category.MUTATE, effect="Write {target}"))
+    agents = [AgentDefinition("writer", "Write what you are told.", (tool,))]
+    model = ScriptedModel().calls(("write", {"target": "b"})).text("done")
+    async with Service.open(pg_migrated, agents=agents, model=model.model) as svc:
+        conversation = await svc.start_conversation("writer", workspace="team")
+        run = await svc.send(conversation.id, "write b")
+        view = await settle(svc, run.id)
+        [call] = view.pending
+        assert (view.run.status, call.args) == ("suspended", {"target": "b"})
+        view = await resolve_and_settle(svc, call, "approve")
+        assert (view.run.status, view.run.output) == ("completed", "done")

@@ -20,6 +20,10 @@ the driver connection of the session's connection, keeping everything SQLAlchemy
 - the same listeners: `before_cursor_execute` is told of the statement (the statement counters);
 - the same errors: a driver's error is handled by the connection (translated as SQLAlchemy raises
   it, a lost connection invalidated, `handle_error` listeners run, `engine.drop_standby_connections`).
+
+It reaches into SQLAlchemy's asyncpg adapter (its transaction start, its prepared-statement cache,
+its error translation). `AVAILABLE` says whether the installed SQLAlchemy has those parts; where it
+does not, every statement goes through SQLAlchemy's execution, as on SQLite.
 """
 
 from __future__ import annotations
@@ -33,6 +37,21 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
 from sqlalchemy.sql.compiler import SQLCompiler
 
 Processor = Callable[[Any], Any]
+
+
+def _available() -> bool:
+    try:
+        from sqlalchemy.dialects.postgresql.asyncpg import AsyncAdapt_asyncpg_connection as adapter
+    except ImportError:  # pragma: no cover - asyncpg is a dependency
+        return False
+    needed = ("_start_transaction", "_prepare", "_handle_exception")
+    return all(callable(getattr(adapter, n, None)) for n in needed) and callable(
+        getattr(Connection, "_handle_dbapi_exception", None)
+    )
+
+
+AVAILABLE = _available()
+"""Whether the installed SQLAlchemy's asyncpg adapter has what the driver path uses."""
 
 
 class DriverRow(tuple[Any, ...]):

@@ -20,7 +20,7 @@ from sursis.domain.events import PENDING_EVENT_TYPES, EventType
 from sursis.domain.states import RunStatus
 from sursis.infra.db import channel_tables as ch
 from sursis.infra.db import tables as t
-from sursis.infra.db.driver_statements import fetch_rows
+from sursis.infra.db.driver_statements import AVAILABLE, fetch_rows
 from sursis.infra.db.held import (
     Guard,
     GuardFailed,
@@ -238,7 +238,9 @@ class SqlEventRepository:
             statement = held_write(inserts, with_events, None, (), alone)
         else:
             statement = held_write(inserts, with_events, guard_statement(guard, True), guard.types, alone)
-        return await fetch_rows(self._session, statement, params)
+        if AVAILABLE:  # this write is PostgreSQL's
+            return await fetch_rows(self._session, statement, params)
+        return list((await self._session.execute(statement, params)).all())
 
     async def _any_delivered(self, events: Sequence[StoredEvent]) -> bool:
         for event in events:

@@ -10,7 +10,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from sursis.domain.encryption import Cipher
-from sursis.infra.db.driver_statements import count_rows, fetch_rows
+from sursis.infra.db.driver_statements import AVAILABLE, count_rows, fetch_rows
 from sursis.infra.db.held import flush_held
 from sursis.infra.encryption import PLAINTEXT
 
@@ -24,13 +24,17 @@ class SqlRepository:
     def _postgres(self) -> bool:
         return self._session.get_bind().dialect.name == "postgresql"
 
+    @property
+    def _on_driver(self) -> bool:
+        return AVAILABLE and self._postgres
+
     def _insert(self, table: sa.Table) -> Any:
         return dialect_insert(table, postgres=self._postgres)
 
     async def _fetch(self, statement: Any, params: dict[str, Any]) -> list[Any]:
         """The rows of a statement built once that every turn sends: on PostgreSQL executed on the
         driver (`driver_statements`), on SQLite by SQLAlchemy. (`_count`: the rows it changed.)"""
-        if self._postgres:
+        if self._on_driver:
             return await fetch_rows(self._session, statement, params)
         return list((await self._session.execute(statement, params)).all())
 
@@ -53,7 +57,7 @@ class HeldSqlRepository(SqlRepository):
 
     async def _count(self, statement: Any, params: dict[str, Any]) -> int:
         await flush_held(self._session)
-        if self._postgres:
+        if self._on_driver:
             return await count_rows(self._session, statement, params)
         return rowcount(await self._session.execute(statement, params))
 
