@@ -3,7 +3,8 @@
 Starts one `sursis serve --no-worker` and two `sursis worker` processes against a scratch
 database, posts N events at once with a `system` key (a mix of the three types; every fourth a
 configuration change that changes nothing, which starts no conversation; one in ten re-sent under
-the same id), waits for every run they queued to settle and counts from the database.
+the same id), waits for every run they queued to settle and counts from the database. End to end
+is the time from the first post to the moment no run is queued or running (read every 0.5 s).
 
     .venv/bin/python bench/events_burst.py [--events 1000] [--workers 2]
 
@@ -163,11 +164,20 @@ async def main(url: str, events: int, workers: int) -> dict[str, Any]:
             _, base = await processes.serve(worker=False)
             for _ in range(workers):
                 processes.worker(concurrency=4)
+            started = time.perf_counter()
             posted = await post_burst(base, headers, events)
             counts, drained = await wait_settled(url)
+            whole = time.perf_counter() - started
         finally:
             processes.stop_all()
-    return {"workers": workers, **posted, "drain_seconds": round(drained, 1), "counts": counts}
+    return {
+        "workers": workers,
+        **posted,
+        "drain_seconds": round(drained, 1),
+        "end_to_end_seconds": round(whole, 1),
+        "end_to_end_events_per_s": round(events / whole, 1),
+        "counts": counts,
+    }
 
 
 if __name__ == "__main__":
@@ -181,6 +191,10 @@ if __name__ == "__main__":
         f"events burst: {result['posted']} posts ({args.events} events + resends) in {result['seconds']} s "
         f"= {result['events_per_s']} events/s; answers {result['statuses']}; runs drained in "
         f"{result['drain_seconds']} s with {args.workers} workers"
+    )
+    print(
+        f"end to end (first post to every run settled): {args.events} events in "
+        f"{result['end_to_end_seconds']} s = {result['end_to_end_events_per_s']} events/s"
     )
     print(
         f"stored {counts['events']} events, {counts['conversations']} conversations for "
