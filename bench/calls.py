@@ -1,6 +1,6 @@
 """Python function calls per approval turn: a cost figure that does not move with the machine's load.
 
-    .venv/bin/python bench/calls.py [--sides ours bare langgraph] [--json]
+    .venv/bin/python bench/calls.py [--sides ours streamed bare langgraph]
 
 For each side, cProfile counts every function call (Python and C) made by this process during
 `--long` turns and during `--short` turns; calls per turn = (long - short) / (long - short turns), so
@@ -11,12 +11,16 @@ pinned) and all calls.
 
 - `ours`: Sursis's whole durable turn through `sursis.Service` on PostgreSQL (message -> suspended,
   resolve, resolve -> completed), each segment run by `run_once` as a worker runs it; no background
-  loops, so no poll lands in one turn and not another.
+  loops, so no poll lands in one turn and not another. The message is posted with `stream` off:
+  the bench reads only the outcome, as every peer's client does.
+- `streamed`: the same turn with the message posted with `stream` on (the model's text published as
+  it arrives): what a client watching the event stream costs.
 - `bare`: the same turn through a bare pydantic-ai agent (two `agent.run`s with `DeferredToolResults`,
   history in a list, pydantic-ai's instrumentation on, nothing stored): the agent loop's own count.
 - `langgraph`: LangGraph with AsyncPostgresSaver, the whole durable turn (needs the `peers` extra).
 
-The last line is one JSON object with every figure; `tests/kit/test_call_count.py` pins `ours`.
+The last line is one JSON object with every figure; `tests/kit/test_call_count.py` pins `ours` and
+`streamed`.
 """
 
 from __future__ import annotations
@@ -136,6 +140,11 @@ async def make_side(name: str, url: str) -> Side:
 
         await OursSide.prepare(url)
         return OursSide(url, verify=False, hand_off=False)
+    if name == "streamed":
+        from turn_ours import OursSide
+
+        await OursSide.prepare(url)
+        return OursSide(url, verify=False, hand_off=False, stream=True)
     if name == "bare":
         from turn_agent import AgentOnlySide
 
@@ -179,7 +188,7 @@ def table(results: dict[str, dict[str, float]]) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("--sides", nargs="+", default=["ours", "bare", "langgraph"])
+    parser.add_argument("--sides", nargs="+", default=["ours", "streamed", "bare", "langgraph"])
     parser.add_argument("--short", type=int, default=10)
     parser.add_argument("--long", type=int, default=50)
     args = parser.parse_args()

@@ -71,7 +71,8 @@ async def http_turn(
         "POST",
         f"{base}/v1/conversations/{conversation_id}/messages",
         params={"wait": 30},
-        json={"content": content},
+        # The client reads the outcome, not the text as it arrives (as the peers' `runs/wait`).
+        json={"content": content, "stream": False},
     )
     run = posted.json()
     if run["status"] != "suspended":

@@ -56,6 +56,9 @@ class OursSide:
     """Run the worker's loops in this process, as `sursis serve` does: the message's and the
     decision's transactions hand their run to a free slot (no claim transactions), and the turn
     waits for the run to settle. False: no loops, the bench drives each segment with `run_once`."""
+    stream: bool = False
+    """Post the message with `stream` on (text deltas while the model answers). Off by default: the
+    bench reads only each turn's outcome, as the peers' clients do, none of which streams tokens."""
     service: Service | None = None
     counter: DatabaseCounter = field(default_factory=DatabaseCounter)
     last: PhaseCounts = field(default_factory=PhaseCounts)
@@ -117,7 +120,7 @@ class OursSide:
 
     async def suspend_only(self, conversation_id: uuid.UUID) -> uuid.UUID:
         assert self.service is not None
-        run = await self.service.send(conversation_id, GATED_TURN)
+        run = await self.service.send(conversation_id, GATED_TURN, stream=self.stream)
         self._settled = await self._settle(run.id)
         return run.id
 

@@ -172,9 +172,12 @@ class Service:
     async def start_conversation(self, agent: str, *, workspace: str = "default") -> Conversation:
         return await self.container.conversations.create_conversation(self.principal, agent, workspace)
 
-    async def send(self, conversation_id: uuid.UUID | str, content: str) -> Run:
-        """Post a user message; the run it starts is queued (see `run_until_idle`)."""
-        run = await self.container.conversations.post_message(self.principal, _id(conversation_id), content)
+    async def send(self, conversation_id: uuid.UUID | str, content: str, *, stream: bool = True) -> Run:
+        """Post a user message; the run it starts is queued (see `run_until_idle`). `stream=False`:
+        its model is asked for whole responses (no text deltas while they arrive)."""
+        run = await self.container.conversations.post_message(
+            self.principal, _id(conversation_id), content, stream=stream
+        )
         self.last_run_id = run.id
         return run
 

@@ -88,13 +88,14 @@ class AsyncClient:
         """The conversation with its messages and active run."""
         return await self._model(ConversationDetail, "GET", f"/v1/conversations/{conversation_id}")
 
-    async def send(self, conversation_id: Id, content: str, *, wait: float = 0) -> Run:
-        """Post a user message; the run it starts, after waiting up to `wait` seconds for it to settle."""
+    async def send(self, conversation_id: Id, content: str, *, wait: float = 0, stream: bool = True) -> Run:
+        """Post a user message; the run it starts, after waiting up to `wait` seconds for it to settle.
+        `stream=False`: the model is asked for whole responses (no text deltas while they arrive)."""
         return await self._model(
             Run,
             "POST",
             f"/v1/conversations/{conversation_id}/messages",
-            json={"content": content},
+            json={"content": content} if stream else {"content": content, "stream": False},
             params={"wait": wait} if wait else None,
             timeout=self._timeout_for(wait),
         )

@@ -84,10 +84,18 @@ class ConversationService:
             return ConversationDetail(conversation, messages, active, forks)
 
     async def post_message(
-        self, principal: Principal, conversation_id: uuid.UUID, content: str, channel: str = "web"
+        self,
+        principal: Principal,
+        conversation_id: uuid.UUID,
+        content: str,
+        channel: str = "web",
+        *,
+        stream: bool | None = None,
     ) -> Run:
         """Write the user message's run as `queued` (or leased to a free worker slot of this
-        process: `hand_off.py`); the worker turns it into messages."""
+        process: `hand_off.py`); the worker turns it into messages. `stream=False`: its model is
+        asked for whole responses, each one's text published as one delta (None: a `web` run
+        streams, others do not)."""
         check_content(content, self.max_content_chars)
         now = self.clock()
         lease = self.hand_off.reserve() if self.hand_off is not None else None
@@ -103,6 +111,7 @@ class ConversationService:
                     channel,
                     role=principal.role.value,
                     hand_off=None if lease is None or self.hand_off is None else (self.hand_off, lease),
+                    stream=stream,
                 )
                 await uow.commit()
         except BaseException:

@@ -157,6 +157,11 @@ class Run:
     """That principal's role when it posted."""
     output_json: bool = False
     """Whether `output` is a JSON document (`JsonText`) rather than the text of the answer."""
+    stream: bool = True
+    """Whether its segments ask the model for streamed responses and publish the text as
+    `message.delta` events while it arrives; otherwise each response is asked for whole and its text
+    is one delta, stored with the response. By default only `web` runs stream: nobody watches a
+    Slack, email or platform event's run token by token (docs/events.md)."""
 
     def output_value(self) -> Any:
         """The output as the API shows it: the structured output as JSON (an object, an array…), or
@@ -176,8 +181,10 @@ class Run:
         channel: str = "web",
         started_by: str | None = None,
         started_role: str | None = None,
+        stream: bool | None = None,
     ) -> Run:
-        """A new run of one user message, waiting in the queue for a worker."""
+        """A new run of one user message, waiting in the queue for a worker; `stream` None: only
+        a `web` run streams."""
         return cls(
             id=uuid.uuid4(),
             conversation_id=conversation_id,
@@ -199,6 +206,7 @@ class Run:
             channel=channel,
             started_by=started_by,
             started_role=started_role,
+            stream=channel == "web" if stream is None else stream,
         )
 
 

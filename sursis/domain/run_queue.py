@@ -34,12 +34,13 @@ async def queue_or_hand_off(
     channel: str,
     role: str | None = None,
     hand_off: tuple[RunHandOff, SlotLease] | None = None,
+    stream: bool | None = None,
 ) -> tuple[Run, SegmentStartRead | None]:
     """The queued run of `content`, or `RunActive` (nothing written) while another run holds the
     conversation. `actor` (with its `role`) is recorded as the run's starter. With `hand_off` (a
     reserved slot of this process) the run is written leased to that slot, as its claim would leave
     it, with the claim's audit row and event, and what its first segment starts from is read in the
-    same transaction (`hand_off.py`)."""
+    same transaction (`hand_off.py`). `stream` None: the run streams if it came from `web`."""
     run = Run.queued(
         conversation.id,
         conversation.workspace,
@@ -49,6 +50,7 @@ async def queue_or_hand_off(
         channel=channel,
         started_by=actor,
         started_role=role,
+        stream=stream,
     )
     if not await uow.conversations.claim_active_run(conversation.id, run.id, now):
         fresh = await uow.conversations.get(conversation.id)

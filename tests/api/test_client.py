@@ -160,3 +160,19 @@ async def test_a_stream_of_an_unknown_conversation_raises_instead_of_retrying(li
         with pytest.raises(NotFoundError):
             async for _ in client.events(uuid.uuid4()):
                 pass
+
+
+async def test_a_message_sent_without_streaming_gets_its_text_as_one_delta(live: LiveFactory) -> None:
+    async with live(events_delta_interval_seconds=0) as app, client_of(app) as client:
+        conversation = await client.create_conversation("ops")
+        whole = await client.send(conversation.id, "tell me three words", wait=10, stream=False)
+        streamed = await client.send(conversation.id, "tell me three words", wait=10)
+        events = await _until_completed(client.events(conversation.id))
+        events += await _until_completed(client.events(conversation.id, after=events[-1].id))
+    assert (whole.status, streamed.status) == ("completed", "completed")
+    deltas: dict[object, list[str]] = {}
+    for event in events:
+        if event.type == "message.delta":
+            deltas.setdefault(event.data["run_id"], []).append(event.data["text"])
+    assert deltas[str(whole.id)] == [whole.output]
+    assert len(deltas[str(streamed.id)]) == len(str(streamed.output).split()) > 1

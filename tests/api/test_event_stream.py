@@ -149,6 +149,43 @@ async def test_text_streams_as_several_deltas(live: LiveFactory) -> None:
     assert "".join(deltas) == "one two three four five"
 
 
+async def test_a_message_posted_without_streaming_gets_each_text_as_one_delta(live: LiveFactory) -> None:
+    """`"stream": false`: the model is asked for whole responses, in the first segment and in the one
+    an approval resumes; the stream shows the same events, each response's text as one delta (with
+    no coalescing at all, a streamed response would give one delta per word)."""
+    turn = script(
+        [call("list_dlq_events")],
+        [call("replay_dlq_event", event_id="evt_1001", reason="partner endpoint is back")],
+        "the event is replayed now",
+        text="please look at the dead letters",
+    )
+    async with live(events_delta_interval_seconds=0) as app:
+        cid = await create_conversation(app.http)  # type: ignore[arg-type]
+        async with EventStream(app.http, cid) as stream:
+            posted = await app.http.post(
+                f"/v1/conversations/{cid}/messages", json={"content": turn, "stream": False}
+            )
+            assert posted.status_code == 202, posted.text
+            first = await stream.until(is_event("run.status", "suspended"))
+            [pending] = (await get_run(app.http, posted.json()["id"]))["pending"]  # type: ignore[arg-type]
+            decided = await resolve(app.http, pending["correlation_id"], decision="approve")  # type: ignore[arg-type]
+            assert decided.status_code == 200
+            second = await stream.until(is_event("run.completed"))
+        echo = await post_message(app.http, cid, "say it in five words", wait=10)  # type: ignore[arg-type]
+        async with EventStream(app.http, cid, after=second[-1].id) as again:
+            third = await again.until(is_event("run.completed"))
+    assert [e.data["data"]["text"] for e in first if e.event == "message.delta"] == []
+    assert [e.data["data"]["text"] for e in second if e.event == "message.delta"] == [
+        "the event is replayed now"
+    ]
+    assert [e.event for e in second if e.event != "message.delta"][-2:] == ["tool.result", "run.completed"]
+    # The next message is posted with the default: it streams again, word by word.
+    assert echo["status"] == "completed"
+    streamed = [e.data["data"]["text"] for e in third if e.event == "message.delta"]
+    assert len(streamed) == len(echo["output"].split()) > 1
+    assert "".join(streamed) == echo["output"]
+
+
 async def test_idle_stream_gets_heartbeat_comments(live: LiveFactory) -> None:
     async with live(events_heartbeat_seconds=0.2) as app:
         cid = await create_conversation(app.http)  # type: ignore[arg-type]

@@ -1,8 +1,8 @@
 """The cost of an approval turn, counted rather than timed: the Python function calls per turn of
-Sursis's whole durable turn (`make bench-calls`, bench/calls.py) stay within 5 % above the pinned
-figure in bench/calls_pin.json. The count is the same on every machine, so this guards the cost in CI
-without a timing assertion. A change that lowers the count by more than 10 % lowers the pin too, so
-the guard stays tight."""
+Sursis's whole durable turn (`make bench-calls`, bench/calls.py), its message posted with `stream`
+off and on, stay within 5 % above the pinned figures in bench/calls_pin.json. The count is the same
+on every machine, so this guards the cost in CI without a timing assertion. A change that lowers a
+count by more than 10 % lowers its pin too, so the guard stays tight."""
 
 from __future__ import annotations
 
@@ -17,14 +17,15 @@ import sqlalchemy as sa
 from tests.conftest import PG_URL
 
 ROOT = Path(__file__).resolve().parents[2]
-PIN = json.loads((ROOT / "bench" / "calls_pin.json").read_text())["ours"]
+PINS = json.loads((ROOT / "bench" / "calls_pin.json").read_text())
+SIDES = ("ours", "streamed")
 
 
 def test_python_calls_per_approval_turn_stay_within_five_percent_of_the_pin() -> None:
     url = sa.make_url(PG_URL)
     scratch = url.set(database=f"{url.database}_calls").render_as_string(hide_password=False)
     done = subprocess.run(
-        [sys.executable, "bench/calls.py", "--sides", "ours"],
+        [sys.executable, "bench/calls.py", "--sides", *SIDES],
         cwd=ROOT,
         env={**os.environ, "BENCH_PG_URL": scratch},
         capture_output=True,
@@ -33,12 +34,14 @@ def test_python_calls_per_approval_turn_stay_within_five_percent_of_the_pin() ->
         check=False,
     )
     assert done.returncode == 0, done.stderr[-3000:]
-    measured = json.loads(done.stdout.strip().splitlines()[-1])["ours"]
-    assert measured <= PIN * 1.05, (
-        f"an approval turn now makes {measured:,.0f} Python calls, more than 5 % over the pinned "
-        f"{PIN:,}:\n{done.stdout}"
-    )
-    assert measured >= PIN * 0.90, (
-        f"an approval turn now makes {measured:,.0f} Python calls, over 10 % under the pinned {PIN:,}: "
-        "lower the pin in bench/calls_pin.json so that it keeps guarding the new figure"
-    )
+    figures = json.loads(done.stdout.strip().splitlines()[-1])
+    for side in SIDES:
+        measured, pin = figures[side], PINS[side]
+        assert measured <= pin * 1.05, (
+            f"an approval turn ({side}) now makes {measured:,.0f} Python calls, more than 5 % over "
+            f"the pinned {pin:,}:\n{done.stdout}"
+        )
+        assert measured >= pin * 0.90, (
+            f"an approval turn ({side}) now makes {measured:,.0f} Python calls, over 10 % under the "
+            f"pinned {pin:,}: lower the pin in bench/calls_pin.json so that it keeps guarding the new figure"
+        )

@@ -32,6 +32,13 @@ class CreateConversation(Strict):
 
 class PostMessage(Strict):
     content: str = Field(min_length=1)
+    stream: bool = Field(
+        default=True,
+        description="Whether the model's text is published as `message.delta` events while it arrives. "
+        "`false`: the model is asked for each response whole and its text is one delta, stored with "
+        "the response; for a client that reads only the outcome (`?wait=`, `GET /v1/runs/{id}`), it "
+        "saves a streamed request's overhead and the deltas' writes.",
+    )
 
 
 class ForkedFromOut(BaseModel):

@@ -86,6 +86,7 @@ runs = sa.Table(
     sa.Column("input", sa.Text, nullable=False),
     sa.Column("output", sa.Text, nullable=True),
     sa.Column("output_json", sa.Boolean, nullable=False, server_default=sa.false()),
+    sa.Column("stream", sa.Boolean, nullable=False, server_default=sa.true()),
     sa.Column("error", JSON, nullable=True),
     sa.Column("segment", sa.Integer, nullable=False),
     sa.Column("awaiting_count", sa.Integer, nullable=False),

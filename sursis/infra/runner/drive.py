@@ -156,6 +156,7 @@ class AgentRunner(Suspending, Leases, Streaming):
                     **served.iter_options,
                 ) as agent_run:
                     held.agent_run = agent_run
+                    streams = served.streams and run.stream
                     async for node in agent_run:
                         if Agent.is_end_node(node):
                             break
@@ -167,11 +168,12 @@ class AgentRunner(Suspending, Leases, Streaming):
                         if Agent.is_model_request_node(node):
                             # Tool results reach the log with the next response; announce them now.
                             await self._publish_request(run, node.request, announced)
-                            if served.streams:
+                            if streams:
                                 async with node.stream(agent_run.ctx) as stream:
                                     await self._stream_response(run, stream, announced)
-                        elif Agent.is_call_tools_node(node) and not served.streams:
-                            # A model that does not stream: its text arrives as one delta.
+                        elif Agent.is_call_tools_node(node) and not streams:
+                            # Asked for whole (the run does not stream, or its model cannot):
+                            # its text arrives as one delta.
                             await self._deliver_response(run, node.model_response, announced)
                     result = agent_run.result
                     held.usage = run.usage.add(usage_record(agent_run.usage))
