@@ -93,7 +93,7 @@ bench: $(STAMP) ## per-turn cost, resolve p50/p99, throughput, memory over 10,00
 	$(PY) bench/world_memory.py
 	$(PY) bench/memory.py
 
-bench-calls: $(STAMP) ## Python function calls per approval turn (Sursis, the bare pydantic-ai loop, LangGraph), split by package: a count, the same on every machine
+bench-calls: $(STAMP) ## Python function calls per approval turn (Sursis with stream off and on, the bare pydantic-ai loop, LangGraph), split by package: a count, the same on every machine
 	$(PY) -m pip install --quiet -e ".[dev,peers]"
 	$(PY) bench/calls.py
 
