@@ -234,6 +234,23 @@ async def test_users_see_summaries_never_the_full_arguments(
     assert "args" not in problem["pending"][0]
 
 
+async def test_a_mistyped_stream_choice_is_422_and_queues_nothing(client: AsyncTestClient[Any]) -> None:
+    """`stream` is a boolean (read as the API's other booleans are: `true`/`false`, or pydantic's
+    boolean spellings such as `"false"` and `0`): anything else is refused before anything is stored."""
+    cid = await create_conversation(client)
+    for value in ("maybe", "", 2, -1, 0.5, None, [], {"on": True}):
+        response = await client.post(
+            f"/v1/conversations/{cid}/messages", json={"content": "hi", "stream": value}
+        )
+        problem = assert_problem(response, 422, "validation_failed")
+        assert ["stream"] in [e["loc"] for e in problem["errors"]], (value, problem)
+    conversation = (await client.get(f"/v1/conversations/{cid}")).json()
+    assert conversation["messages"] == []
+    assert conversation["active_run_id"] is None
+    accepted = await client.post(f"/v1/conversations/{cid}/messages", json={"content": "hi", "stream": False})
+    assert accepted.status_code == 202, accepted.text
+
+
 async def test_nul_characters_anywhere_in_a_body_are_422_with_field_errors(
     client: AsyncTestClient[Any],
 ) -> None:
