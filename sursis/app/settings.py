@@ -70,7 +70,7 @@ class Settings(BaseSettings):
     max_segment_attempts: int = Field(default=5, ge=1)
     """Consecutive claims of a run without progress before it fails (`segment_attempts_exhausted`)."""
     max_wait_seconds: float = 60.0
-    history_cache_messages: int = Field(default=5_000, ge=0)
+    history_cache_messages: int = Field(default=2_000, ge=0)
     """Decoded messages a worker keeps in memory so a segment reads only the log's new rows; 0: off."""
     history_turns: int = Field(default=20, ge=0)
     """Earlier turns of the conversation the model is shown with the current one; 0: all of them."""

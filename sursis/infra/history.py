@@ -92,10 +92,15 @@ class MessageLogCache:
     decodes just the rows after the cached `last_seq`, whichever process wrote them. Without it a
     segment would read and decode the whole conversation, a cost that grows with every turn.
     Entries are replaced, never changed in place, so concurrent readers cannot corrupt one.
+
+    With `keep_turns` (the window a segment shows the model, plus its own turn), a read returns and
+    the cache keeps only the last `keep_turns` turns of each log: a conversation costs the cache
+    what its window holds, however long it has run. `0` keeps whole logs.
     """
 
-    def __init__(self, max_messages: int = 5_000) -> None:
+    def __init__(self, max_messages: int = 2_000, keep_turns: int = 0) -> None:
         self._max_messages = max_messages
+        self._keep_turns = keep_turns
         self._entries: OrderedDict[uuid.UUID, ConversationLog] = OrderedDict()
         self._size = 0
 
@@ -106,7 +111,7 @@ class MessageLogCache:
             # Not a continuation of what is cached (cannot happen with an append-only log): start over.
             cached = EMPTY
             rows = await messages.read(conversation_id)
-        log = cached.extended(rows)
+        log = cached.extended(rows).window(self._keep_turns)
         self._store(conversation_id, log)
         return log
 

@@ -129,3 +129,24 @@ async def test_history_is_a_new_list_whose_tail_can_be_changed_without_touching_
     again = await cache.read(repository, CONVERSATION)
     assert again.messages[-1].run_id != "changed by the agent"
     assert len(again.messages) == 4
+
+
+async def test_a_cache_that_keeps_turns_holds_only_the_last_ones_and_shows_the_same_window() -> None:
+    repository = FakeMessageRepository()
+    runs = [uuid.uuid4() for _ in range(6)]
+    for name, run_id in zip("abcdef", runs, strict=True):
+        turn(repository, name, run_id)
+    whole = await MessageLogCache(max_messages=0).read(repository, CONVERSATION)
+    kept = MessageLogCache(max_messages=12, keep_turns=3)
+    log = await kept.read(repository, CONVERSATION)
+    assert prompts(log.messages) == ["d", "e", "f"]
+    assert log.last_seq == whole.last_seq == 24
+    for turns in (1, 2, 3):
+        assert log.window(turns) == whole.window(turns)
+    # The whole log (24 messages) is larger than the budget; its last three turns (12) are kept,
+    # so the next read decodes only the new turn's rows.
+    turn(repository, "g", uuid.uuid4())
+    again = await kept.read(repository, CONVERSATION)
+    assert repository.reads[-1] == 24
+    assert prompts(again.messages) == ["e", "f", "g"]
+    assert again.turn_starts == (0, 4, 8)

@@ -55,14 +55,16 @@ class RunnerBase:
         policy: PreApprovalPolicy | None = None,
         telemetry: Telemetry | None = None,
         delta_interval: float = 0.1,
-        history_cache_messages: int = 5_000,
+        history_cache_messages: int = 2_000,
         history_turns: int = 0,
     ) -> None:
         self._uow = uow
         self._telemetry = telemetry or Telemetry.disabled()
         self._metrics = self._telemetry.metrics
         self._delta_interval = delta_interval
-        self._logs = MessageLogCache(history_cache_messages)
+        # A segment shows the model its own turn and `history_turns` before it: the cache keeps those.
+        kept = history_turns + 1 if history_turns else 0
+        self._logs = MessageLogCache(history_cache_messages, keep_turns=kept)
         self._history_turns = history_turns
         self._definitions = dict(definitions)
         self._served = {
