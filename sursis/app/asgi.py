@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from litestar import Litestar
 
+from sursis.app.allocator import return_freed_memory
 from sursis.app.logging import configure_logging
 from sursis.app.main import create_app
 from sursis.app.settings import Settings
@@ -13,4 +14,5 @@ def app_from_environment() -> Litestar:
     """`create_app` over the settings of the environment (each process reads them itself)."""
     settings = Settings()
     configure_logging(settings.log_level, settings.log_json)
+    return_freed_memory()
     return create_app(settings)

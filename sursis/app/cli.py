@@ -11,6 +11,7 @@ import sys
 from collections.abc import Coroutine
 from typing import TYPE_CHECKING, Any
 
+from sursis.app.allocator import return_freed_memory
 from sursis.app.cli_encryption import add_encryption_commands, check_keyring
 from sursis.app.cli_http import api_url, quiet_http_client
 from sursis.app.cli_keys import COMMAND_LINE, add_key_commands, bootstrap_admin_key, with_storage
@@ -85,6 +86,7 @@ def _serve(settings: Settings, args: argparse.Namespace) -> int:
         flush=True,
     )
     print(encryption.describe(), flush=True)
+    return_freed_memory()
     # Event streams never end by themselves: give them a few seconds, then close them on shutdown.
     options: dict[str, Any] = {
         "host": host,
@@ -152,6 +154,7 @@ def _worker(settings: Settings, args: argparse.Namespace) -> int:
         await stop.wait()
         await service.close()
 
+    return_freed_memory()
     run_event_loop(main())
     return 0
 
