@@ -78,6 +78,9 @@ class CompiledStatement:
     results: tuple[tuple[int, Processor], ...] | None = field(default=None)
     """(position, processor) of each column whose type processes it: found at the first execution
     (a processor may depend on the type the server answers)."""
+    row_keys: tuple[str, ...] = ()
+    """The names the rows are read by: `keys`, or the driver's column names, found at the first
+    execution with `results` (the driver's description of a statement is the same every time)."""
 
 
 _COMPILED: dict[int, tuple[Any, CompiledStatement]] = {}
@@ -112,11 +115,14 @@ def compiled_statement(statement: Any, dialect: Dialect) -> CompiledStatement:
 async def fetch_rows(session: AsyncSession, statement: Any, params: Mapping[str, Any]) -> list[DriverRow]:
     """The rows `statement` answers, executed with `params` in the session's transaction (PostgreSQL)."""
     compiled, dialect, prepared, records = await _execute(session, statement, params)
-    attributes = prepared.get_attributes()
-    if compiled.results is None:
-        compiled.results = _result_processors(compiled, dialect, attributes)
-    keys = compiled.keys or tuple(attribute.name for attribute in attributes)
-    return [_row(record, keys, compiled.results) for record in records]
+    results = compiled.results
+    if results is None:
+        # The driver builds its description anew on each call: read once per statement.
+        attributes = prepared.get_attributes()
+        compiled.row_keys = compiled.keys or tuple(attribute.name for attribute in attributes)
+        compiled.results = results = _result_processors(compiled, dialect, attributes)
+    keys = compiled.row_keys
+    return [_row(record, keys, results) for record in records]
 
 
 async def count_rows(session: AsyncSession, statement: Any, params: Mapping[str, Any]) -> int:
