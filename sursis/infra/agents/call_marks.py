@@ -35,6 +35,10 @@ REVIEW = "review"
 pending call shows it with the call's arguments under this key."""
 OUTCOME_UNKNOWN = "outcome_unknown"
 """The key, in `REVIEW`, of the text that tells a person a call may or may not have acted."""
+_FIRST_PAGE = 8
+"""Rows read first: a call's newest mark is almost always among the newest few of its conversation
+(the call was just approved, or dispatched by the segment that died). The row count of a longer
+conversation no longer decides what a resume reads and decrypts."""
 _PAGE = 200
 
 
@@ -44,21 +48,23 @@ async def newest_mark(
     """The action of the newest audit row of the segment's conversation among `actions` that names
     the call, or None when there is none."""
     after_id: int | None = None
+    page = _FIRST_PAGE
     while True:
         query = AuditQuery(
             conversation_id=deps.conversation_id,
             actions=actions,
             after_id=after_id,
-            limit=_PAGE,
+            limit=page,
             newest_first=True,
         )
         rows = await audit.search(deps.workspace, query)
         for row in rows:
             if row.details.get("tool_call_id") == tool_call_id:
                 return row.action
-        if len(rows) < _PAGE:
+        if len(rows) < page:
             return None
         after_id = rows[-1].id
+        page = _PAGE
 
 
 def outcome_unknown(text: str) -> CallDeferred:
