@@ -12,7 +12,10 @@ pinned) and all calls.
 - `ours`: Sursis's whole durable turn through `sursis.Service` on PostgreSQL (message -> suspended,
   resolve, resolve -> completed), each segment run by `run_once` as a worker runs it; no background
   loops, so no poll lands in one turn and not another. The message is posted with `stream` off:
-  the bench reads only the outcome, as every peer's client does.
+  the bench reads only the outcome, as every peer's client does. The agent is the peers' own
+  (`bench_agent.py`: one gated tool that returns a dict).
+- `ops`: the same turn on the built-in `ops` agent, whose `replay_dlq_event` reads the dead letter
+  and writes the outbox in the run's transaction (the turn every bench ran before `bench_ops`).
 - `streamed`: the same turn with the message posted with `stream` on (the model's text published as
   it arrives): what a client watching the event stream costs.
 - `bare`: the same turn through a bare pydantic-ai agent (two `agent.run`s with `DeferredToolResults`,
@@ -145,6 +148,11 @@ async def make_side(name: str, url: str) -> Side:
 
         await OursSide.prepare(url)
         return OursSide(url, verify=False, hand_off=False, stream=True)
+    if name == "ops":
+        from turn_ours import OursSide
+
+        await OursSide.prepare(url)
+        return OursSide(url, verify=False, hand_off=False, agent="ops")
     if name == "bare":
         from turn_agent import AgentOnlySide
 

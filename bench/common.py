@@ -182,6 +182,11 @@ CLUSTER_SETTINGS = {
 """Short leases and polls, warnings only: the settings of the multi-process (durability) runs."""
 
 
+SERVED_AGENTS = "ops,assistant,customer,world,bench.bench_agent:AGENTS"
+"""What the bench's `serve` and `worker` processes serve: the built-in agents and `bench_ops`, the
+approval turn's agent as the peers declare it (`bench_agent.py`)."""
+
+
 @dataclass
 class Processes:
     """Real `sursis serve` / `sursis worker` processes with the service's defaults (plus
@@ -201,6 +206,8 @@ class Processes:
                 "SURSIS_MIGRATE_ON_START": "false",
                 "SURSIS_RATE_LIMIT_PER_MINUTE": "0",
                 "SURSIS_LOG_JSON": "true",
+                # The built-in agents and the peers' approval-turn agent (`bench_agent.py`).
+                "SURSIS_AGENTS": SERVED_AGENTS,
                 **self.settings,
             }
         )

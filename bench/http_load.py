@@ -19,6 +19,7 @@ from pathlib import Path
 
 import httpx
 import sqlalchemy as sa
+from bench_agent import AGENT_NAME as BENCH_AGENT
 from common import (
     GATED_TURN,
     UNAVAILABLE,
@@ -96,7 +97,7 @@ async def http_turn(
 
 
 async def new_conversation(client: httpx.AsyncClient, base: str) -> str:
-    response = await send(client, "POST", f"{base}/v1/conversations", json={"agent": "ops"})
+    response = await send(client, "POST", f"{base}/v1/conversations", json={"agent": BENCH_AGENT})
     conversation_id: str = response.json()["id"]
     return conversation_id
 

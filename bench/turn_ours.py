@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import sqlalchemy as sa
+from bench_agent import AGENT_NAME, AGENTS
 from common import GATED_TURN, DatabaseCounter, ensure_pg_database, fresh_database
 
 import sursis
@@ -56,6 +57,10 @@ class OursSide:
     """Run the worker's loops in this process, as `sursis serve` does: the message's and the
     decision's transactions hand their run to a free slot (no claim transactions), and the turn
     waits for the run to settle. False: no loops, the bench drives each segment with `run_once`."""
+    agent: str = AGENT_NAME
+    """The agent of the turn: `bench_ops` (`bench_agent.py`, the peers' agent and tool, served
+    alone, as a program embedding the service serves its own agent) or a built-in (`ops`: its
+    `replay_dlq_event` reads and writes the outbox in the run's transaction)."""
     stream: bool = False
     """Post the message with `stream` on (text deltas while the model answers). Off by default: the
     bench reads only each turn's outcome, as the peers' clients do, none of which streams tokens."""
@@ -91,6 +96,7 @@ class OursSide:
         self.service = await self._stack.enter_async_context(
             Service.open(
                 self.url,
+                agents=AGENTS if self.agent == AGENT_NAME else None,
                 model="scripted",
                 actor="bench",
                 rate_limit_per_minute=0,
@@ -116,7 +122,7 @@ class OursSide:
 
     async def new_conversation(self) -> uuid.UUID:
         assert self.service is not None
-        return (await self.service.start_conversation("ops", workspace="default")).id
+        return (await self.service.start_conversation(self.agent, workspace="default")).id
 
     async def suspend_only(self, conversation_id: uuid.UUID) -> uuid.UUID:
         assert self.service is not None
