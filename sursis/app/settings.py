@@ -46,7 +46,9 @@ class Settings(BaseSettings):
     host: str = "127.0.0.1"
     port: int = 8000
     run_worker: bool = True
-    worker_concurrency: int = 4
+    worker_concurrency: int | None = Field(default=None, ge=1)
+    """Segments one worker process runs at once (`worker_slots`): by default 10 on PostgreSQL, 4
+    on SQLite (docs/durability.md, "How many segments a worker runs at once")."""
     worker_poll_seconds: float = 1.0
     lease_seconds: float = 30.0
     step_limit: int = 25
@@ -159,6 +161,14 @@ class Settings(BaseSettings):
     smtp_password: SecretStr | None = None
     smtp_from: str = "sursis@localhost"
     smtp_timeout_seconds: float = Field(default=30.0, gt=0)
+
+    @property
+    def worker_slots(self) -> int:
+        """`worker_concurrency`, or its default for the database: a segment mostly waits for its
+        model, so a PostgreSQL worker runs 10 at once; SQLite takes one writer at a time, so 4."""
+        if self.worker_concurrency is not None:
+            return self.worker_concurrency
+        return 4 if self.database_url.startswith("sqlite") else 10
 
     @field_validator("agents", mode="before")
     @classmethod

@@ -60,7 +60,7 @@ def wire_runtime(
         runner,
         storage.notifier,
         clock=utcnow,
-        concurrency=settings.worker_concurrency,
+        concurrency=settings.worker_slots,
         poll_seconds=settings.worker_poll_seconds,
         lease=lease,
         sweep_seconds=settings.sweep_seconds,
