@@ -145,6 +145,23 @@ async def burst_counts(url: str) -> dict[str, int]:
         await engine.dispose()
 
 
+async def runs_not_completed(url: str) -> list[dict[str, Any]]:
+    """The settled runs that did not complete (status and error), so a run lost to a failure is
+    told apart from one still waiting on a person."""
+    engine = engine_for(url)
+    try:
+        async with engine.connect() as conn:
+            rows = await conn.execute(
+                sa.text(
+                    "SELECT agent, status, error FROM runs "
+                    "WHERE status NOT IN ('completed', 'queued', 'running')"
+                )
+            )
+            return [{"agent": agent, "status": status, "error": error} for agent, status, error in rows]
+    finally:
+        await engine.dispose()
+
+
 async def wait_settled(url: str, seconds: float = 600) -> tuple[dict[str, int], float]:
     started = time.perf_counter()
     deadline = started + seconds
@@ -168,6 +185,7 @@ async def main(url: str, events: int, workers: int) -> dict[str, Any]:
             posted = await post_burst(base, headers, events)
             counts, drained = await wait_settled(url)
             whole = time.perf_counter() - started
+            others = await runs_not_completed(url)
         finally:
             processes.stop_all()
     return {
@@ -177,6 +195,7 @@ async def main(url: str, events: int, workers: int) -> dict[str, Any]:
         "end_to_end_seconds": round(whole, 1),
         "end_to_end_events_per_s": round(events / whole, 1),
         "counts": counts,
+        "runs_not_completed": others,
     }
 
 
@@ -201,4 +220,6 @@ if __name__ == "__main__":
         f"{result['worthy']} conversation-worthy events, runs {counts['runs_completed']}/{counts['runs']} "
         f"completed, {counts['runs_unsettled']} unsettled"
     )
-    print(json.dumps(result))
+    for run in result["runs_not_completed"]:
+        print(f"  not completed: {run['agent']} {run['status']} {run['error']}")
+    print(json.dumps(result, default=str))
