@@ -166,9 +166,11 @@ class Settings(BaseSettings):
     def worker_slots(self) -> int:
         """`worker_concurrency`, or its default for the database: a segment mostly waits for its
         model, so a PostgreSQL worker runs 10 at once; SQLite takes one writer at a time, so 4."""
+        from sursis.infra.db.engine import is_sqlite
+
         if self.worker_concurrency is not None:
             return self.worker_concurrency
-        return 4 if self.database_url.startswith("sqlite") else 10
+        return 4 if is_sqlite(self.database_url) else 10
 
     @field_validator("agents", mode="before")
     @classmethod
