@@ -85,6 +85,8 @@ async def ops(
 
 
 async def run_command(client: AsyncTestClient[Any], model: ScriptedModel, command: str) -> dict[str, Any]:
+    """Starts a conversation whose model asks for `command`; answers with the pending call and its run's
+    id (under `run_id`). The scripted model is shared: the next run starts only after this one ended."""
     model.calls(("shell", {"command": command})).text("done")
     conversation = (await client.post("/v1/conversations", json={"agent": "ops-shell"})).json()["id"]
     posted = await client.post(
@@ -94,7 +96,18 @@ async def run_command(client: AsyncTestClient[Any], model: ScriptedModel, comman
     run = posted.json()
     assert run["status"] == "suspended", run
     [pending] = run["pending"]
-    return dict(pending)
+    return dict(pending, run_id=run["id"])
+
+
+async def finished(client: AsyncTestClient[Any], run_id: str) -> dict[str, Any]:
+    """The run once it completed, so that the next run cannot take this one's scripted reply."""
+
+    async def completed() -> dict[str, Any] | None:
+        run: dict[str, Any] = (await client.get(f"/v1/runs/{run_id}", params={"wait": 1})).json()
+        return run if run["status"] == "completed" else None
+
+    found: dict[str, Any] = await eventually(completed, limit=30)
+    return found
 
 
 async def reviewed(client: AsyncTestClient[Any], pending: dict[str, Any]) -> dict[str, Any]:
@@ -117,10 +130,13 @@ async def test_the_shell_example(
     assert stored.status_code == 200, stored.text
     assert stored.json()["rules"][0]["route"]["reviewer"]["model"] == "openai:gpt-4.1-mini"
 
-    read = await reviewed(client, await run_command(client, model, "ls -la /var/log"))
+    asked = await run_command(client, model, "ls -la /var/log")
+    read = await reviewed(client, asked)
     assert (read["status"], read["resolved_by"]) == ("approved", "reviewer:openai:gpt-4.1-mini")
     assert read["review"]["verdict"] == "no" and read["review"]["reason"] == "a read-only command"
     assert read["review"]["question"].startswith("Could this command change anything")
+    assert (await finished(client, asked["run_id"]))["output"] == "done"
+    assert RAN == ["ls -la /var/log"]
 
     write = await reviewed(client, await run_command(client, model, "rm -rf build"))
     assert write["status"] == "awaiting"
