@@ -2,16 +2,20 @@
 after comparisons: run it alternately with two venvs (one with the other checkout's service on its
 path) and compare the JSON lines; CPU time, unlike wall time, barely moves with the machine's load.
 
-    .venv/bin/python bench/cpu_per_turn.py [--turns 100] [--warm 10] [--no-hand-off]
+    .venv/bin/python bench/cpu_per_turn.py [--turns 100] [--warm 10] [--no-hand-off] [--settled-collector]
 
 `--no-hand-off`: no worker loops in the process; each segment is claimed and run by `run_once`
 (the layout of an API process beside worker processes, without their wake-ups).
+`--settled-collector`: settle the garbage collector once the service is open, as `sursis serve` and
+`sursis worker` do (`sursis/app/collector.py`); without it, Python's defaults, as in an app that
+embeds the service. `gc_ms_per_turn` is the CPU spent in collections.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import json
 import os
 import tempfile
@@ -23,26 +27,51 @@ from turn_ours import OursSide, log_to_file
 DEFAULT_PG_URL = "postgresql+asyncpg://postgres@127.0.0.1:5432/bench"
 
 
+class CollectorTime:
+    """A `gc.callbacks` entry: the process CPU time spent in collections, and their count by
+    generation."""
+
+    def __init__(self) -> None:
+        self.seconds = 0.0
+        self.collections = [0, 0, 0]
+        self._started = 0.0
+
+    def __call__(self, phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            self._started = time.process_time()
+        else:
+            self.seconds += time.process_time() - self._started
+            self.collections[info["generation"]] += 1
+
+
 async def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--turns", type=int, default=100)
     parser.add_argument("--warm", type=int, default=10)
     parser.add_argument("--no-hand-off", dest="hand_off", action="store_false")
+    parser.add_argument("--settled-collector", action="store_true")
     args = parser.parse_args()
     log_to_file(Path(tempfile.mkdtemp(prefix="sursis-cpu-")) / "service.log")
     url = os.environ.get("BENCH_PG_URL", DEFAULT_PG_URL)
     await OursSide.prepare(url)
     side = OursSide(url, verify=False, hand_off=args.hand_off)
     await side.open()
+    if args.settled_collector:
+        from sursis.app.collector import settle_collector
+
+        settle_collector()
+    collecting = CollectorTime()
     try:
         conversation = await side.new_conversation()
         for _ in range(args.warm):
             await side.turn(conversation)
         statements = side.statements()
+        gc.callbacks.append(collecting)
         cpu, wall = time.process_time(), time.perf_counter()
         for _ in range(args.turns):
             await side.turn(conversation)
         cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
+        gc.callbacks.remove(collecting)
         statements = side.statements() - statements
     finally:
         await side.close()
@@ -54,6 +83,9 @@ async def main() -> None:
                 "statements_per_turn": round(statements / args.turns, 2),
                 "commits": side.commit_counts(),
                 "hand_off": args.hand_off,
+                "gc_ms_per_turn": round(collecting.seconds * 1000 / args.turns, 2),
+                "collections": collecting.collections,
+                "settled_collector": args.settled_collector,
                 "load_average": os.getloadavg()[0],
             }
         )

@@ -5,6 +5,7 @@ from __future__ import annotations
 from litestar import Litestar
 
 from sursis.app.allocator import return_freed_memory
+from sursis.app.collector import settle_collector
 from sursis.app.logging import configure_logging
 from sursis.app.main import create_app
 from sursis.app.settings import Settings
@@ -15,4 +16,6 @@ def app_from_environment() -> Litestar:
     settings = Settings()
     configure_logging(settings.log_level, settings.log_json)
     return_freed_memory()
-    return create_app(settings)
+    app = create_app(settings)
+    settle_collector()
+    return app

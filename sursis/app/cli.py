@@ -16,6 +16,7 @@ from sursis.app.cli_encryption import add_encryption_commands, check_keyring
 from sursis.app.cli_http import api_url, quiet_http_client
 from sursis.app.cli_keys import COMMAND_LINE, add_key_commands, bootstrap_admin_key, with_storage
 from sursis.app.cli_retention import add_commands
+from sursis.app.collector import settle_collector
 from sursis.app.logging import configure_logging
 from sursis.app.settings import Settings
 from sursis.domain.errors import ServiceError
@@ -101,7 +102,9 @@ def _serve(settings: Settings, args: argparse.Namespace) -> int:
         os.environ["SURSIS_RUN_WORKER"] = "true" if settings.run_worker else "false"
         uvicorn.run("sursis.app.asgi:app_from_environment", factory=True, workers=args.workers, **options)
     else:
-        uvicorn.run(create_app(settings), **options)
+        app = create_app(settings)
+        settle_collector()
+        uvicorn.run(app, **options)
     return 0
 
 
@@ -151,6 +154,7 @@ def _worker(settings: Settings, args: argparse.Namespace) -> int:
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
         await service.start(run_worker=True)
+        settle_collector()
         await stop.wait()
         await service.close()
 
