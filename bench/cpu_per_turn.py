@@ -7,7 +7,7 @@ path) and compare the JSON lines; CPU time, unlike wall time, barely moves with 
 `--no-hand-off`: no worker loops in the process; each segment is claimed and run by `run_once`
 (the layout of an API process beside worker processes, without their wake-ups).
 `--settled-collector`: settle the garbage collector once the service is open, as `sursis serve` and
-`sursis worker` do (`sursis/app/collector.py`); without it, Python's defaults, as in an app that
+`sursis worker` do (`sursis.settle_collector`); without it, Python's defaults, as in an app that
 embeds the service. `gc_ms_per_turn` is the CPU spent in collections.
 """
 
@@ -57,7 +57,7 @@ async def main() -> None:
     side = OursSide(url, verify=False, hand_off=args.hand_off)
     await side.open()
     if args.settled_collector:
-        from sursis.app.collector import settle_collector
+        from sursis import settle_collector
 
         settle_collector()
     collecting = CollectorTime()

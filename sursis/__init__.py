@@ -9,6 +9,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from sursis.app.collector import settle_collector
     from sursis.app.logging import configure_logging
     from sursis.app.service import Service
     from sursis.app.settings import Settings
@@ -42,6 +43,7 @@ _EXPORTS: dict[str, tuple[str, str]] = {
     "Service": ("sursis.app.service", "Service"),
     "Settings": ("sursis.app.settings", "Settings"),
     "configure_logging": ("sursis.app.logging", "configure_logging"),
+    "settle_collector": ("sursis.app.collector", "settle_collector"),
     "Role": ("sursis.domain.access", "Role"),
     "IssuedKey": ("sursis.domain.keys", "IssuedKey"),
     "AgentDefinition": ("sursis.infra.agents.declarations", "AgentDefinition"),
@@ -121,6 +123,7 @@ __all__ = [
     "configure_logging",
     "run_agent",
     "run_deps",
+    "settle_collector",
 ]
 
 assert set(__all__) == set(_EXPORTS)

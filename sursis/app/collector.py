@@ -7,7 +7,8 @@ about twice a turn, and each finds little to free: 1.9-2.1 ms of a turn's CPU we
 about 190,000 objects that live as long as the process, which a full collection would otherwise walk
 every time) and collect the young generation every 5,000 allocations instead, for about 3 MiB more
 resident memory (cyclic garbage waits longer for its collection). An app that embeds
-Sursis (`create_app`, `sursis.Service`) owns its process and is left alone. The figures are in
+Sursis (`create_app`, `sursis.Service`) owns its process and is left alone; it may call
+`sursis.settle_collector()` itself. The figures are in
 docs/performance.md ("The collector runs less often").
 """
 

@@ -13,7 +13,7 @@ from sursis.app.collector import YOUNG_THRESHOLD
 
 SETTLED = """
 import gc, json
-from sursis.app.collector import settle_collector
+from sursis import settle_collector  # public: an embedding program may settle its own process
 before = [gc.get_threshold(), gc.get_freeze_count()]
 settle_collector()
 print(json.dumps([before, [gc.get_threshold(), gc.get_freeze_count()]]))
