@@ -53,10 +53,13 @@ async def test_a_body_that_is_not_json_by_its_media_type_is_415(client: AsyncTes
 async def raw_exchange(url: str, request: bytes) -> tuple[list[str], bytes]:
     host, port = url.removeprefix("http://").split(":")
     reader, writer = await asyncio.open_connection(host, int(port))
-    writer.write(request)
-    await writer.drain()
-    raw = await asyncio.wait_for(reader.read(), 5)
-    writer.close()
+    try:
+        writer.write(request)
+        await writer.drain()
+        raw = await asyncio.wait_for(reader.read(), 5)
+    finally:
+        writer.close()  # the socket is closed by the time this returns, never left to the collector
+        await writer.wait_closed()
     head, _, body = raw.partition(b"\r\n\r\n")
     return head.decode().lower().split("\r\n"), body
 
