@@ -86,7 +86,8 @@ async def ops(
 
 async def run_command(client: AsyncTestClient[Any], model: ScriptedModel, command: str) -> dict[str, Any]:
     """Starts a conversation whose model asks for `command`; answers with the pending call and its run's
-    id (under `run_id`). The scripted model is shared: the next run starts only after this one ended."""
+    id (under `run_id`). The scripted model is shared: wait for the run to end (`finished`) before the
+    next one starts."""
     model.calls(("shell", {"command": command})).text("done")
     conversation = (await client.post("/v1/conversations", json={"agent": "ops-shell"})).json()["id"]
     posted = await client.post(
