@@ -44,6 +44,7 @@ from sursis.domain.policy_simulation import PolicySimulation
 from sursis.domain.runs import RunService
 from sursis.domain.webhooks import WebhookService
 from sursis.infra.agents.declarations import AgentDefinition, DeclaredToolCatalog
+from sursis.infra.agents.models import BuiltModels
 from sursis.infra.agents.run_deps import PreApprovalPolicy
 from sursis.infra.db.encryption_state import EncryptionState
 from sursis.infra.policy.reviewer import ReviewerLoop
@@ -72,6 +73,7 @@ class Container(StorageParts):
     catalog: DeclaredToolCatalog
     agents: AgentCatalogService
     mcp_pins: McpPinService
+    models: BuiltModels
     # policy (wire_policy)
     policies: PolicyService
     policy_simulation: PolicySimulation
@@ -132,6 +134,7 @@ class Container(StorageParts):
             await self.listener.stop()
         await self.worker.stop(grace=self.settings.shutdown_grace_seconds)
         await self.catalog.disconnect()
+        await self.models.close()
         await self.notifier.stop()
         await self.uow.engine.dispose()
         if self.owns_telemetry:

@@ -35,8 +35,9 @@ def chat_only(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeModelServer]:
         monkeypatch.setenv("OPENAI_BASE_URL", f"{server.url}/v1")
         monkeypatch.setenv("OPENAI_API_KEY", "not-needed")
         yield server
-    # The OpenAI clients the agents' models made are nobody's to close (a served model lives as long
-    # as its process): collected here, not in whichever test runs next.
+    # The service closes the models it built from names; the OpenAI clients of the adopted agents' own
+    # models are their authors' to close (a served model lives as long as its process): collected
+    # here, not in whichever test runs next.
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ResourceWarning)
         gc.collect()

@@ -20,7 +20,7 @@ from sursis.domain.clock import utcnow
 from sursis.domain.mcp_pins import McpPinService
 from sursis.infra.agents.assistant import assistant_agent
 from sursis.infra.agents.declarations import AgentDefinition, DeclaredToolCatalog
-from sursis.infra.agents.models import build_model
+from sursis.infra.agents.models import BuiltModels
 from sursis.infra.agents.ops import ops_agent
 from sursis.infra.db.mcp_pins import SqlMcpPinStore
 from sursis.infra.db.uow import SqlUnitOfWorkFactory
@@ -39,6 +39,8 @@ class AgentParts:
     """Every served agent by name, each with its model."""
     model: Model = field(metadata=INNER)
     """The service's model (`SURSIS_MODEL`, or the one given to the root)."""
+    models: BuiltModels
+    """The models built from names, the agents' and the reviewers' (closed with the service)."""
     timeouts: Timeouts = field(metadata=INNER)
 
 
@@ -82,6 +84,7 @@ def wire_agents(
         mcp_pins=McpPinService(pins, clock=utcnow),
         definitions=definitions,
         model=models.default(),
+        models=models.built,
         timeouts=timeouts,
     )
 
@@ -118,7 +121,8 @@ def agent_definitions(
 
 
 class ModelChoice:
-    """Each agent's model: the one it names, else the service's (`SURSIS_MODEL`), each built once.
+    """Each agent's model: the one it names, else the service's (`SURSIS_MODEL`), each built once
+    (`BuiltModels`).
 
     A `Model` given to the composition root (`override`, e.g. a test's scripted model) stands in
     for every agent's model.
@@ -127,17 +131,13 @@ class ModelChoice:
     def __init__(self, settings: Settings, override: Model | None = None) -> None:
         self._settings = settings
         self._override = override
-        self._built: dict[str, Model] = {}
+        key = settings.openai_api_key
+        self.built = BuiltModels(
+            openai_base_url=settings.openai_base_url, openai_api_key=key.get_secret_value() if key else None
+        )
 
     def named(self, name: str) -> Model:
-        if name not in self._built:
-            key = self._settings.openai_api_key
-            self._built[name] = build_model(
-                name,
-                openai_base_url=self._settings.openai_base_url,
-                openai_api_key=key.get_secret_value() if key else None,
-            )
-        return self._built[name]
+        return self.built.named(name)
 
     def default(self) -> Model:
         return self._override or self.named(self._settings.model)

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from sursis.app.settings import Settings
 from sursis.app.wiring import INNER
 from sursis.app.wiring.agents import AgentParts
-from sursis.app.wiring.reviewer import reviewer_loop, reviewer_models
+from sursis.app.wiring.reviewer import reviewer_loop
 from sursis.app.wiring.storage import StorageParts
 from sursis.domain.approver_admin import ApproverService
 from sursis.domain.authorization_cache import AuthorizationCache
@@ -103,7 +103,7 @@ def wire_policy(
     )
     specs = CatalogSpecs(catalog)
     service = PolicyService(uow, cedar, specs, changes=caches.invalidations())
-    review_model = PydanticAiReviewer(reviewer_models(settings))
+    review_model = PydanticAiReviewer(agents.models.named)
     return PolicyParts(
         policies=service,
         policy_simulation=PolicySimulation(uow, service, specs, reviewer=review_model),

@@ -1,35 +1,15 @@
-"""The reviewer loop and model, from the settings: models built from their names as the agents'
-are (`build_model`), budgets per workspace (parts of `wire_policy`)."""
+"""The reviewer loop from the settings: budgets per workspace (parts of `wire_policy`); reviewers' models
+are built from their names by the agents' `BuiltModels`."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import datetime
 
-from pydantic_ai.models import Model
-
 from sursis.app.settings import Settings
 from sursis.domain.ports import UnitOfWorkFactory
 from sursis.domain.reviewer import ReviewerBudget
-from sursis.infra.agents.models import build_model
 from sursis.infra.policy.reviewer import PydanticAiReviewer, ReviewerLoop
-
-
-def reviewer_models(settings: Settings) -> Callable[[str], Model]:
-    """A reviewer's model by name, built once per name."""
-    built: dict[str, Model] = {}
-
-    def named(name: str) -> Model:
-        if name not in built:
-            key = settings.openai_api_key
-            built[name] = build_model(
-                name,
-                openai_base_url=settings.openai_base_url,
-                openai_api_key=key.get_secret_value() if key else None,
-            )
-        return built[name]
-
-    return named
 
 
 def budget_for(settings: Settings) -> Callable[[str], ReviewerBudget]:

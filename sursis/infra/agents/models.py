@@ -37,6 +37,36 @@ def build_model(name: str, *, openai_base_url: str | None = None, openai_api_key
     return infer_model(name)
 
 
+class BuiltModels:
+    """The models the service builds from names (`build_model`, with the OpenAI URL and key the
+    settings give), each built once and shared by every agent and reviewer that names it.
+
+    A model built here owns the HTTP client its provider opened; `close` (when the service
+    stops) closes those clients, so no connection is left open for the collector to find. A
+    model handed to the service as an object stays its owner's.
+    """
+
+    def __init__(self, *, openai_base_url: str | None = None, openai_api_key: str | None = None) -> None:
+        self._openai_base_url = openai_base_url
+        self._openai_api_key = openai_api_key
+        self._built: dict[str, Model] = {}
+
+    def named(self, name: str) -> Model:
+        if name not in self._built:
+            self._built[name] = build_model(
+                name, openai_base_url=self._openai_base_url, openai_api_key=self._openai_api_key
+            )
+        return self._built[name]
+
+    async def close(self) -> None:
+        """Close the clients of the models built here. Leaving a model's context closes the
+        client its provider created (pydantic-ai's provider life cycle); a later run on the model
+        would open a new one."""
+        for model in self._built.values():
+            async with model:
+                pass
+
+
 def model_label(model: Model | str) -> str:
     """A model as the banner and the catalog name it: `provider:name`, and for OpenAI the API too
     (`openai-chat:gpt-4.1-mini`, `openai-responses:gpt-5.2`), as pydantic-ai's own names spell
