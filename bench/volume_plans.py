@@ -62,6 +62,11 @@ class StatementRecorder:
             sa.event.remove(sa.engine.Engine, "before_cursor_execute", self._listen)
 
 
+def _removed(plan: dict[str, Any]) -> int:
+    own = plan.get("Rows Removed by Filter", 0) + plan.get("Rows Removed by Index Recheck", 0)
+    return int(own * plan.get("Actual Loops", 1)) + sum(_removed(child) for child in plan.get("Plans", []))
+
+
 def _scans(plan: dict[str, Any]) -> Iterator[tuple[str, str]]:
     relation = plan.get("Relation Name")
     if relation is not None:
@@ -77,17 +82,25 @@ class Explained:
     text: str
     execution_ms: float | None
     seq_scans: list[str]
+    rows_removed: int | None = None
+    """Rows its scans read and then dropped by a filter (ANALYZE only): what an index did not rule out."""
 
 
-async def explain(engine: AsyncEngine, label: str, statement: str, parameters: Any = ()) -> Explained:
+async def explain(
+    engine: AsyncEngine, label: str, statement: str, parameters: Any = (), *, generic: bool = False
+) -> Explained:
     """The statement's plan with ANALYZE and BUFFERS (rolled back); without ANALYZE if running it
-    again fails (an insert of a row that exists now)."""
+    again fails (an insert of a row that exists now). `generic`: the plan PostgreSQL makes once
+    for any parameters (a prepared statement's after its fifth execution, if it is not dearer than
+    the plans made for each), not the one made for these."""
     params = tuple(parameters) if isinstance(parameters, (list, tuple)) else parameters
     for analyze in (True, False):
         options = "ANALYZE, BUFFERS, " if analyze else ""
         async with engine.connect() as conn:
             transaction = await conn.begin()
             try:
+                if generic:
+                    await conn.exec_driver_sql("SET LOCAL plan_cache_mode = force_generic_plan")
                 raw = await conn.exec_driver_sql(f"EXPLAIN ({options}FORMAT JSON) {statement}", params)
                 plan = raw.scalar_one()
                 text = await conn.exec_driver_sql(f"EXPLAIN ({options}FORMAT TEXT) {statement}", params)
@@ -102,7 +115,8 @@ async def explain(engine: AsyncEngine, label: str, statement: str, parameters: A
         seq = sorted(
             {rel for node, rel in _scans(document["Plan"]) if node == "Seq Scan" and rel in BIG_TABLES}
         )
-        return Explained(label, statement, "\n".join(lines), document.get("Execution Time"), seq)
+        removed = _removed(document["Plan"]) if analyze else None
+        return Explained(label, statement, "\n".join(lines), document.get("Execution Time"), seq, removed)
     raise AssertionError("unreachable")
 
 

@@ -9,11 +9,15 @@ its own parameters, as PostgreSQL plans it for them.
 from __future__ import annotations
 
 import sys
+import uuid
 from datetime import timedelta
 from pathlib import Path
 
 import pytest
+import sqlalchemy as sa
+from pydantic_ai import Agent
 
+from sursis import RunStatus, Service
 from sursis.app.container import Container
 from sursis.domain.access import Role
 from sursis.domain.clock import utcnow
@@ -21,6 +25,7 @@ from sursis.domain.pending_calls import Resolution
 from sursis.domain.records import AuditQuery, Principal
 from sursis.domain.states import Decision, PendingStatus
 from sursis.infra.db.engine import create_engine
+from tests.conftest import call, script
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "bench"))
@@ -130,3 +135,103 @@ async def test_no_hot_statement_scans_a_big_table(container: Container, database
         reads_rows = "FROM pending_calls" in e.statement or "FROM audit_log" in e.statement
         if e.label.startswith("operator reads") and reads_rows:
             assert "workspace" in e.statement.split("WHERE", 1)[1], e.statement
+
+
+TURN_ACTIONS = (
+    "run.queued",
+    "run.started",
+    "pending.requested",
+    "run.suspended",
+    "pending.approved",
+    "run.resumed",
+    "tool.dispatched",
+    "run.completed",
+)
+"""The audit rows of an approval turn of an adopted tool, in order."""
+
+
+def adopted_agent() -> Agent[None, str]:
+    """A user's agent whose gated tool the service cannot see act (not idempotent): its resume reads
+    the call's newest mark before it runs it again (`call_marks.newest_mark`)."""
+    agent: Agent[None, str] = Agent(name="payer", instructions="You pay.")
+
+    @agent.tool_plain(requires_approval=True)
+    def wire_money(amount: int) -> str:
+        return f"wired {amount}"
+
+    return agent
+
+
+async def long_history(url: str, conversation_id: uuid.UUID) -> None:
+    """The audit rows of 125 earlier turns of the conversation, each with a call (4 rows a turn,
+    2 of them marks): the planner's statistics then count it among the log's most common
+    conversations, and its marks among the common rows."""
+    engine = create_engine(url)
+    try:
+        async with engine.begin() as conn:
+            await conn.execute(
+                sa.text(
+                    "INSERT INTO audit_log (at, actor, action, workspace, conversation_id, details) "
+                    "SELECT now() - interval '1 day', 'agent:payer', "
+                    "(ARRAY['run.started', 'pending.requested', 'tool.dispatched', 'run.completed'])[1 + g % 4], "
+                    ":workspace, :id, jsonb_build_object('tool_call_id', 'earlier_' || (g / 4)) "
+                    "FROM generate_series(0, 499) AS g"
+                ),
+                {"workspace": LARGE, "id": conversation_id},
+            )
+    finally:
+        await engine.dispose()
+
+
+async def later_traffic(url: str) -> None:
+    """What 5,000 approval turns of other conversations of the workspace write to the audit log
+    while the call waits (8 rows a turn, as a turn writes them), then the planner's statistics."""
+    actions = "', '".join(TURN_ACTIONS)
+    engine = create_engine(url)
+    try:
+        async with engine.begin() as conn:
+            await conn.execute(
+                sa.text(
+                    "INSERT INTO audit_log (at, actor, action, workspace, conversation_id, details) "
+                    f"SELECT now(), 'agent:payer', (ARRAY['{actions}'])[1 + g % 8], :workspace, "
+                    "md5('conversation ' || (g / 8))::uuid, jsonb_build_object('tool_call_id', 'call_' || (g / 8)) "
+                    "FROM generate_series(0, 39999) AS g"
+                ),
+                {"workspace": LARGE},
+            )
+        async with engine.connect() as conn:
+            await (await conn.execution_options(isolation_level="AUTOCOMMIT")).execute(
+                sa.text("ANALYZE audit_log")
+            )
+    finally:
+        await engine.dispose()
+
+
+async def test_an_old_conversations_resume_reads_its_own_rows(database_url: str) -> None:
+    """An approval often comes hours after its call, when the audit log has grown by many rows of
+    other conversations. The resume's read of the call's newest mark goes through the
+    conversation's own rows, newest first, not through every row written since (a backward scan
+    of the whole log filtered down to one conversation)."""
+    async with Service.open(
+        database_url, agents=[adopted_agent()], model="scripted", run_worker=False
+    ) as svc:
+        conversation = await svc.start_conversation("payer", workspace=LARGE)
+        await long_history(database_url, conversation.id)
+        run = await svc.send(conversation.id, script([call("wire_money", amount=900)], "paid"))
+        assert await svc.run_once()
+        [pending] = (await svc.get_run(run.id)).pending
+        await later_traffic(database_url)
+        recorder = StatementRecorder()
+        with recorder.recording("resume"):
+            await svc.resolve(pending.correlation_id, "approve")
+            assert await svc.run_once()
+        assert (await svc.get_run(run.id)).run.status is RunStatus.COMPLETED
+    [mark] = [c for c in recorder.captured if "FROM audit_log" in c.statement]
+    engine = create_engine(database_url)
+    try:
+        for generic in (False, True):  # the first executions' plans, then the prepared statement's
+            e = await explain(engine, "resume", mark.statement, mark.parameters, generic=generic)
+            assert e.rows_removed is not None and e.rows_removed < 100, e.text
+            assert "ix_audit_log_conversation_id_id" in e.text, e.text
+    finally:
+        await engine.dispose()

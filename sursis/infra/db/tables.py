@@ -191,7 +191,7 @@ audit_log = sa.Table(
     sa.Column("seq", sa.BigInteger, nullable=True),
     sa.Column("prev_hash", sa.String(64), nullable=True),
     sa.Column("hash", sa.String(64), nullable=True),
-    sa.Index("ix_audit_log_conversation_id", "conversation_id"),
+    sa.Index("ix_audit_log_conversation_id_id", "conversation_id", "id"),
     sa.Index("ix_audit_log_correlation_id", "correlation_id"),
     sa.Index("ix_audit_log_workspace_id", "workspace", "id"),
 )
