@@ -165,6 +165,7 @@ class Telemetry:
         self.registry = registry
         self._include_content = include_content
         self._instrument_agents = instrument_agents
+        self._settings: InstrumentationSettings | None = None
         self._closers = list(closers)
 
     @classmethod
@@ -178,17 +179,30 @@ class Telemetry:
         )
 
     def agent_instrumentation(self) -> Instrumentation | None:
-        """pydantic-ai's own spans (`invoke_agent`, `chat`, `execute_tool`) on this tracer provider."""
-        if not self._instrument_agents:
+        """pydantic-ai's own spans (`invoke_agent`, `chat`, `execute_tool`) on this tracer provider,
+        where spans are recorded; None where none is (`model_metrics` then keeps its metrics)."""
+        if not self._instrument_agents or not self.records_spans:
             return None
-        return Instrumentation(
-            settings=InstrumentationSettings(
+        return Instrumentation(settings=self._instrumentation_settings())
+
+    def model_metrics(self) -> InstrumentationSettings | None:
+        """pydantic-ai's instruments for the metrics of each model request (token usage, cost), where
+        no span is recorded and the agents therefore run without its instrumentation capability
+        (`agent_instrumentation`): its run and tool spans would be dropped unread, and it builds
+        each request's span and attributes before it knows that (`infra.agents.metered`)."""
+        if not self._instrument_agents or self.records_spans:
+            return None
+        return self._instrumentation_settings()
+
+    def _instrumentation_settings(self) -> InstrumentationSettings:
+        if self._settings is None:  # its histograms are made on the meter once
+            self._settings = InstrumentationSettings(
                 tracer_provider=self.tracer_provider,
                 meter_provider=self.meter_provider,
                 include_content=self._include_content,
                 include_binary_content=False,
             )
-        )
+        return self._settings
 
     def prometheus_exposition(self, accept: str | None = None) -> tuple[bytes, str]:
         """The current metrics and their content type: Prometheus text, or OpenMetrics if accepted."""

@@ -21,6 +21,7 @@ from sursis.domain.tools import Category, ContextRetention, Executor
 from sursis.infra.agents.adopted_output import deferring, with_deferred
 from sursis.infra.agents.agent_deps import DepsFactory
 from sursis.infra.agents.declarations import AgentDefinition, DeclaredProviderTool
+from sursis.infra.agents.metered import metered
 from sursis.infra.agents.observed import ObservedTools
 from sursis.infra.agents.run_deps import RunDeps
 from sursis.infra.history import shown_to_model
@@ -88,9 +89,10 @@ def serve_agent(definition: AgentDefinition, model: Model, telemetry: Telemetry 
     adopted = definition.adopted
     if adopted is None:
         return ServedAgent(build_agent(definition, model, telemetry), streams=streams(model))
+    served = _metered(model, telemetry)
     agent, per_run = deferring(adopted, definition.name)
     options: dict[str, Any] = {
-        "model": model,
+        "model": served,
         "capabilities": _capabilities(definition, telemetry, raw_results=True),
     }
     if per_run:
@@ -104,6 +106,13 @@ def serve_agent(definition: AgentDefinition, model: Model, telemetry: Telemetry 
     )
 
 
+def _metered(model: Model, telemetry: Telemetry | None) -> Model:
+    """`model` recording pydantic-ai's per-request metrics where its agents run without pydantic-ai's
+    instrumentation capability (no span is recorded); as it is otherwise."""
+    settings = telemetry.model_metrics() if telemetry is not None else None
+    return model if settings is None else metered(model, settings)
+
+
 def _capabilities(
     definition: AgentDefinition,
     telemetry: Telemetry | None,
@@ -112,10 +121,11 @@ def _capabilities(
     native: Sequence[AbstractNativeTool] = (),
     retention: Mapping[str, ContextRetention] | None = None,
 ) -> list[AbstractCapability[RunDeps]]:
-    """pydantic-ai's instrumentation, then Sursis's own part as one capability: pydantic-ai copies
-    the run context for each capability at each hook of every step (about 950 Python calls a turn
-    for a capability that does nothing), so the tool wrapper, the provider tools and the context
-    retention are not three capabilities but one."""
+    """pydantic-ai's instrumentation (where spans are recorded; otherwise the model is `_metered`),
+    then Sursis's own part as one capability: pydantic-ai copies the run context for
+    each capability at each hook of every step (about 950 Python calls a turn for a capability that
+    does nothing), so the tool wrapper, the provider tools and the context retention are not three
+    capabilities but one."""
     telemetry = telemetry or Telemetry.disabled()
     observed = _AgentTools(
         {d.spec.name: d.spec for d in definition.tools},
@@ -182,7 +192,7 @@ def build_agent(
         retention={d.spec.name: d.spec.context for d in definition.tools if d.spec.context is not None},
     )
     return Agent(
-        model,
+        _metered(model, telemetry),
         name=definition.name,
         instructions=definition.instructions,
         deps_type=RunDeps,
