@@ -12,6 +12,7 @@ import sys
 import uuid
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 import sqlalchemy as sa
@@ -162,49 +163,48 @@ def adopted_agent() -> Agent[None, str]:
     return agent
 
 
+async def execute(url: str, sql: str, params: dict[str, Any], *, then_analyze: bool = False) -> None:
+    """`sql` in a transaction of its own; then, with `then_analyze`, the audit log's statistics."""
+    engine = create_engine(url)
+    try:
+        async with engine.begin() as conn:
+            await conn.execute(sa.text(sql), params)
+        if then_analyze:
+            async with engine.connect() as conn:
+                autocommit = await conn.execution_options(isolation_level="AUTOCOMMIT")
+                await autocommit.execute(sa.text("ANALYZE audit_log"))
+    finally:
+        await engine.dispose()
+
+
 async def long_history(url: str, conversation_id: uuid.UUID) -> None:
     """The audit rows of 125 earlier turns of the conversation, each with a call (4 rows a turn,
     2 of them marks): the planner's statistics then count it among the log's most common
     conversations, and its marks among the common rows."""
-    engine = create_engine(url)
-    try:
-        async with engine.begin() as conn:
-            await conn.execute(
-                sa.text(
-                    "INSERT INTO audit_log (at, actor, action, workspace, conversation_id, details) "
-                    "SELECT now() - interval '1 day', 'agent:payer', "
-                    "(ARRAY['run.started', 'pending.requested', 'tool.dispatched', 'run.completed'])[1 + g % 4], "
-                    ":workspace, :id, jsonb_build_object('tool_call_id', 'earlier_' || (g / 4)) "
-                    "FROM generate_series(0, 499) AS g"
-                ),
-                {"workspace": LARGE, "id": conversation_id},
-            )
-    finally:
-        await engine.dispose()
+    await execute(
+        url,
+        "INSERT INTO audit_log (at, actor, action, workspace, conversation_id, details) "
+        "SELECT now() - interval '1 day', 'agent:payer', "
+        "(ARRAY['run.started', 'pending.requested', 'tool.dispatched', 'run.completed'])[1 + g % 4], "
+        ":workspace, :id, jsonb_build_object('tool_call_id', 'earlier_' || (g / 4)) "
+        "FROM generate_series(0, 499) AS g",
+        {"workspace": LARGE, "id": conversation_id},
+    )
 
 
 async def later_traffic(url: str) -> None:
     """What 5,000 approval turns of other conversations of the workspace write to the audit log
     while the call waits (8 rows a turn, as a turn writes them), then the planner's statistics."""
     actions = "', '".join(TURN_ACTIONS)
-    engine = create_engine(url)
-    try:
-        async with engine.begin() as conn:
-            await conn.execute(
-                sa.text(
-                    "INSERT INTO audit_log (at, actor, action, workspace, conversation_id, details) "
-                    f"SELECT now(), 'agent:payer', (ARRAY['{actions}'])[1 + g % 8], :workspace, "
-                    "md5('conversation ' || (g / 8))::uuid, jsonb_build_object('tool_call_id', 'call_' || (g / 8)) "
-                    "FROM generate_series(0, 39999) AS g"
-                ),
-                {"workspace": LARGE},
-            )
-        async with engine.connect() as conn:
-            await (await conn.execution_options(isolation_level="AUTOCOMMIT")).execute(
-                sa.text("ANALYZE audit_log")
-            )
-    finally:
-        await engine.dispose()
+    await execute(
+        url,
+        "INSERT INTO audit_log (at, actor, action, workspace, conversation_id, details) "
+        f"SELECT now(), 'agent:payer', (ARRAY['{actions}'])[1 + g % 8], :workspace, "
+        "md5('conversation ' || (g / 8))::uuid, jsonb_build_object('tool_call_id', 'call_' || (g / 8)) "
+        "FROM generate_series(0, 39999) AS g",
+        {"workspace": LARGE},
+        then_analyze=True,
+    )
 
 
 async def test_an_old_conversations_resume_reads_its_own_rows(database_url: str) -> None:
