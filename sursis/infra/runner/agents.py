@@ -89,10 +89,9 @@ def serve_agent(definition: AgentDefinition, model: Model, telemetry: Telemetry 
     adopted = definition.adopted
     if adopted is None:
         return ServedAgent(build_agent(definition, model, telemetry), streams=streams(model))
-    served = _metered(model, telemetry)
     agent, per_run = deferring(adopted, definition.name)
     options: dict[str, Any] = {
-        "model": served,
+        "model": _metered(model, telemetry),
         "capabilities": _capabilities(definition, telemetry, raw_results=True),
     }
     if per_run:
