@@ -4,24 +4,29 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 SERVE_STAMP := $(VENV)/.serve-installed
 
-.PHONY: help install run test test-compat test-compat-all soak ha-drill lint migrate bench bench-calls bench-peers bench-durability bench-volume image-smoke clean
+.PHONY: help install lock run test test-latest test-compat test-compat-all soak ha-drill lint migrate bench bench-calls bench-peers bench-durability bench-volume image-smoke clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-17s %s\n", $$1, $$2}'
 
 UPSTREAM_EXAMPLES := tests/adoption/upstream-examples.txt
+# The versions the tests, the benches and `make run` install: pyproject.toml keeps ranges for users,
+# these files pin one tested set inside them (`make lock` re-resolves them, `make test-latest` runs the
+# suite on what the ranges allow today). docs/testing.md says why.
+LOCK := requirements/dev.lock
+COMPAT_LOCK := requirements/compat.lock
 
-$(STAMP): pyproject.toml $(UPSTREAM_EXAMPLES)
+$(STAMP): pyproject.toml $(LOCK) $(UPSTREAM_EXAMPLES)
 	test -x $(PY) || python3 -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e ".[dev]"
+	$(PY) -m pip install --quiet -c $(LOCK) --upgrade pip
+	$(PY) -m pip install --quiet -c $(LOCK) -e ".[dev]"
 	touch $(STAMP) $(SERVE_STAMP)
 
 # `make run` needs only the service: no linters, test tools or browsers. pip lists what it fetches.
-$(SERVE_STAMP): pyproject.toml
+$(SERVE_STAMP): pyproject.toml $(LOCK)
 	@echo "make run: installing the service into $(VENV) (the first time takes about a minute)"
 	test -x $(PY) || python3 -m venv $(VENV)
-	$(PY) -m pip install --disable-pip-version-check --progress-bar off -e . | grep --line-buffered -E '^(Collecting|Successfully)' || true
+	$(PY) -m pip install --disable-pip-version-check --progress-bar off -c $(LOCK) -e . | grep --line-buffered -E '^(Collecting|Successfully)' || true
 	$(VENV)/bin/sursis --version
 	touch $(SERVE_STAMP)
 
@@ -38,6 +43,38 @@ test: $(STAMP) ## run the tests in two processes (SQLite and PostgreSQL on 127.0
 	$(VENV)/bin/pytest -q -n 2 --dist loadfile
 	cd examples/support-desk && ../../$(PY) -m pytest -q
 
+LOCK_VENV := .venv-lock
+lock: ## re-resolve requirements/dev.lock and requirements/compat.lock from pyproject's ranges (newest versions today)
+	rm -rf $(LOCK_VENV) && python3 -m venv $(LOCK_VENV)
+	$(LOCK_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(LOCK_VENV)/bin/python -m pip install --quiet -e ".[dev,peers]"
+	{ echo "# make lock: .[dev,peers] resolved from pyproject.toml's ranges; make install, make run and the benches install with these as constraints."; \
+	  $(LOCK_VENV)/bin/python -m pip freeze --all --exclude-editable; } > $(LOCK)
+	rm -rf $(LOCK_VENV) && python3 -m venv $(LOCK_VENV)
+	$(LOCK_VENV)/bin/python -m pip install --quiet --upgrade pip
+	printf 'pydantic-ai-slim==%s\npydantic-ai-harness==0.62.0\n' $(LOWEST_PYDANTIC_AI) > $(LOCK_VENV)/lowest.txt
+	$(LOCK_VENV)/bin/python -m pip install --quiet -c $(LOCK_VENV)/lowest.txt -e ".[dev,compat]"
+	{ echo "# make lock: .[dev,compat] on the lowest supported pydantic-ai, resolved from pyproject.toml's ranges; make test-compat installs .venv-compat with these."; \
+	  $(LOCK_VENV)/bin/python -m pip freeze --all --exclude-editable; } > $(COMPAT_LOCK)
+	rm -rf $(LOCK_VENV)
+
+# The suite on the newest versions pyproject's ranges allow today (what a user's `pip install` gets), in
+# a venv made anew, without the lock. The call pin is measured on the locked versions, so here the count
+# is printed beside the pin instead of asserted.
+LATEST_VENV := .venv-latest
+test-latest: ## the suite on the newest versions the ranges allow, not the lock (.venv-latest, made anew; not in .ci/run)
+	rm -rf $(LATEST_VENV) && python3 -m venv $(LATEST_VENV)
+	$(LATEST_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(LATEST_VENV)/bin/python -m pip install --quiet -e ".[dev]"
+	@echo "versions that differ from $(LOCK):"
+	@$(LATEST_VENV)/bin/python -m pip freeze --all --exclude-editable | awk -F'==' \
+	  'NR == FNR { if ($$0 !~ /^#/) lock[tolower($$1)] = $$2; next } \
+	   (tolower($$1) in lock) && lock[tolower($$1)] != $$2 { print "  " $$1 ": " lock[tolower($$1)] " -> " $$2; n++ } \
+	   END { if (!n) print "  none" }' $(LOCK) -
+	$(LATEST_VENV)/bin/pytest -q -n 2 --dist loadfile --deselect tests/kit/test_call_count.py::test_python_calls_per_approval_turn_stay_within_five_percent_of_the_pin
+	$(LATEST_VENV)/bin/python bench/calls.py --sides ours streamed
+	@echo "the pin (measured on $(LOCK)): $$(cat bench/calls_pin.json | $(LATEST_VENV)/bin/python -c 'import json,sys; p=json.load(sys.stdin); print(p["ours"], p["streamed"])')"
+
 # The lowest pydantic-ai the service supports: the one pydantic-ai-harness pins. `.venv-compat` holds it
 # with the harness (the `compat` extra); PIP_CONSTRAINT holds the venvs the packaging tests make there too.
 LOWEST_PYDANTIC_AI := 2.62.0
@@ -45,11 +82,11 @@ COMPAT_VENV := .venv-compat
 COMPAT_CONSTRAINTS := $(CURDIR)/$(COMPAT_VENV)/constraints.txt
 COMPAT_STAMP := $(COMPAT_VENV)/.installed
 
-$(COMPAT_STAMP): pyproject.toml Makefile
+$(COMPAT_STAMP): pyproject.toml Makefile $(COMPAT_LOCK)
 	test -x $(COMPAT_VENV)/bin/python || python3 -m venv $(COMPAT_VENV)
 	printf 'pydantic-ai-slim==%s\npydantic-ai-harness==0.62.0\n' $(LOWEST_PYDANTIC_AI) > $(COMPAT_CONSTRAINTS)
-	$(COMPAT_VENV)/bin/python -m pip install --quiet --upgrade pip
-	PIP_CONSTRAINT=$(COMPAT_CONSTRAINTS) $(COMPAT_VENV)/bin/python -m pip install --quiet -e ".[dev,compat]"
+	$(COMPAT_VENV)/bin/python -m pip install --quiet -c $(COMPAT_LOCK) --upgrade pip
+	$(COMPAT_VENV)/bin/python -m pip install --quiet -c $(COMPAT_LOCK) -c $(COMPAT_CONSTRAINTS) -e ".[dev,compat]"
 	$(COMPAT_VENV)/bin/python -c "import pydantic_ai_harness; from importlib.metadata import version; print('.venv-compat: pydantic-ai', version('pydantic-ai-slim'), 'with pydantic-ai-harness', version('pydantic-ai-harness'))"
 	touch $(COMPAT_STAMP)
 
@@ -94,7 +131,7 @@ bench: $(STAMP) ## per-turn cost, resolve p50/p99, throughput, memory over 10,00
 	$(PY) bench/memory.py
 
 bench-calls: $(STAMP) ## Python function calls per approval turn (Sursis with stream off and on, the bare pydantic-ai loop, LangGraph), split by package: a count, the same on every machine
-	$(PY) -m pip install --quiet -e ".[dev,peers]"
+	$(PY) -m pip install --quiet -c $(LOCK) -e ".[dev,peers]"
 	$(PY) bench/calls.py
 
 bench-peers: $(STAMP) ## the approval turn against LangGraph, pydantic-ai on DBOS, on pgtask and on Absurd, and LangGraph's Agent Server on its PostgreSQL runtime (installs redis-server when missing)
@@ -102,7 +139,7 @@ bench-peers: $(STAMP) ## the approval turn against LangGraph, pydantic-ai on DBO
 	  sudo=""; [ "$$(id -u)" -eq 0 ] || sudo=sudo; \
 	  $$sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -qq redis-server; \
 	fi
-	$(PY) -m pip install --quiet -e ".[dev,peers]"
+	$(PY) -m pip install --quiet -c $(LOCK) -e ".[dev,peers]"
 	test -x .venv-agent-server/bin/python || python3 -m venv .venv-agent-server
 	.venv-agent-server/bin/pip install --quiet -r bench/agent-server-requirements.txt
 	test -x .venv-pgtask/bin/python || python3 -m venv .venv-pgtask
