@@ -4,7 +4,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 SERVE_STAMP := $(VENV)/.serve-installed
 
-.PHONY: help install lock run test test-latest test-compat test-compat-all soak ha-drill lint migrate bench bench-calls bench-peers bench-durability bench-volume image-smoke clean
+.PHONY: help install lock run test test-latest test-compat test-compat-all soak ha-drill lint migrate bench bench-calls bench-profile bench-peers bench-durability bench-volume image-smoke clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-17s %s\n", $$1, $$2}'
@@ -133,6 +133,10 @@ bench: $(STAMP) ## per-turn cost, resolve p50/p99, throughput, memory over 10,00
 bench-calls: $(STAMP) ## Python function calls per approval turn (Sursis with stream off and on, the bare pydantic-ai loop, LangGraph), split by package: a count, the same on every machine
 	$(PY) -m pip install --quiet -c $(LOCK) -e ".[dev,peers]"
 	$(PY) bench/calls.py
+
+bench-profile: $(STAMP) ## where an approval turn's CPU goes: a native sampling profile (py-spy) of the in-process turn on PostgreSQL, as a table by owner
+	$(PY) -m pip install --quiet -c $(LOCK) -e ".[dev,peers]"
+	$(PY) bench/profile_native.py
 
 bench-peers: $(STAMP) ## the approval turn against LangGraph, pydantic-ai on DBOS, on pgtask and on Absurd, and LangGraph's Agent Server on its PostgreSQL runtime (installs redis-server when missing)
 	@if [ ! -x /usr/bin/redis-server ]; then \

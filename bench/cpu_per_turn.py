@@ -9,6 +9,8 @@ path) and compare the JSON lines; CPU time, unlike wall time, barely moves with 
 `--settled-collector`: settle the garbage collector once the service is open, as `sursis serve` and
 `sursis worker` do (`sursis.settle_collector`); without it, Python's defaults, as in an app that
 embeds the service. `gc_ms_per_turn` is the CPU spent in collections.
+`--gate`: after the warm turns, print `READY` and wait for a line on standard input before the
+measured turns (`bench/profile_native.py` attaches its sampler there, so start-up is not sampled).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import asyncio
 import gc
 import json
 import os
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -50,6 +53,7 @@ async def main() -> None:
     parser.add_argument("--warm", type=int, default=10)
     parser.add_argument("--no-hand-off", dest="hand_off", action="store_false")
     parser.add_argument("--settled-collector", action="store_true")
+    parser.add_argument("--gate", action="store_true")
     args = parser.parse_args()
     log_to_file(Path(tempfile.mkdtemp(prefix="sursis-cpu-")) / "service.log")
     url = os.environ.get("BENCH_PG_URL", DEFAULT_PG_URL)
@@ -66,6 +70,9 @@ async def main() -> None:
         for _ in range(args.warm):
             await side.turn(conversation)
         statements = side.statements()
+        if args.gate:
+            print("READY", flush=True)
+            await asyncio.to_thread(sys.stdin.readline)
         gc.callbacks.append(collecting)
         cpu, wall = time.process_time(), time.perf_counter()
         for _ in range(args.turns):
