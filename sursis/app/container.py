@@ -109,6 +109,8 @@ class Container(StorageParts):
             await self.audit_chain.require_signing()
         self.notifier.start()
         if run_worker:
+            # The worker's loops wake on the events and pending calls other processes commit.
+            self.listen_for_events()
             self.worker.start()
 
     async def refresh_backlog(self) -> None:

@@ -50,6 +50,9 @@ class Settings(BaseSettings):
     """Segments one worker process runs at once (`worker_slots`): by default 10 on PostgreSQL, 4
     on SQLite (docs/durability.md, "How many segments a worker runs at once")."""
     worker_poll_seconds: float = 1.0
+    idle_poll_seconds: float = Field(default=30.0, gt=0)
+    """The background loops' safety poll while the process hears the others over LISTEN
+    (PostgreSQL): they wake on notifications and on what falls due, not on their own polls."""
     lease_seconds: float = 30.0
     step_limit: int = 25
     approval_timeout_seconds: float = 24 * 3600

@@ -231,6 +231,10 @@ class ApproverRepository(Protocol):
         """Routes of awaiting calls whose next reminder or escalation is due."""
         ...
 
+    async def next_route_due(self) -> datetime | None:
+        """When the first reminder or escalation of an awaiting call falls due (None: none will)."""
+        ...
+
     async def advance(self, state: RouteState, step: RouteStep, now: datetime) -> bool:
         """Record `step` unless another sweeper did (conditional on the `due_at` it read)."""
         ...

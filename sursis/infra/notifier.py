@@ -21,10 +21,12 @@ class LocalRunNotifier:
         self._runs: dict[uuid.UUID, set[asyncio.Event]] = defaultdict(set)
         self._conversations: dict[uuid.UUID, set[asyncio.Event]] = defaultdict(set)
         self._pending: dict[str | None, set[asyncio.Event]] = defaultdict(set)
+        self._activity: set[asyncio.Event] = set()
         self._notified: OrderedDict[uuid.UUID, None] = OrderedDict()
 
     async def run_queued(self, run_id: uuid.UUID) -> None:
         self._work.set()
+        self.stir()
         await self.run_changed(run_id)
 
     async def run_changed(self, run_id: uuid.UUID) -> None:
@@ -49,6 +51,12 @@ class LocalRunNotifier:
 
     def wake_all(self) -> None:
         self._work.set()
+        self.stir()
+
+    def stir(self) -> None:
+        """Something happened that may give the background loops work (`wakeup.py`)."""
+        for event in self._activity:
+            event.set()
 
     def start(self) -> None:
         """Nothing to start in one process."""
@@ -66,15 +74,29 @@ class LocalRunNotifier:
 
     def conversations_changed(self, conversation_ids: Set[uuid.UUID]) -> None:
         """New events were committed for these conversations (called after the commit)."""
+        self.stir()
         for conversation_id in conversation_ids:
             for event in self._conversations.get(conversation_id, ()):
                 event.set()
 
     def pending_changed(self, workspaces: Set[str]) -> None:
         """Pending calls of these workspaces were created or resolved (called after the commit)."""
+        self.stir()
         for workspace in [*workspaces, None]:
             for event in self._pending.get(workspace, ()):
                 event.set()
+
+    @contextlib.contextmanager
+    def watch_activity(self) -> Iterator[asyncio.Event]:
+        """An event set whenever something happens that may give a background loop work: events
+        committed (every state change writes one), a pending call created or resolved, a run queued;
+        in this process, or heard from another."""
+        event = asyncio.Event()
+        self._activity.add(event)
+        try:
+            yield event
+        finally:
+            self._activity.discard(event)
 
     @contextlib.contextmanager
     def watch(self, run_id: uuid.UUID) -> Iterator[asyncio.Event]:

@@ -91,6 +91,7 @@ class PostgresRunNotifier(LocalRunNotifier):
         if self._authorizations is not None:
             self._authorizations.resume()
         self._work.set()
+        self.stir()
 
     def _lost(self) -> None:
         """The connection is gone (or going): authorization changes may be missed from now on."""
@@ -99,6 +100,7 @@ class PostgresRunNotifier(LocalRunNotifier):
 
     def _on_work(self, _conn: Any, _pid: int, _channel: str, payload: str) -> None:
         self._work.set()
+        self.stir()
         self._wake_run(payload)
 
     def _on_authorizations(self, _conn: Any, _pid: int, _channel: str, payload: str) -> None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 from dataclasses import dataclass
 
@@ -11,6 +10,8 @@ import structlog
 
 from sursis.domain.audit_verify import AuditChainService
 from sursis.domain.retention import RetentionService
+from sursis.infra.notifier import LocalRunNotifier
+from sursis.infra.wakeup import Hearing
 
 log = structlog.get_logger("sursis.retention")
 
@@ -29,20 +30,23 @@ class RetentionLoop:
     retention: RetentionService
     seal_seconds: float
     retention_seconds: float
+    hearing: Hearing | None = None
+    """Idle, the loop sleeps until audit rows may have been written (`wakeup.py`) or a purge is due."""
 
     async def run(self, stopping: asyncio.Event) -> None:
         next_purge = time.monotonic()
-        while not stopping.is_set():
-            try:
-                for _ in range(BACKLOG_ROUNDS):  # a backlog (rows older than the chain) drains faster
-                    if await self.chain.seal() < self.chain.batch or stopping.is_set():
-                        break
-                if time.monotonic() >= next_purge:
-                    next_purge = time.monotonic() + self.retention_seconds
-                    purged = await self.retention.sweep()
-                    if purged:
-                        log.info("retention.purged", count=purged)
-            except Exception:
-                log.exception("retention.error")
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stopping.wait(), self.seal_seconds)
+        hearing = self.hearing or Hearing(LocalRunNotifier(), self.seal_seconds)
+        with hearing.wakeup(self.seal_seconds) as wakeup:
+            while not stopping.is_set():
+                try:
+                    for _ in range(BACKLOG_ROUNDS):  # a backlog (rows older than the chain) drains faster
+                        if await self.chain.seal() < self.chain.batch or stopping.is_set():
+                            break
+                    if time.monotonic() >= next_purge:
+                        next_purge = time.monotonic() + self.retention_seconds
+                        purged = await self.retention.sweep()
+                        if purged:
+                            log.info("retention.purged", count=purged)
+                except Exception:
+                    log.exception("retention.error")
+                await wakeup.wait(stopping, due_in=next_purge - time.monotonic())

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import copy
 import json
 import random
@@ -22,6 +21,8 @@ from sursis.domain.events import WEBHOOK_TOPIC_PREFIX
 from sursis.domain.ports import UnitOfWorkFactory
 from sursis.domain.webhooks import SIGNATURE_HEADER, is_private_host, sign
 from sursis.infra.faults import crash_point
+from sursis.infra.notifier import LocalRunNotifier
+from sursis.infra.wakeup import Hearing
 
 log = structlog.get_logger("sursis.webhooks")
 USER_AGENT = "sursis-webhooks/1"
@@ -65,24 +66,33 @@ class WebhookDeliverer:
         clock: Callable[[], datetime],
         poll_seconds: float,
         batch: int = 20,
+        hearing: Hearing | None = None,
     ) -> None:
         self._uow = uow
+        self._hearing = hearing
+        self._retry_at: datetime | None = None
+        """The first retry this process scheduled since its last pass: the loop wakes for it."""
         self._policy = policy
         self._clock = clock
         self._poll = poll_seconds
         self._batch = batch
 
     async def run(self, stopping: asyncio.Event) -> None:
+        """A pass, then a wait for events (deliveries are written with them) or for a retry this
+        process scheduled to fall due (`wakeup.py`)."""
+        hearing = self._hearing or Hearing(LocalRunNotifier(), self._poll)
         async with httpx.AsyncClient(headers={"User-Agent": USER_AGENT}, follow_redirects=False) as http:
-            while not stopping.is_set():
-                try:
-                    delivered = await self.run_once(http)
-                except Exception:
-                    log.exception("webhooks.loop_error")
-                    delivered = 0
-                if delivered == 0:
-                    with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(stopping.wait(), self._poll)
+            with hearing.wakeup(self._poll) as wakeup:
+                while not stopping.is_set():
+                    try:
+                        delivered = await self.run_once(http)
+                    except Exception:
+                        log.exception("webhooks.loop_error")
+                        delivered = 0
+                    if delivered == 0:
+                        retry_at, self._retry_at = self._retry_at, None
+                        due_in = None if retry_at is None else (retry_at - self._clock()).total_seconds()
+                        await wakeup.wait(stopping, due_in=due_in)
 
     async def run_once(self, http: httpx.AsyncClient) -> int:
         """Attempt every due delivery once; returns how many were attempted."""
@@ -126,9 +136,9 @@ class WebhookDeliverer:
                 letter = await uow.outbox.mark_dead(item, error, cluster, now)
                 log.warning("webhook.dead_lettered", outbox_id=item.id, dead_letter=letter, error=error)
             else:
-                await uow.outbox.schedule_retry(
-                    item.id, error, now + self._policy.backoff(item.attempts), now
-                )
+                retry_at = now + self._policy.backoff(item.attempts)
+                await uow.outbox.schedule_retry(item.id, error, retry_at, now)
+                self._retry_at = retry_at if self._retry_at is None else min(self._retry_at, retry_at)
             await uow.commit()
         log.info(
             "webhook.attempt",

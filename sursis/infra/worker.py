@@ -17,29 +17,25 @@ from sqlalchemy import exc as sa_exc
 
 from sursis.domain.clock import Clock
 from sursis.domain.encryption import EncryptedValueUnreadable, EncryptionKeyUnavailable, UnsealedValue
-from sursis.domain.escalation import advance_routes
-from sursis.domain.events import publish_pending_resolved, publish_run_status
+from sursis.domain.events import publish_run_status
 from sursis.domain.hand_off import SegmentStartRead, SlotLease
-from sursis.domain.pending_calls import EXPIRY_ACTOR, expire_overdue_call
 from sursis.domain.ports import UnitOfWork, UnitOfWorkFactory
-from sursis.domain.records import AuditEntry, PendingCall, Run
-from sursis.domain.states import PendingStatus, RunStatus
+from sursis.domain.records import AuditEntry, Run
+from sursis.domain.states import RunStatus
 from sursis.infra.faults import crash_point
 from sursis.infra.notifier import LocalRunNotifier
 from sursis.infra.runner import ACTOR, AgentRunner
 from sursis.infra.runner.failures import is_transient_database_error
 from sursis.infra.runner.segment import SegmentStart
+from sursis.infra.sweeper import Sweeper
 from sursis.infra.telemetry import Telemetry, current_trace_context, trace_id_of
+from sursis.infra.wakeup import Hearing
 from sursis.infra.webhook_delivery import WebhookDeliverer
 from sursis.infra.worker_slots import Handed, Slots
 
 log = structlog.get_logger("sursis.worker")
 StartRead = tuple[SegmentStart | None, EncryptionKeyUnavailable | EncryptedValueUnreadable | None]
 """What a segment starts from as the leasing transaction read it (see `Worker.read_start`)."""
-SWEEP_BATCH = 25
-"""Overdue calls one sweeper pass expires: each costs a few statements (the call, its run, an audit
-row, events), so a pass stays well under a second and holds its row locks briefly
-(docs/scaling.md); a full batch is followed by the next pass at once."""
 
 
 class Loop(Protocol):
@@ -68,9 +64,12 @@ class Worker:
         telemetry: Telemetry | None = None,
         deliverer: WebhookDeliverer | None = None,
         loops: Sequence[Loop] = (),
+        hearing: Hearing | None = None,
     ) -> None:
         self._uow = uow
+        self._hearing = hearing or Hearing(notifier, poll_seconds)
         self._telemetry = telemetry or Telemetry.disabled()
+        self._sweeper = Sweeper(uow, notifier, clock, self._telemetry, sweep_seconds, self._hearing)
         self._deliverer = deliverer
         self._loops = tuple(loops)
         self._runner = runner
@@ -79,7 +78,6 @@ class Worker:
         self._concurrency = concurrency
         self._poll = poll_seconds
         self._lease = lease
-        self._sweep = sweep_seconds
         self._max_attempts = max_segment_attempts
         self.id = worker_id()
         self._stopping = asyncio.Event()
@@ -97,7 +95,7 @@ class Worker:
             asyncio.create_task(self._loop(i), name=f"worker-{i}") for i in range(self._concurrency)
         ]
         self._tasks.append(asyncio.create_task(self._dispatch(), name="dispatcher"))
-        self._tasks.append(asyncio.create_task(self._sweeper(), name="sweeper"))
+        self._tasks.append(asyncio.create_task(self._sweeper.run(self._stopping), name="sweeper"))
         if self._deliverer is not None:
             self._tasks.append(asyncio.create_task(self._deliverer.run(self._stopping), name="webhooks"))
         for i, loop in enumerate(self._loops):
@@ -140,9 +138,10 @@ class Worker:
                 await self._slots.wait()
 
     async def _dispatch(self) -> None:
-        """Each wake-up from the queue (or each poll interval without one) sends one idle loop to it."""
+        """Each wake-up from the queue (or each poll interval without one: the safety poll while the
+        process hears the others, `wakeup.py`) sends one idle loop to it."""
         while not self._stopping.is_set():
-            await self._notifier.wait_for_work(self._poll)
+            await self._notifier.wait_for_work(self._hearing.poll(self._poll))
             self._slots.wake_one()
 
     # The claim hand-off: `RunHandOff` for the services of this process.
@@ -339,61 +338,6 @@ class Worker:
             if not renewed:
                 return
 
-    async def _sweeper(self) -> None:
-        while not self._stopping.is_set():
-            try:
-                # A full batch means more may be overdue: the next pass starts at once.
-                if await self.sweep() >= SWEEP_BATCH:
-                    continue
-            except Exception:
-                log.exception("sweeper.error")
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._stopping.wait(), self._sweep)
-
     async def sweep(self) -> int:
-        """Expire at most SWEEP_BATCH overdue pending calls and requeue runs whose lease ran out, in
-        one transaction. Safe to run anywhere."""
-        now = self._clock()
-        expired: list[tuple[PendingCall, PendingStatus]] = []
-        async with self._uow() as uow:
-            requeued = await uow.runs.requeue_expired_leases(now)
-            overdue = await uow.pending.overdue(now, limit=SWEEP_BATCH)
-            if overdue:
-                with self._telemetry.tracer.start_as_current_span(
-                    "sweeper.expire", attributes={"sursis.overdue": len(overdue)}
-                ):
-                    for call in overdue:
-                        expiry = await expire_overdue_call(uow, call, now)
-                        if expiry is not None:
-                            expired.append((call, expiry.status))
-                            if expiry.run_requeued:
-                                requeued.append(call.run_id)
-            advanced = await advance_routes(uow, now, SWEEP_BATCH)
-            # Events last: their per-conversation lock is the last lock this transaction takes.
-            for call, status in expired:
-                await publish_pending_resolved(uow, call, status.value, EXPIRY_ACTOR, now)
-            for run_id in requeued:
-                queued = await uow.runs.get(run_id)
-                if queued is not None:
-                    await publish_run_status(uow, queued, RunStatus.QUEUED.value, now)
-            await uow.commit()
-        for call, status in expired:
-            log.info(
-                "pending.expired" if status is PendingStatus.EXPIRED else "pending.timed_out",
-                correlation_id=str(call.correlation_id),
-                run_id=str(call.run_id),
-                tool_name=call.tool_name,
-            )
-            self._telemetry.metrics.pending_resolved(call, status, now)
-        for run_id in requeued:
-            log.info("sweeper.requeued", run_id=str(run_id))
-            self._telemetry.metrics.run_status(RunStatus.QUEUED)
-            await self._notifier.run_queued(run_id)
-        for step in advanced:
-            log.info(
-                "pending.routed",
-                correlation_id=str(step.call.correlation_id),
-                reminded=step.step.remind,
-                escalation_level=step.step.level,
-            )
-        return len(expired) + len(requeued) + len(advanced)
+        """One sweeper pass now (`Sweeper.sweep`)."""
+        return await self._sweeper.sweep()

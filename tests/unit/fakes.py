@@ -288,6 +288,11 @@ class FakeRuns(_Repository):
     async def renew_lease(self, run_id: uuid.UUID, owner: str, lease_until: datetime) -> bool:
         return await self._update(run_id, self._held(owner), lease_expires_at=lease_until) is not None
 
+    async def next_lease_expiry(self) -> datetime | None:
+        rows = (await self._uow.read()).runs.values()
+        leases = [r.lease_expires_at for r in rows if r.status is RunStatus.RUNNING]
+        return min((lease for lease in leases if lease is not None), default=None)
+
     async def requeue_expired_leases(self, now: datetime) -> list[uuid.UUID]:
         rows = (await self._uow.write()).runs
         expired = [
@@ -469,6 +474,10 @@ class FakePending(_Repository):
         rows = (await self._uow.read()).pending.values()
         found = [c for c in rows if c.status is PendingStatus.AWAITING and c.expires_at <= now]
         return sorted(found, key=lambda c: c.expires_at)[:limit]
+
+    async def next_expiry(self) -> datetime | None:
+        rows = (await self._uow.read()).pending.values()
+        return min((c.expires_at for c in rows if c.status is PendingStatus.AWAITING), default=None)
 
     async def count_awaiting(self) -> dict[PendingKind, int]:
         counts: dict[PendingKind, int] = {}

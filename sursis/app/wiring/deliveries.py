@@ -38,6 +38,7 @@ def wire_deliveries(settings: Settings, storage: StorageParts) -> DeliveryParts:
         ),
         clock=utcnow,
         poll_seconds=settings.webhook_poll_seconds,
+        hearing=storage.hearing,
     )
     return DeliveryParts(
         webhooks=WebhookService(uow, clock=utcnow, allow_private_hosts=settings.webhook_allow_private_hosts),

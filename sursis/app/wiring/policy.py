@@ -109,6 +109,6 @@ def wire_policy(
         policy_simulation=PolicySimulation(uow, service, specs, reviewer=review_model),
         authorizations=PreApprovalService(uow, catalog, changes=caches.rules),
         approvers=ApproverService(uow, clock=utcnow),
-        reviewer=reviewer_loop(settings, uow, review_model, utcnow),
+        reviewer=reviewer_loop(settings, storage, review_model, utcnow),
         point=policy or StoredPolicyPoint(uow, cedar, rules=caches.rules, cache=caches.states),
     )

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from datetime import datetime
 
 from sursis.app.settings import Settings
-from sursis.domain.ports import UnitOfWorkFactory
+from sursis.app.wiring.storage import StorageParts
 from sursis.domain.reviewer import ReviewerBudget
 from sursis.infra.policy.reviewer import PydanticAiReviewer, ReviewerLoop
 
@@ -28,8 +28,13 @@ def budget_for(settings: Settings) -> Callable[[str], ReviewerBudget]:
 
 
 def reviewer_loop(
-    settings: Settings, uow: UnitOfWorkFactory, reviewer: PydanticAiReviewer, clock: Callable[[], datetime]
+    settings: Settings, storage: StorageParts, reviewer: PydanticAiReviewer, clock: Callable[[], datetime]
 ) -> ReviewerLoop:
     return ReviewerLoop(
-        uow, reviewer, budget_for(settings), clock=clock, poll_seconds=settings.reviewer_poll_seconds
+        storage.uow,
+        reviewer,
+        budget_for(settings),
+        clock=clock,
+        poll_seconds=settings.reviewer_poll_seconds,
+        hearing=storage.hearing,
     )

@@ -53,7 +53,11 @@ def wire_runtime(
     )
     worlds.worlds.bind(runner)
     retention = RetentionLoop(
-        storage.audit_chain, storage.retention, settings.audit_seal_seconds, settings.retention_sweep_seconds
+        storage.audit_chain,
+        storage.retention,
+        settings.audit_seal_seconds,
+        settings.retention_sweep_seconds,
+        storage.hearing,
     )
     worker = Worker(
         uow,
@@ -68,5 +72,6 @@ def wire_runtime(
         telemetry=observed.telemetry,
         deliverer=deliveries.deliverer,
         loops=[*deliveries.loops, retention, policy.reviewer],
+        hearing=storage.hearing,
     )
     return RuntimeParts(runner, worker)

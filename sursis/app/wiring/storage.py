@@ -4,6 +4,7 @@ every command of the command line: none builds a unit of work of its own)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,6 +32,7 @@ from sursis.infra.encryption import AesGcmCipher, load_keyring
 from sursis.infra.encryption.signing import Ed25519Signer
 from sursis.infra.notifier import LocalRunNotifier
 from sursis.infra.pg_notify import PostgresRunNotifier
+from sursis.infra.wakeup import Hearing
 
 log = structlog.get_logger("sursis.audit")
 
@@ -44,6 +46,8 @@ class StorageParts:
     """In-process wake-ups; on PostgreSQL also NOTIFY/LISTEN between processes."""
     listener: PgEventListener | None
     """Wakes this process's event streams on commits made elsewhere (PostgreSQL with LISTEN on)."""
+    hearing: Hearing
+    """What wakes the worker's background loops, and how long they may sleep (`wakeup.py`)."""
     credentials: CredentialCache | None
     keys: KeyService
     audit: AuditService
@@ -84,12 +88,21 @@ def wire_storage(settings: Settings, *, changes: Invalidations | None = None) ->
         uow=uow,
         notifier=notifier,
         listener=listener,
+        hearing=Hearing(notifier, settings.idle_poll_seconds, hears_others(notifier, listener)),
         credentials=credentials,
         keys=KeyService(uow, cache=credentials),
         audit=AuditService(uow),
         audit_chain=chain,
         retention=build_retention(settings, uow, chain),
     )
+
+
+def hears_others(notifier: LocalRunNotifier, listener: PgEventListener | None) -> Callable[[], bool]:
+    """Whether changes made by other processes reach this one now: both LISTEN subscriptions are
+    up (the queue's, and the events' and pending calls'). Never on SQLite."""
+    if listener is None or not isinstance(notifier, PostgresRunNotifier):
+        return lambda: False
+    return lambda: notifier.listening.is_set() and listener.listening.is_set()
 
 
 def build_cipher(settings: Settings) -> AesGcmCipher:

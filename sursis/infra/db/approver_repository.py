@@ -170,6 +170,16 @@ class SqlApproverRepository(SqlRepository):
         )
         return [_route(row) for row in await self._execute(query)]
 
+    async def next_route_due(self) -> datetime | None:
+        p = t.pending_calls.c
+        query = (
+            sa.select(sa.func.min(_r.due_at))
+            .join(t.pending_calls, p.correlation_id == _r.correlation_id)
+            .where(p.status == t.status_literal(PendingStatus.AWAITING.value))
+        )
+        found: datetime | None = (await self._execute(query)).scalar()
+        return found
+
     async def advance(self, state: RouteState, step: RouteStep, now: datetime) -> bool:
         values: dict[str, Any] = {"escalation_level": step.level, "due_at": step.due_at}
         if step.remind:

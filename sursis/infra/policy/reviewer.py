@@ -13,7 +13,6 @@ the people were asked all along).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import secrets
 import uuid
 from collections.abc import Callable, Sequence
@@ -47,6 +46,8 @@ from sursis.domain.reviewer import (
 )
 from sursis.domain.reviewer_steps import ask_reviewer, record_verdict, reviewer_of, reviewer_principal
 from sursis.domain.states import Decision, PendingStatus
+from sursis.infra.notifier import LocalRunNotifier
+from sursis.infra.wakeup import Hearing
 
 log = structlog.get_logger("sursis.reviewer")
 MAX_TIMEOUT = timedelta(seconds=300)
@@ -112,8 +113,10 @@ class ReviewerLoop:
         clock: Clock,
         poll_seconds: float = 1.0,
         batch: int = 10,
+        hearing: Hearing | None = None,
     ) -> None:
         self._uow = uow
+        self._hearing = hearing
         self._model = model
         self._budget_for = budget_for
         self._clock = clock
@@ -126,15 +129,17 @@ class ReviewerLoop:
         self._decider = decider
 
     async def run(self, stopping: asyncio.Event) -> None:
-        while not stopping.is_set():
-            try:
-                done = await self.run_once()
-            except Exception:
-                log.exception("reviewer.pass_failed")
-                done = 0
-            if done < self._batch:
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(stopping.wait(), self._poll)
+        """A pass, then a wait for a pending call to be created or resolved (`wakeup.py`)."""
+        hearing = self._hearing or Hearing(LocalRunNotifier(), self._poll)
+        with hearing.wakeup(self._poll) as wakeup:
+            while not stopping.is_set():
+                try:
+                    done = await self.run_once()
+                except Exception:
+                    log.exception("reviewer.pass_failed")
+                    done = 0
+                if done < self._batch:
+                    await wakeup.wait(stopping)
 
     async def run_once(self) -> int:
         """Review the queued calls (at most one batch); how many were taken. A pass that finds

@@ -260,6 +260,14 @@ class SqlPendingCallRepository(HeldSqlRepository):
         )
         return [_pending_from_row(row, self._cipher) for row in rows]
 
+    async def next_expiry(self) -> datetime | None:
+        c = t.pending_calls.c
+        query = sa.select(sa.func.min(c.expires_at)).where(
+            c.status == t.status_literal(PendingStatus.AWAITING.value)
+        )
+        found: datetime | None = (await self._execute(query)).scalar()
+        return found
+
     async def count_awaiting(self) -> dict[PendingKind, int]:
         c = t.pending_calls.c
         rows = await self._execute(

@@ -150,6 +150,13 @@ class SqlRunRepository(HeldSqlRepository):
         )
         return [row[0] for row in result]
 
+    async def next_lease_expiry(self) -> datetime | None:
+        query = sa.select(sa.func.min(t.runs.c.lease_expires_at)).where(
+            t.runs.c.status == t.status_literal(RUNNING)
+        )
+        found: datetime | None = (await self._execute(query)).scalar()
+        return found
+
     async def record_progress(
         self, run_id: uuid.UUID, owner: str, usage: Usage, now: datetime, lease_until: datetime
     ) -> bool:
