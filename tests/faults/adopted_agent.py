@@ -5,7 +5,8 @@
 id in `$ADOPTED_EFFECTS_DIR`, created once (the call id is the idempotency key, as a real payment
 API's would be), so `pay_invoice` is declared idempotent; every dispatch also appends the id to
 `attempts.log`. `wire_money` changes things too but is not idempotent (each dispatch appends a
-line to `wires.log`): a call whose worker died while it ran must not run again.
+line to `wires.log`): a call whose worker died while it ran must not run again. `capable` has the
+same `wire_money`, brought by a capability.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from pydantic_ai import Agent, ApprovalRequired, RunContext
+from pydantic_ai.capabilities import Capability
 
 from sursis import ToolOptions, adopt
 
@@ -67,6 +69,12 @@ def _pay(ctx: RunContext[Any], invoice_id: str) -> dict[str, Any]:
     return {"paid": invoice_id}
 
 
+wires = Capability[Any](id="wires")
+"""The same `wire_money`, brought by a capability (`capable`): governed like the agent's own tool."""
+wires.tool(wire_money)
+
+capable = Agent(name="capable", instructions="Wire what you are asked to wire.", capabilities=[wires])
+
 AGENTS = [
     adopt(
         payer,
@@ -74,5 +82,6 @@ AGENTS = [
             "pay_invoice": ToolOptions(idempotent=True),
             "wire_money": ToolOptions(category="suggest"),
         },
-    )
+    ),
+    adopt(capable, tools={"wire_money": ToolOptions(category="suggest")}),
 ]

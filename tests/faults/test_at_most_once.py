@@ -76,6 +76,21 @@ async def test_a_non_idempotent_tool_killed_mid_call_asks_a_person(cluster: Clus
         await _outcome_unknown_then_answered(client, base, run_id, effects / "wires.log")
 
 
+async def test_a_capabilitys_non_idempotent_tool_killed_mid_call_asks_a_person(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    effects = tmp_path / "effects"
+    effects.mkdir()
+    cluster.settings["SURSIS_AGENTS"] = "tests.faults.adopted_agent:AGENTS"
+    _, base = await cluster.api()
+    doomed = cluster.worker(crash_at="tool_effect_committed:wire_money", ADOPTED_EFFECTS_DIR=str(effects))
+    async with httpx.AsyncClient(timeout=30, headers=cluster.headers) as client:
+        _, run_id = await start_run(client, base, TURN, agent="capable")
+        assert await wait_exit(doomed, 60) == KILLED, "the crash point was never reached"
+        cluster.worker(ADOPTED_EFFECTS_DIR=str(effects))
+        await _outcome_unknown_then_answered(client, base, run_id, effects / "wires.log")
+
+
 async def test_a_non_idempotent_tool_whose_database_went_away_mid_call_asks_a_person(
     cluster: Cluster, tmp_path: Path
 ) -> None:
