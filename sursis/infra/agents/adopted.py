@@ -1,4 +1,5 @@
-"""Adopting a pydantic-ai `Agent` as it is: its function tools are declared for the tool wrapper.
+"""Adopting a pydantic-ai `Agent` as it is: its function tools, and those its capabilities bring
+(`capability_tools`), are declared for the tool wrapper.
 
 The agent keeps its instructions, output type, toolsets and model settings; the service adds only
 what every agent gets (the tool wrapper, `DeferredToolRequests` as an output, tracing). A tool
@@ -50,7 +51,8 @@ def adopt(
     the agent's own deps (`ctx.deps` of its tools) for each segment from the run's `RunInfo`; without
     it an agent that declares a `deps_type` is refused here, and `ctx.deps` is the service's `RunDeps`.
     Options may name the tools of the agent's MCP servers, which are known once the servers are
-    listed. `supervisor` names a built-in supervisor (`customer`) that may delegate to the agent.
+    listed, and those of its capabilities (`capability_tools`), also tools a capability adds only
+    at run time. `supervisor` names a built-in supervisor (`customer`) that may delegate to the agent.
     """
     served = name or agent.name
     if not served:
