@@ -166,6 +166,10 @@ async def test_a_tool_added_at_run_time_asks_and_runs_once_approved(database_url
         await svc.send(conversation.id, "erase acme")
         [call] = await expect_pending(svc, tool_name="erase_account")
         assert (call.kind, call.category, RAN) == ("approval", "mutate", [])
+        # Seen called, it is in the catalog (and the policy's tool list) as what it was taken for.
+        [agent] = svc.container.catalog.describe_agents()
+        assert [(t.spec.name, t.spec.category) for t in agent.tools] == [("erase_account", "mutate")]
+        assert [s.name for s in svc.container.catalog.discovered_specs()] == ["erase_account"]
         view = await resolve_and_settle(svc, call, "approve")
         records = await svc.container.runs.list_tool_calls(svc.principal, view.run.id)
     assert (view.run.status, RAN) == ("completed", [("erase_account", "acme")])

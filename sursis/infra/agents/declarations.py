@@ -249,8 +249,10 @@ class DeclaredToolCatalog:
         return sorted(declared | {t.spec.name for t in self._mcp_tools() if t.spec.gated})
 
     def discovered_specs(self) -> list[ToolSpec]:
-        """The specs of the MCP servers' tools listed so far (none before discovery)."""
-        return [t.spec for t in self._mcp_tools()]
+        """The specs of the MCP servers' tools listed so far (none before discovery), and of the
+        tools capabilities added at run time that this process has seen called."""
+        run_time = [s for a in self._agents.values() if a.run_time is not None for s in a.run_time.specs()]
+        return [t.spec for t in self._mcp_tools()] + run_time
 
     def _mcp_tools(self) -> list[Any]:
         return [t for a in self._agents.values() if a.mcp is not None for t in a.mcp.tools()]
