@@ -15,8 +15,8 @@ from pydantic_ai import Agent, RunContext
 from pydantic_ai.capabilities import AbstractCapability, Capability
 from pydantic_ai.toolsets import AbstractToolset, CombinedToolset, FunctionToolset
 
-from sursis import Service
-from sursis.testing import ScriptedModel, expect_pending, resolve_and_settle
+from sursis import Service, ToolOptions, adopt
+from sursis.testing import ScriptedModel, expect_pending, resolve_and_settle, settle
 
 WIPED: list[str] = []
 
@@ -64,3 +64,15 @@ async def test_a_capabilitys_unannounced_tool_asks_and_a_denied_call_never_runs(
             recorded = await uow.tool_calls.get(conversation.id, call.tool_call_id)
     assert (view.run.status, WIPED) == ("completed", [])
     assert recorded is None
+
+
+async def test_options_may_let_a_tool_a_wrapper_adds_run(database_url: str) -> None:
+    WIPED.clear()
+    agent = Agent(name="janitor", capabilities=[SlipsATool()])
+    definition = adopt(agent, tools={"wipe_backups": ToolOptions(category="suggest", approval="auto")})
+    model = ScriptedModel().call("wipe_backups", bucket="scratch").text("Wiped.")
+    async with Service.open(database_url, agents=[definition], model=model.model) as svc:
+        conversation = await svc.start_conversation("janitor")
+        run = await svc.send(conversation.id, "wipe scratch")
+        view = await settle(svc, run.id)
+    assert (view.run.status, view.pending, WIPED) == ("completed", [], ["scratch"])

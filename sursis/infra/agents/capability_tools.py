@@ -78,6 +78,7 @@ def listed_capability_tools(agent: AbstractAgent[Any, Any]) -> ListedTools:
     run_time = False
     ask_type = _ask_user_toolset()
     for capability in capability_leaves(agent):
+        run_time = run_time or _wraps_toolsets(capability)
         try:
             toolset = capability.get_toolset()
         except Exception:  # a toolset that needs a run: its tools are known at run time
@@ -104,6 +105,15 @@ def _function_toolsets(toolset: Any) -> Iterator[tuple[FunctionToolset[Any], boo
             yield from _function_toolsets(inner)
     else:
         yield FunctionToolset(), False
+
+
+def _wraps_toolsets(capability: AbstractCapability[Any]) -> bool:
+    """Whether a capability other than pydantic-ai's own wraps the agent's toolsets, where it may
+    add tools of its own."""
+    own = type(capability).get_wrapper_toolset
+    return own is not AbstractCapability.get_wrapper_toolset and not type(capability).__module__.startswith(
+        "pydantic_ai."
+    )
 
 
 def _ask_user_toolset() -> type[Any] | None:
