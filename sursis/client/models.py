@@ -86,6 +86,8 @@ class PendingCall(Model):
     resolved_by: str | None = None
     reason: str | None = None
     args: dict[str, Any] | None = None
+    validated_args: dict[str, Any] | None = None
+    """The arguments the tool will receive, when they differ from the model's `args`."""
     edited_args: dict[str, Any] | None = None
     result: Any = None
     on_behalf_of: str | None = None

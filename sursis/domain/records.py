@@ -245,6 +245,10 @@ class PendingCall:
     requested_by: str | None = None
     """The key that caused the call (posted the message its run answers, or sent the event that
     started it); None for older rows, whose requester is the conversation's owner."""
+    validated_args: dict[str, Any] | None = None
+    """The arguments the tool will receive, as pydantic-ai validated them (coerced, defaults filled,
+    rewritten by validation hooks; pydantic-ai 2.68 and later), when they differ from `args` (the
+    model's); `args_hash` binds both (`sanitize.pending_args_hash`)."""
     approval: ApprovalView | None = None
     """For a call routed to approver groups, as read for a person: votes, quorum, still needed,
     who may decide now (not a column: attached by the use case that reads the call)."""

@@ -269,3 +269,12 @@ def canonical_json(value: Any) -> str:
 def args_hash(tool_name: str, args: dict[str, Any]) -> str:
     """Binds an approval to exactly what was shown: the tool name and its canonical args."""
     return hashlib.sha256(canonical_json({"tool": tool_name, "args": args}).encode()).hexdigest()
+
+
+def pending_args_hash(tool_name: str, args: dict[str, Any], validated: dict[str, Any] | None) -> str:
+    """The hash a pending call's deciders see: of the model's arguments alone, or, when the tool will
+    receive them otherwise (`validated`), of both, so an approval binds what will run too."""
+    if validated is None:
+        return args_hash(tool_name, args)
+    both = {"tool": tool_name, "args": args, "validated_args": validated}
+    return hashlib.sha256(canonical_json(both).encode()).hexdigest()

@@ -116,6 +116,9 @@ class ToolSpec:
     schema_digest: str | None = None
     """A digest of what the model is told about the tool (description and input schema), so a
     policy can tell when a tool it allowed has changed since (MCP tools)."""
+    capability: str | None = None
+    """The pydantic-ai capability that brings the tool (its `id`, else its class name); None for
+    the agent's own tools."""
     _resolved_approval: Approval = field(init=False, repr=False)
 
     def __post_init__(self) -> None:

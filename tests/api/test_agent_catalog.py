@@ -29,6 +29,7 @@ async def test_every_served_agent_is_listed_with_its_tools(client: AsyncTestClie
         "default_timeout_seconds": 86400.0,
         "input_schema": ops_tools["replay_dlq_event"]["input_schema"],
         "server": None,
+        "capability": None,
         "annotations": None,
         "schema_digest": None,
     }
@@ -89,6 +90,7 @@ async def test_an_adopted_agent_is_listed_with_its_options_and_model(seeded: str
                     "type": "object",
                 },
                 "server": None,
+                "capability": None,
                 "annotations": None,
                 "schema_digest": None,
             }

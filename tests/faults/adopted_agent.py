@@ -5,7 +5,8 @@
 id in `$ADOPTED_EFFECTS_DIR`, created once (the call id is the idempotency key, as a real payment
 API's would be), so `pay_invoice` is declared idempotent; every dispatch also appends the id to
 `attempts.log`. `wire_money` changes things too but is not idempotent (each dispatch appends a
-line to `wires.log`): a call whose worker died while it ran must not run again.
+line to `wires.log`): a call whose worker died while it ran must not run again. `capable` has the
+same `wire_money`, brought by a capability; `drifting` has it in a toolset built for each run.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from pydantic_ai import Agent, ApprovalRequired, RunContext
+from pydantic_ai.capabilities import Capability
+from pydantic_ai.toolsets import FunctionToolset
 
 from sursis import ToolOptions, adopt
 
@@ -67,6 +70,24 @@ def _pay(ctx: RunContext[Any], invoice_id: str) -> dict[str, Any]:
     return {"paid": invoice_id}
 
 
+wires = Capability[Any](id="wires")
+"""The same `wire_money`, brought by a capability (`capable`): governed like the agent's own tool."""
+wires.tool(wire_money)
+
+capable = Agent(name="capable", instructions="Wire what you are asked to wire.", capabilities=[wires])
+
+
+def _wires_for_the_run(ctx: RunContext[Any]) -> FunctionToolset[Any]:
+    return FunctionToolset([wire_money])
+
+
+drifting = Agent(
+    name="drifting",
+    instructions="Wire what you are asked to wire.",
+    capabilities=[Capability[Any](toolsets=[_wires_for_the_run])],
+)
+"""The same `wire_money` again, in a toolset its capability builds for each run: known only at run time."""
+
 AGENTS = [
     adopt(
         payer,
@@ -74,5 +95,7 @@ AGENTS = [
             "pay_invoice": ToolOptions(idempotent=True),
             "wire_money": ToolOptions(category="suggest"),
         },
-    )
+    ),
+    adopt(capable, tools={"wire_money": ToolOptions(category="suggest")}),
+    adopt(drifting, tools={"wire_money": ToolOptions(category="suggest")}),
 ]

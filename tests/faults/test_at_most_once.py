@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 import sqlalchemy as sa
 from sqlalchemy.engine import make_url
 
@@ -71,6 +72,22 @@ async def test_a_non_idempotent_tool_killed_mid_call_asks_a_person(cluster: Clus
     doomed = cluster.worker(crash_at="tool_effect_committed:wire_money", ADOPTED_EFFECTS_DIR=str(effects))
     async with httpx.AsyncClient(timeout=30, headers=cluster.headers) as client:
         _, run_id = await start_run(client, base, TURN, agent="payer")
+        assert await wait_exit(doomed, 60) == KILLED, "the crash point was never reached"
+        cluster.worker(ADOPTED_EFFECTS_DIR=str(effects))
+        await _outcome_unknown_then_answered(client, base, run_id, effects / "wires.log")
+
+
+@pytest.mark.parametrize("agent", ["capable", "drifting"], ids=["listed", "added at run time"])
+async def test_a_capabilitys_non_idempotent_tool_killed_mid_call_asks_a_person(
+    cluster: Cluster, tmp_path: Path, agent: str
+) -> None:
+    effects = tmp_path / "effects"
+    effects.mkdir()
+    cluster.settings["SURSIS_AGENTS"] = "tests.faults.adopted_agent:AGENTS"
+    _, base = await cluster.api()
+    doomed = cluster.worker(crash_at="tool_effect_committed:wire_money", ADOPTED_EFFECTS_DIR=str(effects))
+    async with httpx.AsyncClient(timeout=30, headers=cluster.headers) as client:
+        _, run_id = await start_run(client, base, TURN, agent=agent)
         assert await wait_exit(doomed, 60) == KILLED, "the crash point was never reached"
         cluster.worker(ADOPTED_EFFECTS_DIR=str(effects))
         await _outcome_unknown_then_answered(client, base, run_id, effects / "wires.log")

@@ -6,15 +6,17 @@ import uuid
 from datetime import UTC, datetime
 from typing import Any
 
+import pytest
 from pydantic_ai.messages import ToolCallPart
 from pydantic_ai.tools import DeferredToolResults, ToolApproved, ToolDenied
 
 from sursis.domain.integrity import ARGS_MISMATCH, OUTCOME_MISMATCH
 from sursis.domain.records import PendingCall, ToolCallMetadata, ToolCallRecord
-from sursis.domain.sanitize import args_hash
+from sursis.domain.sanitize import args_hash, pending_args_hash
 from sursis.domain.states import PendingStatus
 from sursis.domain.tools import Executor, PendingKind
 from sursis.infra.agents.approved_args import APPROVED, approved_hash, binding, mismatch, mismatches
+from sursis.infra.agents.resumed import deferred_results
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 ASKED = {"order_id": "A1", "amount": 900}
@@ -111,3 +113,44 @@ def test_denied_calls_and_calls_without_a_binding_are_not_checked() -> None:
     unbound = DeferredToolResults(approvals={"call_1": ToolApproved()})
     assert mismatches([forged], unbound) == []
     assert mismatches([forged], None) == []
+
+
+VALIDATED = {"order_id": "A1", "amount": 900, "currency": "EUR"}
+
+
+def test_validated_arguments_are_bound_with_the_models_and_checked_at_dispatch() -> None:
+    row = approved_row(
+        ASKED, validated_args=VALIDATED, args_hash=pending_args_hash("refund", ASKED, VALIDATED)
+    )
+    bound = binding(row, part(ASKED))
+    assert mismatch(part(ASKED), bound) is None
+    assert mismatch(part(ASKED), bound, VALIDATED) is None
+    found = mismatch(part(ASKED), bound, {**VALIDATED, "currency": "USD"})
+    assert found is not None and "validated ones approved" in found.reason
+
+
+def test_a_pending_row_whose_validated_arguments_were_rewritten_is_broken() -> None:
+    honest = pending_args_hash("refund", ASKED, VALIDATED)
+    row = approved_row(ASKED, validated_args={**VALIDATED, "amount": 9_000_000}, args_hash=honest)
+    found = mismatch(part(ASKED), binding(row, part(ASKED)), VALIDATED)
+    assert found is not None and "do not hash" in found.reason
+
+
+@pytest.mark.skipif(
+    "answered_by" not in DeferredToolResults.__dataclass_fields__,
+    reason="pydantic-ai before 2.68 has no answered_by",
+)
+def test_the_resume_tells_pydantic_ai_who_decided_each_call() -> None:
+    approved = approved_row(ASKED, resolved_by="key-approver")
+    answered = approved_row(
+        {"question": "which?"},
+        tool_call_id="call_2",
+        kind=PendingKind.ELICITATION,
+        status=PendingStatus.ANSWERED,
+        resolved_by="key-answerer",
+        resolution={"decision": "answer", "result": "this one"},
+    )
+    tail = [part(ASKED), ToolCallPart("ask", {"question": "which?"}, tool_call_id="call_2")]
+    results = deferred_results(tail, [approved, answered], abandoned=False, raw=True)
+    assert results is not None
+    assert results.answered_by == {"call_1": "key-approver", "call_2": "key-answerer"}

@@ -25,6 +25,9 @@ class ToolOut(BaseModel):
         default=None, description="The JSON schema of the tool's arguments, as the model is shown it"
     )
     server: str | None = Field(default=None, description="The MCP server that provides the tool")
+    capability: str | None = Field(
+        default=None, description="The pydantic-ai capability that brings the tool (its id or class name)"
+    )
     annotations: dict[str, Any] | None = Field(
         default=None, description="What the MCP server says of the tool (readOnlyHint, destructiveHint, ...)"
     )
@@ -57,6 +60,7 @@ def agent_out(agent: AgentInfo, tools: list[ToolListing]) -> AgentOut:
                 default_timeout_seconds=t.default_timeout.total_seconds() if t.default_timeout else None,
                 input_schema=dict(t.info.input_schema) if t.info.input_schema is not None else None,
                 server=t.info.spec.server,
+                capability=t.info.spec.capability,
                 annotations=dict(t.info.annotations) if t.info.annotations is not None else None,
                 schema_digest=t.info.spec.schema_digest,
             )

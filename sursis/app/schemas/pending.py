@@ -60,7 +60,16 @@ class PendingCallOut(FromRecord):
         description="The key that caused the call (posted the message, sent the event); it never "
         "decides its own call unless the rule allows self-approval. Null for older calls",
     )
-    args: dict[str, Any] | None = None
+    args: dict[str, Any] | None = Field(
+        default=None, description="The arguments as the model sent them (null for a key that cannot approve)"
+    )
+    validated_args: dict[str, Any] | None = Field(
+        default=None,
+        description="The arguments the tool will receive, as pydantic-ai validated them (coerced, defaults "
+        "filled, rewritten by validation hooks), when they differ from `args`; `args_summary` and "
+        "`effect_description` describe them, and `args_hash` binds both. Null when they are `args`, on "
+        "pydantic-ai before 2.68, and for a key that cannot approve",
+    )
     edited_args: dict[str, Any] | None = None
     result: Any = None
     policy: PolicyDecisionOut | None = Field(
@@ -100,6 +109,7 @@ def pending_out(p: PendingCall, principal: Principal) -> PendingCallOut:
     return PendingCallOut.model_validate(p).model_copy(
         update={
             "args": p.args if privileged else None,
+            "validated_args": p.validated_args if privileged else None,
             "edited_args": resolution.get("args") if privileged else None,
             "result": resolution.get("result"),
             "on_behalf_of": resolution.get("on_behalf_of"),

@@ -1,4 +1,5 @@
-"""Adopting a pydantic-ai `Agent` as it is: its function tools are declared for the tool wrapper.
+"""Adopting a pydantic-ai `Agent` as it is: its function tools, and those its capabilities bring
+(`capability_tools`), are declared for the tool wrapper.
 
 The agent keeps its instructions, output type, toolsets and model settings; the service adds only
 what every agent gets (the tool wrapper, `DeferredToolRequests` as an output, tracing). A tool
@@ -26,6 +27,7 @@ from sursis.domain.errors import ToolDeclarationError
 from sursis.domain.tools import Approval, Category, Executor, ToolSpec
 from sursis.infra.agents.agent_deps import DepsFactory
 from sursis.infra.agents.capabilities import refused_capability
+from sursis.infra.agents.capability_tools import CapabilityTool, RunTimeTools, listed_capability_tools
 from sursis.infra.agents.declarations import AgentDefinition, DeclaredTool
 from sursis.infra.agents.mcp_tools import McpTools, mcp_servers
 from sursis.infra.agents.run_deps import RunDeps
@@ -49,7 +51,8 @@ def adopt(
     the agent's own deps (`ctx.deps` of its tools) for each segment from the run's `RunInfo`; without
     it an agent that declares a `deps_type` is refused here, and `ctx.deps` is the service's `RunDeps`.
     Options may name the tools of the agent's MCP servers, which are known once the servers are
-    listed. `supervisor` names a built-in supervisor (`customer`) that may delegate to the agent.
+    listed, and those of its capabilities (`capability_tools`), also tools a capability adds only
+    at run time. `supervisor` names a built-in supervisor (`customer`) that may delegate to the agent.
     """
     served = name or agent.name
     if not served:
@@ -71,14 +74,19 @@ def adopt(
     declared: list[DeclaredTool] = []
     for toolset in agent.toolsets:
         if not isinstance(toolset, FunctionToolset):
-            continue  # MCP servers and other toolsets: called as they are, described by their server
+            continue  # MCP servers and capabilities' toolsets: below
         for tool in toolset.tools.values():
             declared.append(_declare(served, tool, options.pop(tool.name, ToolOptions())))
+    listed = listed_capability_tools(agent)
+    for brought in listed.tools:
+        given = options.pop(brought.tool.name, ToolOptions())
+        declared.append(_declare(served, brought.tool, given, brought))
     servers = mcp_servers(agent.toolsets)
-    if options and not servers:
+    if options and not servers and not listed.run_time:
         raise ToolDeclarationError(
             f"agent {served!r}: options for tools it does not have: {', '.join(sorted(options))}"
         )
+    mcp = McpTools(served, servers, options) if servers else None
     return AgentDefinition(
         name=served,
         instructions="",
@@ -87,29 +95,39 @@ def adopt(
         model=model if model is not None else agent.model,
         adopted=agent,
         deps=deps,
-        mcp=McpTools(served, servers, options) if servers else None,
+        mcp=mcp,
         supervisor=supervisor,
+        run_time=RunTimeTools(served, mcp, options),
     )
 
 
-def _declare(agent: str, tool: Tool[Any], options: ToolOptions) -> DeclaredTool:
+def _declare(
+    agent: str, tool: Tool[Any], options: ToolOptions, brought: CapabilityTool | None = None
+) -> DeclaredTool:
     try:
-        return _declared(agent, tool, options)
+        return _declared(agent, tool, options, brought)
     except ToolDeclarationError as exc:  # the spec names the tool already
         raise ToolDeclarationError(f"agent {agent!r}: {exc}") from exc
     except ValueError as exc:  # an option of no known value (category="bogus")
         raise ToolDeclarationError(f"agent {agent!r}, tool {tool.name!r}: {exc}") from exc
 
 
-def _declared(agent: str, tool: Tool[Any], options: ToolOptions) -> DeclaredTool:
+def _declared(
+    agent: str, tool: Tool[Any], options: ToolOptions, brought: CapabilityTool | None
+) -> DeclaredTool:
     gated = tool.requires_approval
-    category = Category(options.category) if options.category else Category.MUTATE if gated else Category.READ
+    asks_user = brought is not None and brought.asks_user
+    # The agent's own tool is `read` unless it gates itself; a capability's is `mutate` until its
+    # options say otherwise (its author is seldom the agent's); the harness's question is read.
+    uncategorised = Category.MUTATE if gated or (brought is not None and not asks_user) else Category.READ
+    category = Category(options.category) if options.category else uncategorised
     approval = (
         Approval(options.approval)
         if options.approval
-        else (Approval.REQUIRES_APPROVAL if gated else Approval.AUTO)
+        else (Approval.REQUIRES_APPROVAL if gated else None if category is Category.MUTATE else Approval.AUTO)
     )
-    executor = Executor(options.executor) if options.executor else Executor.SERVER
+    default_executor = Executor.HUMAN if asks_user else Executor.SERVER
+    executor = Executor(options.executor) if options.executor else default_executor
     if executor is Executor.PROVIDER:
         raise ToolDeclarationError(
             f"agent {agent!r}, tool {tool.name!r}: a function tool is not hosted by the provider"
@@ -122,6 +140,7 @@ def _declared(agent: str, tool: Tool[Any], options: ToolOptions) -> DeclaredTool
         approval=approval,
         effect=options.effect,
         timeout=timedelta(seconds=timeout) if isinstance(timeout, int | float) else timeout,
+        capability=brought.capability if brought is not None else None,
     )
     result: TypeAdapter[Any] | None = None
     if spec.external_kind() is not None:

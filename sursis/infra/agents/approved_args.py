@@ -9,6 +9,11 @@ signed off. The runner compares every approved call of the segment before the se
 (`mismatches`: nothing runs if one differs) and the tool wrapper compares again at dispatch
 (`check_dispatch`). A mismatch is never run: it is an audit finding (`integrity.args_mismatch`)
 and the run fails with `approved_args_mismatch`.
+
+Where pydantic-ai (2.68 and later) gives the arguments the tool will receive (validated, defaults
+filled, rewritten by validation hooks) and they differ from the model's, the deciders saw those too:
+the pending call's `args_hash` binds both, and at dispatch the arguments the tool is about to
+receive are compared with them as well.
 """
 
 from __future__ import annotations
@@ -21,10 +26,11 @@ from typing import Any, NoReturn
 import structlog
 from pydantic_ai.messages import ToolCallPart
 from pydantic_ai.tools import DeferredToolResults, ToolApproved
+from pydantic_core import to_jsonable_python
 
 from sursis.domain.integrity import ARGS_MISMATCH, OUTCOME_MISMATCH
 from sursis.domain.records import AuditEntry, PendingCall, RunError, ToolCallRecord
-from sursis.domain.sanitize import args_hash
+from sursis.domain.sanitize import args_hash, pending_args_hash
 from sursis.infra.agents.run_deps import RunDeps
 
 log = structlog.get_logger("sursis.tools")
@@ -36,6 +42,9 @@ ACTOR = "system:worker"
 _ROW_CHANGED = "the pending call's arguments do not hash to the args_hash its deciders saw"
 _LOG_CHANGED = "the arguments about to run are not the ones approved"
 _OUTCOME_CHANGED = "the stored outcome about to be replayed was recorded for other arguments"
+_VALIDATED_CHANGED = "the arguments the tool is about to receive are not the validated ones approved"
+VALIDATED = "validated_args_hash"
+"""In a binding: the hash of the validated arguments the deciders saw (pydantic-ai 2.68 and later)."""
 
 
 def binding(row: PendingCall, call: ToolCallPart, annotations: Iterable[str] = ()) -> dict[str, Any]:
@@ -51,13 +60,15 @@ def binding(row: PendingCall, call: ToolCallPart, annotations: Iterable[str] = (
         bound["args_hash"] = args_hash(row.tool_name, edited)
         return bound
     bound["args_hash"] = row.args_hash
-    if args_hash(row.tool_name, row.args) != row.args_hash:
+    if pending_args_hash(row.tool_name, row.args, row.validated_args) != row.args_hash:
         bound["broken"] = _ROW_CHANGED
         return bound
     called = call.args_as_dict()
     shown = {k: v for k, v in row.args.items() if k in called or k not in annotations}
-    if shown != row.args:
-        bound["args_hash"] = args_hash(row.tool_name, shown)
+    bound["args_hash"] = args_hash(row.tool_name, shown)
+    if row.validated_args is not None:
+        # What the tool will receive, compared when it is about to (`check_dispatch`).
+        bound[VALIDATED] = args_hash(row.tool_name, row.validated_args)
     return bound
 
 
@@ -95,13 +106,28 @@ class Mismatch:
         )
 
 
-def mismatch(call: ToolCallPart, bound: Mapping[str, Any] | None) -> Mismatch | None:
+def mismatch(
+    call: ToolCallPart, bound: Mapping[str, Any] | None, receives: Mapping[str, Any] | None = None
+) -> Mismatch | None:
     """How `call` (as it is about to run) differs from its binding; None when it is the approved call
-    (or carries no binding)."""
+    (or carries no binding). `receives`: the arguments its tool is about to receive, compared with
+    the validated arguments the deciders saw."""
     if not isinstance(bound, Mapping) or "args_hash" not in bound:
         return None
     actual = args_hash(call.tool_name, call.args_as_dict())
     broken = bound.get("broken")
+    validated = bound.get(VALIDATED)
+    if broken is None and actual == bound["args_hash"] and validated is not None and receives is not None:
+        received = args_hash(call.tool_name, jsonable_args(receives))
+        if received != validated:
+            return Mismatch(
+                call.tool_call_id,
+                call.tool_name,
+                bound.get("correlation_id"),
+                str(validated),
+                received,
+                _VALIDATED_CHANGED,
+            )
     if broken is None and actual == bound["args_hash"]:
         return None
     return Mismatch(
@@ -222,10 +248,19 @@ def logged(found: Mismatch) -> None:
     )
 
 
-async def check_dispatch(deps: RunDeps, call: ToolCallPart, metadata: Mapping[str, Any]) -> None:
+def jsonable_args(args: Mapping[str, Any]) -> dict[str, Any]:
+    """Validated arguments in the JSON form pydantic-ai gives them in `DeferredToolRequests`."""
+    jsonable = to_jsonable_python(dict(args), serialize_unknown=True, bytes_mode="base64")
+    assert isinstance(jsonable, dict)
+    return jsonable
+
+
+async def check_dispatch(
+    deps: RunDeps, call: ToolCallPart, metadata: Mapping[str, Any], receives: Mapping[str, Any] | None = None
+) -> None:
     """At dispatch of an approved call: the finding written and `ApprovedArgsMismatch` raised when
-    its arguments are not the approved ones."""
-    found = mismatch(call, metadata.get(APPROVED))
+    its arguments (the model's, or those its tool receives) are not the approved ones."""
+    found = mismatch(call, metadata.get(APPROVED), receives)
     if found is None:
         return
     await refuse(deps, found)

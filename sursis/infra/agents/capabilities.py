@@ -23,7 +23,7 @@ from pydantic_ai.capabilities.combined import CombinedCapability
 
 def refused_capability(agent: AbstractAgent[Any, Any]) -> str | None:
     """Why the service cannot serve `agent` with one of its capabilities; None when it can."""
-    for capability in _leaves(getattr(agent, "root_capability", None)):
+    for capability in capability_leaves(agent):
         name = type(capability).__name__
         if _decides_deferred_calls(capability):
             return (
@@ -37,6 +37,11 @@ def refused_capability(agent: AbstractAgent[Any, Any]) -> str | None:
                 "service already stores and resumes every run: serve the agent without it"
             )
     return None
+
+
+def capability_leaves(agent: AbstractAgent[Any, Any]) -> Iterator[AbstractCapability[Any]]:
+    """The agent's capabilities, those combined into one listed one by one."""
+    return _leaves(getattr(agent, "root_capability", None))
 
 
 def _leaves(capability: Any) -> Iterator[AbstractCapability[Any]]:

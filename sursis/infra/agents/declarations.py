@@ -21,6 +21,7 @@ from sursis.domain.tools import Executor, ToolSpec
 from sursis.infra.agents.models import model_label
 
 if TYPE_CHECKING:
+    from sursis.infra.agents.capability_tools import RunTimeTools
     from sursis.infra.agents.mcp_tools import McpTools
     from sursis.infra.db.mcp_pins import SqlMcpPinStore
 
@@ -117,6 +118,9 @@ class AgentDefinition:
     """The adopted agent's MCP servers, whose tools are discovered at run time."""
     supervisor: str | None = None
     """The built-in supervisor that may delegate to this agent (`customer`), if any."""
+    run_time: RunTimeTools | None = None
+    """An adopted agent's tools found at run time (its MCP servers', those a capability adds to a
+    run): see `sursis.infra.agents.capability_tools`."""
 
     def __post_init__(self) -> None:
         names = [t.spec.name for t in self.tools] + [p.spec.name for p in self.provider_tools]
@@ -130,7 +134,15 @@ class AgentDefinition:
         for provided in self.provider_tools:
             if provided.spec.name == tool_name:
                 return provided.spec
-        return self.mcp.spec(tool_name) if self.mcp is not None else None
+        spec = self.mcp.spec(tool_name) if self.mcp is not None else None
+        if spec is None and self.run_time is not None:
+            spec = self.run_time.spec(tool_name)
+        return spec
+
+    def run_time_tool(self, tool_name: str) -> bool:
+        """Whether `tool_name` can only be a tool an adopted agent finds at run time (its MCP servers'
+        or one a capability adds to a run): it declares no such tool itself."""
+        return self.adopted is not None and self.declared(tool_name) is None
 
     def declared(self, tool_name: str) -> DeclaredTool | None:
         return next((d for d in self.tools if d.spec.name == tool_name), None)
@@ -139,6 +151,7 @@ class AgentDefinition:
 def _describe(definition: AgentDefinition) -> AgentInfo:
     model = definition.model
     adopted = definition.adopted
+    run_time = definition.run_time
     return AgentInfo(
         name=definition.name,
         description=(adopted.description if adopted is not None else None) or None,
@@ -153,6 +166,7 @@ def _describe(definition: AgentDefinition) -> AgentInfo:
                 ToolInfo(t.spec, t.description, t.input_schema, t.annotations)
                 for t in (definition.mcp.tools() if definition.mcp is not None else [])
             ),
+            *(ToolInfo(spec, None) for spec in (run_time.specs() if run_time is not None else [])),
         ),
     )
 
@@ -235,8 +249,10 @@ class DeclaredToolCatalog:
         return sorted(declared | {t.spec.name for t in self._mcp_tools() if t.spec.gated})
 
     def discovered_specs(self) -> list[ToolSpec]:
-        """The specs of the MCP servers' tools listed so far (none before discovery)."""
-        return [t.spec for t in self._mcp_tools()]
+        """The specs of the MCP servers' tools listed so far (none before discovery), and of the
+        tools capabilities added at run time that this process has seen called."""
+        run_time = [s for a in self._agents.values() if a.run_time is not None for s in a.run_time.specs()]
+        return [t.spec for t in self._mcp_tools()] + run_time
 
     def _mcp_tools(self) -> list[Any]:
         return [t for a in self._agents.values() if a.mcp is not None for t in a.mcp.tools()]
@@ -272,6 +288,11 @@ class DeclaredToolCatalog:
             # server checks the arguments it receives in any case.
             listed = definition.mcp.tool(tool_name)
             return validate_mcp_args(listed.input_schema if listed else {"type": "object"}, args)
+        if definition is not None and definition.run_time_tool(tool_name):
+            # A tool a capability added to a run: pydantic-ai validates the arguments it runs with.
+            jsonable_args = to_jsonable_python(args)
+            assert isinstance(jsonable_args, dict)
+            return jsonable_args
         declared = self._declared(agent, tool_name)
         try:
             validated = declared.tool.function_schema.validator.validate_python(args)
@@ -286,8 +307,8 @@ class DeclaredToolCatalog:
 
     def validate_result(self, agent: str, tool_name: str, result: Any) -> Any:
         definition = self._agents.get(agent)
-        if definition is not None and definition.mcp is not None and definition.declared(tool_name) is None:
-            return to_jsonable_python(result)  # an MCP tool declares no result type
+        if definition is not None and definition.run_time_tool(tool_name):
+            return to_jsonable_python(result)  # an MCP tool, or one added at run time: no result type
         declared = self._declared(agent, tool_name)
         if declared.result is None:
             return result

@@ -34,6 +34,16 @@ class DeferredTarget:
     kind: PendingKind
     policy: PolicyDecision | None = None
     """The policy decision that asked for the call (an approval), from the deferral's metadata."""
+    validated_args: dict[str, Any] | None = None
+    """The arguments the tool will receive (pydantic-ai's `DeferredToolRequests.validated_args`, 2.68
+    and later) when they differ from the model's."""
+
+    def shown_args(self) -> dict[str, Any]:
+        """What the deciders are told the call does: the arguments that will run, with what the tool
+        asks them to check."""
+        if self.validated_args is None:
+            return self.args
+        return {**self.validated_args, **{k: v for k, v in self.args.items() if k == REVIEW}}
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -44,6 +54,7 @@ class DeferredTarget:
             "args": self.args,
             "kind": self.kind.value,
             "policy": self.policy.to_json() if self.policy is not None else None,
+            "validated_args": self.validated_args,
         }
 
     @classmethod
@@ -56,6 +67,7 @@ class DeferredTarget:
             args=dict(data["args"]),
             kind=PendingKind(data["kind"]),
             policy=PolicyDecision.from_json(data["policy"]) if data.get("policy") else None,
+            validated_args=dict(data["validated_args"]) if data.get("validated_args") else None,
         )
 
 
@@ -64,6 +76,7 @@ def requested_targets(
 ) -> list[DeferredTarget]:
     """The calls an agent run's `DeferredToolRequests` asks for, nested ones expanded."""
     targets: list[DeferredTarget] = []
+    validated_by_call: dict[str, Any] = getattr(output, "validated_args", None) or {}  # pydantic-ai 2.68+
     for part, default_kind in [(p, PendingKind.APPROVAL) for p in output.approvals] + [
         (p, PendingKind.ELICITATION) for p in output.calls
     ]:
@@ -74,13 +87,17 @@ def requested_targets(
             continue
         kind = _kind(metadata.get("kind"), default_kind)
         args = part.args_as_dict()
+        validated = validated_by_call.get(part.tool_call_id)
+        validated = dict(validated) if isinstance(validated, dict) and validated != args else None
         if isinstance(metadata.get(REVIEW), dict):
             # What the tool asks the person deciding to check, shown with the call's arguments.
             args = {**args, REVIEW: metadata[REVIEW]}
         policy = metadata.get(POLICY)
         decision = PolicyDecision.from_json(policy) if isinstance(policy, dict) else None
         targets.append(
-            DeferredTarget(agent, agent_path, part.tool_call_id, part.tool_name, args, kind, decision)
+            DeferredTarget(
+                agent, agent_path, part.tool_call_id, part.tool_name, args, kind, decision, validated
+            )
         )
     return targets
 

@@ -147,7 +147,7 @@ class ObservedTools(AbstractCapability[RunDeps]):
         approved = d.ctx.tool_call_approved and not redispatch
         decision: PolicyDecision | None = None
         if approved:
-            await approved_args.check_dispatch(deps, call, metadata)
+            await approved_args.check_dispatch(deps, call, metadata, args)
             # The decision that asked for the call; the approval answered it.
             stamped = metadata.get(POLICY)
             decision = PolicyDecision.from_json(stamped) if isinstance(stamped, Mapping) else None

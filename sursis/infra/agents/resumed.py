@@ -143,6 +143,9 @@ def deferred_results(
         if row.status is PendingStatus.AWAITING:
             awaiting = sum(1 for r in latest.values() if r.status is PendingStatus.AWAITING)
             raise NotReady(f"pending call {row.correlation_id} is still awaiting", awaiting)
+        if row.resolved_by and hasattr(results, "answered_by"):  # pydantic-ai 2.68+
+            # Who decided, for pydantic-ai's own events and telemetry.
+            results.answered_by[call_id] = row.resolved_by
         if row.kind is PendingKind.APPROVAL:
             if row.status is PendingStatus.APPROVED:
                 edited = (row.resolution or {}).get("args")

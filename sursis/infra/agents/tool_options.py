@@ -14,7 +14,9 @@ from sursis.domain.tools import Approval, Category, Executor
 class ToolOptions:
     """What the service needs to know about an adopted agent's tool besides its signature.
 
-    `category` defaults to `mutate` for a `requires_approval` tool and `read` otherwise; `approval`
+    `category` defaults to `mutate` for a `requires_approval` tool and `read` otherwise, but to
+    `mutate` for every tool a capability brings (`capability_tools`: its author is seldom the
+    agent's, and the service cannot see what the tool changes); `approval`
     to what the tool declares (`requires_approval=True` or not): a tool that gates itself by raising
     `ApprovalRequired` stays `auto`. `executor` says who answers a call the tool defers with
     `CallDeferred`: `human` (a person's answer, the default) or `client` (the caller's app).

@@ -119,6 +119,7 @@ PENDING_CALLS = SealedTable(
         "effect_description": "text",
         "resolution": "json",
         "reason": "text",
+        "validated_args": "json",
     },
     ("correlation_id",),
 )

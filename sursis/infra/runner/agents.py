@@ -129,7 +129,7 @@ def _capabilities(
     observed = _AgentTools(
         {d.spec.name: d.spec for d in definition.tools},
         telemetry.metrics,
-        discovered=definition.mcp,
+        discovered=definition.run_time if definition.run_time is not None else definition.mcp,
         raw_results=raw_results,
         once=at_most_once_tools(definition),
         native=native,

@@ -15,7 +15,7 @@ from sursis.domain.policy_decisions import PolicyDecision
 from sursis.domain.ports import UnitOfWork
 from sursis.domain.records import PendingCall, Run, Usage
 from sursis.domain.run_lifecycle import ToolEvents
-from sursis.domain.sanitize import args_hash
+from sursis.domain.sanitize import pending_args_hash
 from sursis.domain.states import PendingStatus, RunStatus
 from sursis.domain.tools import Executor, ToolApprovalRequest
 from sursis.infra.agents.nested import deferred_targets
@@ -105,7 +105,7 @@ class Suspending(Ending):
             spec = owner_definition.spec(target.tool_name) if owner_definition else None
             kind = target.kind
             args = target.args
-            request = ToolApprovalRequest.for_call(spec, target.tool_name, target.agent, args)
+            request = ToolApprovalRequest.for_call(spec, target.tool_name, target.agent, target.shown_args())
             calls.append(
                 PendingCall(
                     correlation_id=request.correlation_id,
@@ -120,7 +120,8 @@ class Suspending(Ending):
                     kind=kind,
                     args=args,
                     args_summary=request.args_summary,
-                    args_hash=args_hash(target.tool_name, args),
+                    args_hash=pending_args_hash(target.tool_name, args, target.validated_args),
+                    validated_args=target.validated_args,
                     effect_description=request.effect_description,
                     status=PendingStatus.AWAITING,
                     created_at=now,

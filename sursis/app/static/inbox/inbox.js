@@ -695,7 +695,11 @@
     );
     tick();
     const args = call.args || call.args_summary;
-    setText("detail-args", pretty(args));
+    // What will run (pydantic-ai's validated arguments), and the model's own when they differ.
+    setText("detail-args", pretty(call.validated_args || args));
+    const differ = Boolean(call.validated_args && call.args);
+    $("model-args-title").hidden = !differ;
+    setText("detail-model-args", differ ? pretty(call.args) : "").hidden = !differ;
     $("edit-args").value = pretty(args);
     const awaiting = call.status === "awaiting";
     // A call routed to approver groups: the buttons only for a key that may vote on it now.
