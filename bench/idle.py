@@ -64,8 +64,10 @@ async def main() -> None:
     parser.add_argument("--sqlite", action="store_true")
     args = parser.parse_args()
     log_dir = Path(tempfile.mkdtemp(prefix="sursis-idle-"))
-    url = f"sqlite+aiosqlite:///{log_dir / 'idle.db'}" if args.sqlite else os.environ.get(
-        "BENCH_PG_URL", DEFAULT_PG_URL
+    url = (
+        f"sqlite+aiosqlite:///{log_dir / 'idle.db'}"
+        if args.sqlite
+        else os.environ.get("BENCH_PG_URL", DEFAULT_PG_URL)
     )
     rounds = []
     for index in range(args.rounds):
