@@ -60,7 +60,8 @@ $(COMPAT_STAMP): pyproject.toml Makefile
 # tests/packaging/test_wheel.py installs the wheel beside pydantic-ai-harness, hence on the lowest.
 COMPAT_TESTS := tests/adoption tests/agents/test_adopted_agent.py tests/agents/test_agent_deps.py \
 	tests/agents/test_pydantic_ai_features.py tests/agents/test_nested_agents.py \
-	tests/attacks/test_forged_nested_arguments.py tests/unit/test_failure_classification.py
+	tests/attacks/test_forged_nested_arguments.py tests/unit/test_failure_classification.py \
+	tests/agents/test_tool_control_flow.py
 
 test-compat: $(COMPAT_STAMP) ## the adoption tests on the lowest supported pydantic-ai, with pydantic-ai-harness (.venv-compat; part of .ci/run)
 	PIP_CONSTRAINT=$(COMPAT_CONSTRAINTS) $(COMPAT_VENV)/bin/pytest -q -n 2 --dist loadfile -m "not slow and not packaging" $(COMPAT_TESTS)
