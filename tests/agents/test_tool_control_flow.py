@@ -280,3 +280,18 @@ async def test_a_tool_call_judges_denial_reaches_the_model(database_url: str, ga
         _, text = told(model.requests, call_id)
     assert (view.run.status, RAN, decided) == ("completed", [], 1 if gated else 0)
     assert "was blocked by a tool-call judge" in text and "UNEXPECTED" not in text
+
+
+async def test_a_retried_call_is_a_failure_on_the_event_stream(database_url: str, gated: bool) -> None:
+    model = ScriptedModel().call("pick", n=7).call("pick", n=2).text("Picked 2.")
+    async with Service.open(database_url, agents=[served(picker(), gated)], model=model.model) as svc:
+        view, _ = await turn(svc)
+        first, second = call_ids(model.requests)
+        results = {
+            e.data["tool_call_id"]: e.data
+            async for e in svc.events(view.run.conversation_id, follow=False)
+            if e.type == "tool.result"
+        }
+    assert results[first]["ok"] is False
+    assert "7 is out of range, pick 1 to 3" in results[first]["error"]["message"]
+    assert results[second]["ok"] is True
