@@ -6,6 +6,7 @@ real crash is "unexpected". On SQLite and PostgreSQL, on the lowest and the newe
 from __future__ import annotations
 
 import uuid
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -18,7 +19,8 @@ from pydantic_ai.tools import ToolDefinition
 from structlog.testing import capture_logs
 
 from sursis import Service, ToolOptions, adopt
-from sursis.domain.records import ToolCallRecord
+from sursis.domain.errors import error_result
+from sursis.domain.records import ToolCallMetadata, ToolCallRecord
 from sursis.domain.runs import RunView
 from sursis.infra.agents.compat import call_deferred
 from sursis.testing import ScriptedModel, settle
@@ -295,3 +297,50 @@ async def test_a_retried_call_is_a_failure_on_the_event_stream(database_url: str
     assert results[first]["ok"] is False
     assert "7 is out of range, pick 1 to 3" in results[first]["error"]["message"]
     assert results[second]["ok"] is True
+
+
+@pytest.mark.parametrize(
+    ("recorded", "outcome_told", "text_told"),
+    [
+        (
+            error_result("ModelRetry", "7 is out of range, pick 1 to 3", "RETRY"),
+            "retried",
+            "7 is out of range",
+        ),
+        (
+            error_result("ToolFailed", "7 can never be picked", "TOOL_FAILED"),
+            "failed",
+            "7 can never be picked",
+        ),
+        (error_result("SkipToolExecution", "blocked by a judge", "SKIPPED"), "success", "blocked by a judge"),
+    ],
+    ids=["retry", "failed", "skipped"],
+)
+async def test_a_call_recorded_by_a_segment_that_died_is_told_its_outcome_again(
+    database_url: str, gated: bool, recorded: dict[str, Any], outcome_told: str, text_told: str
+) -> None:
+    """The row a segment that died wrote for the call (its outcome recorded, the model's next response
+    not): the next segment tells the model the same, in the same form, and the tool does not run."""
+    RAN.clear()
+    model = ScriptedModel().call("pick", n=7).text("Told.")
+    async with Service.open(database_url, agents=[served(picker(), gated)], model=model.model) as svc:
+        conversation = await svc.start_conversation("picker")
+        run = await svc.send(conversation.id, "pick one")
+        call_id = f"{model._prefix}_0_0"  # the id ScriptedModel gives its first call
+        now = datetime.now(UTC)
+        metadata = ToolCallMetadata("pick", "picker", 1.0, False, recorded["error"]["class"], None, now, now)
+        async with svc.container.uow() as uow:
+            await uow.tool_calls.record(
+                ToolCallRecord(
+                    conversation.id, run.id, call_id, metadata, recorded, recorded["error"]["code"]
+                )
+            )
+            await uow.commit()
+        for _ in range(3):
+            await svc.run_until_idle()
+            for call in await svc.pending(conversation_id=conversation.id):
+                await svc.resolve(call.correlation_id, "approve")
+        view = await settle(svc, run.id)
+        outcome, text = told(model.requests, call_id)
+    assert (view.run.status, RAN) == ("completed", [])
+    assert outcome in (outcome_told, "RetryPromptPart") and text_told in text
