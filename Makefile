@@ -61,7 +61,7 @@ $(COMPAT_STAMP): pyproject.toml Makefile
 COMPAT_TESTS := tests/adoption tests/agents/test_adopted_agent.py tests/agents/test_agent_deps.py \
 	tests/agents/test_pydantic_ai_features.py tests/agents/test_nested_agents.py \
 	tests/attacks/test_forged_nested_arguments.py tests/unit/test_failure_classification.py \
-	tests/agents/test_tool_control_flow.py
+	tests/agents/test_tool_control_flow.py tests/agents/test_deps_state.py
 
 test-compat: $(COMPAT_STAMP) ## the adoption tests on the lowest supported pydantic-ai, with pydantic-ai-harness (.venv-compat; part of .ci/run)
 	PIP_CONSTRAINT=$(COMPAT_CONSTRAINTS) $(COMPAT_VENV)/bin/pytest -q -n 2 --dist loadfile -m "not slow and not packaging" $(COMPAT_TESTS)
