@@ -14,10 +14,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from pydantic_ai import exceptions
 from pydantic_ai.exceptions import (
     ModelRetry,
-    SkipModelRequest,
     SkipToolExecution,
     SkipToolValidation,
     ToolFailed,
@@ -28,6 +26,7 @@ from pydantic_ai.exceptions import (
 from pydantic_ai.messages import ToolReturn
 
 from sursis.domain.errors import error_result
+from sursis.infra.agents.compat import MODEL_REQUEST_CONTROL
 
 RETRIED = "RETRY"
 """The code of a call the model was asked to retry (`ModelRetry`): a failure the model corrects."""
@@ -36,11 +35,7 @@ TOOL_FAILED = "TOOL_FAILED"
 SKIPPED = "SKIPPED"
 """The code of a call a hook skipped (`SkipToolExecution`), its result given in its place."""
 
-_RAISED_ON: tuple[type[BaseException], ...] = tuple(
-    t
-    for t in (SkipToolValidation, SkipModelRequest, getattr(exceptions, "RetryModelRequest", None))
-    if isinstance(t, type)
-)
+_RAISED_ON: tuple[type[BaseException], ...] = (SkipToolValidation, *MODEL_REQUEST_CONTROL)
 """Control flow with no outcome of its own to record: pydantic-ai acts on it where it is caught."""
 
 
