@@ -4,7 +4,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 SERVE_STAMP := $(VENV)/.serve-installed
 
-.PHONY: help install lock run test test-latest test-compat test-compat-all soak ha-drill lint migrate bench bench-calls bench-profile bench-peers bench-durability bench-volume image-smoke clean
+.PHONY: help install lock run test test-latest test-compat test-compat-all test-mcp1 soak ha-drill lint migrate bench bench-calls bench-profile bench-peers bench-durability bench-volume image-smoke clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-17s %s\n", $$1, $$2}'
@@ -99,13 +99,25 @@ COMPAT_TESTS := tests/adoption tests/agents/test_adopted_agent.py tests/agents/t
 	tests/agents/test_pydantic_ai_features.py tests/agents/test_nested_agents.py \
 	tests/attacks/test_forged_nested_arguments.py tests/unit/test_failure_classification.py \
 	tests/agents/test_capability_tools.py tests/attacks/test_capability_tool_added_at_run_time.py \
-	tests/agents/test_validated_args.py tests/unit/test_approved_args.py
+	tests/agents/test_validated_args.py tests/unit/test_approved_args.py \
+	tests/agents/test_tool_control_flow.py tests/agents/test_deps_state.py
 
 test-compat: $(COMPAT_STAMP) ## the adoption tests on the lowest supported pydantic-ai, with pydantic-ai-harness (.venv-compat; part of .ci/run)
 	PIP_CONSTRAINT=$(COMPAT_CONSTRAINTS) $(COMPAT_VENV)/bin/pytest -q -n 2 --dist loadfile -m "not slow and not packaging" $(COMPAT_TESTS)
 
 test-compat-all: $(COMPAT_STAMP) ## tests/adoption, tests/agents and tests/attacks on the lowest supported pydantic-ai (.venv-compat; not in .ci/run)
 	PIP_CONSTRAINT=$(COMPAT_CONSTRAINTS) $(COMPAT_VENV)/bin/pytest -q -n 2 --dist loadfile -m "not slow and not packaging" tests/adoption tests/agents tests/attacks
+
+MCP1_VENV := .venv-mcp1
+MCP1_STAMP := $(MCP1_VENV)/.installed
+
+$(MCP1_STAMP): pyproject.toml Makefile
+	test -x $(MCP1_VENV)/bin/python || python3 -m venv $(MCP1_VENV)
+	$(MCP1_VENV)/bin/python -m pip install --quiet -e ".[dev]" "mcp<2" "fastmcp-slim[client]<4"
+	touch $(MCP1_STAMP)
+
+test-mcp1: $(MCP1_STAMP) ## the service on the mcp 1.x SDK (FastMCP 3) with an mcp 1.x server beside it (.venv-mcp1; not in .ci/run)
+	$(MCP1_VENV)/bin/pytest -q -m "not slow and not packaging" tests/agents/test_mcp_one_sdk.py
 
 SOAK_KILLS ?= 1000
 soak: $(STAMP) ## >= 1,000 SIGKILLs at every fault point on PostgreSQL (SURSIS_SOAK_PG_URL, created if missing; not part of make test)

@@ -162,7 +162,7 @@ def definitions_from(
         if callable(value):
             return definitions_from(value(), source, module=module)
         if isinstance(value, Iterable) and not isinstance(value, str | bytes):
-            return [d for item in value for d in definitions_from(item, source, module=module)]
+            return _listed(list(value), source, module)
     except AgentLoadError:
         raise
     except Exception as exc:
@@ -171,6 +171,23 @@ def definitions_from(
         f"agents {source}: {type(value).__name__} is not an agent definition, a pydantic-ai Agent, "
         "a list of them or a callable returning them"
     )
+
+
+def _listed(items: list[Any], source: str, module: str | None) -> list[AgentDefinition]:
+    """The definitions of a list, each element that cannot be loaded named by its index
+    (`module:AGENTS[1]`); elements refused for one reason (two unnamed agents) in one line."""
+    loaded: list[AgentDefinition] = []
+    refused: dict[str, list[str]] = {}
+    for index, item in enumerate(items):
+        where = f"{source}[{index}]"
+        try:
+            loaded.extend(definitions_from(item, where, module=module))
+        except AgentLoadError as exc:
+            refused.setdefault(str(exc).removeprefix(f"agents {where}: "), []).append(where)
+    if refused:
+        reason, wheres = next(iter(refused.items()))
+        raise AgentLoadError(f"agents {' and '.join(wheres)}: {reason}")
+    return loaded
 
 
 def _module_variable(agent: AbstractAgent[Any, Any], module_name: str | None) -> str | None:

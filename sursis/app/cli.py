@@ -18,6 +18,7 @@ from sursis.app.cli_keys import COMMAND_LINE, add_key_commands, bootstrap_admin_
 from sursis.app.cli_retention import add_commands
 from sursis.app.collector import settle_collector
 from sursis.app.logging import configure_logging
+from sursis.app.otel_check import unusable_opentelemetry
 from sursis.app.settings import Settings
 from sursis.domain.errors import ServiceError
 from sursis.domain.keys import WORKSPACE
@@ -71,7 +72,9 @@ def _serve(settings: Settings, args: argparse.Namespace) -> int:
     if args.no_worker:
         settings = settings.model_copy(update={"run_worker": False})
     host = args.host or settings.host
-    port = args.port or settings.port
+    port = settings.port if args.port is None else args.port
+    if port == 0:
+        port = _free_port(host)
     if args.workers > 1 and (refused := refuse_sqlite(settings.database_url, "serve --workers")):
         print(f"sursis: {refused}", file=sys.stderr)
         return 2
@@ -106,6 +109,18 @@ def _serve(settings: Settings, args: argparse.Namespace) -> int:
         settle_collector()
         uvicorn.run(app, **options)
     return 0
+
+
+def _free_port(host: str) -> int:
+    """A port free on `host` now, for `--port 0`: chosen here so that the banner names it (uvicorn
+    binds it right after, as a fixed port)."""
+    import socket
+
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, 0))
+        return int(sock.getsockname()[1])
 
 
 async def _start_state(storage: Storage, *, seals: bool) -> EncryptionState:
@@ -255,7 +270,7 @@ def parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True)
     serve = sub.add_parser("serve", help="run the HTTP API (and, by default, a worker in-process)")
     serve.add_argument("--host")
-    serve.add_argument("--port", type=int)
+    serve.add_argument("--port", type=int, help="0: a free port, printed at start")
     serve.add_argument("--no-worker", action="store_true", help="API only; run `sursis worker` separately")
     serve.add_argument(
         "--workers", type=_positive, default=1, help="API processes on the port (PostgreSQL only when > 1)"
@@ -295,6 +310,9 @@ def parser() -> argparse.ArgumentParser:
 def run(argv: list[str], settings: Settings) -> int:
     """Parse and run one command; a refused request (bad role, unknown key) exits with 2."""
     args = parser().parse_args(argv)
+    if args.command in ("serve", "worker", "migrate") and (unusable := unusable_opentelemetry()):
+        print(f"sursis: {unusable}", file=sys.stderr)
+        return 2
     try:
         if args.command in ("serve", "worker"):
             check_keyring(settings)  # a malformed keyring stops the start here, not in each process

@@ -83,6 +83,14 @@ class RunRepository(Protocol):
         """Conditional write: only when the run is in one of `expected`."""
         ...
 
+    async def keep_deps_state(self, run_id: uuid.UUID, state: Any) -> None:
+        """Store (sealed) the JSON form of the run's deps state, for its next segment."""
+        ...
+
+    async def deps_state(self, run_id: uuid.UUID) -> Any:
+        """The deps state stored with the run (None: none)."""
+        ...
+
     async def resolve_one_awaiting(self, run_id: uuid.UUID, now: datetime) -> bool:
         """Count one awaiting call down; requeue the run when it was the last. True if requeued."""
         ...

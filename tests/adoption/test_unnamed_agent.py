@@ -101,3 +101,17 @@ async def test_served_under_its_variables_name_through_an_approval_turn(
         assert view.run.status == "completed", view.run.error
     finally:
         await service.close()
+
+
+def test_two_unnamed_agents_of_one_list_are_each_named_by_their_index(examples: Path, tmp_path: Path) -> None:
+    (tmp_path / "pair_example.py").write_text(
+        "from pydantic_ai import Agent\n\nAGENTS = [Agent(name='named'), Agent(), Agent()]\n"
+    )
+    with pytest.raises(AgentLoadError) as caught:
+        select_agents(["pair_example:AGENTS"])
+    message = str(caught.value)
+    assert "\n" not in message
+    assert message.startswith(
+        "agents pair_example:AGENTS[1] and pair_example:AGENTS[2]: ToolDeclarationError: an adopted"
+    )
+    assert "adopt(agent, name='...')" in message

@@ -1,7 +1,8 @@
 """A stdio MCP server run from its own environment: an `mcp` 1.x server (as `mcp-server-sqlite` and
 most servers on PyPI are) in a venv of its own, started by that venv's python beside the service's
-`mcp` 2.x. Installing such a server into the service's venv would replace the SDK the service runs
-on; see docs/agents.md. The venv is made once and kept in pytest's cache."""
+`mcp` 2.x, for a server whose dependencies should not share the service's environment (installed in
+it, the service runs on `mcp` 1.x too: tests/agents/test_mcp_one_sdk.py). The venv is made once and
+kept in pytest's cache."""
 
 from __future__ import annotations
 

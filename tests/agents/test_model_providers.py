@@ -4,6 +4,7 @@ served agent actually uses."""
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import subprocess
 import sys
@@ -45,10 +46,29 @@ def test_an_agents_model_without_its_library_stops_the_start_in_one_line(
     # pydantic-ai builds an `Agent`'s model when the agent is made, so the module cannot be imported.
     assert done.stderr.strip().splitlines() == [
         "sursis: agents groq_agents:desk: cannot import groq_agents: its model needs a client library "
-        "that is not installed: pip install 'sursis[groq]' (or sursis[all-models]; Docker: "
-        "--build-arg SURSIS_EXTRAS=groq)"
+        "that is not installed: pip install \"pydantic-ai-slim[groq]\" or pip install 'sursis[groq]' "
+        "(or sursis[all-models]; Docker: --build-arg SURSIS_EXTRAS=groq)"
     ]
     assert "Sursis API on" not in done.stdout
+
+
+def test_a_tool_without_its_library_repeats_pydantic_ais_install_line(tmp_path: Path) -> None:
+    """A library pydantic-ai asks for that no extra of sursis installs (`ddgs`, for its DuckDuckGo
+    tool): pydantic-ai's own line, no extra of sursis made up."""
+    if importlib.util.find_spec("ddgs") is not None:
+        pytest.skip("ddgs is installed here")
+    (tmp_path / "search_agents.py").write_text(
+        "from pydantic_ai import Agent\n"
+        "from pydantic_ai.common_tools.duckduckgo import duckduckgo_search_tool\n"
+        "agent = Agent(name='search', tools=[duckduckgo_search_tool()])\n"
+    )
+    done = _sursis(tmp_path, "serve", "--agents", "search_agents:agent")
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == [
+        "sursis: agents search_agents:agent: cannot import search_agents: a library it needs is not "
+        'installed: pip install "pydantic-ai-slim[duckduckgo]"'
+    ]
+    assert "sursis[" not in done.stderr
 
 
 def test_the_services_model_without_its_library_stops_the_start_too(tmp_path: Path) -> None:

@@ -55,6 +55,7 @@ class Tables:
     conversations: dict[uuid.UUID, Conversation] = field(default_factory=dict)
     messages: list[StoredMessage] = field(default_factory=list)
     runs: dict[uuid.UUID, Run] = field(default_factory=dict)
+    deps_states: dict[uuid.UUID, Any] = field(default_factory=dict)
     pending: dict[uuid.UUID, PendingCall] = field(default_factory=dict)
     tool_calls: dict[tuple[uuid.UUID, str], ToolCallRecord] = field(default_factory=dict)
     audit: list[AuditEntry] = field(default_factory=list)
@@ -229,6 +230,12 @@ class FakeRuns(_Repository):
             run_id, lambda r: r.status in expected, status=target, updated_at=now, **fields
         )
         return changed is not None
+
+    async def keep_deps_state(self, run_id: uuid.UUID, state: Any) -> None:
+        (await self._uow.write()).deps_states[run_id] = state
+
+    async def deps_state(self, run_id: uuid.UUID) -> Any:
+        return (await self._uow.read()).deps_states.get(run_id)
 
     async def resolve_one_awaiting(self, run_id: uuid.UUID, now: datetime) -> bool:
         found = (await self._uow.write()).runs.get(run_id)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import inspect
 from typing import Any, Literal
 
+from pydantic_ai import exceptions
 from pydantic_ai.exceptions import CallDeferred
 
 DeferredKind = Literal["external", "question"]
@@ -27,3 +28,11 @@ def deferred_kind(exc: CallDeferred) -> DeferredKind:
     """The kind a tool's `CallDeferred` was raised with (`external` where kinds are unknown)."""
     kind: DeferredKind = getattr(exc, "kind", "external")
     return kind
+
+
+_RETRY_MODEL_REQUEST = getattr(exceptions, "RetryModelRequest", None)
+MODEL_REQUEST_CONTROL: tuple[type[Exception], ...] = tuple(
+    t for t in (exceptions.SkipModelRequest, _RETRY_MODEL_REQUEST) if isinstance(t, type)
+)
+"""The control flow of model-request hooks: `SkipModelRequest`, and `RetryModelRequest` where the
+installed pydantic-ai has it (after 2.62)."""

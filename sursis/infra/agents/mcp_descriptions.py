@@ -143,17 +143,23 @@ class Said:
 
 
 def said_of(name: str, server: str, tool: Any) -> Said:
-    """What an MCP SDK `Tool` says, under the name the agent gives it."""
+    """What an MCP SDK `Tool` says, under the name the agent gives it: `mcp` 2 names its schemas
+    `input_schema` / `output_schema`, `mcp` 1.x (under FastMCP 3) `inputSchema` / `outputSchema`;
+    the annotations dump to their wire names (`readOnlyHint`) on both."""
     annotations = tool.annotations.model_dump(by_alias=True) if tool.annotations else None
     return Said(
         name,
         server,
         tool.description,
-        tool.input_schema,
+        _either(tool, "input_schema", "inputSchema"),
         annotations,
         getattr(tool, "title", None),
-        getattr(tool, "output_schema", None),
+        _either(tool, "output_schema", "outputSchema"),
     )
+
+
+def _either(tool: Any, name: str, v1_name: str) -> Any:
+    return getattr(tool, name) if hasattr(tool, name) else getattr(tool, v1_name, None)
 
 
 def described(said: Said) -> dict[str, Any]:

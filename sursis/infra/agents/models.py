@@ -135,17 +135,21 @@ _PYDANTIC_AI_EXTRA = re.compile(r"pydantic-ai-slim\[([a-z-]+)\]")
 
 
 def missing_library(exc: BaseException) -> str | None:
-    """For an agent module that could not be imported because pydantic-ai lacks a provider's
-    client library (an `Agent(model="groq:...")` builds its model when it is made): which extra
-    of sursis installs it, in one line; None for any other error."""
+    """For an agent module that could not be imported because pydantic-ai lacks an optional library
+    (an `Agent(model="groq:...")` builds its model when it is made; `duckduckgo_search_tool` needs
+    `ddgs`): pydantic-ai's own install line, and the extra of sursis that installs the same where
+    there is one (the model providers'), in one line; None for any other error."""
     if not isinstance(exc, ImportError):
         return None
     found = _PYDANTIC_AI_EXTRA.search(str(exc))
     if found is None:
         return None
     extra = found.group(1)
+    line = f'pip install "pydantic-ai-slim[{extra}]"'
+    if extra not in {e for _, e in _PROVIDER_PACKAGES.values()}:
+        return f"a library it needs is not installed: {line}"
     return (
-        f"its model needs a client library that is not installed: pip install 'sursis[{extra}]' "
+        f"its model needs a client library that is not installed: {line} or pip install 'sursis[{extra}]' "
         f"(or sursis[all-models]; Docker: --build-arg SURSIS_EXTRAS={extra})"
     )
 

@@ -17,7 +17,7 @@ import structlog
 from pydantic_ai import RunContext
 from pydantic_ai.capabilities import AbstractCapability
 from pydantic_ai.capabilities.abstract import WrapToolExecuteHandler
-from pydantic_ai.exceptions import ApprovalRequired, CallDeferred, ModelRetry, ToolFailed
+from pydantic_ai.exceptions import ApprovalRequired, CallDeferred, ToolFailed
 from pydantic_ai.messages import ToolCallPart
 from pydantic_ai.tools import ToolDefinition
 from pydantic_ai.toolsets import AbstractToolset
@@ -27,7 +27,7 @@ from sursis.domain.policies import authorization_of, governed
 from sursis.domain.policy_decisions import PolicyDecision, PolicyEffect
 from sursis.domain.ports import NoMetrics, ServiceMetrics
 from sursis.domain.tools import Executor, PendingKind, ToolSpec
-from sursis.infra.agents import approved_args, at_most_once, call_marks, policy_gate
+from sursis.infra.agents import approved_args, at_most_once, call_marks, policy_gate, tool_control_flow
 from sursis.infra.agents.call_outcomes import outcome_recorded
 from sursis.infra.agents.compat import call_deferred, deferred_kind
 from sursis.infra.agents.effects import AlreadyApplied, CallTiming, call_timing
@@ -189,6 +189,7 @@ class ObservedTools(AbstractCapability[RunDeps]):
         if previous is not None:
             # Dispatched before (a crashed segment): the stored outcome is the outcome.
             await approved_args.check_replay(deps, call, metadata, previous.args_hash)
+            tool_control_flow.replay(previous.result)
             return self._shown(previous.result)
         if deps.before_effect is not None:
             await deps.before_effect()
@@ -201,6 +202,7 @@ class ObservedTools(AbstractCapability[RunDeps]):
         if spec.name in self._once:
             await at_most_once.TOOL.dispatching(deps, spec, call, again=d.ctx.tool_call_approved)
         token = call_timing.set(timing)
+        told: Exception | None = None
         try:
             payload = stored_result(await handler(d.args))
             error_code = None if payload["ok"] else payload["error"]["code"]
@@ -208,9 +210,17 @@ class ObservedTools(AbstractCapability[RunDeps]):
         except AlreadyApplied as exc:
             return self._shown(exc.payload)
         except Exception as exc:
-            payload, error_code = _failure(exc, spec, call)
+            outcome = tool_control_flow.recorded_outcome(exc)
+            if outcome is None:
+                payload, error_code = _failure(exc, spec, call)
+            else:
+                # Told to the model by pydantic-ai, in its own words: recorded, then raised on.
+                (payload, error_code), told = outcome, exc
         finally:
             call_timing.reset(token)
+        if told is not None:
+            await outcome_recorded(deps, spec, call.tool_call_id, timing, payload, error_code, self._metrics)
+            raise told
         if metadata.get(EDITED_ARGS) is not None:
             payload[EDITED_NOTE] = metadata[EDITED_ARGS]
         await outcome_recorded(deps, spec, call.tool_call_id, timing, payload, error_code, self._metrics)
@@ -249,11 +259,13 @@ class _Dispatch:
 
 def _failure(exc: Exception, spec: ToolSpec, call: ToolCallPart) -> tuple[dict[str, Any], str | None]:
     """What an error of a tool is (called in its `except` block): a deferral is marked with its
-    kind; an approval asked, a retry, a failure the model is told and a refused replay propagate;
+    kind; an approval asked, pydantic-ai's other control flow and a refused replay propagate;
     any other error is the outcome, in the `{"ok": ...}` convention, with its code."""
     if isinstance(exc, CallDeferred):
         raise _deferred_with_kind(exc, spec) from None
-    if isinstance(exc, (ApprovalRequired, ModelRetry, ToolFailed, approved_args.ApprovedArgsMismatch)):
+    if isinstance(exc, ApprovalRequired | approved_args.ApprovedArgsMismatch):
+        raise  # the error being handled, as it was raised
+    if tool_control_flow.raised_on(exc):
         raise  # the error being handled, as it was raised
     if isinstance(exc, ToolError):
         return exc.to_result(), exc.code

@@ -110,7 +110,9 @@ class SealedTable:
 
 
 MESSAGES = SealedTable(t.messages, {"body": "text"}, ("conversation_id", "seq"))
-RUNS = SealedTable(t.runs, {"input": "text", "output": "text", "error": "json"}, ("id",))
+RUNS = SealedTable(
+    t.runs, {"input": "text", "output": "text", "error": "json", "deps_state": "json"}, ("id",)
+)
 PENDING_CALLS = SealedTable(
     t.pending_calls,
     {

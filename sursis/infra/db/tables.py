@@ -96,6 +96,8 @@ runs = sa.Table(
     sa.Column("lease_owner", sa.String(200), nullable=True),
     sa.Column("lease_expires_at", UtcDateTime, nullable=True),
     sa.Column("trace_context", JSON, nullable=True),
+    # An adopted agent's deps state (`StateDeps`), kept while the run waits (sealed; 0032_deps_state).
+    sa.Column("deps_state", JSON, nullable=True),
     sa.Column("created_at", UtcDateTime, nullable=False),
     sa.Column("updated_at", UtcDateTime, nullable=False),
     sa.Column("finished_at", UtcDateTime, nullable=True),

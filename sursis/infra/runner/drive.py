@@ -22,7 +22,7 @@ from pydantic_ai.usage import UsageLimits
 from sursis.domain.ports import UnitOfWork
 from sursis.domain.records import Run, RunError
 from sursis.domain.states import RunStatus
-from sursis.infra.agents import approved_args
+from sursis.infra.agents import approved_args, deps_state
 from sursis.infra.agents.agent_deps import DepsFactoryFailed, OpenedDeps
 from sursis.infra.agents.resumed import (
     NotReady,
@@ -144,6 +144,8 @@ class AgentRunner(Suspending, Leases, Streaming):
                 own_deps = deps if opened is None else await stack.enter_async_context(opened)
             except DepsFactoryFailed as exc:
                 return await self._deps_failed(run, owner, span, exc)
+            if opened is not None and segment.start.started:
+                await deps_state.restore(self._uow, run.id, own_deps)
             token = current_run_deps.set(deps)
             stack.callback(current_run_deps.reset, token)
             try:
@@ -178,6 +180,12 @@ class AgentRunner(Suspending, Leases, Streaming):
                     result = agent_run.result
                     held.usage = run.usage.add(usage_record(agent_run.usage))
                     new = agent_run.new_messages()[held.persisted :]
+                if (
+                    opened is not None
+                    and result is not None
+                    and isinstance(result.output, DeferredToolRequests)
+                ):
+                    await deps_state.keep(self._uow, run.id, own_deps)
             except (CancelRequested, UsageLimitExceeded) as exc:
                 return await self._stopped(segment, exc)
             except (LeaseLost, Interrupted):

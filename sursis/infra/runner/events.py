@@ -45,6 +45,14 @@ def _tool_outcome(content: Any, failed: bool) -> dict[str, Any]:
     return {"ok": True, "result": content}
 
 
+def _retry_text(part: ToolReturnPart | RetryPromptPart) -> str:
+    """A retry as the model reads it: the tool's text (or the validation errors) and the request to
+    fix it."""
+    if isinstance(part, RetryPromptPart):
+        return part.model_response()
+    return part.model_response_str(wrap_if_error=False)
+
+
 def message_events(
     run_id: uuid.UUID,
     messages: Sequence[ModelMessage],
@@ -101,11 +109,12 @@ def message_events(
                     continue
                 announced.add(request_part.tool_call_id)
                 data = base(request_part.tool_name, request_part.tool_call_id)
-                if isinstance(request_part, ToolReturnPart):
+                if isinstance(request_part, ToolReturnPart) and request_part.outcome != "retried":
                     content = to_jsonable_python(request_part.content, fallback=str)
                     data.update(_tool_outcome(content, request_part.outcome == "failed"))
                 else:
-                    error = {"class": "RetryPrompt", "message": request_part.model_response()}
+                    # A retry (`ModelRetry`, invalid arguments) is a failure the model is to correct.
+                    error = {"class": "RetryPrompt", "message": _retry_text(request_part)}
                     data.update({"ok": False, "error": error})
                 events.append((EventType.TOOL_RESULT, data))
     return events

@@ -95,6 +95,17 @@ class SqlRunRepository(HeldSqlRepository):
         )
         return rowcount(result) == 1
 
+    async def keep_deps_state(self, run_id: uuid.UUID, state: Any) -> None:
+        await self._execute(
+            t.runs.update()
+            .where(t.runs.c.id == run_id)
+            .values(**RUNS.seal(self._cipher, {"deps_state": state}, {"id": run_id}))
+        )
+
+    async def deps_state(self, run_id: uuid.UUID) -> Any:
+        rows = await self._rows(sa.select(t.runs.c.id, t.runs.c.deps_state).where(t.runs.c.id == run_id), {})
+        return RUNS.open(self._cipher, rows[0])["deps_state"] if rows else None
+
     async def resolve_one_awaiting(self, run_id: uuid.UUID, now: datetime) -> bool:
         # One statement: the row lock (PostgreSQL) or the database lock (SQLite) serializes
         # concurrent resolvers, so exactly one of them sees the count reach zero.
