@@ -6,7 +6,7 @@ when its top is free and larger than the raised threshold. A process that serves
 then keeps, as resident memory, space it freed long ago. `sursis serve` and `sursis worker` fix both
 thresholds at glibc's own starting value (128 KiB), as `MALLOC_MMAP_THRESHOLD_=131072
 MALLOC_TRIM_THRESHOLD_=131072` would; an operator who sets either variable keeps that choice.
-The figures are in docs/performance.md ("Freed memory goes back to the system").
+The figures are in docs/performance-history.md ("Freed memory goes back to the system").
 """
 
 from __future__ import annotations

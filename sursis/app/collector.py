@@ -9,7 +9,7 @@ every time) and collect the young generation every 5,000 allocations instead, fo
 resident memory (cyclic garbage waits longer for its collection). An app that embeds
 Sursis (`create_app`, `sursis.Service`) owns its process and is left alone; it may call
 `sursis.settle_collector()` itself. The figures are in
-docs/performance.md ("The collector runs less often").
+docs/performance-history.md ("The collector runs less often").
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Encryption adds no statement, transaction or round trip to a turn: it is a per-value encode and
-decode at the repository boundary (docs/performance.md)."""
+decode at the repository boundary (docs/performance-history.md)."""
 
 from __future__ import annotations
 

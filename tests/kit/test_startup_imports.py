@@ -1,6 +1,6 @@
 """A process loads a feature's libraries only when the feature is configured: building the app and
 the service without Slack or encryption keys imports neither the Slack SDK, aiohttp nor
-cryptography (about 17 MiB of resident memory in each process, see docs/performance.md); a
+cryptography (about 17 MiB of resident memory in each process, see docs/performance-history.md); a
 process serving only its own agents loads neither the World Agent, the customer agents, the
 channel senders nor Cedar (until a policy has a condition), and no process loads Rich or Pygments
 for structlog's console or httpx's command line."""

@@ -7,7 +7,7 @@ metrics it records are still served at `/metrics` (`gen_ai.client.token.usage`, 
 with pydantic-ai's own instruments (`InstrumentationSettings`), dimensions and price, the same
 figures its instrumentation records (`tests/api/test_model_metrics.py` compares the two). What
 it leaves out is the request span, which pydantic-ai builds, with its attributes, before it knows
-whether the span records: about a thousand Python calls a request (docs/performance.md).
+whether the span records: about a thousand Python calls a request (docs/performance-history.md).
 
 `AVAILABLE` says whether the installed pydantic-ai has the helpers this uses; where it does not,
 `metered` wraps the model in pydantic-ai's `InstrumentedModel` (span and metrics) instead.

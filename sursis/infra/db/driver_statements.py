@@ -4,7 +4,7 @@ the session's own, past SQLAlchemy's execution of a statement.
 A one-row read through `AsyncSession.execute` costs about 140 Python calls, half of them in
 SQLAlchemy (the session's and the connection's execution, a switch into its sync core and back,
 the cursor, the result); the same statement prepared on the driver connection, about 60, most of
-them asyncpg's and asyncio's own (docs/performance.md, eighth pass). The statements of a turn
+them asyncpg's and asyncio's own (docs/performance-history.md, eighth pass). The statements of a turn
 (the claims, the reads and the decision of a resolve, the conversation taken, the statement that
 writes what a transaction held) are compiled once from their SQLAlchemy construct, with the
 engine's dialect (postgresql+asyncpg: `$n` parameters, the casts SQLAlchemy renders), and sent on

@@ -102,7 +102,7 @@ class SqlUnitOfWork:
         return self
 
     # Each repository is made at its first use in the unit of work: most units of work use two or
-    # three of them (docs/performance.md, eighth pass).
+    # three of them (docs/performance-history.md, eighth pass).
     @functools.cached_property
     def conversations(self) -> SqlConversationRepository:
         return SqlConversationRepository(self.session)

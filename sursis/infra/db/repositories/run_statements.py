@@ -1,5 +1,5 @@
 """The SQL statements of the run queue, built once with bound parameters: a statement costs more
-Python to build than to send (see docs/performance.md)."""
+Python to build than to send (see docs/performance-history.md)."""
 
 from __future__ import annotations
 
