@@ -86,7 +86,9 @@ async def test_filed_decided_consumed_once_and_reported(client: AsyncTestClient[
     problem(await client.post(consume, json={"digest": wrong}, headers=agent), 409, "digest_mismatch")
     consumed = await client.post(consume, json={"digest": FILING["digest"]}, headers=agent)
     assert (consumed.status_code, consumed.json()["state"]) == (200, "consumed"), consumed.text
-    problem(await client.post(consume, json={"digest": FILING["digest"]}, headers=agent), 409, "already_consumed")
+    problem(
+        await client.post(consume, json={"digest": FILING["digest"]}, headers=agent), 409, "already_consumed"
+    )
 
     outcome = f"/v1/approvals/{cid}/outcome"
     reported = await client.post(outcome, json={"outcome": "ran", "detail": "wired"}, headers=agent)
@@ -108,7 +110,9 @@ async def test_a_deny_and_a_policy_that_settles_at_once(client: AsyncTestClient[
     seen = (await client.get(f"/v1/approvals/{cid}", headers=agent)).json()
     assert (seen["state"], seen["pending"]["reason"], seen["approved_args"]) == ("denied", "no", None)
     problem(
-        await client.post(f"/v1/approvals/{cid}/consume", json={"digest": args_hash("wire_money", ARGS)}, headers=agent),
+        await client.post(
+            f"/v1/approvals/{cid}/consume", json={"digest": args_hash("wire_money", ARGS)}, headers=agent
+        ),
         409,
         "not_approved",
     )
@@ -149,3 +153,13 @@ async def test_bad_bodies_are_refused_with_a_code_and_nothing_stored(
         assert response.json().get("code"), (variant, response.text)
     after = await count(seeded, approval_requests), await count(seeded, pending_calls)
     assert after == (before[0] + created, before[1] + created)
+
+
+async def test_the_role_is_asked_before_the_body(client: AsyncTestClient[Any], keys: KeyMaker) -> None:
+    platform = bearer(await keys.make(Role.SYSTEM))
+    json_headers = {**platform, "content-type": "application/json"}
+    problem(await client.post("/v1/approvals", content=b"{not json", headers=json_headers), 403, "forbidden")
+    some = "00000000-0000-4000-8000-000000000000"
+    for path in (f"/v1/approvals/{some}/consume", f"/v1/approvals/{some}/outcome"):
+        problem(await client.post(path, content=b"[]", headers=json_headers), 403, "forbidden")
+    problem(await client.get(f"/v1/approvals/{some}", headers=platform), 403, "forbidden")
