@@ -133,9 +133,10 @@ class ApprovalRequestService:
                 raced = await self._earlier(principal, workspace, filing.idempotency_key, digest)
                 assert raced is not None  # the key's holder committed before the claim returned
                 return raced
-            call = await _store_call(uow, principal, request, filing, decision, now)
+            await _store_call(uow, principal, request, filing, decision, now)
             await uow.commit()
-        return FiledApproval(request, call, created=True)
+        stored = await self._read(principal, request.correlation_id)  # with its route's view
+        return FiledApproval(stored.request, stored.call, created=True)
 
     async def get(self, principal: Principal, correlation_id: uuid.UUID, wait: float = 0) -> FiledApproval:
         """The request; with `wait`, once it is decided or `wait` seconds passed (a long-poll)."""
