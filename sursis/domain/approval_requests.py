@@ -282,18 +282,9 @@ async def _store_call(
 ) -> PendingCall:
     """The request's conversation, run and pending call, audited; an asked call is announced (inbox,
     channels, webhooks) and queued for the reviewer its route names."""
-    conversation = Conversation(
-        id=uuid.uuid4(),
-        workspace=request.workspace,
-        agent=filing.agent,
-        status="open",
-        active_run_id=None,
-        created_at=now,
-        updated_at=now,
-        created_by=principal.id,
-    )
+    conversation_id = uuid.uuid4()
     run = Run.queued(
-        conversation.id,
+        conversation_id,
         request.workspace,
         filing.agent,
         f"approval request for {filing.tool_name}",
@@ -303,6 +294,18 @@ async def _store_call(
         stream=False,
     )
     run.status, run.segment = RunStatus.SUSPENDED, 1
+    # The run stays the conversation's: a message posted there is refused (`run_active`), no worker
+    # is ever asked to run an agent that lives elsewhere.
+    conversation = Conversation(
+        id=conversation_id,
+        workspace=request.workspace,
+        agent=filing.agent,
+        status="open",
+        active_run_id=run.id,
+        created_at=now,
+        updated_at=now,
+        created_by=principal.id,
+    )
     wait = filing.expires_in
     if decision.route is not None and decision.route.timeout is not None:
         wait = min(wait, decision.route.timeout)

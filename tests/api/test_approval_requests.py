@@ -60,6 +60,9 @@ async def test_filed_decided_consumed_once_and_reported(client: AsyncTestClient[
     other_args = {**FILING, "args": {"account": "acme", "amount": 999}, "digest": None}
     problem(await client.post("/v1/approvals", json=other_args, headers=agent), 409, "idempotency_key_reused")
 
+    conversation = request["pending"]["conversation_id"]
+    posted = await client.post(f"/v1/conversations/{conversation}/messages", json={"content": "hi"})
+    problem(posted, 409, "run_active")  # the request's conversation runs no hosted agent
     inbox = (await client.get("/v1/pending")).json()["items"]
     assert [p["correlation_id"] for p in inbox] == [cid]
     waited = await client.get(f"/v1/approvals/{cid}?wait=0.3", headers=agent)

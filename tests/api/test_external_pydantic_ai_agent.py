@@ -15,6 +15,7 @@ from typing import Any
 
 from sursis.domain.access import Role
 from tests.api.conftest import Live, LiveFactory
+from tests.attacks.approval_request_attacks import expire
 from tests.conftest import KeyMaker, eventually
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -111,3 +112,23 @@ async def test_a_denial_reaches_the_model_as_a_denial(
         assert report["outcomes"] == {"call-1": "denied"}
         assert not effects.exists()
         assert (await app.http.get(f"/v1/approvals/{pending['correlation_id']}")).json()["state"] == "denied"
+
+
+async def test_an_agent_that_never_returns_is_shown_as_abandoned(
+    live: LiveFactory, keys: KeyMaker, tmp_path: Path
+) -> None:
+    effects = tmp_path / "effects.txt"
+    async with live() as app:
+        key = await keys.make(Role.USER, name="billing-bot")
+        agent = await spawn(app, key, "thread-3", effects)
+        pending = await filed(app, "thread-3")
+        agent.send_signal(signal.SIGKILL)
+        await agent.wait()
+        cid = pending["correlation_id"]
+        approved = await app.http.post(f"/v1/pending/{cid}/resolve", json={"decision": "approve"})
+        assert approved.status_code == 200, approved.text
+        assert (await app.http.get(f"/v1/approvals/{cid}")).json()["state"] == "approved"
+        await expire(app.settings.database_url, cid)
+        shown = (await app.http.get(f"/v1/approvals/{cid}")).json()
+        assert (shown["state"], shown["consumed_at"], shown["outcome"]) == ("abandoned", None, None)
+        assert not effects.exists()

@@ -4,34 +4,14 @@ request, never consumed, shows as abandoned."""
 
 from __future__ import annotations
 
-import uuid
-from datetime import timedelta
 from typing import Any
 
-import sqlalchemy as sa
 from litestar.testing import AsyncTestClient
 
 from sursis.domain.access import Role
-from sursis.domain.clock import utcnow
-from sursis.infra.db.approval_request_tables import approval_requests
-from sursis.infra.db.engine import create_engine
-from tests.attacks.approval_request_attacks import DIGEST, approved_request
+from tests.attacks.approval_request_attacks import DIGEST, approved_request, expire
 from tests.attacks.policy_attacks import problem
 from tests.conftest import KeyMaker, bearer
-
-
-async def expire(url: str, cid: str) -> None:
-    """The request's expiry moved into the past, as if its time had passed."""
-    engine = create_engine(url)
-    try:
-        async with engine.begin() as conn:
-            await conn.execute(
-                sa.update(approval_requests)
-                .where(approval_requests.c.correlation_id == uuid.UUID(cid))
-                .values(expires_at=utcnow() - timedelta(seconds=1))
-            )
-    finally:
-        await engine.dispose()
 
 
 async def test_an_expired_approval_is_not_consumed(
