@@ -114,6 +114,11 @@ class ApprovalRequestRepository(Protocol):
         request's digest before its expiry."""
         ...
 
+    async def abandoned(self, workspace: str | None, now: datetime, limit: int) -> list[uuid.UUID]:
+        """Approved requests past their expiry with no outcome (None: of every workspace), the most
+        recently expired first."""
+        ...
+
     async def report(self, correlation_id: uuid.UUID, outcome: Outcome, now: datetime) -> bool:
         """The outcome of a consumed request, once."""
         ...

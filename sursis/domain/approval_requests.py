@@ -151,6 +151,16 @@ class ApprovalRequestService:
             with self.watcher.watch_pending(found.request.workspace) as event, suppress(TimeoutError):
                 await asyncio.wait_for(event.wait(), min(left, 1.0))
 
+    async def abandoned(self, principal: Principal, limit: int = 50) -> list[FiledApproval]:
+        """The requests whose agent took an approval (or was given one) and never said what became of
+        it before the expiry: the caller's workspace's (every workspace's for an admin)."""
+        principal.require(Permission.CONVERSE)
+        now = self.clock()
+        async with self.uow.reader() as uow:
+            workspace = None if principal.is_admin else principal.workspace
+            ids = await uow.approval_requests.abandoned(workspace, now, limit)
+            return [await _visible(uow, principal, cid, now) for cid in ids]
+
     async def consume(self, principal: Principal, correlation_id: uuid.UUID, digest: str) -> FiledApproval:
         """Hand the approval over, once: to the key that filed it, presenting the approved digest,
         before the request expires. Every refusal says why and changes nothing."""

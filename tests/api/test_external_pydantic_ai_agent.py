@@ -131,4 +131,6 @@ async def test_an_agent_that_never_returns_is_shown_as_abandoned(
         await expire(app.settings.database_url, cid)
         shown = (await app.http.get(f"/v1/approvals/{cid}")).json()
         assert (shown["state"], shown["consumed_at"], shown["outcome"]) == ("abandoned", None, None)
+        listed = (await app.http.get("/v1/approvals/abandoned")).json()
+        assert [r["correlation_id"] for r in listed] == [cid]
         assert not effects.exists()

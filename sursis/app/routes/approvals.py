@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import uuid
 from datetime import timedelta
+from typing import Annotated
 
 from litestar import Controller, Response, get, post
 from litestar.di import NamedDependency
-from litestar.params import FromPath, JSONBody
+from litestar.params import FromPath, JSONBody, QueryParameter
 from litestar.status_codes import HTTP_200_OK, HTTP_201_CREATED
 
 from sursis.app.auth import requires
@@ -61,6 +62,18 @@ class ApprovalController(Controller):
         )
         status = HTTP_201_CREATED if found.created else HTTP_200_OK
         return Response(approval_out(found, principal, utcnow()), status_code=status)
+
+    @get("/abandoned")
+    async def abandoned(
+        self,
+        approvals: NamedDependency[ApprovalRequestService],
+        principal: NamedDependency[Principal],
+        limit: Annotated[int, QueryParameter(ge=1, le=200)] = 50,
+    ) -> list[ApprovalRequestOut]:
+        """Approved requests whose agent neither consumed them nor reported an outcome before they
+        expired (or consumed and never reported): nobody can tell whether their action ran."""
+        now = utcnow()
+        return [approval_out(found, principal, now) for found in await approvals.abandoned(principal, limit)]
 
     @get("/{correlation_id:uuid}")
     async def detail(

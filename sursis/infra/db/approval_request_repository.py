@@ -10,8 +10,10 @@ from typing import Any
 import sqlalchemy as sa
 
 from sursis.domain.approval_request_records import ApprovalRequest, Outcome
+from sursis.domain.states import PendingStatus
 from sursis.infra.db.approval_request_tables import approval_requests
 from sursis.infra.db.repositories.base import HeldSqlRepository, rowcount
+from sursis.infra.db.tables import pending_calls
 
 _c = approval_requests.c
 _GET = sa.select(approval_requests).where(_c.correlation_id == sa.bindparam("b_id"))
@@ -66,6 +68,19 @@ class SqlApprovalRequestRepository(HeldSqlRepository):
     async def consume(self, correlation_id: uuid.UUID, digest: str, by: str, now: datetime) -> bool:
         params = {"b_id": correlation_id, "b_digest": digest, "b_by": by, "b_now": now}
         return rowcount(await self._execute(CONSUME_SQL, params)) == 1
+
+    async def abandoned(self, workspace: str | None, now: datetime, limit: int) -> list[uuid.UUID]:
+        p = pending_calls.c
+        query = (
+            sa.select(_c.correlation_id)
+            .join(pending_calls, p.correlation_id == _c.correlation_id)
+            .where(_c.expires_at <= now, _c.outcome.is_(None), p.status == PendingStatus.APPROVED.value)
+            .order_by(_c.expires_at.desc(), _c.correlation_id.desc())
+            .limit(limit)
+        )
+        if workspace is not None:
+            query = query.where(_c.workspace == workspace)
+        return list((await self._execute(query)).scalars())
 
     async def report(self, correlation_id: uuid.UUID, outcome: Outcome, now: datetime) -> bool:
         params = {"b_id": correlation_id, "b_outcome": outcome.value, "b_now": now}
