@@ -26,16 +26,9 @@ from pydantic_ai.messages import ToolCallPart
 from pydantic_ai.tools import DeferredToolRequests, DeferredToolResults, ToolDefinition, ToolDenied
 from pydantic_core import to_jsonable_python
 
-from sursis.domain.sanitize import args_hash
+from sursis.integrations.approvals_http import ApprovalsClient
 
 __all__ = ["SursisApprovals", "SursisOutcomes", "sursis_capabilities"]
-
-WAITING = "awaiting"
-NOT_RUN = "The call was not run"
-
-
-class ApprovalProtocolError(RuntimeError):
-    """Sursis answered a filing, a wait or a consume in a way this handler cannot act on."""
 
 
 @dataclass
@@ -55,12 +48,15 @@ class SursisApprovals:
     """Correlation ids of the approvals this process consumed, by tool call id (for the outcome)."""
     answered_by: dict[str, str] = field(default_factory=dict)
     """Who decided each call this handler answered (what it gave the run as `answered_by`)."""
+    client: ApprovalsClient = field(init=False, repr=False)
 
-    def _client(self) -> httpx.AsyncClient:
-        return httpx.AsyncClient(
-            base_url=self.url,
-            headers={"Authorization": f"Bearer {self.key}"},
-            timeout=self.poll_seconds + 30,
+    def __post_init__(self) -> None:
+        self.client = ApprovalsClient(
+            self.url,
+            self.key,
+            self.agent,
+            expires_in=self.expires_in,
+            poll_seconds=self.poll_seconds,
             transport=self.transport,
         )
 
@@ -72,52 +68,31 @@ class SursisApprovals:
         validated: dict[str, Any] = getattr(requests, "validated_args", {}) or {}
         approvals: dict[str, bool | ToolDenied] = {}
         answered_by: dict[str, str] = {}
-        async with self._client() as http:
+        async with self.client.http() as http:
             for call in requests.approvals:
                 args = to_jsonable_python(validated.get(call.tool_call_id, call.args_as_dict()))
-                verdict, deciders = await self._decide(http, call, args)
-                approvals[call.tool_call_id] = verdict
-                if deciders:
-                    answered_by[call.tool_call_id] = ", ".join(deciders)
+                verdict = await self.client.decide(
+                    http,
+                    call.tool_name,
+                    args,
+                    idempotency_key=f"{self.conversation}:{call.tool_call_id}",
+                    conversation=self.conversation,
+                )
+                if verdict.approved:
+                    self.consumed[call.tool_call_id] = verdict.correlation_id
+                    approvals[call.tool_call_id] = True
+                else:
+                    approvals[call.tool_call_id] = ToolDenied(verdict.message)
+                if verdict.deciders:
+                    answered_by[call.tool_call_id] = ", ".join(verdict.deciders)
         self.answered_by.update(answered_by)
         return requests.build_results(approvals=approvals, answered_by=answered_by)
-
-    async def _decide(
-        self, http: httpx.AsyncClient, call: ToolCallPart, args: dict[str, Any]
-    ) -> tuple[bool | ToolDenied, list[str]]:
-        digest = args_hash(call.tool_name, args)
-        filing = {
-            "tool_name": call.tool_name,
-            "args": args,
-            "agent": self.agent,
-            "conversation": self.conversation,
-            "idempotency_key": f"{self.conversation}:{call.tool_call_id}",
-            "expires_in_seconds": int(self.expires_in.total_seconds()),
-            "digest": digest,
-        }
-        request = _json(await http.post("/v1/approvals", json=filing))
-        cid = request["correlation_id"]
-        while request["state"] == WAITING:
-            request = _json(await http.get(f"/v1/approvals/{cid}", params={"wait": self.poll_seconds}))
-        deciders: list[str] = list(request.get("answered_by") or [])
-        if request["state"] != "approved":
-            return ToolDenied(_denial(request)), deciders
-        consumed = await http.post(f"/v1/approvals/{cid}/consume", json={"digest": digest})
-        if consumed.status_code != 200:
-            problem = consumed.json() if consumed.content else {}
-            return ToolDenied(f"{NOT_RUN}: {problem.get('detail') or problem.get('code')}"), deciders
-        self.consumed[call.tool_call_id] = cid
-        return True, deciders
 
     async def report(self, tool_call_id: str, outcome: str, detail: str | None = None) -> None:
         """Close the request of a call this process consumed: `ran`, `failed` or `not_run`."""
         cid = self.consumed.pop(tool_call_id, None)
-        if cid is None:
-            return
-        async with self._client() as http:
-            _json(
-                await http.post(f"/v1/approvals/{cid}/outcome", json={"outcome": outcome, "detail": detail})
-            )
+        if cid is not None:
+            await self.client.report(cid, outcome, detail)
 
 
 @dataclass
@@ -160,20 +135,3 @@ def sursis_capabilities(
     the outcome reports."""
     approvals = SursisApprovals(url, key, agent, conversation, expires_in=expires_in, transport=transport)
     return [HandleDeferredToolCalls(handler=approvals), SursisOutcomes(approvals)]
-
-
-def _json(response: httpx.Response) -> dict[str, Any]:
-    if response.status_code >= 300:
-        raise ApprovalProtocolError(f"Sursis answered {response.status_code}: {response.text[:500]}")
-    body: dict[str, Any] = response.json()
-    return body
-
-
-def _denial(request: dict[str, Any]) -> str:
-    """What the model is told of a call that was not approved: whether a person or the policy
-    refused it, or nobody decided in time, and the reason given."""
-    state = request["state"]
-    reason = (request.get("pending") or {}).get("reason")
-    if state == "denied":
-        return f"Denied by the approvers: {reason}" if reason else "Denied by the approvers."
-    return f"{NOT_RUN}: the approval request is {state}" + (f" ({reason})" if reason else "")
