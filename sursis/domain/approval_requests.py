@@ -304,14 +304,14 @@ async def _store_call(
         stream=False,
     )
     run.status, run.segment = RunStatus.SUSPENDED, 1
-    # The run stays the conversation's: a message posted there is refused (`run_active`), no worker
-    # is ever asked to run an agent that lives elsewhere.
+    # Not the conversation's active run: the conversation is idle, so retention purges it (the request
+    # with it). A message posted there runs no agent that lives elsewhere (`agent_not_served`).
     conversation = Conversation(
         id=conversation_id,
         workspace=request.workspace,
         agent=filing.agent,
         status="open",
-        active_run_id=run.id,
+        active_run_id=None,
         created_at=now,
         updated_at=now,
         created_by=principal.id,

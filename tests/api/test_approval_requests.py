@@ -4,12 +4,17 @@ their digest, their outcome reported; the audit trail requested → decided → 
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 import sqlalchemy as sa
 from litestar.testing import AsyncTestClient
 
+from sursis.app.container import Container
 from sursis.domain.access import Role
+from sursis.domain.clock import utcnow
+from sursis.domain.records import Principal
+from sursis.domain.retention import RetentionPolicy, RetentionService
 from sursis.domain.sanitize import args_hash
 from sursis.infra.db.approval_request_tables import approval_requests
 from sursis.infra.db.engine import create_engine
@@ -17,6 +22,7 @@ from sursis.infra.db.tables import pending_calls
 from tests.conftest import KeyMaker, bearer
 from tests.near_valid import every_variant
 
+ADMIN = Principal(id="admin:retention", role=Role.ADMIN, workspace=None)
 ARGS = {"account": "acme", "amount": 120}
 FILING = {
     "tool_name": "wire_money",
@@ -60,9 +66,6 @@ async def test_filed_decided_consumed_once_and_reported(client: AsyncTestClient[
     other_args = {**FILING, "args": {"account": "acme", "amount": 999}, "digest": None}
     problem(await client.post("/v1/approvals", json=other_args, headers=agent), 409, "idempotency_key_reused")
 
-    conversation = request["pending"]["conversation_id"]
-    posted = await client.post(f"/v1/conversations/{conversation}/messages", json={"content": "hi"})
-    problem(posted, 409, "run_active")  # the request's conversation runs no hosted agent
     inbox = (await client.get("/v1/pending")).json()["items"]
     assert [p["correlation_id"] for p in inbox] == [cid]
     waited = await client.get(f"/v1/approvals/{cid}?wait=0.3", headers=agent)
@@ -166,3 +169,17 @@ async def test_the_role_is_asked_before_the_body(client: AsyncTestClient[Any], k
     for path in (f"/v1/approvals/{some}/consume", f"/v1/approvals/{some}/outcome"):
         problem(await client.post(path, content=b"[]", headers=json_headers), 403, "forbidden")
     problem(await client.get(f"/v1/approvals/{some}", headers=platform), 403, "forbidden")
+
+
+async def test_retention_purges_a_request_with_its_conversation(
+    client: AsyncTestClient[Any], keys: KeyMaker, container: Container, seeded: str
+) -> None:
+    agent = bearer(await keys.make(Role.USER))
+    filed = await client.post("/v1/approvals", json=FILING, headers=agent)
+    assert filed.status_code == 201
+    assert await count(seeded, approval_requests) == 1
+    retention = RetentionService(container.uow, lambda: utcnow() + timedelta(days=3))
+    await retention.set_policy(ADMIN, RetentionPolicy("default", conversation_days=2))
+    [report] = await retention.run(ADMIN, "default")
+    assert report.rows["approval_requests"] == 1
+    assert (await count(seeded, approval_requests), await count(seeded, pending_calls)) == (0, 0)
