@@ -134,3 +134,35 @@ async def test_an_agent_that_never_returns_is_shown_as_abandoned(
         listed = (await app.http.get("/v1/approvals/abandoned")).json()
         assert [r["correlation_id"] for r in listed] == [cid]
         assert not effects.exists()
+
+
+async def test_a_quorum_of_two_decides_the_agents_call(
+    live: LiveFactory, keys: KeyMaker, tmp_path: Path
+) -> None:
+    effects = tmp_path / "effects.txt"
+    async with live() as app:
+        people = {name: await keys.issue(Role.OPERATOR, name=name) for name in ("ann", "bob")}
+        members = [str(issued.key.id) for issued in people.values()]
+        group = {"workspace": "default", "name": "finance", "members": members}
+        assert (await app.http.post("/v1/groups", json=group)).status_code == 201
+        rule = {
+            "id": "wires",
+            "effect": "ask",
+            "when": 'context.tool == "wire_money" && context.agent == "billing-bot"',
+            "route": {"groups": ["finance"], "quorum": 2},
+        }
+        assert (await app.http.put("/v1/policies", json={"rules": [rule]})).status_code == 200
+        key = await keys.make(Role.USER, name="billing-bot")
+        agent = await spawn(app, key, "thread-4", effects)
+        pending = await filed(app, "thread-4")
+        assert (pending["quorum"], pending["still_needed"]) == (2, 2)
+        resolve = f"/v1/pending/{pending['correlation_id']}/resolve"
+        for issued in people.values():
+            vote = await app.http.post(
+                resolve, json={"decision": "approve"}, headers={"Authorization": f"Bearer {issued.secret}"}
+            )
+            assert vote.status_code == 200, vote.text
+        report = await finished(agent)
+        assert report["output"] == "success: wired 900"
+        assert sorted(report["answered_by"]["call-1"].split(", ")) == sorted(members)
+        assert effects.read_text().splitlines() == ["wired 900"]
