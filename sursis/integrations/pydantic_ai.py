@@ -13,6 +13,7 @@ the tool returned or raised, which closes the request's audit trail.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -86,6 +87,8 @@ class SursisApprovals:
                 if verdict.deciders:
                     answered_by[call.tool_call_id] = ", ".join(verdict.deciders)
         self.answered_by.update(answered_by)
+        if "answered_by" not in inspect.signature(requests.build_results).parameters:
+            return requests.build_results(approvals=approvals)  # pydantic-ai before `answered_by`
         return requests.build_results(approvals=approvals, answered_by=answered_by)
 
     async def report(self, tool_call_id: str, outcome: str, detail: str | None = None) -> None:
