@@ -41,3 +41,5 @@ async def test_another_key_cannot_consume_it(client: AsyncTestClient[Any], keys:
         403,
         "not_requester",
     )
+    seen = (await client.get(f"/v1/approvals/{cid}", headers=thief)).json()
+    assert (seen["state"], seen["approved_args"], seen["pending"]["args"]) == ("approved", None, None)

@@ -11,6 +11,7 @@ from pydantic import BaseModel, Field
 
 from sursis.app.schemas.pending import PendingCallOut, pending_out
 from sursis.app.schemas.validation import JsonObject, Strict, WorkspaceName
+from sursis.domain.access import Permission
 from sursis.domain.approval_request_records import FiledApproval
 from sursis.domain.records import Principal
 
@@ -75,7 +76,9 @@ class ApprovalRequestOut(BaseModel):
     outcome: str | None
     reported_at: datetime | None
     approved_args: JsonObject | None = Field(
-        default=None, description="The arguments to run, once approved (as filed, or as edited)"
+        default=None,
+        description="The arguments to run, once approved (as filed, or as edited); shown to the key "
+        "that filed the request and to approvers",
     )
     answered_by: list[str] = Field(description="The keys (or policy rule, pre-approval) that decided")
     pending: PendingCallOut
@@ -87,6 +90,8 @@ def approval_out(found: FiledApproval, principal: Principal, now: datetime) -> A
     if call.resolved_by and call.resolved_by not in deciders:
         deciders.append(call.resolved_by)
     state = found.state(now)
+    # The full arguments, like a pending call's: for the key that filed them and for approvers.
+    privileged = principal.id == request.filed_by or principal.may(Permission.APPROVE)
     return ApprovalRequestOut(
         correlation_id=request.correlation_id,
         state=state,
@@ -99,7 +104,7 @@ def approval_out(found: FiledApproval, principal: Principal, now: datetime) -> A
         consumed_at=request.consumed_at,
         outcome=request.outcome.value if request.outcome else None,
         reported_at=request.reported_at,
-        approved_args=found.approved_args() if call.status.value == "approved" else None,
+        approved_args=found.approved_args() if call.status.value == "approved" and privileged else None,
         answered_by=deciders if call.resolved_by else [],
         pending=pending_out(call, principal),
     )
