@@ -17,6 +17,7 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any, Protocol
 
+from sursis.domain.errors import Conflict, Forbidden, ValidationFailed
 from sursis.domain.policy_decisions import PolicyDecision
 from sursis.domain.ports import UnitOfWork
 from sursis.domain.records import PendingCall, Principal
@@ -147,3 +148,39 @@ class PendingWatcher(Protocol):
     """Wakes a long-poll when a pending call of the workspace changes (best effort)."""
 
     def watch_pending(self, workspace: str | None) -> AbstractContextManager[asyncio.Event]: ...
+
+
+class IdempotencyKeyReused(Conflict):
+    code = "idempotency_key_reused"
+
+
+class DigestMismatch(Conflict):
+    code = "digest_mismatch"
+
+
+class InvalidDigest(ValidationFailed):
+    code = "invalid_digest"
+
+
+class AlreadyConsumed(Conflict):
+    code = "already_consumed"
+
+
+class ApprovalExpired(Conflict):
+    code = "approval_expired"
+
+
+class NotApproved(Conflict):
+    code = "not_approved"
+
+
+class NotConsumed(Conflict):
+    code = "not_consumed"
+
+
+class AlreadyReported(Conflict):
+    code = "already_reported"
+
+
+class NotRequester(Forbidden):
+    code = "not_requester"

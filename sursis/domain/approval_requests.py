@@ -18,18 +18,27 @@ from typing import Any
 
 from sursis.domain.access import Permission
 from sursis.domain.approval_request_records import (
+    AlreadyConsumed,
+    AlreadyReported,
+    ApprovalExpired,
     ApprovalRequest,
     ApprovalUnitOfWork,
     ApprovalUnitOfWorkFactory,
+    DigestMismatch,
     ExternalCallPolicy,
     FiledApproval,
     Filing,
+    IdempotencyKeyReused,
+    InvalidDigest,
+    NotApproved,
+    NotConsumed,
+    NotRequester,
     Outcome,
     PendingWatcher,
 )
 from sursis.domain.approval_votes import with_approval
 from sursis.domain.clock import Clock, utcnow
-from sursis.domain.errors import Conflict, Forbidden, NotFound, ValidationFailed
+from sursis.domain.errors import NotFound, ValidationFailed
 from sursis.domain.events import EventType, pending_created_data, publish
 from sursis.domain.policies import authorization_of
 from sursis.domain.policy_decisions import ApprovalRoute, PolicyDecision, PolicyEffect
@@ -43,42 +52,6 @@ FILED = "approval.requested"
 CONSUMED = "approval.consumed"
 REPORTED = "approval.outcome"
 """Audit actions of the outside half; the decision between them is the pending call's own row."""
-
-
-class IdempotencyKeyReused(Conflict):
-    code = "idempotency_key_reused"
-
-
-class DigestMismatch(Conflict):
-    code = "digest_mismatch"
-
-
-class InvalidDigest(ValidationFailed):
-    code = "invalid_digest"
-
-
-class AlreadyConsumed(Conflict):
-    code = "already_consumed"
-
-
-class ApprovalExpired(Conflict):
-    code = "approval_expired"
-
-
-class NotApproved(Conflict):
-    code = "not_approved"
-
-
-class NotConsumed(Conflict):
-    code = "not_consumed"
-
-
-class AlreadyReported(Conflict):
-    code = "already_reported"
-
-
-class NotRequester(Forbidden):
-    code = "not_requester"
 
 
 @dataclass
@@ -282,19 +255,25 @@ def _settled_by(decision: PolicyDecision) -> tuple[PendingStatus, str, str] | No
     return None
 
 
-async def _store_call(
-    uow: ApprovalUnitOfWork,
-    principal: Principal,
-    request: ApprovalRequest,
-    filing: Filing,
-    decision: PolicyDecision,
-    now: datetime,
-) -> PendingCall:
-    """The request's conversation, run and pending call, audited; an asked call is announced (inbox,
-    channels, webhooks) and queued for the reviewer its route names."""
-    conversation_id = uuid.uuid4()
+def _holder(
+    principal: Principal, request: ApprovalRequest, filing: Filing, now: datetime
+) -> tuple[Conversation, Run]:
+    """The conversation and run a request's pending call belongs to. The run waits (`suspended`) on
+    no counted call, so no decision re-queues it; it is not the conversation's active run, so the
+    conversation is idle and retention purges it (the request with it), and a message posted there
+    runs no agent that lives elsewhere (`agent_not_served`)."""
+    conversation = Conversation(
+        id=uuid.uuid4(),
+        workspace=request.workspace,
+        agent=filing.agent,
+        status="open",
+        active_run_id=None,
+        created_at=now,
+        updated_at=now,
+        created_by=principal.id,
+    )
     run = Run.queued(
-        conversation_id,
+        conversation.id,
         request.workspace,
         filing.agent,
         f"approval request for {filing.tool_name}",
@@ -304,25 +283,25 @@ async def _store_call(
         stream=False,
     )
     run.status, run.segment = RunStatus.SUSPENDED, 1
-    # Not the conversation's active run: the conversation is idle, so retention purges it (the request
-    # with it). A message posted there runs no agent that lives elsewhere (`agent_not_served`).
-    conversation = Conversation(
-        id=conversation_id,
-        workspace=request.workspace,
-        agent=filing.agent,
-        status="open",
-        active_run_id=None,
-        created_at=now,
-        updated_at=now,
-        created_by=principal.id,
-    )
+    return conversation, run
+
+
+def _pending_call(
+    principal: Principal,
+    request: ApprovalRequest,
+    filing: Filing,
+    decision: PolicyDecision,
+    run: Run,
+    now: datetime,
+) -> PendingCall:
+    """The request as a pending call: awaiting, or settled already by the policy point."""
     wait = filing.expires_in
     if decision.route is not None and decision.route.timeout is not None:
         wait = min(wait, decision.route.timeout)
     settled = _settled_by(decision)
     call = PendingCall(
         correlation_id=request.correlation_id,
-        conversation_id=conversation.id,
+        conversation_id=run.conversation_id,
         run_id=run.id,
         workspace=request.workspace,
         segment=1,
@@ -346,6 +325,21 @@ async def _store_call(
         call.resolved_by, call.resolved_at = settled[1], now
         call.reason = decision.reason
         call.resolution = {"decision": "approve" if settled[0] is PendingStatus.APPROVED else "deny"}
+    return call
+
+
+async def _store_call(
+    uow: ApprovalUnitOfWork,
+    principal: Principal,
+    request: ApprovalRequest,
+    filing: Filing,
+    decision: PolicyDecision,
+    now: datetime,
+) -> PendingCall:
+    """The request's conversation, run and pending call, audited; an asked call is announced (inbox,
+    channels, webhooks) and queued for the reviewer its route names."""
+    conversation, run = _holder(principal, request, filing, now)
+    call = _pending_call(principal, request, filing, decision, run, now)
     await uow.conversations.add(conversation)
     await uow.runs.add(run)
     await uow.pending.add(call)
@@ -358,6 +352,7 @@ async def _store_call(
         "policy": decision.to_json(),
     }
     await uow.audit.append(AuditEntry.of_call(FILED, principal.id, call, details), now)
+    settled = _settled_by(decision)
     if settled is not None:
         await uow.audit.append(AuditEntry.of_call(settled[2], settled[1], call, {"reason": call.reason}), now)
         return call
