@@ -101,13 +101,15 @@ class ApprovalRequestService:
             conversation=filing.conversation,
         )
         async with self.uow() as uow:
-            if not await uow.approval_requests.claim(request):
-                assert filing.idempotency_key is not None
-                raced = await self._earlier(principal, workspace, filing.idempotency_key, digest)
-                assert raced is not None  # the key's holder committed before the claim returned
-                return raced
-            await _store_call(uow, principal, request, filing, decision, now)
-            await uow.commit()
+            claimed = await uow.approval_requests.claim(request)
+            if claimed:
+                await _store_call(uow, principal, request, filing, decision, now)
+                await uow.commit()
+        if not claimed:  # another filing under the key committed first (read after this rollback)
+            assert filing.idempotency_key is not None
+            raced = await self._earlier(principal, workspace, filing.idempotency_key, digest)
+            assert raced is not None
+            return raced
         stored = await self._read(principal, request.correlation_id)  # with its route's view
         return FiledApproval(stored.request, stored.call, created=True)
 

@@ -4,6 +4,7 @@ their digest, their outcome reported; the audit trail requested → decided → 
 
 from __future__ import annotations
 
+import asyncio
 from datetime import timedelta
 from typing import Any
 
@@ -12,6 +13,7 @@ from litestar.testing import AsyncTestClient
 
 from sursis.app.container import Container
 from sursis.domain.access import Role
+from sursis.domain.approval_request_records import Filing
 from sursis.domain.clock import utcnow
 from sursis.domain.records import Principal
 from sursis.domain.retention import RetentionPolicy, RetentionService
@@ -183,3 +185,20 @@ async def test_retention_purges_a_request_with_its_conversation(
     [report] = await retention.run(ADMIN, "default")
     assert report.rows["approval_requests"] == 1
     assert (await count(seeded, approval_requests), await count(seeded, pending_calls)) == (0, 0)
+
+
+async def test_concurrent_filings_under_one_key_make_one_request(container: Container, seeded: str) -> None:
+    """Filed at once (each past the look-up of the key before any is stored): one claims the key,
+    the others find its request."""
+    agent = Principal(id="agent:racer", role=Role.USER, workspace="default")
+    filing = Filing(
+        tool_name="wire_money",
+        args=ARGS,
+        agent="billing-bot",
+        expires_in=timedelta(minutes=5),
+        idempotency_key="raced",
+    )
+    found = await asyncio.gather(*(container.approvals.file(agent, filing) for _ in range(5)))
+    assert sorted(f.created for f in found) == [False, False, False, False, True]
+    assert len({f.request.correlation_id for f in found}) == 1
+    assert (await count(seeded, approval_requests), await count(seeded, pending_calls)) == (1, 1)
