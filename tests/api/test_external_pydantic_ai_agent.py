@@ -1,7 +1,8 @@
 """A plain pydantic-ai agent in a process of its own, governed by the real app over HTTP through
 `sursis.integrations.pydantic_ai` (on SQLite and PostgreSQL): an approval runs its tool once and
-closes the audit trail, a denial reaches the model as a denial, and an agent killed while it waits
-and started again files the same request and gets its decision: one effect."""
+closes the audit trail, a denial reaches the model as a denial, a quorum of two and the reviewer rung
+decide as they do for hosted calls, an agent killed while it waits and started again files the same
+request and gets its decision (one effect), and one that never returns shows as abandoned."""
 
 from __future__ import annotations
 
@@ -165,4 +166,30 @@ async def test_a_quorum_of_two_decides_the_agents_call(
         report = await finished(agent)
         assert report["output"] == "success: wired 900"
         assert sorted(report["answered_by"]["call-1"].split(", ")) == sorted(members)
+        assert effects.read_text().splitlines() == ["wired 900"]
+
+
+async def test_the_reviewer_rung_approves_a_routine_call(
+    live: LiveFactory, keys: KeyMaker, tmp_path: Path
+) -> None:
+    effects = tmp_path / "effects.txt"
+    answer = json.dumps({"verdict": "no", "reason": "a routine supplier payment"})
+    rule = {
+        "id": "routine-wires",
+        "effect": "ask",
+        "when": 'context.tool == "wire_money"',
+        "route": {
+            "reviewer": {
+                "model": "scripted",
+                "question": f"Is this payment unusual?\nSCRIPT: {json.dumps([answer])}",
+                "acts": "approve",
+            }
+        },
+    }
+    async with live(reviewer_poll_seconds=0.1) as app:
+        assert (await app.http.put("/v1/policies", json={"rules": [rule]})).status_code == 200
+        key = await keys.make(Role.USER, name="billing-bot")
+        report = await finished(await spawn(app, key, "thread-5", effects))
+        assert report["output"] == "success: wired 900"
+        assert report["answered_by"] == {"call-1": "reviewer:scripted"}
         assert effects.read_text().splitlines() == ["wired 900"]
