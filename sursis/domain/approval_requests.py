@@ -40,13 +40,13 @@ from sursis.domain.approval_votes import with_approval
 from sursis.domain.clock import Clock, utcnow
 from sursis.domain.errors import NotFound, ValidationFailed
 from sursis.domain.events import EventType, pending_created_data, publish
-from sursis.domain.policies import authorization_of
-from sursis.domain.policy_decisions import ApprovalRoute, PolicyDecision, PolicyEffect
+from sursis.domain.policies import authorization_of, unavailable
+from sursis.domain.policy_decisions import PolicyDecision, PolicyEffect
 from sursis.domain.records import AuditEntry, Conversation, PendingCall, Principal, Run
 from sursis.domain.reviewer_steps import queue_reviews
 from sursis.domain.sanitize import args_hash, sanitize
 from sursis.domain.states import PendingStatus, RunStatus
-from sursis.domain.tools import Category, Executor, PendingKind
+from sursis.domain.tools import Category, Executor, PendingKind, ToolSpec
 
 FILED = "approval.requested"
 CONSUMED = "approval.consumed"
@@ -214,13 +214,8 @@ class ApprovalRequestService:
     async def _decide(self, workspace: str, filing: Filing, principal: Principal) -> PolicyDecision:
         try:
             return await self.policy.decide_external(workspace, filing, principal)
-        except Exception:  # fail closed: a point that cannot tell asks
-            return PolicyDecision(
-                PolicyEffect.ASK,
-                reason="the policy could not be evaluated",
-                route=ApprovalRoute(),
-                flags=("policy_unavailable",),
-            )
+        except Exception:  # fail closed, as the tool wrapper does: a point that cannot tell asks
+            return unavailable(ToolSpec(filing.tool_name, category=Category.MUTATE))
 
 
 def _fields(request: ApprovalRequest) -> dict[str, Any]:

@@ -5,6 +5,7 @@ their digest, their outcome reported; the audit trail requested → decided → 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from datetime import timedelta
 from typing import Any
 
@@ -202,3 +203,18 @@ async def test_concurrent_filings_under_one_key_make_one_request(container: Cont
     assert sorted(f.created for f in found) == [False, False, False, False, True]
     assert len({f.request.correlation_id for f in found}) == 1
     assert (await count(seeded, approval_requests), await count(seeded, pending_calls)) == (1, 1)
+
+
+class BrokenPolicy:
+    async def decide_external(self, workspace: str, filing: Filing, requester: Principal) -> Any:
+        raise RuntimeError("the policy store is unreachable")
+
+
+async def test_a_policy_that_cannot_decide_asks(container: Container) -> None:
+    """Fail closed: a filing the policy point cannot decide waits for a person."""
+    service = dataclasses.replace(container.approvals, policy=BrokenPolicy())
+    agent = Principal(id="agent:closed", role=Role.USER, workspace="default")
+    filing = Filing(tool_name="read_ledger", args={}, agent="billing-bot", expires_in=timedelta(minutes=5))
+    found = await service.file(agent, filing)
+    assert found.call.status.value == "awaiting"
+    assert found.call.policy is not None and "policy_unavailable" in found.call.policy.flags
