@@ -29,6 +29,7 @@ from sursis.app.wiring.telemetry import telemetry_config as telemetry_config
 from sursis.app.wiring.telemetry import wire_telemetry
 from sursis.app.wiring.worlds import wire_worlds
 from sursis.domain.agents import AgentCatalogService
+from sursis.domain.approval_requests import ApprovalRequestService
 from sursis.domain.approver_admin import ApproverService
 from sursis.domain.authorizations import PreApprovalService
 from sursis.domain.channels.admin import ChannelAdminService
@@ -91,6 +92,7 @@ class Container(StorageParts):
     pending_calls: PendingCallService
     events: EventService
     forks: ForkService
+    approvals: ApprovalRequestService
     # channels (wire_channels)
     channels: ChannelAdminService
     slack: SlackInbound

@@ -160,6 +160,13 @@ ROUTES = routes(
     # Admins only; this call is decided by any operator (no approver groups): a wrong target.
     POST   /v1/pending/{approval_id}/reassign                          403 403   403 403   422 422
     POST   /v1/events                                                  403 403   403 403   202 202
+    # An agent outside files into its own workspace (the body names `default`).
+    POST   /v1/approvals                                               201 404   201 404   201 201
+    GET    /v1/approvals/abandoned                                     200 200   200 200   200 200
+    GET    /v1/approvals/{filed_id}                                    200 404   200 404   200 200
+    # Only the key that filed a request consumes it and reports its outcome (an admin filed this one).
+    POST   /v1/approvals/{filed_id}/consume                            403 404   403 404   403 403
+    POST   /v1/approvals/{filed_id}/outcome                            403 404   403 404   403 403
 """
 )
 
@@ -220,6 +227,14 @@ BODIES: dict[str, Callable[[Objects], Any]] = {
     "POST /v1/groups/{workspace}/{group_name}/members": lambda o: {"key_id": o.ids["slack_key_id"]},
     "POST /v1/delegations": lambda o: {"delegate": o.ids["slack_key_id"], "ends_at": tomorrow()},
     "POST /v1/pending/{approval_id}/reassign": lambda o: {"to": ["group:matrix"]},
+    "POST /v1/approvals": lambda o: {
+        "tool_name": "wire_money",
+        "args": {"amount": 1},
+        "agent": "matrix-bot",
+        "workspace": "default",
+    },
+    "POST /v1/approvals/{filed_id}/consume": lambda o: {"digest": "0" * 64},
+    "POST /v1/approvals/{filed_id}/outcome": lambda o: {"outcome": "ran"},
     "POST /v1/events": lambda o: {
         "id": str(uuid.uuid4()),
         "type": "anomaly.detected",
@@ -255,6 +270,7 @@ TEMPLATE_OF = {
     "{group_name}": "{name}",
     "{member_key_id}": "{key_id}",
     "{delegation_id}": "{delegation_id}",
+    "{filed_id}": "{correlation_id}",
 }
 
 
@@ -350,8 +366,19 @@ async def make_objects(client: AsyncTestClient[Any], keys: KeyMaker) -> Objects:
         "/v1/delegations", json={"delegate": str(slack_key.key.id), "ends_at": tomorrow()}
     )
     assert delegation.status_code == 201, delegation.text
+    filed = await client.post(
+        "/v1/approvals",
+        json={
+            "tool_name": "wire_money",
+            "args": {"amount": 2},
+            "agent": "matrix-bot",
+            "workspace": "default",
+        },
+    )
+    assert filed.status_code == 201, filed.text
     return Objects(
         ids={
+            "filed_id": filed.json()["correlation_id"],
             "conversation_id": conversation_id,
             "idle_conversation_id": await create_conversation(client, workspace="default"),
             "own_conversation_id": conversation_id,  # the caller's own, once the caller is known
@@ -462,7 +489,11 @@ async def test_listings_of_another_workspace_show_nothing_of_this_one(
     assert audit.json()["items"] == []
     assert (await client.get("/v1/authorizations", headers=elsewhere)).json() == []
     own = bearer(await keys.make("operator", "default"))
-    assert len((await client.get("/v1/pending", headers=own)).json()["items"]) == 3
+    # An approval and an elicitation of one run, an approval of the other, the filed request.
+    assert len((await client.get("/v1/pending", headers=own)).json()["items"]) == 4
+    assert (await client.get("/v1/approvals/abandoned", headers=elsewhere)).json() == []
+    filed = await client.get(f"/v1/approvals/{objects.ids['filed_id']}", headers=elsewhere)
+    assert filed.status_code == 404
     assert (await client.get("/v1/audit", headers=own)).json()["items"]
 
 

@@ -54,13 +54,20 @@ async def test_every_operation_documents_its_problem_responses(client: AsyncTest
 
 def test_problem_codes_come_from_the_error_table() -> None:
     assert codes_for(409) == [
+        "already_consumed",
+        "already_reported",
         "already_voted",
+        "approval_expired",
         "args_changed",
         "conflict",
+        "digest_mismatch",
         "fork_point_unsettled",
         "group_exists",
         "idempotency_conflict",
+        "idempotency_key_reused",
         "invalid_transition",
+        "not_approved",
+        "not_consumed",
         "run_active",
         "stale",
         "unsealed_value",
@@ -71,11 +78,13 @@ def test_problem_codes_come_from_the_error_table() -> None:
         "fork_point_not_a_turn",
         "fork_point_out_of_range",
         "invalid_decision",
+        "invalid_digest",
         "invalid_member",
         "invalid_policy",
         "validation_failed",
     ]
     assert "above_ceiling" in codes_for(403)
+    assert "not_requester" in codes_for(403)
     assert "conversation_purged" in codes_for(404)
     assert codes_for(503) == ["database_unavailable", "unavailable"]
     assert codes_for(415) == ["unsupported_media_type"]

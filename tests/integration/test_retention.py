@@ -40,6 +40,7 @@ TABLES: dict[str, str] = {
     "pending_votes": "deleted with its pending calls (rows name the call: tests/routing/test_purge.py)",
     "pending_routes": "deleted with its pending calls (rows name the call: tests/routing/test_purge.py)",
     "pending_reviews": "deleted with its pending calls (rows name the call: tests/routing/test_purge.py)",
+    "approval_requests": "deleted with its pending call (rows name the call: tests/routing/test_purge.py)",
     "tool_calls": OWNED,
     "events": OWNED,
     "outbox": OWNED + " (its deliveries)",

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from sursis.app.routes.agents import list_agents
+from sursis.app.routes.approvals import ApprovalController
 from sursis.app.routes.approvers import approver_route_handlers
 from sursis.app.routes.audit import AuditController
 from sursis.app.routes.authorizations import AuthorizationController
@@ -34,6 +35,7 @@ def route_handlers() -> list[Any]:
         *fork_route_handlers(),
         RunController,
         PendingController,
+        ApprovalController,
         AuditController,
         *event_route_handlers(),
         AuthorizationController,

@@ -14,6 +14,7 @@ from sursis.app.wiring.policy import PolicyParts
 from sursis.app.wiring.runtime import RuntimeParts
 from sursis.app.wiring.storage import StorageParts
 from sursis.app.wiring.telemetry import TelemetryParts
+from sursis.domain.approval_requests import ApprovalRequestService
 from sursis.domain.clock import utcnow
 from sursis.domain.conversations import ConversationService
 from sursis.domain.events import ClientPresence, EventService
@@ -21,6 +22,7 @@ from sursis.domain.fork_service import ForkService
 from sursis.domain.pending_calls import PendingCallService
 from sursis.domain.runs import RunService
 from sursis.infra.db.errors import database_unreachable
+from sursis.infra.policy.external import ExternalPolicyPoint
 
 log = structlog.get_logger("sursis.http")
 
@@ -32,6 +34,7 @@ class ConversationParts:
     pending_calls: PendingCallService
     events: EventService
     forks: ForkService
+    approvals: ApprovalRequestService
 
 
 def unreachable_while_waiting(exc: BaseException) -> bool:
@@ -86,5 +89,12 @@ def wire_conversations(
         ),
         forks=ForkService(
             uow, notifier, clock=utcnow, max_content_chars=settings.max_content_chars, metrics=metrics
+        ),
+        approvals=ApprovalRequestService(
+            uow,
+            ExternalPolicyPoint(decisions.point, utcnow),
+            notifier,
+            clock=utcnow,
+            max_wait_seconds=settings.max_wait_seconds,
         ),
     )

@@ -20,6 +20,7 @@ from sursis.infra.db import retention_tables as r
 from sursis.infra.db import review_tables as rv
 from sursis.infra.db import tables as t
 from sursis.infra.db import world_tables as w
+from sursis.infra.db.approval_request_tables import approval_requests
 from sursis.infra.db.repositories.base import SqlRepository, rowcount
 from sursis.infra.db.sealing import LEGAL_HOLDS
 
@@ -72,6 +73,7 @@ PURGE_STEPS: tuple[PurgeStep, ...] = (
     PurgeStep(ap.pending_votes, lambda ids: ap.pending_votes.c.correlation_id.in_(_calls(ids))),
     PurgeStep(ap.pending_routes, lambda ids: ap.pending_routes.c.correlation_id.in_(_calls(ids))),
     PurgeStep(rv.pending_reviews, lambda ids: rv.pending_reviews.c.correlation_id.in_(_calls(ids))),
+    PurgeStep(approval_requests, lambda ids: approval_requests.c.correlation_id.in_(_calls(ids))),
     PurgeStep(t.pending_calls, lambda ids: t.pending_calls.c.conversation_id.in_(ids)),
     PurgeStep(cu.delegations, lambda ids: cu.delegations.c.conversation_id.in_(ids)),
     PurgeStep(w.world_sessions, lambda ids: w.world_sessions.c.conversation_id.in_(ids)),

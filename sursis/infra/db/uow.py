@@ -13,6 +13,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 from sursis.domain.delivery import deliver
 from sursis.domain.encryption import Cipher, UnsealedValue
 from sursis.infra.db.access_repositories import SqlApiKeyRepository, SqlAuthorizationRepository
+from sursis.infra.db.approval_request_repository import SqlApprovalRequestRepository
 from sursis.infra.db.approver_repository import SqlApproverRepository
 from sursis.infra.db.channel_repository import SqlChannelRepository
 from sursis.infra.db.customer_repository import SqlWorkspaceRepository
@@ -58,6 +59,7 @@ REPOSITORIES = (
     "policies",
     "approvers",
     "reviews",
+    "approval_requests",
 )
 """The unit of work's repositories, each made at its first use."""
 
@@ -182,6 +184,10 @@ class SqlUnitOfWork:
     @functools.cached_property
     def reviews(self) -> SqlReviewRepository:
         return SqlReviewRepository(self.session)
+
+    @functools.cached_property
+    def approval_requests(self) -> SqlApprovalRequestRepository:
+        return SqlApprovalRequestRepository(self.session)
 
     async def __aexit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None

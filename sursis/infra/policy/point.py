@@ -58,6 +58,14 @@ class StoredPolicyPoint(StoredPreApprovalPolicy):
             decision = decide_call(spec, facts, state, self._cedar.evaluate(state, facts))
         return await self.with_pre_approval(deps, spec, args, decision)
 
+    async def decide_facts(self, spec: ToolSpec, facts: CallFacts) -> PolicyDecision:
+        """The decision before pre-approvals for a call whose facts are known (an agent outside
+        files its own: `sursis.infra.policy.external`)."""
+        state = await self.workspace_policy(facts.workspace)
+        if state.empty:
+            return default_decision(spec)
+        return decide_call(spec, facts, state, self._cedar.evaluate(state, facts))
+
     async def workspace_policy(self, workspace: str) -> WorkspacePolicy:
         state = self._states.get(workspace) if self._states is not None else None
         if state is None:
