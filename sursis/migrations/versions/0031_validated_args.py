@@ -18,7 +18,7 @@ from sqlalchemy.dialects import postgresql
 JSONB = sa.JSON().with_variant(postgresql.JSONB(), "postgresql")
 
 revision: str = "0031_validated_args"
-down_revision: str | None = "0028_audit_marks"
+down_revision: str | None = "0030_approval_requests"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
