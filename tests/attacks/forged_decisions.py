@@ -73,15 +73,18 @@ def requeue(run_id: str) -> Any:
 
 
 def forged_vote(correlation_id: str, voter: str, seal: str | None = None) -> Any:
-    return sa.insert(ap.pending_votes).values(
-        correlation_id=uuid.UUID(correlation_id),
-        voter=voter,
-        cast_by=voter,
-        decision="approve",
-        reason=None,
-        at=datetime.now(UTC),
-        seal=seal,
-    )
+    """An approving vote row for `voter` (carrying `seal` when one was copied from elsewhere)."""
+    values: dict[str, Any] = {
+        "correlation_id": uuid.UUID(correlation_id),
+        "voter": voter,
+        "cast_by": voter,
+        "decision": "approve",
+        "reason": None,
+        "at": datetime.now(UTC),
+    }
+    if seal is not None:
+        values["seal"] = seal
+    return sa.insert(ap.pending_votes).values(**values)
 
 
 def one_more_approval(correlation_id: str) -> Any:

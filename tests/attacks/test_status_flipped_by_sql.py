@@ -50,7 +50,11 @@ async def test_a_denied_refund_flipped_to_approved_never_runs(
     conversation = await shop.conversation("rex")
     posted = await shop.http.post(
         f"/v1/conversations/{conversation}/messages?wait=10",
-        json={"content": script([call("refund", order_id="A1", amount=900), call("refund", order_id="A2", amount=5)])},
+        json={
+            "content": script(
+                [call("refund", order_id="A1", amount=900), call("refund", order_id="A2", amount=5)]
+            )
+        },
         headers=shop.headers["rex"],
     )
     run = posted.json()

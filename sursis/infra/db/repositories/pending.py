@@ -153,7 +153,9 @@ class SqlPendingCallRepository(HeldSqlRepository):
     async def add(self, call: PendingCall) -> None:
         policy = call.policy.to_json() if call.policy is not None else None
         ask_seal = sealer_of(self._cipher).seal(ask_facts(call))
-        row = PENDING_CALLS.seal(self._cipher, row_values(call, t.pending_calls, policy=policy, ask_seal=ask_seal))
+        row = PENDING_CALLS.seal(
+            self._cipher, row_values(call, t.pending_calls, policy=policy, ask_seal=ask_seal)
+        )
         route = new_route_state(call)
         if holds(self._session):
             hold(self._session, t.pending_calls, [row])  # written at commit, with the events
