@@ -35,6 +35,7 @@ def _with_agents(settings: Settings, args: argparse.Namespace) -> tuple[Settings
     starts (None then); with the banner's word on the models the served agents use."""
     from sursis.app.agent_loading import AgentLoadError, named_models, select_agents, served_models
     from sursis.app.model_check import models_banner, unusable_model
+    from sursis.infra.runner.agents import may_repeat_tools
 
     if args.agents:
         settings = settings.model_copy(update={"agents": list(args.agents)})
@@ -52,6 +53,10 @@ def _with_agents(settings: Settings, args: argparse.Namespace) -> tuple[Settings
     models = served_models(settings.model, selection)
     served = [*sorted(selection.built_in), *(d.name for d in selection.definitions)]
     print(f"agents: {', '.join(served) or '(none)'}", flush=True)
+    repeating = [name for d in selection.definitions for name in may_repeat_tools(d)]
+    if repeating:
+        # Declared `read` or idempotent: run again under the same call id after a crash.
+        print(f"may repeat after a crash: {', '.join(repeating)}", flush=True)
     return settings, models_banner(models)
 
 
