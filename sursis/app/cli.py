@@ -11,6 +11,8 @@ import sys
 from collections.abc import Coroutine
 from typing import TYPE_CHECKING, Any
 
+from pydantic import ValidationError
+
 from sursis.app.allocator import return_freed_memory
 from sursis.app.cli_encryption import add_encryption_commands, check_keyring
 from sursis.app.cli_http import api_url, quiet_http_client
@@ -314,7 +316,16 @@ def run(argv: list[str], settings: Settings) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    settings = Settings()
+    try:
+        settings = Settings()
+    except ValidationError as exc:
+        # One line per setting that is wrong, naming it; never the value (it may be a secret).
+        for error in exc.errors(include_url=False, include_input=False):
+            where = ".".join(str(p) for p in error["loc"])
+            name, _, inner = where.partition(".")
+            shown = f"SURSIS_{name.upper()}" + (f" ({inner})" if inner else "")
+            print(f"sursis: invalid setting {shown}: {error['msg']}", file=sys.stderr)
+        return 2
     configure_logging(settings.log_level, settings.log_json)
     return run(sys.argv[1:] if argv is None else argv, settings)
 
