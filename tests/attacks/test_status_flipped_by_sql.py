@@ -14,8 +14,11 @@ from datetime import UTC, datetime
 import pytest
 import sqlalchemy as sa
 
+from sursis.domain.records import AuditQuery
 from sursis.infra.db import tables as t
-from tests.attacks.forged_decisions import assert_refused, insider, requeue, sealed_shop, settled
+from sursis.testing import settle
+from tests.agents.test_nested_agents import REFUNDS, concierge_refund
+from tests.attacks.forged_decisions import assert_refused, insider, keyring, requeue, sealed_shop, settled
 from tests.attacks.policy_attacks import Shop, refunds
 from tests.conftest import KeyMaker, call, script
 
@@ -76,3 +79,24 @@ async def test_a_refund_the_quorum_approved_runs(shop: Shop) -> None:
     done = await settled(shop, run["id"])
     assert done["status"] == "completed", done
     assert refunds() == [{"order_id": "A1", "amount": 900}]
+
+
+async def test_a_nested_agents_waiting_call_flipped_to_approved_never_runs(seeded: str) -> None:
+    """The concierge runs billing (`run_agent`); billing's refund waits. Flipped by SQL, the refund is
+    refused where billing's run dispatches it: the whole run fails, nothing is refunded."""
+    async with concierge_refund(
+        seeded, "N1", "billing: done", "Done.", "refund N1", encryption_keys=keyring()
+    ) as turn:
+        svc, call = turn.service, turn.call
+        url = svc.container.settings.database_url
+        await insider(url, flip(str(call.correlation_id), "someone"), requeue(str(turn.run.id)))
+        view = await settle(svc, turn.run.id)
+        assert REFUNDS == []
+        assert view.run.status == "failed", view.run
+        assert view.run.error is not None and view.run.error.code == "decision_seal_invalid", view.run.error
+        assert "the decision carries no seal" in view.run.error.message
+        async with svc.container.uow.reader() as uow:
+            findings = await uow.audit.search(
+                "default", AuditQuery(actions=("integrity.decision_unsealed",), limit=10)
+            )
+        assert [f.correlation_id for f in findings] == [call.correlation_id]
