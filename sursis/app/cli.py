@@ -11,6 +11,8 @@ import sys
 from collections.abc import Coroutine
 from typing import TYPE_CHECKING, Any
 
+from pydantic import ValidationError
+
 from sursis.app.allocator import return_freed_memory
 from sursis.app.cli_encryption import add_encryption_commands, check_keyring
 from sursis.app.cli_http import api_url, quiet_http_client
@@ -36,6 +38,7 @@ def _with_agents(settings: Settings, args: argparse.Namespace) -> tuple[Settings
     starts (None then); with the banner's word on the models the served agents use."""
     from sursis.app.agent_loading import AgentLoadError, named_models, select_agents, served_models
     from sursis.app.model_check import models_banner, unusable_model
+    from sursis.infra.runner.agents import may_repeat_tools
 
     if args.agents:
         settings = settings.model_copy(update={"agents": list(args.agents)})
@@ -53,6 +56,10 @@ def _with_agents(settings: Settings, args: argparse.Namespace) -> tuple[Settings
     models = served_models(settings.model, selection)
     served = [*sorted(selection.built_in), *(d.name for d in selection.definitions)]
     print(f"agents: {', '.join(served) or '(none)'}", flush=True)
+    repeating = [name for d in selection.definitions for name in may_repeat_tools(d)]
+    if repeating:
+        # Declared `read` or idempotent: run again under the same call id after a crash.
+        print(f"may repeat after a crash: {', '.join(repeating)}", flush=True)
     return settings, models_banner(models)
 
 
@@ -327,7 +334,16 @@ def run(argv: list[str], settings: Settings) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    settings = Settings()
+    try:
+        settings = Settings()
+    except ValidationError as exc:
+        # One line per setting that is wrong, naming it; never the value (it may be a secret).
+        for error in exc.errors(include_url=False, include_input=False):
+            where = ".".join(str(p) for p in error["loc"])
+            name, _, inner = where.partition(".")
+            shown = f"SURSIS_{name.upper()}" + (f" ({inner})" if inner else "")
+            print(f"sursis: invalid setting {shown}: {error['msg']}", file=sys.stderr)
+        return 2
     configure_logging(settings.log_level, settings.log_json)
     return run(sys.argv[1:] if argv is None else argv, settings)
 

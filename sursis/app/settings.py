@@ -5,8 +5,18 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Any
 
-from pydantic import AliasChoices, Field, SecretStr, field_validator
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+
+class WorkspaceReviewerBudget(BaseModel):
+    """One workspace's reviewer budget in `SURSIS_REVIEWER_BUDGETS`; a key it leaves out keeps the
+    service-wide value. Unknown keys are refused: a misspelled limit would otherwise be no limit."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    calls_per_minute: int | None = Field(default=None, ge=0)
+    tokens_per_day: int | None = Field(default=None, ge=0)
 
 
 class Settings(BaseSettings):
@@ -98,9 +108,10 @@ class Settings(BaseSettings):
     "A reviewer"); over it, calls are left to people and say so."""
     reviewer_tokens_per_day: int = Field(default=200_000, ge=0)
     """Tokens a workspace's reviewer models may use per day (UTC)."""
-    reviewer_budgets: dict[str, dict[str, int]] = Field(default_factory=dict)
+    reviewer_budgets: dict[str, WorkspaceReviewerBudget] = Field(default_factory=dict)
     """Per-workspace budgets overriding the two above, as JSON:
-    `{"acme": {"calls_per_minute": 10, "tokens_per_day": 50000}}`."""
+    `{"acme": {"calls_per_minute": 10, "tokens_per_day": 50000}}`; checked at start (a negative
+    value or a misspelled key is refused, naming it)."""
     reviewer_poll_seconds: float = Field(default=1.0, gt=0)
     """How often the worker looks for calls waiting for their reviewer."""
     migrate_on_start: bool = True

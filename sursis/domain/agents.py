@@ -20,6 +20,10 @@ class ToolInfo:
     """The JSON schema of the tool's arguments, as the model is shown it."""
     annotations: Mapping[str, Any] | None = None
     """What an MCP server says about its tool (`readOnlyHint`, `destructiveHint`, ...)."""
+    may_repeat: bool = False
+    """Whether a call whose worker died while the tool ran is run again under the same call id (a
+    `read` tool, or one declared idempotent); otherwise the tool is started at most once per call,
+    and such a call asks a person ("outcome unknown")."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,6 +14,7 @@ from typing import Any
 from sursis.domain import approvers as a
 from sursis.domain.approvers import AlreadyVoted, NotAnApprover, SelfApproval, Vote
 from sursis.domain.audit import actor_names
+from sursis.domain.decision_seal import counted_votes
 from sursis.domain.errors import InvalidDecision
 from sursis.domain.events import EventType, publish
 from sursis.domain.policy_decisions import ApprovalRoute
@@ -33,6 +34,13 @@ class Ballot:
     decides: bool
     self_approval: bool = False
     """The requester's own vote, counted because the rule allows self-approval."""
+    earlier: tuple[Vote, ...] = ()
+    """The call's votes before this one, as read (each says whether its seal checks)."""
+
+    def sealed_votes(self) -> list[list[str]]:
+        """The votes a decision this ballot makes seals: the earlier ones whose seal checks, and
+        this one."""
+        return counted_votes([*self.earlier, self.vote])
 
 
 async def requester_of(uow: UnitOfWork, call: PendingCall) -> str | None:
@@ -154,7 +162,7 @@ async def cast(
     reviewer = route.reviewer
     outright = reviewer is not None and reviewer.acts is ReviewerActs.APPROVE and voter == reviewer.actor
     decides = not approving or counted >= route.quorum or outright
-    return Ballot(vote, counted, decides=decides, self_approval=mine)
+    return Ballot(vote, counted, decides=decides, self_approval=mine, earlier=tuple(votes))
 
 
 async def record_vote(uow: UnitOfWork, call: PendingCall, ballot: Ballot, quorum: int, now: datetime) -> None:

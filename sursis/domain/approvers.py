@@ -66,6 +66,9 @@ class Vote:
     decision: str
     reason: str | None
     at: datetime
+    sealed: bool = True
+    """Whether the service's seal on the vote checks (always, where decisions are not sealed): a vote
+    row written without the service (by SQL) is shown but never counts toward a sealed decision."""
 
     @property
     def on_behalf_of(self) -> str | None:

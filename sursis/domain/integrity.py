@@ -19,7 +19,12 @@ was not run (details: `tool_call_id`, `tool_name`, `expected_args_hash`, `actual
 `reason`)."""
 OUTCOME_MISMATCH = "integrity.outcome_mismatch"
 """A stored outcome about to be replayed for an approved call was recorded for other arguments."""
-FINDING_ACTIONS: tuple[str, ...] = (ARGS_MISMATCH, OUTCOME_MISMATCH)
+DECISION_UNSEALED = "integrity.decision_unsealed"
+"""An approved call's decision was not the service's: its ask or decision seal did not check (a
+status flipped by SQL, a seal copied from another call), or its sealed votes did not meet its
+sealed route (a vote row inserted by SQL does not count). It was not run (details as for
+`ARGS_MISMATCH`, `reason` saying which check failed)."""
+FINDING_ACTIONS: tuple[str, ...] = (ARGS_MISMATCH, OUTCOME_MISMATCH, DECISION_UNSEALED)
 """The audit actions that are integrity findings."""
 MAX_LISTED = 100
 """How many findings per workspace a verification lists (newest first)."""
@@ -38,6 +43,12 @@ class IntegrityFinding:
     @classmethod
     def of(cls, entry: AuditEntry) -> IntegrityFinding:
         d = entry.details
+        if entry.action == DECISION_UNSEALED:
+            detail = (
+                f"{d.get('tool_name', '?')} (tool call {d.get('tool_call_id', '?')}): "
+                f"not run: {d.get('reason', 'the decision is not sealed by the service')}"
+            )
+            return cls(entry.action, entry.id, entry.at, entry.correlation_id, detail)
         detail = (
             f"{d.get('tool_name', '?')} (tool call {d.get('tool_call_id', '?')}): "
             f"approved args_hash {d.get('expected_args_hash', '?')}, "

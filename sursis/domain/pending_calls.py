@@ -14,6 +14,7 @@ from sursis.domain.approval_votes import Ballot, cast, own_approval, record_vote
 from sursis.domain.approvers import routed
 from sursis.domain.audit import actor_names
 from sursis.domain.clock import Clock, utcnow
+from sursis.domain.decision_seal import SELF_APPROVAL, VOTES
 from sursis.domain.errors import ArgsChanged, NotFound, Stale
 from sursis.domain.events import EventType, publish, publish_pending_resolved, run_status_data
 from sursis.domain.hand_off import RunHandOff, SegmentStartRead, SlotLease
@@ -137,6 +138,9 @@ class PendingCallService:
                 details["on_behalf_of"] = ballot.vote.on_behalf_of
             if self_approved or (ballot is not None and ballot.self_approval):
                 details["self_approval"] = True
+                record[SELF_APPROVAL] = True
+            if ballot is not None:
+                record[VOTES] = ballot.sealed_votes()
             requeued = await self._decided(uow, principal, call, target, resolution, record, now, handing)
             approval = None
             if route is not None and ballot is not None:

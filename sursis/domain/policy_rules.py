@@ -177,4 +177,12 @@ def reviewer_errors(index: int, effect: PolicyEffect, route: ApprovalRoute | Non
         errors.append(
             {"loc": [*loc, "acts"], "msg": "a reviewer votes only on a route that names approver groups"}
         )
+    elif reviewer.acts is ReviewerActs.VOTE and route.quorum < 2:
+        errors.append(
+            {
+                "loc": [*loc, "acts"],
+                "msg": "on a route of quorum 1 the reviewer's vote approves alone: "
+                'say "acts": "approve" if that is meant, or raise the quorum',
+            }
+        )
     return errors

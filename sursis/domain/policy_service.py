@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
@@ -60,12 +60,15 @@ class PolicyService:
         *,
         clock: Clock = utcnow,
         changes: Invalidations | None = None,
+        model_problem: Callable[[str], str | None] | None = None,
     ) -> None:
         self._uow = uow
         self._engine = engine
         self._tools = tools
         self._clock = clock
         self._changes = changes
+        self._model_problem = model_problem
+        """Why this service cannot build a reviewer model a rule names (None: it can)."""
 
     @property
     def engine(self) -> PolicyEngine:
@@ -100,6 +103,7 @@ class PolicyService:
         """Rules as they would be stored: shape and Cedar checked, each MCP tool a rule names
         pinned to the digest it has now (unless the rule pins one itself)."""
         check_rules(rules)
+        self._check_reviewer_models(rules)
         unknown = [
             {
                 "loc": ["rules", str(i), "tools"],
@@ -113,6 +117,20 @@ class PolicyService:
             raise InvalidPolicy("a rule names an unknown tool", extra={"errors": unknown})
         self._engine.validate(rules)
         return tuple(replace(rule, pins=self._pins(rule)) for rule in rules)
+
+    def _check_reviewer_models(self, rules: Sequence[PolicyRule]) -> None:
+        """A reviewer model this service cannot build is refused here, not found out at each review
+        (where every call would be left to people with `error`)."""
+        if self._model_problem is None:
+            return
+        errors = []
+        for i, rule in enumerate(rules):
+            reviewer = rule.route.reviewer if rule.route is not None else None
+            if reviewer is not None and (problem := self._model_problem(reviewer.model)) is not None:
+                loc = ["rules", str(i), "route", "reviewer", "model"]
+                errors.append({"loc": loc, "msg": f"this service cannot build the model: {problem}"})
+        if errors:
+            raise InvalidPolicy("a reviewer model cannot be built", extra={"errors": errors})
 
     def _pins(self, rule: PolicyRule) -> dict[str, str]:
         pins = dict(rule.pins)

@@ -254,6 +254,10 @@ class PendingCall:
     who may decide now (not a column: attached by the use case that reads the call)."""
     review: Review | None = None
     """The verdict of the reviewer model its route names (not a column: attached when read)."""
+    seal_problem: str | None = None
+    """Why the call's sealed ask or decision does not check, for an approved call read where
+    decisions are sealed (`domain/decision_seal.py`); None when it checks (not a column: worked out
+    by the repository that reads the row, which holds the key)."""
 
 
 @dataclass(slots=True)

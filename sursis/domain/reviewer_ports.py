@@ -24,6 +24,19 @@ class ReviewRepository(Protocol):
         """`queued` → `reviewing`, unless another process claimed it first."""
         ...
 
+    async def claim_within_budget(
+        self,
+        correlation_id: uuid.UUID,
+        workspace: str,
+        now: datetime,
+        minute_start: datetime,
+        day_start: datetime,
+    ) -> tuple[int, int] | None:
+        """`claim`, then what the workspace spent (`spent`, the claim not counted), with the
+        workspace's claims serialized until the transaction ends: the budget check and the claim are
+        one step, so no two processes spend the same remainder. None: another process claimed it."""
+        ...
+
     async def spent(self, workspace: str, minute_start: datetime, day_start: datetime) -> tuple[int, int]:
         """The workspace's reviewer calls claimed since `minute_start`, tokens used since `day_start`."""
         ...
@@ -33,6 +46,10 @@ class ReviewRepository(Protocol):
         ...
 
     async def set_effect(self, correlation_id: uuid.UUID, effect: ReviewEffect) -> None: ...
+    async def add_tokens(self, correlation_id: uuid.UUID, tokens: int) -> None:
+        """Count the tokens of a model answer that came after its review was settled (budget)."""
+        ...
+
     async def stuck(self, claimed_before: datetime, limit: int) -> list[Review]:
         """Reviews claimed before `claimed_before` and never settled (their process stopped)."""
         ...

@@ -115,6 +115,27 @@ async def record_verdict(
     return True
 
 
+async def record_late_verdict(
+    uow: UnitOfWork, call: PendingCall, review: Review, result: ReviewResult, now: datetime
+) -> None:
+    """The `pending.reviewed` row of a model answer that came after its review was settled: every
+    model call is on record with its tokens; `late` says nothing acted on it."""
+    outcome, reason, tokens = result
+    details: dict[str, Any] = {
+        "model": review.model,
+        "question": review.question,
+        "verdict": outcome.value,
+        "reason": reason,
+        "policy_version": review.policy_version,
+        "rule": review.rule,
+        "tokens": tokens,
+        "late": True,
+    }
+    await uow.audit.append(
+        AuditEntry.of_call("pending.reviewed", REVIEWER_PREFIX + review.model, call, details), now
+    )
+
+
 async def ask_reviewer(model: ReviewerModel, spec: ReviewerSpec, request: ReviewRequest) -> ReviewResult:
     """The model's verdict within the spec's timeout. An error or a timeout is an outcome of its own
     (the call is left to people); its reason names only the kind of failure, never the message (it

@@ -54,14 +54,17 @@ def concierge_agent(billing: Agent[Any, str]) -> Agent[Any, str]:
 
 @asynccontextmanager
 async def traced(
-    database_url: str, model: ScriptedModel, agents: Any
+    database_url: str, model: ScriptedModel, agents: Any, **settings: Any
 ) -> AsyncIterator[tuple[Service, InMemorySpanExporter]]:
     exporter = InMemorySpanExporter()
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(exporter))
     telemetry = build_telemetry(TelemetryConfig(), tracer_provider=provider)
     container = build_container(
-        make_settings(database_url, run_worker=False), telemetry=telemetry, agents=agents, model=model.model
+        make_settings(database_url, run_worker=False, **settings),
+        telemetry=telemetry,
+        agents=agents,
+        model=model.model,
     )
     service = Service(container)
     try:
@@ -85,7 +88,7 @@ class ConciergeRefund:
 
 @asynccontextmanager
 async def concierge_refund(
-    database_url: str, order_id: str, inner: str, outer: str, message: str
+    database_url: str, order_id: str, inner: str, outer: str, message: str, **settings: Any
 ) -> AsyncIterator[ConciergeRefund]:
     """`concierge` runs `billing` (`run_agent`); the model asks for `order_id`'s refund, then
     answers `inner` as billing and `outer` as the concierge."""
@@ -94,7 +97,10 @@ async def concierge_refund(
     definitions = [adopt(concierge_agent(billing)), adopt(billing, conversational=False)]
     model = ScriptedModel().call("ask_billing", request=f"refund order {order_id}")
     model.call("refund", order_id=order_id).text(inner).text(outer)
-    async with traced(database_url, model, lambda _: {d.name: d for d in definitions}) as (svc, spans):
+    async with traced(database_url, model, lambda _: {d.name: d for d in definitions}, **settings) as (
+        svc,
+        spans,
+    ):
         conversation = await svc.start_conversation("concierge")
         run = await svc.send(conversation.id, message)
         await svc.run_until_idle()

@@ -32,7 +32,9 @@ async def test_every_served_agent_is_listed_with_its_tools(client: AsyncTestClie
         "capability": None,
         "annotations": None,
         "schema_digest": None,
+        "after_crash": "at_most_once",
     }
+    assert ops_tools["list_dlq_events"]["after_crash"] == "may_repeat"
     assert "event_id" in ops_tools["replay_dlq_event"]["input_schema"]["properties"]
     assert ops_tools["replay_dlq_event"]["description"]
     assert ops_tools["list_dlq_events"]["category"] == "read"
@@ -93,8 +95,45 @@ async def test_an_adopted_agent_is_listed_with_its_options_and_model(seeded: str
                 "capability": None,
                 "annotations": None,
                 "schema_digest": None,
+                "after_crash": "at_most_once",
             }
         ],
+    }
+
+
+async def test_the_catalog_says_which_adopted_tools_may_repeat(seeded: str, keys: KeyMaker) -> None:
+    """Only a tool declared `read` or idempotent is run again after a crash; one nobody declared is
+    started at most once (it still runs without asking)."""
+    agent = Agent(name="till", model="test")
+
+    @agent.tool_plain
+    def look_up(order_id: str) -> str:
+        """Look an order up."""
+        return "ok"
+
+    @agent.tool_plain
+    def charge(order_id: str) -> str:
+        """Charge an order (nobody said what kind of tool this is)."""
+        return "ok"
+
+    @agent.tool_plain
+    def book(order_id: str) -> str:
+        """Book an order, keyed on the call id."""
+        return "ok"
+
+    options = {"look_up": ToolOptions(category="read"), "book": ToolOptions(idempotent=True)}
+    settings = make_settings(seeded, agents=["assistant"])
+    from sursis.app.service import Service
+
+    service = Service.from_settings(settings, agents=[adopt(agent, tools=options)])
+    async with AsyncTestClient(app=create_app(settings, service=service)) as http:
+        http.headers.update(bearer(await keys.make(Role.OPERATOR)))
+        [listed] = (await http.get("/v1/agents")).json()
+    shown = {t["name"]: (t["category"], t["approval"], t["after_crash"]) for t in listed["tools"]}
+    assert shown == {
+        "look_up": ("read", "auto", "may_repeat"),
+        "charge": ("read", "auto", "at_most_once"),
+        "book": ("read", "auto", "may_repeat"),
     }
 
 

@@ -38,6 +38,10 @@ async def test_a_reviewer_is_stored_and_shown(client: AsyncTestClient[Any]) -> N
     [
         (policy(REVIEWER, effect="notify"), "invalid_policy"),
         (policy({**REVIEWER, "acts": "vote"}), "invalid_policy"),  # a vote needs approver groups
+        # On a quorum-1 route a vote approves alone: `approve` says so.
+        (policy({**REVIEWER, "acts": "vote"}, groups=["ops"], quorum=1), "invalid_policy"),
+        # A model this service cannot build would leave every review to people with `error`.
+        (policy({**REVIEWER, "model": "no-such-provider:model"}), "invalid_policy"),
         (policy({**REVIEWER, "acts": "deny"}), "validation_failed"),
         (policy({**REVIEWER, "question": ""}), "validation_failed"),
         (policy({**REVIEWER, "history": 21}), "validation_failed"),
@@ -50,6 +54,24 @@ async def test_a_bad_reviewer_is_refused(
 ) -> None:
     problem(await client.put("/v1/policies", json=body), 422, code)
     assert (await client.get("/v1/policies")).json()["version"] is None
+
+
+async def test_a_voting_reviewer_on_a_quorum_2_route_is_stored(client: AsyncTestClient[Any]) -> None:
+    stored = await client.put(
+        "/v1/policies", json=policy({**REVIEWER, "acts": "vote"}, groups=["ops"], quorum=2)
+    )
+    assert stored.status_code == 200, stored.text
+
+
+async def test_an_unbuildable_reviewer_model_is_named(client: AsyncTestClient[Any]) -> None:
+    body = problem(
+        await client.put("/v1/policies", json=policy({**REVIEWER, "model": "no-such-provider:model"})),
+        422,
+        "invalid_policy",
+    )
+    [error] = body["errors"]
+    assert error["loc"] == ["rules", "0", "route", "reviewer", "model"]
+    assert "cannot build the model" in error["msg"] and "no-such-provider:model" in error["msg"]
 
 
 async def test_the_simulation_takes_a_reviewer_model(client: AsyncTestClient[Any]) -> None:

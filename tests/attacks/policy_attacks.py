@@ -13,6 +13,7 @@ from litestar.testing import AsyncTestClient
 
 from sursis.app.main import create_app
 from sursis.app.service import Service
+from sursis.app.settings import Settings
 from sursis.domain.access import Role
 from tests.conftest import KeyMaker, bearer, call, make_settings, script
 from tests.integration.policy_kit import RAN, shop_agent
@@ -28,6 +29,7 @@ class Shop:
     keys: KeyMaker
     headers: dict[str, dict[str, str]] = field(default_factory=dict)
     ids: dict[str, str] = field(default_factory=dict)
+    settings: Settings | None = None
 
     async def key(self, name: str, role: Role) -> dict[str, str]:
         issued = await self.keys.issue(role, "default", name=name)
@@ -86,12 +88,12 @@ def refunds() -> list[dict[str, Any]]:
 
 
 @asynccontextmanager
-async def open_shop(seeded: str, keys: KeyMaker) -> AsyncIterator[Shop]:
+async def open_shop(seeded: str, keys: KeyMaker, **settings_overrides: Any) -> AsyncIterator[Shop]:
     """The app over `seeded` with an admin key named `admin` (each test file's `shop` fixture)."""
     RAN.clear()
-    settings = make_settings(seeded, agents=["assistant"], run_worker=True)
+    settings = make_settings(seeded, agents=["assistant"], run_worker=True, **settings_overrides)
     service = Service.from_settings(settings, agents=[shop_agent()])
     async with AsyncTestClient(app=create_app(settings, service=service)) as http:
-        people = Shop(http, keys)
+        people = Shop(http, keys, settings=settings)
         await people.key("admin", Role.ADMIN)
         yield people

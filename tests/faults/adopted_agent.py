@@ -5,8 +5,10 @@
 id in `$ADOPTED_EFFECTS_DIR`, created once (the call id is the idempotency key, as a real payment
 API's would be), so `pay_invoice` is declared idempotent; every dispatch also appends the id to
 `attempts.log`. `wire_money` changes things too but is not idempotent (each dispatch appends a
-line to `wires.log`): a call whose worker died while it ran must not run again. `capable` has the
-same `wire_money`, brought by a capability; `drifting` has it in a toolset built for each run.
+line to `wires.log`): a call whose worker died while it ran must not run again. `charge_card` is
+declared by nobody (no category, no option): it is started at most once too (`charges.log`).
+`capable` has the same `wire_money`, brought by a capability; `drifting` has it in a toolset built
+for each run.
 """
 
 from __future__ import annotations
@@ -55,6 +57,14 @@ def wire_money(ctx: RunContext[Any], invoice_id: str) -> dict[str, Any]:
     while hold and not Path(hold).exists() and time.monotonic() < deadline:
         time.sleep(0.05)
     return {"wired": invoice_id}
+
+
+@payer.tool
+def charge_card(ctx: RunContext[Any], invoice_id: str) -> dict[str, Any]:
+    """Charge the customer's card for an invoice (nobody said what kind of tool this is)."""
+    with (Path(os.environ["ADOPTED_EFFECTS_DIR"]) / "charges.log").open("a") as charges:
+        charges.write(f"{ctx.tool_call_id} {invoice_id}\n")
+    return {"charged": invoice_id}
 
 
 def _pay(ctx: RunContext[Any], invoice_id: str) -> dict[str, Any]:

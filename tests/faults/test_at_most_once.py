@@ -41,13 +41,13 @@ async def _settle(client: httpx.AsyncClient, base: str, run_id: str, statuses: s
 
 
 async def _outcome_unknown_then_answered(
-    client: httpx.AsyncClient, base: str, run_id: str, wires: Path
+    client: httpx.AsyncClient, base: str, run_id: str, wires: Path, tool: str = "wire_money"
 ) -> None:
     """The run waits on an "outcome unknown" call; answered, it completes, and nothing ran again."""
     run = await _settle(client, base, run_id, {"suspended", "completed", "failed"})
     assert run["status"] == "suspended", run
     [pending] = run["pending"]
-    assert (pending["tool_name"], pending["kind"]) == ("wire_money", "elicitation")
+    assert (pending["tool_name"], pending["kind"]) == (tool, "elicitation")
     assert "outcome_unknown" in pending["args"]["review"], pending["args"]
     [line] = _lines(wires)
     assert line.split()[0] == pending["tool_call_id"]
@@ -91,6 +91,24 @@ async def test_a_capabilitys_non_idempotent_tool_killed_mid_call_asks_a_person(
         assert await wait_exit(doomed, 60) == KILLED, "the crash point was never reached"
         cluster.worker(ADOPTED_EFFECTS_DIR=str(effects))
         await _outcome_unknown_then_answered(client, base, run_id, effects / "wires.log")
+
+
+async def test_a_tool_nobody_declared_killed_mid_call_is_started_once(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    """`charge_card` has no category and no option: the policy treats it as `read`, but nobody said a
+    second run is harmless, so a worker killed while it ran leaves an "outcome unknown" call."""
+    effects = tmp_path / "effects"
+    effects.mkdir()
+    cluster.settings["SURSIS_AGENTS"] = "tests.faults.adopted_agent:AGENTS"
+    _, base = await cluster.api()
+    doomed = cluster.worker(crash_at="tool_effect_committed:charge_card", ADOPTED_EFFECTS_DIR=str(effects))
+    async with httpx.AsyncClient(timeout=30, headers=cluster.headers) as client:
+        turn = script([call("charge_card", invoice_id="INV-9")], "charged")
+        _, run_id = await start_run(client, base, turn, agent="payer")
+        assert await wait_exit(doomed, 60) == KILLED, "the crash point was never reached"
+        cluster.worker(ADOPTED_EFFECTS_DIR=str(effects))
+        await _outcome_unknown_then_answered(client, base, run_id, effects / "charges.log", "charge_card")
 
 
 async def test_a_non_idempotent_tool_whose_database_went_away_mid_call_asks_a_person(

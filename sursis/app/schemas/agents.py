@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
@@ -35,6 +35,12 @@ class ToolOut(BaseModel):
         default=None,
         description="sha256 of the canonical JSON of the MCP tool's description and input schema",
     )
+    after_crash: Literal["at_most_once", "may_repeat"] = Field(
+        default="at_most_once",
+        description="What a call whose worker died while the tool ran becomes: `may_repeat`, run again "
+        "under the same call id (a tool declared `read` or idempotent); `at_most_once`, never started "
+        'twice (a person is asked what happened: "outcome unknown")',
+    )
 
 
 class AgentOut(BaseModel):
@@ -63,6 +69,7 @@ def agent_out(agent: AgentInfo, tools: list[ToolListing]) -> AgentOut:
                 capability=t.info.spec.capability,
                 annotations=dict(t.info.annotations) if t.info.annotations is not None else None,
                 schema_digest=t.info.spec.schema_digest,
+                after_crash="may_repeat" if t.info.may_repeat else "at_most_once",
             )
             for t in tools
         ],

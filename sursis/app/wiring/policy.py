@@ -3,7 +3,7 @@ approver groups, wired from the settings and the agents' tool catalog."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 from sursis.app.settings import Settings
@@ -21,6 +21,7 @@ from sursis.domain.policy_service import PolicyService
 from sursis.domain.policy_simulation import PolicySimulation
 from sursis.domain.tools import ToolSpec
 from sursis.infra.agents.declarations import DeclaredToolCatalog
+from sursis.infra.agents.models import BuiltModels
 from sursis.infra.agents.run_deps import PreApprovalPolicy
 from sursis.infra.db.engine import is_sqlite
 from sursis.infra.policy.cedar import CedarPolicies, ToolShape
@@ -89,6 +90,27 @@ class CatalogSpecs(Mapping[str, ToolSpec]):
         return len(self._specs())
 
 
+def model_problem(models: BuiltModels) -> Callable[[str], str | None]:
+    """Why a reviewer model named in a rule cannot be built here (its provider's library missing, a
+    name pydantic-ai does not know); a model that can is built once, as a review would build it."""
+
+    def problem(name: str) -> str | None:
+        from pydantic_ai.exceptions import UserError
+
+        from sursis.infra.agents.models import missing_provider_package
+
+        missing = missing_provider_package(name)
+        if missing is not None:
+            return missing
+        try:
+            models.named(name)
+        except (UserError, ValueError, ImportError) as exc:
+            return " ".join(str(exc).split())[:300]
+        return None
+
+    return problem
+
+
 def wire_policy(
     settings: Settings,
     storage: StorageParts,
@@ -102,7 +124,9 @@ def wire_policy(
         ToolShape(d.spec.name, d.tool.function_schema.json_schema) for d in catalog.declared_tools()
     )
     specs = CatalogSpecs(catalog)
-    service = PolicyService(uow, cedar, specs, changes=caches.invalidations())
+    service = PolicyService(
+        uow, cedar, specs, changes=caches.invalidations(), model_problem=model_problem(agents.models)
+    )
     review_model = PydanticAiReviewer(agents.models.named)
     return PolicyParts(
         policies=service,

@@ -20,8 +20,8 @@ def budget_for(settings: Settings) -> Callable[[str], ReviewerBudget]:
         if own is None:
             return default
         return ReviewerBudget(
-            own.get("calls_per_minute", default.calls_per_minute),
-            own.get("tokens_per_day", default.tokens_per_day),
+            default.calls_per_minute if own.calls_per_minute is None else own.calls_per_minute,
+            default.tokens_per_day if own.tokens_per_day is None else own.tokens_per_day,
         )
 
     return of

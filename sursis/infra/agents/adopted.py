@@ -150,4 +150,10 @@ def _declared(
             annotation = None
         if annotation is not None and annotation is not Any:
             result = TypeAdapter(annotation)
-    return DeclaredTool(spec=spec, tool=tool, result=result, idempotent=options.idempotent)
+    return DeclaredTool(
+        spec=spec,
+        tool=tool,
+        result=result,
+        idempotent=options.idempotent,
+        category_declared=bool(options.category) or gated,
+    )

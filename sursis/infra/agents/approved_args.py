@@ -14,6 +14,11 @@ Where pydantic-ai (2.68 and later) gives the arguments the tool will receive (va
 filled, rewritten by validation hooks) and they differ from the model's, the deciders saw those too:
 the pending call's `args_hash` binds both, and at dispatch the arguments the tool is about to
 receive are compared with them as well.
+
+Where decisions are sealed, the binding is first the decision's seal: an approved call whose ask or
+decision seal does not check, or whose sealed votes do not meet its sealed route (the repository
+that read it says why: `PendingCall.seal_problem`), is refused the same way, as
+`integrity.decision_unsealed`, and the run fails with `decision_seal_invalid`.
 """
 
 from __future__ import annotations
@@ -28,7 +33,7 @@ from pydantic_ai.messages import ToolCallPart
 from pydantic_ai.tools import DeferredToolResults, ToolApproved
 from pydantic_core import to_jsonable_python
 
-from sursis.domain.integrity import ARGS_MISMATCH, OUTCOME_MISMATCH
+from sursis.domain.integrity import ARGS_MISMATCH, DECISION_UNSEALED, OUTCOME_MISMATCH
 from sursis.domain.records import AuditEntry, PendingCall, RunError, ToolCallRecord
 from sursis.domain.sanitize import args_hash, pending_args_hash
 from sursis.infra.agents.run_deps import RunDeps
@@ -38,6 +43,9 @@ log = structlog.get_logger("sursis.tools")
 APPROVED = "approved_args"
 """Deferral metadata of an approved call: what it must hash to (`binding`)."""
 CODE = "approved_args_mismatch"
+UNSEALED_CODE = "decision_seal_invalid"
+"""The run's error when an approved call's decision is not sealed by the service, or its sealed votes
+do not meet its sealed route (`domain/decision_seal.py`)."""
 ACTOR = "system:worker"
 _ROW_CHANGED = "the pending call's arguments do not hash to the args_hash its deciders saw"
 _LOG_CHANGED = "the arguments about to run are not the ones approved"
@@ -55,6 +63,11 @@ def binding(row: PendingCall, call: ToolCallPart, annotations: Iterable[str] = (
     asks them to check): left out of the comparison when the call itself has no such argument.
     """
     bound: dict[str, Any] = {"correlation_id": str(row.correlation_id)}
+    if row.seal_problem is not None:
+        # Checked before the arguments: the edited arguments are part of what the seal covers.
+        bound["args_hash"] = row.args_hash
+        bound["unsealed"] = row.seal_problem
+        return bound
     edited = (row.resolution or {}).get("args")
     if edited is not None:
         bound["args_hash"] = args_hash(row.tool_name, edited)
@@ -83,6 +96,11 @@ class Mismatch:
     actual: str
     reason: str
     action: str = ARGS_MISMATCH
+
+    @property
+    def code(self) -> str:
+        """The failed run's error code: what was refused."""
+        return UNSEALED_CODE if self.action == DECISION_UNSEALED else CODE
 
     def details(self) -> dict[str, Any]:
         return {
@@ -115,6 +133,17 @@ def mismatch(
     if not isinstance(bound, Mapping) or "args_hash" not in bound:
         return None
     actual = args_hash(call.tool_name, call.args_as_dict())
+    unsealed = bound.get("unsealed")
+    if unsealed is not None:
+        return Mismatch(
+            call.tool_call_id,
+            call.tool_name,
+            bound.get("correlation_id"),
+            str(bound["args_hash"]),
+            actual,
+            str(unsealed),
+            DECISION_UNSEALED,
+        )
     broken = bound.get("broken")
     validated = bound.get(VALIDATED)
     if broken is None and actual == bound["args_hash"] and validated is not None and receives is not None:
@@ -144,7 +173,7 @@ def approved_hash(metadata: Mapping[str, Any]) -> str | None:
     """The hash of the approved arguments a call runs with (recorded with its outcome), or None for a
     call that does not run on an approval."""
     bound = metadata.get(APPROVED)
-    if not isinstance(bound, Mapping) or bound.get("broken") is not None:
+    if not isinstance(bound, Mapping) or bound.get("broken") is not None or bound.get("unsealed") is not None:
         return None
     value = bound.get("args_hash")
     return value if isinstance(value, str) else None
@@ -196,7 +225,15 @@ def mismatches(
 
 
 def run_error(found: Sequence[Mismatch]) -> RunError:
-    """What the failed run tells its caller."""
+    """What the failed run tells its caller (a decision that is not the service's first: nothing
+    about its arguments can be trusted then)."""
+    unsealed = [m for m in found if m.action == DECISION_UNSEALED]
+    if unsealed:
+        named = ", ".join(f"{m.tool_name} (pending call {m.correlation_id}): {m.reason}" for m in unsealed)
+        return RunError(
+            UNSEALED_CODE,
+            f"not run: {named}; an integrity audit finding names the call",
+        )
     named = ", ".join(f"{m.tool_name} (pending call {m.correlation_id})" for m in found)
     return RunError(
         CODE,
@@ -208,10 +245,9 @@ def run_error(found: Sequence[Mismatch]) -> RunError:
 class ApprovedArgsMismatch(Exception):
     """Raised by the tool wrapper instead of running an approved call whose arguments changed."""
 
-    code = CODE
-
     def __init__(self, found: Mismatch) -> None:
         self.found = found
+        self.code = found.code
         self.message = run_error([found]).message
         super().__init__(self.message)
 

@@ -8,8 +8,11 @@ becomes an "outcome unknown" pending call for a person, as an MCP tool's call do
 second run. A call whose last dispatch ended in a suspension (the tool gated itself) is not in
 doubt: its `pending.requested` row is newer.
 
-Not marked, so run again with the same `tool_call_id`: `read` tools, and tools declared
-`ToolOptions(idempotent=True)` (they key their effect on `ctx.tool_call_id`).
+Not marked, so run again with the same `tool_call_id`: tools declared `read`, and tools declared
+`ToolOptions(idempotent=True)` (they key their effect on `ctx.tool_call_id`). A tool nobody
+categorised is marked too: nobody said a second run is harmless. A call that runs another agent
+(`run_agent`) and comes back after that agent waited is not in doubt either: the inner run resumes
+exactly once from its delegation record (`delegated.py`).
 """
 
 from __future__ import annotations
@@ -19,6 +22,8 @@ from pydantic_ai.exceptions import CallDeferred
 from sursis.domain.tools import ToolSpec
 from sursis.infra.agents import call_marks
 from sursis.infra.agents.call_marks import DispatchMark
+from sursis.infra.agents.run_deps import RunDeps
+from sursis.infra.db.uow import SqlUnitOfWork
 
 DISPATCHED = "tool.dispatched"
 """Audit action written, and committed, before an at-most-once tool runs."""
@@ -37,3 +42,15 @@ def outcome_unknown(spec: ToolSpec) -> CallDeferred:
 
 TOOL = DispatchMark(DISPATCHED, "tool", "sursis.tools", outcome_unknown, settled_by=(REQUESTED,))
 """The mark of an adopted tool that runs at most once per call."""
+
+
+async def resumes_an_agent(deps: RunDeps, tool_call_id: str, again: bool) -> bool:
+    """Whether a call dispatched again is the resume of the agent it ran (its delegation is stored):
+    that run continues exactly once, so the call is not in doubt. One read, only for a call that may
+    have been dispatched before."""
+    if not again:
+        return False
+    async with deps.uow.reader() as uow:
+        if not isinstance(uow, SqlUnitOfWork):
+            return False  # a unit of work without delegations runs no agent from a tool
+        return await uow.delegations.get(deps.conversation_id, tool_call_id) is not None

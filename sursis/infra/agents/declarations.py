@@ -17,7 +17,7 @@ from pydantic_core import to_jsonable_python
 
 from sursis.domain.agents import AgentInfo, ToolInfo
 from sursis.domain.errors import ToolDeclarationError, ValidationFailed
-from sursis.domain.tools import Executor, ToolSpec
+from sursis.domain.tools import Category, Executor, ToolSpec
 from sursis.infra.agents.models import model_label
 
 if TYPE_CHECKING:
@@ -41,6 +41,18 @@ class DeclaredTool:
     idempotent: bool = False
     """Whether the tool keys its effect on the tool call id, so a call may run again after a crash
     (`ToolOptions(idempotent=True)`; see `sursis.infra.agents.at_most_once`)."""
+    category_declared: bool = True
+    """Whether the tool's category was said by someone (its declaration, `ToolOptions(category=)`,
+    or `requires_approval`); an adopted tool nobody categorised is `read` for the policy but is
+    still started at most once: nobody said a second run is harmless."""
+
+    @property
+    def may_repeat(self) -> bool:
+        """Whether a call whose worker died while it ran is run again under the same id: a tool the
+        service runs that was declared `read`, or idempotent."""
+        if self.spec.executor is not Executor.SERVER:
+            return False
+        return self.idempotent or (self.spec.category is Category.READ and self.category_declared)
 
     @classmethod
     def declare(
@@ -158,12 +170,20 @@ def _describe(definition: AgentDefinition) -> AgentInfo:
         model=None if model is None else model_label(model),
         tools=(
             *(
-                ToolInfo(d.spec, d.tool.description, d.tool.function_schema.json_schema)
+                ToolInfo(
+                    d.spec, d.tool.description, d.tool.function_schema.json_schema, may_repeat=d.may_repeat
+                )
                 for d in definition.tools
             ),
             *(ToolInfo(p.spec, None) for p in definition.provider_tools),
             *(
-                ToolInfo(t.spec, t.description, t.input_schema, t.annotations)
+                ToolInfo(
+                    t.spec,
+                    t.description,
+                    t.input_schema,
+                    t.annotations,
+                    may_repeat=definition.mcp.resends(t.spec) if definition.mcp is not None else False,
+                )
                 for t in (definition.mcp.tools() if definition.mcp is not None else [])
             ),
             *(ToolInfo(spec, None) for spec in (run_time.specs() if run_time is not None else [])),

@@ -342,6 +342,12 @@ class McpTools:
             await connection.close()
         self._connections.clear()
 
+    def resends(self, spec: ToolSpec) -> bool:
+        """Whether a call of the tool is sent again after a crash: it is `read`, or declared
+        `ToolOptions(idempotent=True)`."""
+        options = self.options.get(spec.name)
+        return spec.category is Category.READ or (options is not None and options.idempotent)
+
     def guarded(
         self, ctx: RunContext[Any], spec: ToolSpec, call: ToolCallPart, handler: WrapToolExecuteHandler
     ) -> WrapToolExecuteHandler:
@@ -351,8 +357,7 @@ class McpTools:
         it ran, is a pending call "outcome unknown" for a person. A tool declared
         `ToolOptions(idempotent=True)` is sent again, like a `read` one."""
         server = spec.server or "mcp"
-        options = self.options.get(call.tool_name)
-        resend = spec.category is Category.READ or (options is not None and options.idempotent)
+        resend = self.resends(spec)
 
         async def send(args: dict[str, Any]) -> Any:
             reason = self._unavailable.get(server)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
@@ -17,6 +18,7 @@ from sursis.domain.approvers import (
     RouteStep,
     Vote,
 )
+from sursis.domain.decision_seal import vote_facts
 from sursis.domain.states import PendingStatus
 from sursis.infra.db import approver_tables as ap
 from sursis.infra.db import tables as t
@@ -24,6 +26,7 @@ from sursis.infra.db.approver_tables import route_row
 from sursis.infra.db.held import flush_held
 from sursis.infra.db.repositories.base import SqlRepository, rowcount
 from sursis.infra.db.sealing import VOTES
+from sursis.infra.encryption.decision_seal import sealer_of
 
 _g, _m, _r, _v, _d = (
     ap.approver_groups.c,
@@ -206,6 +209,7 @@ class SqlApproverRepository(SqlRepository):
     # Votes
 
     async def add_vote(self, vote: Vote) -> bool:
+        seal = sealer_of(self._cipher).seal(vote_facts(vote))
         row = VOTES.seal(
             self._cipher,
             {
@@ -215,6 +219,7 @@ class SqlApproverRepository(SqlRepository):
                 "decision": vote.decision,
                 "reason": vote.reason,
                 "at": vote.at,
+                "seal": seal,
             },
         )
         # A savepoint, so a refused second vote leaves the transaction usable.
@@ -234,9 +239,14 @@ class SqlApproverRepository(SqlRepository):
             .order_by(_v.at, _v.voter)
         )
         found: dict[uuid.UUID, list[Vote]] = {}
+        sealer = sealer_of(self._cipher)
         for row in rows:
             m = VOTES.open(self._cipher, row)
-            found.setdefault(m["correlation_id"], []).append(Vote(**m))
+            seal = m.pop("seal", None)
+            vote = Vote(**m)
+            if sealer.enabled and sealer.problem(vote_facts(vote), seal, "vote") is not None:
+                vote = replace(vote, sealed=False)
+            found.setdefault(m["correlation_id"], []).append(vote)
         return found
 
     # Delegations

@@ -65,6 +65,7 @@ pending_votes = sa.Table(
     sa.Column("decision", sa.String(20), nullable=False),
     sa.Column("reason", sa.Text, nullable=True),
     sa.Column("at", UtcDateTime, nullable=False),
+    sa.Column("seal", sa.String(200), nullable=True),
 )
 
 approval_delegations = sa.Table(

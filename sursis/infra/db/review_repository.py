@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import uuid
 from collections.abc import Sequence
 from datetime import datetime
@@ -17,6 +18,13 @@ from sursis.infra.db.sealing import REVIEWS
 
 _c = pending_reviews.c
 _OPEN = (ReviewOutcome.QUEUED.value, ReviewOutcome.REVIEWING.value)
+_LOCK_WORKSPACE = sa.text("SELECT pg_advisory_xact_lock(:key)")
+
+
+def _workspace_key(workspace: str) -> int:
+    """The advisory lock of a workspace's reviewer budget: 8 bytes of a hash of a labelled name."""
+    digest = hashlib.sha256(f"sursis.reviewer-budget:{workspace}".encode()).digest()
+    return int.from_bytes(digest[:8], "big", signed=True)
 
 
 class SqlReviewRepository(SqlRepository):
@@ -92,6 +100,22 @@ class SqlReviewRepository(SqlRepository):
         )
         return rowcount(result) == 1
 
+    async def claim_within_budget(
+        self,
+        correlation_id: uuid.UUID,
+        workspace: str,
+        now: datetime,
+        minute_start: datetime,
+        day_start: datetime,
+    ) -> tuple[int, int] | None:
+        if not await self.claim(correlation_id, now):
+            return None
+        if self._postgres:
+            # Serializes the workspace's claims to the commit (SQLite: the claim's write lock does).
+            await self._execute(_LOCK_WORKSPACE, {"key": _workspace_key(workspace)})
+        calls, tokens = await self.spent(workspace, minute_start, day_start)
+        return calls - 1, tokens
+
     async def spent(self, workspace: str, minute_start: datetime, day_start: datetime) -> tuple[int, int]:
         calls = sa.func.count().filter(_c.claimed_at >= minute_start)
         tokens = sa.func.coalesce(sa.func.sum(_c.tokens).filter(_c.decided_at >= day_start), 0)
@@ -120,6 +144,14 @@ class SqlReviewRepository(SqlRepository):
         await self._execute(
             pending_reviews.update().where(_c.correlation_id == correlation_id).values(effect=effect.value)
         )
+
+    async def add_tokens(self, correlation_id: uuid.UUID, tokens: int) -> None:
+        if tokens:
+            await self._execute(
+                pending_reviews.update()
+                .where(_c.correlation_id == correlation_id)
+                .values(tokens=_c.tokens + tokens)
+            )
 
     async def stuck(self, claimed_before: datetime, limit: int) -> list[Review]:
         rows = await self._execute(

@@ -143,6 +143,7 @@ pending_calls = sa.Table(
     sa.Column("policy", JSON, nullable=True),
     sa.Column("requested_by", sa.String(200), nullable=True),
     sa.Column("validated_args", JSON, nullable=True),
+    sa.Column("ask_seal", sa.String(200), nullable=True),
     sa.UniqueConstraint(
         "conversation_id", "tool_call_id", "kind", name="uq_pending_calls_conversation_tool_call"
     ),

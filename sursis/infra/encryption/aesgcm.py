@@ -18,6 +18,7 @@ import os
 from typing import TYPE_CHECKING
 
 from sursis.domain.encryption import Address, EncryptedValueUnreadable, KeyManager
+from sursis.infra.encryption.decision_seal import DecisionSealer
 from sursis.infra.encryption.keyring import LocalKeyring
 
 if TYPE_CHECKING:
@@ -36,6 +37,8 @@ class AesGcmCipher:
         self._keys = keys
         self._aead: dict[str, AESGCM] = {}
         self.refuses_plaintext = refuses_plaintext
+        self.decision_sealer = DecisionSealer(keys)
+        """Seals decisions with keys derived from the same keyring (`decision_seal.py`)."""
 
     @property
     def keys(self) -> KeyManager:

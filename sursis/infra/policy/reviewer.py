@@ -2,7 +2,8 @@
 
 The policy decision stays synchronous and cheap: it only names the reviewer. The call is suspended
 and shown to people as any asked call; this loop then claims its queued review (`queued` →
-`reviewing`, one conditional write: one process per review), checks the workspace's budget, asks
+`reviewing`, one conditional write: one process per review) and checks the workspace's budget in
+the same step (the workspace's claims serialized: no two processes spend one remainder), asks
 the model with a timeout, records the verdict (audit row and event) and, on `no`, approves or votes
 through `PendingCallService.resolve_pending` as `reviewer:<model>`, the same compare-and-set a
 person's decision takes. A process that stops between the claim and the verdict leaves the call to
@@ -44,7 +45,13 @@ from sursis.domain.reviewer import (
     parse_answer,
     review_prompt,
 )
-from sursis.domain.reviewer_steps import ask_reviewer, record_verdict, reviewer_of, reviewer_principal
+from sursis.domain.reviewer_steps import (
+    ask_reviewer,
+    record_late_verdict,
+    record_verdict,
+    reviewer_of,
+    reviewer_principal,
+)
 from sursis.domain.states import Decision, PendingStatus
 from sursis.infra.notifier import LocalRunNotifier
 from sursis.infra.wakeup import Hearing
@@ -182,6 +189,11 @@ class ReviewerLoop:
             settled = await record_verdict(uow, call, review, result, now)
             if settled and outcome is not ReviewOutcome.NO:
                 await uow.reviews.set_effect(call.correlation_id, ReviewEffect.LEFT_TO_PEOPLE)
+            if not settled:
+                # Settled meanwhile (marked interrupted): the model was asked all the same, so its
+                # answer and tokens are on record and counted, and nothing acts on it.
+                await uow.reviews.add_tokens(call.correlation_id, result.tokens)
+                await record_late_verdict(uow, call, review, result, now)
             await uow.commit()
         log.info(
             "reviewer.verdict",
@@ -208,13 +220,15 @@ class ReviewerLoop:
                 why = "the call was decided before the reviewer read it"
                 return await self._settle_early(uow, call, review, ReviewOutcome.SKIPPED, why, now)
             day_start = now.replace(hour=0, minute=0, second=0, microsecond=0)
-            calls, tokens = await uow.reviews.spent(call.workspace, now - timedelta(minutes=1), day_start)
-            refused = self._budget_for(call.workspace).refuses(calls, tokens)
+            spent = await uow.reviews.claim_within_budget(
+                call.correlation_id, call.workspace, now, now - timedelta(minutes=1), day_start
+            )
+            if spent is None:
+                return None  # another process claimed it first: its verdict is the one recorded
+            refused = self._budget_for(call.workspace).refuses(*spent)
             if refused is not None:
                 why = f"over the reviewer budget: {refused}; left to people"
                 return await self._settle_early(uow, call, review, ReviewOutcome.OVER_BUDGET, why, now)
-            if not await uow.reviews.claim(call.correlation_id, now):
-                return None
             seen = (
                 conversation_text(await uow.messages.read(call.conversation_id), spec.history)
                 if spec.history

@@ -17,7 +17,7 @@ from pydantic_ai.models.wrapper import WrapperModel
 from pydantic_ai.native_tools import SUPPORTED_NATIVE_TOOLS, AbstractNativeTool
 from pydantic_ai.tools import DeferredToolRequests, RunContext
 
-from sursis.domain.tools import Category, ContextRetention, Executor
+from sursis.domain.tools import ContextRetention, Executor
 from sursis.infra.agents.adopted_output import deferring, with_deferred
 from sursis.infra.agents.agent_deps import DepsFactory
 from sursis.infra.agents.declarations import AgentDefinition, DeclaredProviderTool
@@ -169,15 +169,21 @@ class _AgentTools(ObservedTools):
 
 def at_most_once_tools(definition: AgentDefinition) -> frozenset[str]:
     """An adopted agent's tools that run at most once per call (`at_most_once`): those run by the
-    service that are not `read` and not declared idempotent. A built-in tool records its outcome
-    with its effect (`record_effect`), so it is not among them."""
+    service that nobody declared `read` or idempotent (an uncategorised tool included). A built-in
+    tool records its outcome with its effect (`record_effect`), so it is not among them."""
     if definition.adopted is None:
         return frozenset()
     return frozenset(
-        d.spec.name
-        for d in definition.tools
-        if not d.idempotent and d.spec.category is not Category.READ and d.spec.executor is Executor.SERVER
+        d.spec.name for d in definition.tools if d.spec.executor is Executor.SERVER and not d.may_repeat
     )
+
+
+def may_repeat_tools(definition: AgentDefinition) -> list[str]:
+    """An adopted agent's function tools that are run again after a crash (declared `read` or
+    idempotent), as `agent/tool`: what the start-up banner lists."""
+    if definition.adopted is None:
+        return []
+    return [f"{definition.name}/{d.spec.name}" for d in definition.tools if d.may_repeat]
 
 
 def build_agent(

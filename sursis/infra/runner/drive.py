@@ -255,7 +255,7 @@ class AgentRunner(Suspending, Leases, Streaming):
             # Left by a run that failed on them: the model of a later turn is told they did not run.
             for found in forged:
                 results.approvals[found.tool_call_id] = ToolDenied(
-                    policy_denial("APPROVED_ARGS_MISMATCH", approved_args.run_error([found]).message)
+                    policy_denial(found.code.upper(), approved_args.run_error([found]).message)
                 )
         if results is not None:
             crash_point("segment_resumed")

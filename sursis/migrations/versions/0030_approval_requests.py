@@ -14,7 +14,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision: str = "0030_approval_requests"
-down_revision: str | None = "0028_audit_marks"
+down_revision: str | None = "0029_decision_seals"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

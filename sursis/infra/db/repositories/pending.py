@@ -11,6 +11,7 @@ import sqlalchemy as sa
 from sqlalchemy.dialects.postgresql import ARRAY
 
 from sursis.domain.approval_votes import new_route_state
+from sursis.domain.decision_seal import SEAL, ask_facts, decision_facts, needs_decision_seal, unmet_route
 from sursis.domain.encryption import Cipher
 from sursis.domain.policy_decisions import PolicyDecision
 from sursis.domain.records import PendingCall, ToolCallRecord
@@ -25,16 +26,50 @@ from sursis.infra.db.repositories.run_statements import resolve_one_awaiting_sta
 from sursis.infra.db.repositories.tool_calls import SqlToolCallRepository, tool_call_from_row
 from sursis.infra.db.rows import row_values
 from sursis.infra.db.sealing import PENDING_CALLS, OpenedRow
+from sursis.infra.encryption.decision_seal import DecisionSealer, sealer_of
 
 
 def _pending_from_row(row: Any, cipher: Cipher) -> PendingCall:
     m = PENDING_CALLS.open(cipher, row)
+    ask_seal = m.pop("ask_seal", None)
     m["executor"] = Executor(m["executor"])
     m["kind"] = PendingKind(m["kind"])
     m["status"] = PendingStatus(m["status"])
     m["category"] = Category(m["category"]) if m["category"] else None
     m["policy"] = PolicyDecision.from_json(m["policy"]) if m["policy"] else None
-    return PendingCall(**m)
+    call = PendingCall(**m)
+    sealer = sealer_of(cipher)
+    if sealer.enabled and needs_decision_seal(call):
+        call.seal_problem = _seal_problem(sealer, call, ask_seal)
+    return call
+
+
+def _seal_problem(sealer: DecisionSealer, call: PendingCall, ask_seal: str | None) -> str | None:
+    """Why an approved call may not run: its ask or decision seal does not check, or the sealed
+    votes do not meet the sealed route (`domain/decision_seal.py`)."""
+    problem = sealer.problem(ask_facts(call), ask_seal, "ask")
+    if problem is not None:
+        return f"{problem}: the route or arguments it was asked with are not the stored ones"
+    record = call.resolution or {}
+    facts = decision_facts(call, call.status, call.resolved_by, record)
+    problem = sealer.problem(facts, record.get(SEAL), "decision")
+    if problem is not None:
+        return f"{problem}: the service did not decide this approval"
+    return unmet_route(call)
+
+
+def _sealed_resolution(
+    cipher: Cipher,
+    call: PendingCall,
+    target: PendingStatus,
+    resolved_by: str,
+    resolution: dict[str, Any] | None,
+) -> dict[str, Any] | None:
+    """A person's decision as stored: with the service's seal over it, where decisions are sealed."""
+    sealer = sealer_of(cipher)
+    if not sealer.enabled or resolution is None:
+        return resolution
+    return {**resolution, SEAL: sealer.seal(decision_facts(call, target, resolved_by, resolution))}
 
 
 _c = t.pending_calls.c
@@ -117,7 +152,10 @@ def _side(mapping: Any, prefix: str, table: sa.Table) -> OpenedRow:
 class SqlPendingCallRepository(HeldSqlRepository):
     async def add(self, call: PendingCall) -> None:
         policy = call.policy.to_json() if call.policy is not None else None
-        row = PENDING_CALLS.seal(self._cipher, row_values(call, t.pending_calls, policy=policy))
+        ask_seal = sealer_of(self._cipher).seal(ask_facts(call))
+        row = PENDING_CALLS.seal(
+            self._cipher, row_values(call, t.pending_calls, policy=policy, ask_seal=ask_seal)
+        )
         route = new_route_state(call)
         if holds(self._session):
             hold(self._session, t.pending_calls, [row])  # written at commit, with the events
@@ -234,6 +272,7 @@ class SqlPendingCallRepository(HeldSqlRepository):
         resolution: dict[str, Any] | None,
     ) -> bool | None:
         row = {"correlation_id": call.correlation_id}
+        resolution = _sealed_resolution(self._cipher, call, target, resolved_by, resolution)
         params = {
             "b_correlation_id": call.correlation_id,
             "b_status": target.value,
