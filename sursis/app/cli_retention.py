@@ -6,6 +6,7 @@ import argparse
 import sys
 import uuid
 from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TypeVar
 
@@ -174,6 +175,38 @@ def _print_chains(reports: list[ChainReport]) -> int:
     return 1 if broken else 0
 
 
+def since_time(value: str) -> datetime:
+    """An ISO 8601 date or time (UTC when it names no offset)."""
+    try:
+        parsed = datetime.fromisoformat(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            "an ISO 8601 date or time, e.g. 2026-01-31 or 2026-01-31T12:00Z"
+        ) from None
+    return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC)
+
+
+def _export(settings: Settings, args: argparse.Namespace, _: Principal) -> int:
+    """Write one workspace's audit bundle (exit 2 when refused)."""
+    from sursis.app.audit_export import export_bundle
+    from sursis.app.storage import with_storage
+    from sursis.domain.errors import ServiceError
+
+    try:
+        done = with_storage(
+            settings, lambda storage: export_bundle(storage, args.workspace, args.out, args.since)
+        )
+    except ServiceError as exc:
+        print(f"sursis: {exc.message}", file=sys.stderr)
+        return 2
+    print(
+        f"wrote {done.path}: {done.rows} rows up to seq {done.head_seq}, {done.checkpoints} checkpoints, "
+        f"{done.policies} policy versions, {done.seals} decision seals; check it with "
+        f"`python -m sursis.verify {done.path}`"
+    )
+    return 0
+
+
 def _keygen(settings: Settings, args: argparse.Namespace, _: Principal) -> int:
     from sursis.infra.encryption.signing import write_signing_key
 
@@ -243,6 +276,18 @@ def add_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser], who: 
     )
     checkpoint.add_argument("--workspace", type=workspace_name)
     checkpoint.set_defaults(func=bind(_checkpoint))
+    export = a_sub.add_parser(
+        "export", help="write a workspace's audit bundle, checked offline by `python -m sursis.verify`"
+    )
+    export.add_argument("--workspace", required=True, type=workspace_name)
+    export.add_argument("--since", type=since_time, help="only rows dated at or after this (ISO 8601)")
+    export.add_argument(
+        "--out",
+        required=True,
+        type=Path,
+        help="a new directory, or an archive ending in .tar.gz, .tgz or .tar",
+    )
+    export.set_defaults(func=bind(_export))
     keygen = a_sub.add_parser(
         "keygen", help="write a new Ed25519 signing key (mode 0600); print its public key"
     )

@@ -24,8 +24,9 @@ TAIL_BYTES = 64 * 1024
 """How much of a file's end is read to find its newest line (a line is about 400 bytes)."""
 
 
-def _line(checkpoint: Checkpoint) -> bytes:
-    record = {
+def checkpoint_record(checkpoint: Checkpoint) -> dict[str, Any]:
+    """A checkpoint as a JSON object: a line of the log, and a checkpoint of an audit bundle."""
+    return {
         "workspace": checkpoint.workspace,
         "seq": checkpoint.seq,
         "hash": checkpoint.hash,
@@ -35,7 +36,10 @@ def _line(checkpoint: Checkpoint) -> bytes:
         "signer": checkpoint.signer,
         "signature": checkpoint.signature,
     }
-    return (json.dumps(record, sort_keys=True, separators=(",", ":")) + "\n").encode()
+
+
+def _line(checkpoint: Checkpoint) -> bytes:
+    return (json.dumps(checkpoint_record(checkpoint), sort_keys=True, separators=(",", ":")) + "\n").encode()
 
 
 def _parse(line: bytes) -> Checkpoint | None:
