@@ -145,8 +145,12 @@ def _verify(settings: Settings, args: argparse.Namespace, _: Principal) -> int:
 
 def _checkpoint(settings: Settings, args: argparse.Namespace, _: Principal) -> int:
     """Sign the head of every chain that verifies (exit 1 if one does not)."""
-    if settings.audit_signing_key_file is None:
-        print("sursis: set SURSIS_AUDIT_SIGNING_KEY_FILE to the private signing key", file=sys.stderr)
+    if settings.audit_signing_key_file is None and settings.audit_signing_pkcs11_module is None:
+        print(
+            "sursis: set SURSIS_AUDIT_SIGNING_KEY_FILE to the private signing key "
+            "(or SURSIS_AUDIT_SIGNING_PKCS11_MODULE and its settings: a key in a token)",
+            file=sys.stderr,
+        )
         return 2
     return _print_chains(_with_services(settings, lambda services: services[1].checkpoint(args.workspace)))
 
@@ -208,14 +212,39 @@ def _export(settings: Settings, args: argparse.Namespace, _: Principal) -> int:
 
 
 def _keygen(settings: Settings, args: argparse.Namespace, _: Principal) -> int:
-    from sursis.infra.encryption.signing import write_signing_key
+    from sursis.infra.encryption.signing import SigningKeyInvalid, write_signing_key
 
+    if args.pkcs11:
+        return _keygen_in_token(settings)
+    if args.path is None:
+        print("sursis: give the key file's PATH, or --pkcs11 for a key in a token", file=sys.stderr)
+        return 2
     try:
         public = write_signing_key(args.path)
     except FileExistsError:
         print(f"sursis: {args.path} exists: a signing key is never overwritten", file=sys.stderr)
         return 2
+    except SigningKeyInvalid as exc:
+        print(f"sursis: {exc.message}", file=sys.stderr)
+        return 2
     print(f"wrote the private signing key to {args.path} (mode 0600); its public key:")
+    print(public, end="")
+    return 0
+
+
+def _keygen_in_token(settings: Settings) -> int:
+    """A new Ed25519 key pair made inside the token the settings name (never leaving it)."""
+    from sursis.app.wiring.storage import pkcs11_parts
+    from sursis.infra.encryption.pkcs11_signer import generate_pkcs11_key
+    from sursis.infra.encryption.signing import SigningKeyInvalid
+
+    try:
+        module, token, key, pin = pkcs11_parts(settings)
+        public = generate_pkcs11_key(module, token, key, pin)
+    except SigningKeyInvalid as exc:
+        print(f"sursis: {exc.message}", file=sys.stderr)
+        return 2
+    print(f"made the signing key {key!r} in token {token!r} (it never leaves the token); its public key:")
     print(public, end="")
     return 0
 
@@ -291,5 +320,10 @@ def add_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser], who: 
     keygen = a_sub.add_parser(
         "keygen", help="write a new Ed25519 signing key (mode 0600); print its public key"
     )
-    keygen.add_argument("path", type=Path)
+    keygen.add_argument("path", type=Path, nargs="?", help="the new key file (not with --pkcs11)")
+    keygen.add_argument(
+        "--pkcs11",
+        action="store_true",
+        help="make the key pair inside the token SURSIS_AUDIT_SIGNING_PKCS11_* names instead",
+    )
     keygen.set_defaults(func=bind(_keygen))

@@ -39,6 +39,16 @@ class Settings(BaseSettings):
     audit_signing_key_file: Path | None = None
     """An Ed25519 key (PEM) outside the database: a private key signs each audit chain head as it
     is sealed, a public key only checks the signatures (`sursis audit verify`); docs/security.md."""
+    audit_signing_pkcs11_module: Path | None = None
+    """The PKCS#11 library of a token holding the audit signing key (an HSM; SoftHSM2's
+    `libsofthsm2.so` in tests): set, checkpoints are signed inside the token, and
+    `SURSIS_AUDIT_SIGNING_KEY_FILE` is not used (docs/operations.md)."""
+    audit_signing_pkcs11_token: str | None = None
+    """The token's label."""
+    audit_signing_pkcs11_key: str | None = None
+    """The Ed25519 key pair's label in the token (a new label per key: rotation)."""
+    audit_signing_pkcs11_pin: SecretStr | None = None
+    """The token's user PIN."""
     audit_checkpoint_dir: Path | None = None
     """A directory outside the database where each signed audit checkpoint is also appended (one
     `WORKSPACE.jsonl` file per workspace, never rewritten); `sursis audit verify` and

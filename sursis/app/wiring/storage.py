@@ -5,6 +5,7 @@ every command of the command line: none builds a unit of work of its own)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import structlog
@@ -12,6 +13,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from sursis.app.settings import Settings
 from sursis.domain.audit import AuditService
+from sursis.domain.audit_checkpoint import CheckpointSigner
 from sursis.domain.audit_verify import AuditChainService
 from sursis.domain.clock import utcnow
 from sursis.domain.credential_cache import CredentialCache
@@ -28,7 +30,7 @@ from sursis.infra.db.rotation import SealedValues
 from sursis.infra.db.uow import EventsListener, PendingListener, RunsListener, SqlUnitOfWorkFactory
 from sursis.infra.db.urls import listen_url
 from sursis.infra.encryption import AesGcmCipher, load_keyring
-from sursis.infra.encryption.signing import Ed25519Signer
+from sursis.infra.encryption.signing import Ed25519Signer, SigningKeyInvalid
 from sursis.infra.notifier import LocalRunNotifier
 from sursis.infra.pg_notify import PostgresRunNotifier
 
@@ -98,9 +100,37 @@ def build_cipher(settings: Settings) -> AesGcmCipher:
     return AesGcmCipher(load_keyring(keys, settings.encryption_keys_file))
 
 
-def build_signer(settings: Settings) -> Ed25519Signer | None:
+def build_signer(settings: Settings) -> CheckpointSigner | None:
+    """The audit signing key: in a PKCS#11 token when one is configured, else the key file."""
+    if settings.audit_signing_pkcs11_module is not None:
+        return build_pkcs11_signer(settings)
     path = settings.audit_signing_key_file
     return Ed25519Signer.from_file(path) if path is not None else None
+
+
+def pkcs11_parts(settings: Settings) -> tuple[Path, str, str, str]:
+    """The token's module, label, key label and PIN; `SigningKeyInvalid` naming what is missing."""
+    module = settings.audit_signing_pkcs11_module
+    token, key, pin = (
+        settings.audit_signing_pkcs11_token,
+        settings.audit_signing_pkcs11_key,
+        settings.audit_signing_pkcs11_pin,
+    )
+    missing = [n for n, v in (("TOKEN", token), ("KEY", key), ("PIN", pin)) if not v]
+    if module is None or token is None or key is None or pin is None or missing:
+        names = ", ".join(f"SURSIS_AUDIT_SIGNING_PKCS11_{n}" for n in missing)
+        raise SigningKeyInvalid(f"a PKCS#11 audit signing key also needs {names}")
+    if settings.audit_signing_key_file is not None:
+        raise SigningKeyInvalid(
+            "set SURSIS_AUDIT_SIGNING_PKCS11_MODULE or SURSIS_AUDIT_SIGNING_KEY_FILE, not both"
+        )
+    return module, token, key, pin.get_secret_value()
+
+
+def build_pkcs11_signer(settings: Settings) -> CheckpointSigner:
+    from sursis.infra.encryption.pkcs11_signer import Pkcs11Signer
+
+    return Pkcs11Signer(*pkcs11_parts(settings))
 
 
 def pool_limits(settings: Settings) -> PoolLimits:
