@@ -67,6 +67,15 @@ def _external(storage: Storage, workspace: str) -> list[dict[str, Any]]:
     return found
 
 
+async def _outside(storage: Storage, workspace: str) -> list[dict[str, Any]]:
+    """The external log's checkpoints: every line of a directory's file; a bucket's newest object."""
+    if storage.settings.audit_checkpoint_dir is not None:
+        return await asyncio.to_thread(_external, storage, workspace)
+    log = storage.audit_chain.external
+    newest = await log.newest(workspace) if log is not None else None
+    return [{**checkpoint_record(newest), "source": "external"}] if newest is not None else []
+
+
 async def _read(storage: Storage, workspace: str, since: datetime | None) -> dict[str, Any]:
     """Checkpoint first, then head, then rows up to that head: each read sees at least what the
     one before it named, however the sweeper seals meanwhile."""
@@ -125,7 +134,7 @@ async def export_bundle(
     read = await _read(storage, workspace, since)
     checkpoint: Checkpoint | None = read["checkpoint"]
     checkpoints = [{**checkpoint_record(checkpoint), "source": "database"}] if checkpoint else []
-    checkpoints += await asyncio.to_thread(_external, storage, workspace)
+    checkpoints += await _outside(storage, workspace)
     seals = [
         {**record, "attestation": signer.sign(b.attestation_message(workspace, record))}
         for record in read["seals"]

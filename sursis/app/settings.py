@@ -53,6 +53,16 @@ class Settings(BaseSettings):
     """A directory outside the database where each signed audit checkpoint is also appended (one
     `WORKSPACE.jsonl` file per workspace, never rewritten); `sursis audit verify` and
     `/v1/audit/verify` check each chain against its newest line (docs/security.md)."""
+    audit_checkpoint_s3_bucket: str | None = None
+    """An S3-compatible bucket with object lock where each signed audit checkpoint is also written
+    (one object each, retained in COMPLIANCE mode): the external log off the host, instead of
+    `SURSIS_AUDIT_CHECKPOINT_DIR` (docs/security.md). Credentials: the usual AWS settings."""
+    audit_checkpoint_s3_prefix: str = ""
+    """A folder in the bucket (one per database)."""
+    audit_checkpoint_s3_endpoint_url: str | None = None
+    """The endpoint of an S3-compatible server other than AWS (MinIO, Ceph, …)."""
+    audit_checkpoint_s3_retention_days: int = Field(default=365, ge=1, le=36500)
+    """How long each checkpoint object is locked against deletion."""
     model: str = "scripted"
     agents: Annotated[list[str], NoDecode] = Field(default_factory=list)
     """The agents to serve (`SURSIS_AGENTS`, comma-separated): built-in names, `package.module:NAME`

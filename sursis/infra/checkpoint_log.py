@@ -42,7 +42,7 @@ def _line(checkpoint: Checkpoint) -> bytes:
     return (json.dumps(checkpoint_record(checkpoint), sort_keys=True, separators=(",", ":")) + "\n").encode()
 
 
-def _parse(line: bytes) -> Checkpoint | None:
+def parse_checkpoint(line: bytes) -> Checkpoint | None:
     """A line's checkpoint; None for a line cut short (a crash while appending) or not one."""
     try:
         record: dict[str, Any] = json.loads(line)
@@ -113,7 +113,7 @@ class FileCheckpointLog:
                 f"cannot read the audit checkpoint log {str(path)!r}: {exc.strerror}"
             ) from None
         for line in reversed(tail.split(b"\n")):
-            found = _parse(line) if line.strip() else None
+            found = parse_checkpoint(line) if line.strip() else None
             if found is not None and found.workspace == workspace:
                 return found
         return None

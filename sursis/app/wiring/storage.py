@@ -13,7 +13,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from sursis.app.settings import Settings
 from sursis.domain.audit import AuditService
-from sursis.domain.audit_checkpoint import CheckpointSigner
+from sursis.domain.audit_checkpoint import CheckpointLog, CheckpointLogUnusable, CheckpointSigner
 from sursis.domain.audit_verify import AuditChainService
 from sursis.domain.clock import utcnow
 from sursis.domain.credential_cache import CredentialCache
@@ -164,14 +164,32 @@ def _signing_refused(workspace: str, reason: str) -> None:
     log.error("audit.checkpoint_refused", workspace=workspace, reason=reason)
 
 
+def build_checkpoint_log(settings: Settings) -> CheckpointLog | None:
+    """Where signed checkpoints are also kept outside the database: a bucket, a directory, or none."""
+    directory, bucket = settings.audit_checkpoint_dir, settings.audit_checkpoint_s3_bucket
+    if bucket is not None and directory is not None:
+        raise CheckpointLogUnusable(
+            "set SURSIS_AUDIT_CHECKPOINT_S3_BUCKET or SURSIS_AUDIT_CHECKPOINT_DIR, not both"
+        )
+    if bucket is not None:
+        from sursis.infra.s3_checkpoint_log import S3CheckpointLog
+
+        return S3CheckpointLog(
+            bucket,
+            prefix=settings.audit_checkpoint_s3_prefix,
+            endpoint_url=settings.audit_checkpoint_s3_endpoint_url,
+            retention_days=settings.audit_checkpoint_s3_retention_days,
+        )
+    return FileCheckpointLog(directory) if directory is not None else None
+
+
 def build_audit_chain(settings: Settings, uow: SqlUnitOfWorkFactory) -> AuditChainService:
-    directory = settings.audit_checkpoint_dir
     return AuditChainService(
         uow,
         utcnow,
         signer=build_signer(settings),
         on_refused=_signing_refused,
-        external=FileCheckpointLog(directory) if directory is not None else None,
+        external=build_checkpoint_log(settings),
     )
 
 
