@@ -214,8 +214,8 @@ def _export(settings: Settings, args: argparse.Namespace, _: Principal) -> int:
 def _keygen(settings: Settings, args: argparse.Namespace, _: Principal) -> int:
     from sursis.infra.encryption.signing import SigningKeyInvalid, write_signing_key
 
-    if args.pkcs11:
-        return _keygen_in_token(settings)
+    if args.pkcs11 or args.decision_seal:
+        return _keygen_in_token(settings, args.decision_seal)
     if args.path is None:
         print("sursis: give the key file's PATH, or --pkcs11 for a key in a token", file=sys.stderr)
         return 2
@@ -232,13 +232,23 @@ def _keygen(settings: Settings, args: argparse.Namespace, _: Principal) -> int:
     return 0
 
 
-def _keygen_in_token(settings: Settings) -> int:
-    """A new Ed25519 key pair made inside the token the settings name (never leaving it)."""
-    from sursis.app.wiring.storage import pkcs11_parts
+def _keygen_in_token(settings: Settings, decision_seal: bool) -> int:
+    """A new key made inside the token the settings name (never leaving it): the audit signing
+    key pair, or (`decision_seal`) the decision-seal HMAC key."""
+    from sursis.app.wiring.storage import pkcs11_parts, token_parts
+    from sursis.infra.encryption.pkcs11_seal import generate_pkcs11_seal_key
     from sursis.infra.encryption.pkcs11_signer import generate_pkcs11_key
     from sursis.infra.encryption.signing import SigningKeyInvalid
 
     try:
+        if decision_seal:
+            label = settings.decision_seal_pkcs11_key
+            if not label:
+                raise SigningKeyInvalid("set SURSIS_DECISION_SEAL_PKCS11_KEY to the new key's label")
+            module, token, pin = token_parts(settings)
+            generate_pkcs11_seal_key(module, token, label, pin)
+            print(f"made the decision-seal key {label!r} in the token (it never leaves the token)")
+            return 0
         module, token, key, pin = pkcs11_parts(settings)
         public = generate_pkcs11_key(module, token, key, pin)
     except SigningKeyInvalid as exc:
@@ -325,5 +335,10 @@ def add_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser], who: 
         "--pkcs11",
         action="store_true",
         help="make the key pair inside the token SURSIS_AUDIT_SIGNING_PKCS11_* names instead",
+    )
+    keygen.add_argument(
+        "--decision-seal",
+        action="store_true",
+        help="make the decision-seal HMAC key SURSIS_DECISION_SEAL_PKCS11_KEY names, in that token",
     )
     keygen.set_defaults(func=bind(_keygen))

@@ -53,6 +53,10 @@ class Settings(BaseSettings):
     """A directory outside the database where each signed audit checkpoint is also appended (one
     `WORKSPACE.jsonl` file per workspace, never rewritten); `sursis audit verify` and
     `/v1/audit/verify` check each chain against its newest line (docs/security.md)."""
+    decision_seal_pkcs11_key: str | None = None
+    """The label of an HMAC secret key in the token `SURSIS_AUDIT_SIGNING_PKCS11_*` names: set,
+    decisions are sealed inside the token instead of with a key derived from the keyring
+    (docs/operations.md)."""
     audit_checkpoint_s3_bucket: str | None = None
     """An S3-compatible bucket with object lock where each signed audit checkpoint is also written
     (one object each, retained in COMPLIANCE mode): the external log off the host, instead of

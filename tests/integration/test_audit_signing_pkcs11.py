@@ -9,10 +9,8 @@ Needs Debian's `softhsm2` and `python-pkcs11` (the `dev` extra; `.ci/run` instal
 from __future__ import annotations
 
 import asyncio
-import os
-import subprocess
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -25,37 +23,15 @@ from sursis.domain.audit_chain import Breach
 from sursis.infra.db.engine import create_engine
 from sursis.verify.__main__ import main as verify_main
 from tests.conftest import make_settings
+from tests.integration.softhsm import MODULE, PIN, TOKEN, softhsm_token
 from tests.integration.test_audit_chain import row_id, sql, write_rows
 
 pkcs11 = pytest.importorskip("pkcs11", reason="python-pkcs11 (the dev extra) is not installed")
-MODULE = Path("/usr/lib/softhsm/libsofthsm2.so")
-TOKEN, PIN = "sursis-audit", "4321"
 
 
 @pytest.fixture(scope="session")
-def softhsm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    """One SoftHSM2 token for the test process (the PKCS#11 library is initialized once per
-    process, so every test uses this token, each with key labels of its own)."""
-    if not MODULE.exists():
-        pytest.skip("Debian's softhsm2 is not installed (.ci/run installs it)")
-    root = tmp_path_factory.mktemp("softhsm")
-    (root / "tokens").mkdir()
-    conf = root / "softhsm2.conf"
-    conf.write_text(
-        f"directories.tokendir = {root / 'tokens'}\nobjectstore.backend = file\nlog.level = ERROR\n"
-    )
-    previous = os.environ.get("SOFTHSM2_CONF")
-    os.environ["SOFTHSM2_CONF"] = str(conf)
-    subprocess.run(
-        ["softhsm2-util", "--init-token", "--free", "--label", TOKEN, "--pin", PIN, "--so-pin", "8765"],
-        check=True,
-        capture_output=True,
-    )
-    yield conf
-    if previous is None:
-        os.environ.pop("SOFTHSM2_CONF", None)
-    else:
-        os.environ["SOFTHSM2_CONF"] = previous
+def softhsm(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return softhsm_token(tmp_path_factory)
 
 
 @pytest.fixture

@@ -95,14 +95,35 @@ def wire_storage(settings: Settings, *, changes: Invalidations | None = None) ->
 
 
 def build_cipher(settings: Settings) -> AesGcmCipher:
-    """The cipher over the keyring the settings name (no keys: encryption off)."""
+    """The cipher over the keyring the settings name (no keys: encryption off); its decision
+    sealer works in the PKCS#11 token when `SURSIS_DECISION_SEAL_PKCS11_KEY` names a key there."""
     keys = settings.encryption_keys.get_secret_value() if settings.encryption_keys else None
-    return AesGcmCipher(load_keyring(keys, settings.encryption_keys_file))
+    cipher = AesGcmCipher(load_keyring(keys, settings.encryption_keys_file))
+    if settings.decision_seal_pkcs11_key is not None:
+        from sursis.infra.encryption.pkcs11_seal import Pkcs11DecisionSealer
+
+        module, token, pin = token_parts(settings)
+        cipher.decision_sealer = Pkcs11DecisionSealer(
+            cipher.keys, module, token, settings.decision_seal_pkcs11_key, pin
+        )
+    return cipher
+
+
+def token_parts(settings: Settings) -> tuple[Path, str, str]:
+    """The PKCS#11 token's module, label and PIN; `SigningKeyInvalid` naming what is missing."""
+    module = settings.audit_signing_pkcs11_module
+    token, pin = settings.audit_signing_pkcs11_token, settings.audit_signing_pkcs11_pin
+    missing = [n for n, v in (("MODULE", module), ("TOKEN", token), ("PIN", pin)) if not v]
+    if module is None or token is None or pin is None or missing:
+        names = ", ".join(f"SURSIS_AUDIT_SIGNING_PKCS11_{n}" for n in missing)
+        raise SigningKeyInvalid(f"a key in a PKCS#11 token also needs {names}")
+    return module, token, pin.get_secret_value()
 
 
 def build_signer(settings: Settings) -> CheckpointSigner | None:
     """The audit signing key: in a PKCS#11 token when one is configured, else the key file."""
-    if settings.audit_signing_pkcs11_module is not None:
+    token_only_seals = settings.decision_seal_pkcs11_key is not None and not settings.audit_signing_pkcs11_key
+    if settings.audit_signing_pkcs11_module is not None and not token_only_seals:
         return build_pkcs11_signer(settings)
     path = settings.audit_signing_key_file
     return Ed25519Signer.from_file(path) if path is not None else None
@@ -110,21 +131,15 @@ def build_signer(settings: Settings) -> CheckpointSigner | None:
 
 def pkcs11_parts(settings: Settings) -> tuple[Path, str, str, str]:
     """The token's module, label, key label and PIN; `SigningKeyInvalid` naming what is missing."""
-    module = settings.audit_signing_pkcs11_module
-    token, key, pin = (
-        settings.audit_signing_pkcs11_token,
-        settings.audit_signing_pkcs11_key,
-        settings.audit_signing_pkcs11_pin,
-    )
-    missing = [n for n, v in (("TOKEN", token), ("KEY", key), ("PIN", pin)) if not v]
-    if module is None or token is None or key is None or pin is None or missing:
-        names = ", ".join(f"SURSIS_AUDIT_SIGNING_PKCS11_{n}" for n in missing)
-        raise SigningKeyInvalid(f"a PKCS#11 audit signing key also needs {names}")
+    module, token, pin = token_parts(settings)
+    key = settings.audit_signing_pkcs11_key
+    if not key:
+        raise SigningKeyInvalid("a PKCS#11 audit signing key also needs SURSIS_AUDIT_SIGNING_PKCS11_KEY")
     if settings.audit_signing_key_file is not None:
         raise SigningKeyInvalid(
             "set SURSIS_AUDIT_SIGNING_PKCS11_MODULE or SURSIS_AUDIT_SIGNING_KEY_FILE, not both"
         )
-    return module, token, key, pin.get_secret_value()
+    return module, token, key, pin
 
 
 def build_pkcs11_signer(settings: Settings) -> CheckpointSigner:

@@ -23,7 +23,7 @@ ED25519_CURVE_OID = "1.3.101.112"
 """The curve parameters (`CKA_EC_PARAMS`) of an Ed25519 key: the named curve edwards25519."""
 
 
-def _pkcs11() -> Any:
+def pkcs11_module() -> Any:
     try:
         import pkcs11
     except ImportError:
@@ -47,11 +47,11 @@ _OPEN: dict[tuple[str, str], tuple[Any, str, threading.Lock]] = {}
 _OPENING = threading.Lock()
 
 
-def _token_session(module: Path, token: str, pin: str) -> tuple[Any, threading.Lock]:
+def token_session(module: Path, token: str, pin: str) -> tuple[Any, threading.Lock]:
     """The process's one logged-in session on `token`, and the lock its operations take. A token's
     login belongs to the whole process (a second login is refused by PKCS#11), so every signer of
     the process shares this session; a PIN other than the one it was opened with is refused."""
-    pkcs11 = _pkcs11()
+    pkcs11 = pkcs11_module()
     key = (str(module), token)
     digest = hashlib.sha256(pin.encode()).hexdigest()
     with _OPENING:
@@ -73,9 +73,9 @@ class Pkcs11Signer:
     """The `CheckpointSigner` port over a key pair in a PKCS#11 token."""
 
     def __init__(self, module: Path, token: str, key: str, pin: str) -> None:
-        pkcs11 = _pkcs11()
+        pkcs11 = pkcs11_module()
         try:
-            session, self._lock = _token_session(module, token, pin)
+            session, self._lock = token_session(module, token, pin)
             with self._lock:
                 self._private = session.get_key(
                     object_class=pkcs11.ObjectClass.PRIVATE_KEY, key_type=pkcs11.KeyType.EC_EDWARDS, label=key
@@ -135,11 +135,11 @@ class Pkcs11Signer:
 def generate_pkcs11_key(module: Path, token: str, key: str, pin: str) -> str:
     """Make a new Ed25519 key pair labelled `key` in the token (the private half not extractable,
     never leaving it); its public key in PEM. Refused when a key of that label exists."""
-    pkcs11 = _pkcs11()
+    pkcs11 = pkcs11_module()
     from pkcs11.util.ec import encode_named_curve_parameters
 
     try:
-        session, lock = _token_session(module, token, pin)
+        session, lock = token_session(module, token, pin)
     except (pkcs11.PKCS11Error, RuntimeError, OSError) as exc:
         raise SigningKeyInvalid(f"token {token!r} cannot be opened: {type(exc).__name__}") from None
     with lock:
