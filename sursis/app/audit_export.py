@@ -25,6 +25,7 @@ from sursis.app.storage import Storage
 from sursis.domain.audit_chain import row_content
 from sursis.domain.audit_checkpoint import Checkpoint, CheckpointSigner
 from sursis.domain.errors import ServiceError
+from sursis.domain.records import AuditEntry
 from sursis.infra.checkpoint_log import checkpoint_record
 from sursis.infra.db.audit_export import SqlAuditExport
 from sursis.verify import bundle as b
@@ -120,7 +121,7 @@ def _public_pem(signer: CheckpointSigner) -> bytes:
 
 
 async def export_bundle(
-    storage: Storage, workspace: str, out: Path, since: datetime | None = None
+    storage: Storage, workspace: str, out: Path, since: datetime | None = None, *, actor: str = "cli"
 ) -> Exported:
     """Write the bundle to `out` (which must not exist). Refused without the private signing key:
     the bundle's manifest and seal verdicts are signed with it."""
@@ -173,6 +174,17 @@ async def export_bundle(
     files[b.MANIFEST] = json.dumps(manifest, sort_keys=True, indent=2).encode()
     files[b.MANIFEST_SIGNATURE] = signer.sign(files[b.MANIFEST]).encode("ascii") + b"\n"
     await asyncio.to_thread(_write, out, files)
+    async with storage.uow() as uow:  # plaintext left the database: on record, in the chain itself
+        details = {
+            "head_seq": head.seq,
+            "rows": len(read["rows"]),
+            "seals": len(seals),
+            "signer": signer.fingerprint,
+        }
+        await uow.audit.append(
+            AuditEntry("audit.exported", actor, workspace, details=details), datetime.now(UTC)
+        )
+        await uow.commit()
     return Exported(out, len(read["rows"]), len(checkpoints), len(read["policies"]), len(seals), head.seq)
 
 

@@ -190,7 +190,7 @@ def since_time(value: str) -> datetime:
     return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC)
 
 
-def _export(settings: Settings, args: argparse.Namespace, _: Principal) -> int:
+def _export(settings: Settings, args: argparse.Namespace, who: Principal) -> int:
     """Write one workspace's audit bundle (exit 2 when refused)."""
     from sursis.app.audit_export import export_bundle
     from sursis.app.storage import with_storage
@@ -198,7 +198,8 @@ def _export(settings: Settings, args: argparse.Namespace, _: Principal) -> int:
 
     try:
         done = with_storage(
-            settings, lambda storage: export_bundle(storage, args.workspace, args.out, args.since)
+            settings,
+            lambda storage: export_bundle(storage, args.workspace, args.out, args.since, actor=who.id),
         )
     except ServiceError as exc:
         print(f"sursis: {exc.message}", file=sys.stderr)

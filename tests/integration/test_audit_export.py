@@ -120,6 +120,35 @@ async def test_an_exported_bundle_verifies_offline_and_says_what_it_proves(
     assert await cli(shop.settings, "audit", "export", "--workspace", "default", "--out", str(archive)) == 2
 
 
+async def test_since_starts_the_export_later_and_the_export_is_on_record(
+    bundle: Path, shop: Shop, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert shop.settings is not None
+    rows = lines(bundle / "chain.jsonl")
+    middle = rows[len(rows) // 2]
+    later = tmp_path / "later"
+    since = middle["content"]["at"]
+    assert (
+        await cli(
+            shop.settings, "audit", "export", "--workspace", "default", "--since", since, "--out", str(later)
+        )
+        == 0
+    )
+    manifest = json.loads((later / "bundle.json").read_text())
+    first = lines(later / "chain.jsonl")[0]
+    assert manifest["since"] is not None and manifest["from_seq"] == first["seq"] > 1
+    assert first["content"]["at"] >= since and manifest["from_hash"] == first["prev_hash"]
+    code, out = verify(later, capsys)
+    assert code == 0 and f"the chain from seq {first['seq']} to" in out, out
+
+    assert await cli(shop.settings, "audit", "verify", "--workspace", "default", "--seal") == 0
+    audit = await shop.http.get(
+        "/v1/audit", params={"action": "audit.exported"}, headers=shop.headers["admin"]
+    )
+    exported = [e for e in audit.json()["items"] if e["action"] == "audit.exported"]
+    assert len(exported) == 2 and exported[0]["actor"] == "cli", exported
+
+
 async def test_an_edited_row_fails_naming_it(
     bundle: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
