@@ -118,10 +118,16 @@ def verify_bundle(path: Path, pinned: bytes | None = None) -> Report:
         if b.file_digest(data) != manifest.get("files", {}).get(name):
             report.fail(f"{name}: does not match the digest the manifest signed (edited, cut or replaced)")
     workspace = str(manifest.get("workspace"))
-    rows = _check_chain(report, path, manifest)
-    _check_checkpoints(report, path, key, workspace, manifest, rows)
-    versions = _check_policies(report, path, workspace)
-    _check_seals(report, path, key, workspace, versions)
+    rows: dict[int, str] = {}
+    versions: set[int] = set()
+    try:
+        rows = _check_chain(report, path, manifest)
+        _check_checkpoints(report, path, key, workspace, manifest, rows)
+        versions = _check_policies(report, path, workspace)
+        _check_seals(report, path, key, workspace, versions)
+    except (OSError, ValueError, TypeError, KeyError, AttributeError) as exc:
+        # a bundle written by hand may hold anything: malformed is a failure, never a traceback
+        report.fail(f"the bundle is malformed ({type(exc).__name__}: {exc}); not every check ran")
     return report
 
 

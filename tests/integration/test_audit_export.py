@@ -166,6 +166,17 @@ async def test_an_edited_row_fails_naming_it(
     assert "chain.jsonl: does not match the digest the manifest signed" in out, out
 
 
+async def test_a_malformed_bundle_fails_without_a_traceback(
+    bundle: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    copy = tampered(bundle, tmp_path, "malformed")
+    rows = lines(copy / "chain.jsonl")
+    rows[0]["seq"] = "one"
+    rewrite(copy / "chain.jsonl", rows)
+    code, out = verify(copy, capsys)
+    assert code == 1 and "the bundle is malformed (ValueError" in out, out
+
+
 async def test_a_dropped_row_fails_naming_it(
     bundle: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
