@@ -6,6 +6,7 @@ import argparse
 import sys
 import uuid
 from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TypeVar
 
@@ -144,8 +145,12 @@ def _verify(settings: Settings, args: argparse.Namespace, _: Principal) -> int:
 
 def _checkpoint(settings: Settings, args: argparse.Namespace, _: Principal) -> int:
     """Sign the head of every chain that verifies (exit 1 if one does not)."""
-    if settings.audit_signing_key_file is None:
-        print("sursis: set SURSIS_AUDIT_SIGNING_KEY_FILE to the private signing key", file=sys.stderr)
+    if settings.audit_signing_key_file is None and settings.audit_signing_pkcs11_module is None:
+        print(
+            "sursis: set SURSIS_AUDIT_SIGNING_KEY_FILE to the private signing key "
+            "(or SURSIS_AUDIT_SIGNING_PKCS11_MODULE and its settings: a key in a token)",
+            file=sys.stderr,
+        )
         return 2
     return _print_chains(_with_services(settings, lambda services: services[1].checkpoint(args.workspace)))
 
@@ -174,15 +179,83 @@ def _print_chains(reports: list[ChainReport]) -> int:
     return 1 if broken else 0
 
 
-def _keygen(settings: Settings, args: argparse.Namespace, _: Principal) -> int:
-    from sursis.infra.encryption.signing import write_signing_key
+def since_time(value: str) -> datetime:
+    """An ISO 8601 date or time (UTC when it names no offset)."""
+    try:
+        parsed = datetime.fromisoformat(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            "an ISO 8601 date or time, e.g. 2026-01-31 or 2026-01-31T12:00Z"
+        ) from None
+    return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC)
 
+
+def _export(settings: Settings, args: argparse.Namespace, who: Principal) -> int:
+    """Write one workspace's audit bundle (exit 2 when refused)."""
+    from sursis.app.audit_export import export_bundle
+    from sursis.app.storage import with_storage
+    from sursis.domain.errors import ServiceError
+
+    try:
+        done = with_storage(
+            settings,
+            lambda storage: export_bundle(storage, args.workspace, args.out, args.since, actor=who.id),
+        )
+    except ServiceError as exc:
+        print(f"sursis: {exc.message}", file=sys.stderr)
+        return 2
+    print(
+        f"wrote {done.path}: {done.rows} rows up to seq {done.head_seq}, {done.checkpoints} checkpoints, "
+        f"{done.policies} policy versions, {done.seals} decision seals; check it with "
+        f"`python -m sursis.verify {done.path}`"
+    )
+    return 0
+
+
+def _keygen(settings: Settings, args: argparse.Namespace, _: Principal) -> int:
+    from sursis.infra.encryption.signing import SigningKeyInvalid, write_signing_key
+
+    if args.pkcs11 or args.decision_seal:
+        return _keygen_in_token(settings, args.decision_seal)
+    if args.path is None:
+        print("sursis: give the key file's PATH, or --pkcs11 for a key in a token", file=sys.stderr)
+        return 2
     try:
         public = write_signing_key(args.path)
     except FileExistsError:
         print(f"sursis: {args.path} exists: a signing key is never overwritten", file=sys.stderr)
         return 2
+    except SigningKeyInvalid as exc:
+        print(f"sursis: {exc.message}", file=sys.stderr)
+        return 2
     print(f"wrote the private signing key to {args.path} (mode 0600); its public key:")
+    print(public, end="")
+    return 0
+
+
+def _keygen_in_token(settings: Settings, decision_seal: bool) -> int:
+    """A new key made inside the token the settings name (never leaving it): the audit signing
+    key pair, or (`decision_seal`) the decision-seal HMAC key."""
+    from sursis.app.wiring.storage import pkcs11_parts, token_parts
+    from sursis.infra.encryption.pkcs11_seal import generate_pkcs11_seal_key
+    from sursis.infra.encryption.pkcs11_signer import generate_pkcs11_key
+    from sursis.infra.encryption.signing import SigningKeyInvalid
+
+    try:
+        if decision_seal:
+            label = settings.decision_seal_pkcs11_key
+            if not label:
+                raise SigningKeyInvalid("set SURSIS_DECISION_SEAL_PKCS11_KEY to the new key's label")
+            module, token, pin = token_parts(settings)
+            generate_pkcs11_seal_key(module, token, label, pin)
+            print(f"made the decision-seal key {label!r} in the token (it never leaves the token)")
+            return 0
+        module, token, key, pin = pkcs11_parts(settings)
+        public = generate_pkcs11_key(module, token, key, pin)
+    except SigningKeyInvalid as exc:
+        print(f"sursis: {exc.message}", file=sys.stderr)
+        return 2
+    print(f"made the signing key {key!r} in token {token!r} (it never leaves the token); its public key:")
     print(public, end="")
     return 0
 
@@ -243,8 +316,30 @@ def add_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser], who: 
     )
     checkpoint.add_argument("--workspace", type=workspace_name)
     checkpoint.set_defaults(func=bind(_checkpoint))
+    export = a_sub.add_parser(
+        "export", help="write a workspace's audit bundle, checked offline by `python -m sursis.verify`"
+    )
+    export.add_argument("--workspace", required=True, type=workspace_name)
+    export.add_argument("--since", type=since_time, help="only rows dated at or after this (ISO 8601)")
+    export.add_argument(
+        "--out",
+        required=True,
+        type=Path,
+        help="a new directory, or an archive ending in .tar.gz, .tgz or .tar",
+    )
+    export.set_defaults(func=bind(_export))
     keygen = a_sub.add_parser(
         "keygen", help="write a new Ed25519 signing key (mode 0600); print its public key"
     )
-    keygen.add_argument("path", type=Path)
+    keygen.add_argument("path", type=Path, nargs="?", help="the new key file (not with --pkcs11)")
+    keygen.add_argument(
+        "--pkcs11",
+        action="store_true",
+        help="make the key pair inside the token SURSIS_AUDIT_SIGNING_PKCS11_* names instead",
+    )
+    keygen.add_argument(
+        "--decision-seal",
+        action="store_true",
+        help="make the decision-seal HMAC key SURSIS_DECISION_SEAL_PKCS11_KEY names, in that token",
+    )
     keygen.set_defaults(func=bind(_keygen))

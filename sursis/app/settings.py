@@ -39,10 +39,34 @@ class Settings(BaseSettings):
     audit_signing_key_file: Path | None = None
     """An Ed25519 key (PEM) outside the database: a private key signs each audit chain head as it
     is sealed, a public key only checks the signatures (`sursis audit verify`); docs/security.md."""
+    audit_signing_pkcs11_module: Path | None = None
+    """The PKCS#11 library of a token holding the audit signing key (an HSM; SoftHSM2's
+    `libsofthsm2.so` in tests): set, checkpoints are signed inside the token, and
+    `SURSIS_AUDIT_SIGNING_KEY_FILE` is not used (docs/operations.md)."""
+    audit_signing_pkcs11_token: str | None = None
+    """The token's label."""
+    audit_signing_pkcs11_key: str | None = None
+    """The Ed25519 key pair's label in the token (a new label per key: rotation)."""
+    audit_signing_pkcs11_pin: SecretStr | None = None
+    """The token's user PIN."""
     audit_checkpoint_dir: Path | None = None
     """A directory outside the database where each signed audit checkpoint is also appended (one
     `WORKSPACE.jsonl` file per workspace, never rewritten); `sursis audit verify` and
     `/v1/audit/verify` check each chain against its newest line (docs/security.md)."""
+    decision_seal_pkcs11_key: str | None = None
+    """The label of an HMAC secret key in the token `SURSIS_AUDIT_SIGNING_PKCS11_*` names: set,
+    decisions are sealed inside the token instead of with a key derived from the keyring
+    (docs/operations.md)."""
+    audit_checkpoint_s3_bucket: str | None = None
+    """An S3-compatible bucket with object lock where each signed audit checkpoint is also written
+    (one object each, retained in COMPLIANCE mode): the external log off the host, instead of
+    `SURSIS_AUDIT_CHECKPOINT_DIR` (docs/security.md). Credentials: the usual AWS settings."""
+    audit_checkpoint_s3_prefix: str = ""
+    """A folder in the bucket (one per database)."""
+    audit_checkpoint_s3_endpoint_url: str | None = None
+    """The endpoint of an S3-compatible server other than AWS (MinIO, Ceph, …)."""
+    audit_checkpoint_s3_retention_days: int = Field(default=365, ge=1, le=36500)
+    """How long each checkpoint object is locked against deletion."""
     model: str = "scripted"
     agents: Annotated[list[str], NoDecode] = Field(default_factory=list)
     """The agents to serve (`SURSIS_AGENTS`, comma-separated): built-in names, `package.module:NAME`

@@ -32,11 +32,10 @@ def _text(value: uuid.UUID | datetime | None) -> str | None:
     return None if value is None else value.isoformat() if isinstance(value, datetime) else str(value)
 
 
-def audit_row_hash(prev_hash: str, entry: AuditEntry) -> str:
-    """The one hash of the chain: SHA-256 over the previous row's hash and this row's plaintext
-    canonical content (sorted-key JSON of every stored field but the link itself). Encryption
-    at rest happens below this, so re-encrypting a row never changes its hash."""
-    content: dict[str, Any] = {
+def row_content(entry: AuditEntry) -> dict[str, Any]:
+    """What a row's hash covers: every stored field but the link itself, as text (also what an
+    exported bundle carries for each row, so an offline verifier recomputes the same hash)."""
+    return {
         "id": entry.id,
         "at": _text(entry.at),
         "actor": entry.actor,
@@ -48,7 +47,15 @@ def audit_row_hash(prev_hash: str, entry: AuditEntry) -> str:
         "details": entry.details,
         "trace_id": entry.trace_id,
     }
-    canonical = json.dumps(content, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+
+
+def audit_row_hash(prev_hash: str, entry: AuditEntry) -> str:
+    """The one hash of the chain: SHA-256 over the previous row's hash and this row's plaintext
+    canonical content (sorted-key JSON of `row_content`). Encryption at rest happens below this,
+    so re-encrypting a row never changes its hash."""
+    canonical = json.dumps(
+        row_content(entry), sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str
+    )
     return hashlib.sha256(f"{prev_hash}\n{canonical}".encode()).hexdigest()
 
 

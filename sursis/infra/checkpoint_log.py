@@ -24,8 +24,9 @@ TAIL_BYTES = 64 * 1024
 """How much of a file's end is read to find its newest line (a line is about 400 bytes)."""
 
 
-def _line(checkpoint: Checkpoint) -> bytes:
-    record = {
+def checkpoint_record(checkpoint: Checkpoint) -> dict[str, Any]:
+    """A checkpoint as a JSON object: a line of the log, and a checkpoint of an audit bundle."""
+    return {
         "workspace": checkpoint.workspace,
         "seq": checkpoint.seq,
         "hash": checkpoint.hash,
@@ -35,10 +36,13 @@ def _line(checkpoint: Checkpoint) -> bytes:
         "signer": checkpoint.signer,
         "signature": checkpoint.signature,
     }
-    return (json.dumps(record, sort_keys=True, separators=(",", ":")) + "\n").encode()
 
 
-def _parse(line: bytes) -> Checkpoint | None:
+def _line(checkpoint: Checkpoint) -> bytes:
+    return (json.dumps(checkpoint_record(checkpoint), sort_keys=True, separators=(",", ":")) + "\n").encode()
+
+
+def parse_checkpoint(line: bytes) -> Checkpoint | None:
     """A line's checkpoint; None for a line cut short (a crash while appending) or not one."""
     try:
         record: dict[str, Any] = json.loads(line)
@@ -109,7 +113,7 @@ class FileCheckpointLog:
                 f"cannot read the audit checkpoint log {str(path)!r}: {exc.strerror}"
             ) from None
         for line in reversed(tail.split(b"\n")):
-            found = _parse(line) if line.strip() else None
+            found = parse_checkpoint(line) if line.strip() else None
             if found is not None and found.workspace == workspace:
                 return found
         return None

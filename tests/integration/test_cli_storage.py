@@ -127,6 +127,7 @@ async def test_every_command_seals_what_it_writes(
     assert "nothing to seal" in await sursis("encryption", "seal-existing")
     await sursis("encryption", "compact")
     assert "ok  workspace default" in await sursis("audit", "verify")
+    assert "wrote" in await sursis("audit", "export", "--workspace", "default", "--out", str(tmp_path / "b"))
 
     assert ran | set(NOT_STORAGE) == set(commands(parser())), "a new command: run it here"
     assert MARKER.encode() not in await stored_bytes(database_url)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import structlog
@@ -13,6 +14,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from sursis.app.settings import Settings
 from sursis.domain.audit import AuditService
+from sursis.domain.audit_checkpoint import CheckpointLog, CheckpointLogUnusable, CheckpointSigner
 from sursis.domain.audit_verify import AuditChainService
 from sursis.domain.clock import utcnow
 from sursis.domain.credential_cache import CredentialCache
@@ -29,7 +31,7 @@ from sursis.infra.db.rotation import SealedValues
 from sursis.infra.db.uow import EventsListener, PendingListener, RunsListener, SqlUnitOfWorkFactory
 from sursis.infra.db.urls import listen_url
 from sursis.infra.encryption import AesGcmCipher, load_keyring
-from sursis.infra.encryption.signing import Ed25519Signer
+from sursis.infra.encryption.signing import Ed25519Signer, SigningKeyInvalid
 from sursis.infra.notifier import LocalRunNotifier
 from sursis.infra.pg_notify import PostgresRunNotifier
 from sursis.infra.wakeup import Hearing
@@ -106,14 +108,57 @@ def hears_others(notifier: LocalRunNotifier, listener: PgEventListener | None) -
 
 
 def build_cipher(settings: Settings) -> AesGcmCipher:
-    """The cipher over the keyring the settings name (no keys: encryption off)."""
+    """The cipher over the keyring the settings name (no keys: encryption off); its decision
+    sealer works in the PKCS#11 token when `SURSIS_DECISION_SEAL_PKCS11_KEY` names a key there."""
     keys = settings.encryption_keys.get_secret_value() if settings.encryption_keys else None
-    return AesGcmCipher(load_keyring(keys, settings.encryption_keys_file))
+    cipher = AesGcmCipher(load_keyring(keys, settings.encryption_keys_file))
+    if settings.decision_seal_pkcs11_key is not None:
+        from sursis.infra.encryption.pkcs11_seal import Pkcs11DecisionSealer
+
+        module, token, pin = token_parts(settings)
+        cipher.decision_sealer = Pkcs11DecisionSealer(
+            cipher.keys, module, token, settings.decision_seal_pkcs11_key, pin
+        )
+    return cipher
 
 
-def build_signer(settings: Settings) -> Ed25519Signer | None:
+def token_parts(settings: Settings) -> tuple[Path, str, str]:
+    """The PKCS#11 token's module, label and PIN; `SigningKeyInvalid` naming what is missing."""
+    module = settings.audit_signing_pkcs11_module
+    token, pin = settings.audit_signing_pkcs11_token, settings.audit_signing_pkcs11_pin
+    missing = [n for n, v in (("MODULE", module), ("TOKEN", token), ("PIN", pin)) if not v]
+    if module is None or token is None or pin is None or missing:
+        names = ", ".join(f"SURSIS_AUDIT_SIGNING_PKCS11_{n}" for n in missing)
+        raise SigningKeyInvalid(f"a key in a PKCS#11 token also needs {names}")
+    return module, token, pin.get_secret_value()
+
+
+def build_signer(settings: Settings) -> CheckpointSigner | None:
+    """The audit signing key: in a PKCS#11 token when one is configured, else the key file."""
+    token_only_seals = settings.decision_seal_pkcs11_key is not None and not settings.audit_signing_pkcs11_key
+    if settings.audit_signing_pkcs11_module is not None and not token_only_seals:
+        return build_pkcs11_signer(settings)
     path = settings.audit_signing_key_file
     return Ed25519Signer.from_file(path) if path is not None else None
+
+
+def pkcs11_parts(settings: Settings) -> tuple[Path, str, str, str]:
+    """The token's module, label, key label and PIN; `SigningKeyInvalid` naming what is missing."""
+    module, token, pin = token_parts(settings)
+    key = settings.audit_signing_pkcs11_key
+    if not key:
+        raise SigningKeyInvalid("a PKCS#11 audit signing key also needs SURSIS_AUDIT_SIGNING_PKCS11_KEY")
+    if settings.audit_signing_key_file is not None:
+        raise SigningKeyInvalid(
+            "set SURSIS_AUDIT_SIGNING_PKCS11_MODULE or SURSIS_AUDIT_SIGNING_KEY_FILE, not both"
+        )
+    return module, token, key, pin
+
+
+def build_pkcs11_signer(settings: Settings) -> CheckpointSigner:
+    from sursis.infra.encryption.pkcs11_signer import Pkcs11Signer
+
+    return Pkcs11Signer(*pkcs11_parts(settings))
 
 
 def pool_limits(settings: Settings) -> PoolLimits:
@@ -147,14 +192,32 @@ def _signing_refused(workspace: str, reason: str) -> None:
     log.error("audit.checkpoint_refused", workspace=workspace, reason=reason)
 
 
+def build_checkpoint_log(settings: Settings) -> CheckpointLog | None:
+    """Where signed checkpoints are also kept outside the database: a bucket, a directory, or none."""
+    directory, bucket = settings.audit_checkpoint_dir, settings.audit_checkpoint_s3_bucket
+    if bucket is not None and directory is not None:
+        raise CheckpointLogUnusable(
+            "set SURSIS_AUDIT_CHECKPOINT_S3_BUCKET or SURSIS_AUDIT_CHECKPOINT_DIR, not both"
+        )
+    if bucket is not None:
+        from sursis.infra.s3_checkpoint_log import S3CheckpointLog
+
+        return S3CheckpointLog(
+            bucket,
+            prefix=settings.audit_checkpoint_s3_prefix,
+            endpoint_url=settings.audit_checkpoint_s3_endpoint_url,
+            retention_days=settings.audit_checkpoint_s3_retention_days,
+        )
+    return FileCheckpointLog(directory) if directory is not None else None
+
+
 def build_audit_chain(settings: Settings, uow: SqlUnitOfWorkFactory) -> AuditChainService:
-    directory = settings.audit_checkpoint_dir
     return AuditChainService(
         uow,
         utcnow,
         signer=build_signer(settings),
         on_refused=_signing_refused,
-        external=FileCheckpointLog(directory) if directory is not None else None,
+        external=build_checkpoint_log(settings),
     )
 
 

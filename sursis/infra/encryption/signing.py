@@ -73,6 +73,15 @@ class Ed25519Signer:
     def can_sign(self) -> bool:
         return self._private is not None
 
+    def public_pem(self) -> str:
+        """The public key in PEM: what an auditor checks an exported bundle with."""
+        from cryptography.hazmat.primitives import serialization
+
+        pem = self._public.public_bytes(
+            serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+        )
+        return pem.decode("ascii")
+
     def sign(self, message: bytes) -> str:
         if self._private is None:
             raise SigningKeyInvalid("the audit signing key file holds only a public key: it cannot sign")
