@@ -42,6 +42,7 @@ from ag_ui.encoder import EventEncoder
 from pydantic import BaseModel, ConfigDict, StrictBool, ValidationError
 from pydantic.alias_generators import to_camel
 
+from sursis.domain.approvers import AlreadyVoted
 from sursis.domain.conversations import ConversationService
 from sursis.domain.errors import NotFound, ServiceError, Stale, ValidationFailed
 from sursis.domain.event_records import StoredEvent
@@ -248,6 +249,8 @@ class AgUiRun:
         for correlation_id, resolution in decisions:
             try:
                 await self.pending_calls.resolve_pending(self.principal, correlation_id, resolution)
+            except AlreadyVoted:
+                continue  # a replay of this approver's counted vote: the call waits for the others
             except Stale as exc:
                 expired = (
                     exc.extra.get("pending_status") in {"expired", "denied"} and "expires_at" in exc.extra
