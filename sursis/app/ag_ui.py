@@ -42,6 +42,7 @@ from ag_ui.encoder import EventEncoder
 from pydantic import BaseModel, ConfigDict, StrictBool, ValidationError
 from pydantic.alias_generators import to_camel
 
+from sursis.domain.access import Permission
 from sursis.domain.approvers import AlreadyVoted
 from sursis.domain.conversations import ConversationService
 from sursis.domain.errors import NotFound, ServiceError, Stale, ValidationFailed
@@ -121,8 +122,11 @@ def check_input(data: RunAgentInput) -> None:
         )
 
 
-def interrupt_of(call: PendingCall) -> Interrupt:
+def interrupt_of(call: PendingCall, principal: Principal) -> Interrupt:
+    """A pending call as an interrupt; its full arguments (what `editedArgs` starts from) only for
+    a key that may approve, as in `GET /v1/pending/{id}`."""
     approval = call.kind is PendingKind.APPROVAL
+    shown = {"args": call.args} if principal.may(Permission.APPROVE) else {}
     return Interrupt(
         id=str(call.correlation_id),
         reason="tool_call" if approval else call.kind.value,
@@ -135,6 +139,7 @@ def interrupt_of(call: PendingCall) -> Interrupt:
             "args_summary": call.args_summary,
             "args_hash": call.args_hash,
             "kind": call.kind.value,
+            **shown,
         },
     )
 
@@ -181,7 +186,8 @@ class AgUiRun:
         thread, run_id = self.data.thread_id, self.data.run_id
         status = view.run.status
         if status is RunStatus.SUSPENDED and view.pending:
-            outcome = RunFinishedInterruptOutcome(interrupts=[interrupt_of(c) for c in view.pending])
+            interrupts = [interrupt_of(c, self.principal) for c in view.pending]
+            outcome = RunFinishedInterruptOutcome(interrupts=interrupts)
             return self._sse(RunFinishedEvent(thread_id=thread, run_id=run_id, outcome=outcome))
         if status is RunStatus.COMPLETED:
             return self._sse(

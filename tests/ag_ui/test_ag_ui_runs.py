@@ -27,6 +27,7 @@ async def test_a_turn_ends_in_an_interrupt_and_an_approval_resumes_it(client: As
     start = next(e for e in first if e["type"] == "TOOL_CALL_START")
     assert (interrupt["reason"], interrupt["toolCallId"]) == ("tool_call", start["toolCallId"])
     assert interrupt["responseSchema"]["required"] == ["approved"]
+    assert interrupt["metadata"]["args"] == {"event_id": "evt_1001", "reason": "partner is back"}
     pending = (await client.get(f"/v1/pending/{interrupt['id']}")).json()
     assert (pending["status"], pending["tool_call_id"]) == ("awaiting", start["toolCallId"])
     assert interrupt["expiresAt"].startswith(pending["expires_at"][:19])
@@ -67,6 +68,8 @@ async def test_new_input_while_an_interrupt_is_open_is_a_run_error(client: Async
 
     assert [e["type"] for e in events] == ["RUN_STARTED", "RUN_ERROR"]
     assert events[-1]["code"] == "interrupts_open"
+    resumed = await ag_ui(client, run_input(thread, "something else", resume=[]))
+    assert (resumed[-1]["type"], resumed[-1]["code"]) == ("RUN_ERROR", "interrupts_open")
     assert (await client.get(f"/v1/pending/{interrupt['id']}")).json()["status"] == "awaiting"
 
 

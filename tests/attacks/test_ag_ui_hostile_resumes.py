@@ -12,7 +12,7 @@ from sursis.app.container import Container
 from sursis.domain.clock import utcnow
 from sursis.infra.db.tables import pending_calls
 from tests.ag_ui.helpers import REPLAY, ag_ui, approve, run_input
-from tests.conftest import KeyMaker, bearer
+from tests.conftest import KeyMaker, bearer, call, script
 
 
 async def interrupted(client: AsyncTestClient[Any], thread: str, **kw: Any) -> dict[str, Any]:
@@ -42,6 +42,22 @@ async def test_a_resume_for_another_workspaces_call_decides_nothing(
     assert (events[-1]["type"], events[-1]["code"]) == ("RUN_ERROR", "interrupt_unknown")
     assert await status_of(client, theirs) == "awaiting"
     assert await status_of(client, mine) == "awaiting", "nothing of a refused resume is decided"
+
+
+async def test_a_resume_that_answers_part_of_the_open_interrupts_decides_none(
+    client: AsyncTestClient[Any],
+) -> None:
+    thread = f"t-{uuid.uuid4()}"
+    two = script(
+        [call("replay_dlq_event", event_id="evt_1001", reason="a"), call("replay_dlq_event", event_id="evt_1002", reason="b")]
+    )
+    first, second = (await ag_ui(client, run_input(thread, two)))[-1]["outcome"]["interrupts"]
+
+    events = await ag_ui(client, run_input(thread, resume=[approve(first)]))
+
+    assert (events[-1]["type"], events[-1]["code"]) == ("RUN_ERROR", "resume_incomplete")
+    assert second["id"] in events[-1]["message"]
+    assert [await status_of(client, i) for i in (first, second)] == ["awaiting", "awaiting"]
 
 
 async def test_a_wrong_interrupt_id_is_a_run_error(client: AsyncTestClient[Any]) -> None:
@@ -94,6 +110,7 @@ async def test_a_user_key_cannot_approve_through_a_resume(
     user = bearer(await keys.make("user"))
     thread = f"t-{uuid.uuid4()}"
     interrupt = await interrupted(client, thread, headers=user)
+    assert "args" not in interrupt["metadata"], "a user key sees the summary, as in GET /v1/pending/{id}"
 
     events = await ag_ui(client, run_input(thread, resume=[approve(interrupt)]), headers=user)
 
