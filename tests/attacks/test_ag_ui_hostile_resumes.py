@@ -49,7 +49,10 @@ async def test_a_resume_that_answers_part_of_the_open_interrupts_decides_none(
 ) -> None:
     thread = f"t-{uuid.uuid4()}"
     two = script(
-        [call("replay_dlq_event", event_id="evt_1001", reason="a"), call("replay_dlq_event", event_id="evt_1002", reason="b")]
+        [
+            call("replay_dlq_event", event_id="evt_1001", reason="a"),
+            call("replay_dlq_event", event_id="evt_1002", reason="b"),
+        ]
     )
     first, second = (await ag_ui(client, run_input(thread, two)))[-1]["outcome"]["interrupts"]
 
