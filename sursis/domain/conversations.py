@@ -61,6 +61,31 @@ class ConversationService:
             await uow.commit()
         return conversation
 
+    async def open_thread(self, principal: Principal, agent: str, thread: uuid.UUID) -> Conversation:
+        """The conversation of an outside front end's thread (AG-UI `threadId`), opened on first use
+        in the caller's workspace. Two first uses racing: the loser reads the winner's."""
+        async with self.uow.reader() as uow:
+            found = await uow.conversations.get(thread)
+        if found is None:
+            if agent not in self.catalog.agent_names():
+                raise NotFound(f"unknown agent {agent!r}")
+            ws = principal.workspace or "default"
+            principal.require(Permission.CONVERSE)
+            try:
+                async with self.uow() as uow:
+                    await uow.conversations.add(
+                        Conversation.open(ws, agent, principal.id, self.clock(), thread)
+                    )
+                    await uow.commit()
+            except Exception:
+                async with self.uow.reader() as uow:
+                    if await uow.conversations.get(thread) is None:
+                        raise
+        conversation = await self.get_conversation(principal, thread)
+        if conversation.agent != agent:
+            raise NotFound("conversation not found")
+        return conversation
+
     async def get_conversation(self, principal: Principal, conversation_id: uuid.UUID) -> Conversation:
         async with self.uow.reader() as uow:
             return await visible_conversation(uow, principal, conversation_id)

@@ -52,10 +52,18 @@ class Conversation:
     """The seq of the original's user message the fork was made at."""
 
     @classmethod
-    def open(cls, workspace: str, agent: str, created_by: str, now: datetime) -> Conversation:
-        """A new conversation with `agent`, with no run yet."""
+    def open(
+        cls,
+        workspace: str,
+        agent: str,
+        created_by: str,
+        now: datetime,
+        conversation_id: uuid.UUID | None = None,
+    ) -> Conversation:
+        """A new conversation with `agent`, with no run yet (`conversation_id`: one derived from an
+        outside thread's id, so that thread finds it again)."""
         return cls(
-            id=uuid.uuid4(),
+            id=conversation_id or uuid.uuid4(),
             workspace=workspace,
             agent=agent,
             status="open",

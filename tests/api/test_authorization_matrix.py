@@ -81,6 +81,8 @@ ROUTES = routes(
     #                                                                  own oth   own oth   own oth
     GET    /v1/me                                                      200 200   200 200   200 200
     GET    /v1/agents                                                  200 200   200 200   200 200
+    # An AG-UI run: a thread of the caller's own workspace, whatever that workspace is.
+    POST   /v1/agents/{agent_name}/ag-ui                               200 200   200 200   200 200
     POST   /v1/conversations                                           201 404   201 404   201 201
     GET    /v1/conversations                                           200 200   200 200   200 200
     GET    /v1/conversations/{conversation_id}                         200 404   200 404   200 200
@@ -173,6 +175,11 @@ ROUTES = routes(
 BODIES: dict[str, Callable[[Objects], Any]] = {
     "POST /v1/conversations": lambda o: {"agent": "ops", "workspace": "default"},
     "POST /v1/conversations/{idle_conversation_id}/messages": lambda o: {"content": "hello"},
+    "POST /v1/agents/{agent_name}/ag-ui": lambda o: {
+        "threadId": f"matrix-{uuid.uuid4()}",
+        "runId": "r",
+        "messages": [{"id": "m", "role": "user", "content": "hello"}],
+    },
     "POST /v1/conversations/{conversation_id}/fork": lambda o: {"at": 1},
     "POST /v1/conversations/{own_conversation_id}/fork": lambda o: {"at": 1, "message": "once more"},
     "POST /v1/pending/{approval_id}/resolve": lambda o: {"decision": "deny", "reason": "not now"},
@@ -271,6 +278,7 @@ TEMPLATE_OF = {
     "{member_key_id}": "{key_id}",
     "{delegation_id}": "{delegation_id}",
     "{filed_id}": "{correlation_id}",
+    "{agent_name}": "{name}",
 }
 
 
@@ -379,6 +387,7 @@ async def make_objects(client: AsyncTestClient[Any], keys: KeyMaker) -> Objects:
     return Objects(
         ids={
             "filed_id": filed.json()["correlation_id"],
+            "agent_name": "ops",
             "conversation_id": conversation_id,
             "idle_conversation_id": await create_conversation(client, workspace="default"),
             "own_conversation_id": conversation_id,  # the caller's own, once the caller is known

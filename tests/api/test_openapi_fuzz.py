@@ -97,6 +97,8 @@ SEMANTIC_422 = {
     # `at` must be the seq of a user message the conversation has logged (docs/forks.md); `message`
     # must not be blank nor longer than the service's message limit (a setting).
     "POST /v1/conversations/{conversation_id}/fork": "at must name a logged user message",
+    # An AG-UI run needs a user message (its role is in a union of message shapes) or resume entries.
+    "POST /v1/agents/{name}/ag-ui": "a run needs a user message or resume entries",
 }
 CONFIG: dict[str, Any] = {
     "checks": {"enabled": True},
