@@ -131,7 +131,15 @@ def principal_for(claims: Mapping[str, Any], rules: Mapping[str, Mapping[str, st
     if best is None:
         raise NotProvisioned("none of your groups at the identity provider may use this service")
     name = claims.get("email") or claims.get("preferred_username") or claims["sub"]
-    return Principal(id=f"oidc:{claims['sub']}", role=best[0], workspace=best[1], name=str(name))
+    person = f"oidc:{claims['sub']}"
+    return Principal(
+        id=person,
+        role=best[0],
+        workspace=best[1],
+        name=str(name),
+        person=person,
+        groups=frozenset(str(g) for g in groups),
+    )
 
 
 def pkce_pair() -> tuple[str, str]:

@@ -121,5 +121,7 @@ def test_the_validator_refuses_a_token_signed_by_another_key() -> None:
     token = signed(good("n"), ATTACKER_KEY)
     with pytest.raises(SignInFailed):
         validate_id_token(token, keys, issuer=ISSUER, client_id=CLIENT, nonce="n", now=time.time())
-    claims = validate_id_token(signed(good("n")), keys, issuer=ISSUER, client_id=CLIENT, nonce="n", now=time.time())
+    claims = validate_id_token(
+        signed(good("n")), keys, issuer=ISSUER, client_id=CLIENT, nonce="n", now=time.time()
+    )
     assert claims["sub"] == "alice"
