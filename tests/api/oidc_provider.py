@@ -29,6 +29,7 @@ CLIENT_SECRET = "sursis-test-secret"
 class LocalProvider:
     issuer: str
     accounts: Path
+    redirect_url: str = REDIRECT_URL
 
     def set_groups(self, person: str, groups: list[str]) -> None:
         people = json.loads(self.accounts.read_text())
@@ -40,18 +41,20 @@ class LocalProvider:
             "oidc_issuer": self.issuer,
             "oidc_client_id": CLIENT_ID,
             "oidc_client_secret": CLIENT_SECRET,
-            "oidc_redirect_url": REDIRECT_URL,
+            "oidc_redirect_url": self.redirect_url,
             "oidc_groups": rules,
         }
 
 
-def _free_port() -> int:
+def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
 
 
-def start_provider(tmp_path: Path, people: dict[str, dict[str, Any]]) -> Iterator[LocalProvider]:
+def start_provider(
+    tmp_path: Path, people: dict[str, dict[str, Any]], redirect_url: str = REDIRECT_URL
+) -> Iterator[LocalProvider]:
     node = shutil.which("node")
     if node is None:
         pytest.skip("node is not installed")
@@ -59,10 +62,10 @@ def start_provider(tmp_path: Path, people: dict[str, dict[str, Any]]) -> Iterato
         subprocess.run(["npm", "ci", "--no-audit", "--no-fund"], cwd=PROVIDER_DIR, check=True)
     accounts = tmp_path / "accounts.json"
     accounts.write_text(json.dumps(people))
-    port = _free_port()
+    port = free_port()
     log = (tmp_path / "provider.log").open("w")
     process = subprocess.Popen(
-        [node, "provider.mjs", str(port), str(accounts), REDIRECT_URL],
+        [node, "provider.mjs", str(port), str(accounts), redirect_url],
         cwd=PROVIDER_DIR,
         stdout=log,
         stderr=subprocess.STDOUT,
@@ -79,7 +82,7 @@ def start_provider(tmp_path: Path, people: dict[str, dict[str, Any]]) -> Iterato
             if time.monotonic() > deadline or process.poll() is not None:
                 raise RuntimeError((tmp_path / "provider.log").read_text())
             time.sleep(0.1)
-        yield LocalProvider(issuer, accounts)
+        yield LocalProvider(issuer, accounts, redirect_url)
     finally:
         process.terminate()
         process.wait(10)
