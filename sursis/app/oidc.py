@@ -21,6 +21,7 @@ from typing import Any
 from urllib.parse import urlencode
 
 import httpx
+import structlog
 from joserfc import jwt
 from joserfc.errors import JoseError
 from joserfc.jwk import KeySet
@@ -33,6 +34,7 @@ from sursis.domain.records import Principal
 SESSION_COOKIE = "sursis_session"
 STATE_COOKIE = "sursis_sign_in"
 CSRF_HEADER = "x-csrf-token"
+log = structlog.get_logger(__name__)
 ALGORITHMS = ["RS256", "PS256", "ES256", "EdDSA"]
 SIGN_IN_SECONDS = 600.0
 ROLE_RANK = {Role.USER: 0, Role.OPERATOR: 1, Role.ADMIN: 2}
@@ -40,6 +42,17 @@ ROLE_RANK = {Role.USER: 0, Role.OPERATOR: 1, Role.ADMIN: 2}
 
 class SignInFailed(Unauthenticated):
     code = "sign_in_failed"
+
+
+class ProviderUnreachable(SignInFailed):
+    """The provider did not answer: new sign-ins fail (503), sessions already open go on."""
+
+    code = "identity_provider_unreachable"
+
+
+def unreachable(error: Exception) -> ProviderUnreachable:
+    log.warning("identity provider unreachable", error=str(error))
+    return ProviderUnreachable(f"the identity provider cannot be reached: {error}")
 
 
 class NotProvisioned(Forbidden):
@@ -182,8 +195,8 @@ class IdentityProvider:
     def _client(self) -> httpx.AsyncClient:
         return httpx.AsyncClient(transport=self._transport, timeout=10.0)
 
-    async def metadata(self) -> dict[str, Any]:
-        if self._metadata is None:
+    async def metadata(self, *, again: bool = False) -> dict[str, Any]:
+        if self._metadata is None or again:
             url = self.config.issuer + "/.well-known/openid-configuration"
             try:
                 async with self._client() as client:
@@ -191,7 +204,7 @@ class IdentityProvider:
                     response.raise_for_status()
                     found = response.json()
             except (httpx.HTTPError, ValueError) as error:
-                raise SignInFailed(f"the identity provider cannot be reached: {error}") from None
+                raise unreachable(error) from None
             if found.get("issuer", "").rstrip("/") != self.config.issuer:
                 raise SignInFailed("the provider's discovery document names another issuer")
             self._metadata = found
@@ -234,7 +247,7 @@ class IdentityProvider:
                     auth=(self.config.client_id, self.config.client_secret),
                 )
         except httpx.HTTPError as error:
-            raise SignInFailed(f"the identity provider cannot be reached: {error}") from None
+            raise unreachable(error) from None
         if response.status_code != 200:
             raise SignInFailed(f"the provider refused the grant ({response.status_code})")
         answer: dict[str, Any] = response.json()
@@ -269,6 +282,9 @@ class PeopleSignIn:
         self._pending = {s: p for s, p in self._pending.items() if p.expires_at > now}
         state, nonce = secrets.token_urlsafe(32), secrets.token_urlsafe(32)
         verifier, challenge = pkce_pair()
+        # The discovery document is read at each start: a provider that is down fails the sign-in
+        # here, in one line, rather than at the provider's address in the person's browser.
+        await self.provider.metadata(again=True)
         url = await self.provider.authorization_url(state, nonce, challenge)
         self._pending[state] = SignIn(nonce, verifier, now + SIGN_IN_SECONDS)
         return state, url
@@ -315,9 +331,9 @@ class PeopleSignIn:
         try:
             answer = await self.provider.tokens(grant)
             claims = await self.provider.claims(answer["id_token"], None, now)
-        except SignInFailed as error:
-            if "cannot be reached" in error.message:
-                return found  # the provider is down: the session lasts until it expires
+        except ProviderUnreachable:
+            return found  # the provider is down: the session lasts until it expires
+        except SignInFailed:
             self._sessions.pop(session_id, None)
             raise
         try:

@@ -30,6 +30,13 @@ class LocalProvider:
     issuer: str
     accounts: Path
     redirect_url: str = REDIRECT_URL
+    process: subprocess.Popen[bytes] | None = None
+
+    def stop(self) -> None:
+        """The provider goes down (as in an outage): nothing answers at its address any more."""
+        assert self.process is not None
+        self.process.terminate()
+        self.process.wait(10)
 
     def set_groups(self, person: str, groups: list[str]) -> None:
         people = json.loads(self.accounts.read_text())
@@ -82,7 +89,7 @@ def start_provider(
             if time.monotonic() > deadline or process.poll() is not None:
                 raise RuntimeError((tmp_path / "provider.log").read_text())
             time.sleep(0.1)
-        yield LocalProvider(issuer, accounts, redirect_url)
+        yield LocalProvider(issuer, accounts, redirect_url, process)
     finally:
         process.terminate()
         process.wait(10)

@@ -173,3 +173,27 @@ async def test_sign_in_is_off_unless_configured(client: AsyncTestClient[Any]) ->
     del client.headers["Authorization"]
     client.cookies.set("sursis_session", "x", domain="testserver.local")
     assert (await client.get("/v1/pending")).status_code == 401
+
+
+async def test_while_the_provider_is_down_sessions_go_on_and_new_sign_ins_fail_in_one_line(
+    seeded: str, provider: LocalProvider, admin_key: IssuedKey
+) -> None:
+    admin = bearer(admin_key.secret)
+    async with await _app(seeded, provider, oidc_refresh_seconds=0.001) as http:
+        correlation_id = await waiting_call(http, admin)
+        session = await sign_in(http, "alice")
+        provider.stop()
+        # A refresh is due at every request here: the provider cannot answer it, the session goes on.
+        assert (await http.get("/v1/pending")).status_code == 200
+        url = f"/v1/pending/{correlation_id}/resolve"
+        headers = {"X-CSRF-Token": session["csrf_token"]}
+        decided = await http.post(url, json={"decision": "approve"}, headers=headers)
+        assert decided.status_code == 200, decided.text
+
+        http.cookies.clear()
+        refused = await http.get("/auth/oidc/login", follow_redirects=False)
+        assert refused.status_code == 503
+        problem = refused.json()
+        assert problem["code"] == "identity_provider_unreachable"
+        assert problem["detail"].startswith("the identity provider cannot be reached")
+        assert "\n" not in problem["detail"]
