@@ -25,7 +25,7 @@ from opentelemetry import trace
 from sursis.app.oidc import CSRF_HEADER, SESSION_COOKIE, CsrfRefused, PeopleSignIn
 from sursis.domain.access import Permission
 from sursis.domain.errors import Unauthenticated
-from sursis.domain.keys import hash_key
+from sursis.domain.keys import KEY_PREFIX, hash_key
 from sursis.domain.records import Principal
 
 SECURITY_SCHEME = "ApiKey"
@@ -123,6 +123,8 @@ class ApiKeyAuthentication(AbstractAuthenticationMiddleware):
         people = connection.app.state.get("people")
         if token is None and people is not None and SESSION_COOKIE in connection.cookies:
             principal = await person(connection, people)
+        elif token is not None and people is not None and not token.startswith(KEY_PREFIX):
+            principal = await people.bearer(token)
         elif self._attempts is None:
             principal = await self._lookup(connection, token)
         else:

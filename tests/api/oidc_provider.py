@@ -5,6 +5,7 @@ the provider's redirect back to the service's callback."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import socket
 import subprocess
@@ -126,3 +127,28 @@ async def sign_in(client: AsyncTestClient[Any], person: str) -> dict[str, Any]:
     assert session.status_code == 200, session.text
     body: dict[str, Any] = session.json()
     return body
+
+
+FORM = re.compile(r"<form[^>]*action=\"([^\"]+)\"[^>]*>(.*?)</form>", re.DOTALL)
+HIDDEN = re.compile(r"<input type=\"hidden\" name=\"([^\"]+)\" value=\"([^\"]*)\"")
+
+
+async def confirm_device(url: str, person: str) -> str:
+    """What a person does with the device flow's link: open it, confirm the code, sign in at the
+    provider's form. The provider's last page, once there is no form left to send."""
+    async with httpx.AsyncClient() as browser:
+        page = await browser.get(url)
+        for _ in range(12):
+            if page.status_code in (302, 303):
+                url = urljoin(url, page.headers["location"])
+                page = await browser.get(url)
+                continue
+            form = FORM.search(page.text)
+            if form is None:
+                return page.text
+            fields = dict(HIDDEN.findall(form.group(2)))
+            if 'name="login"' in form.group(2):
+                fields |= {"login": person, "password": "x"}
+            url = urljoin(url, form.group(1))
+            page = await browser.post(url, data=fields)
+    raise AssertionError("the provider kept asking")

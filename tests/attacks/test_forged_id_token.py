@@ -125,3 +125,23 @@ def test_the_validator_refuses_a_token_signed_by_another_key() -> None:
         signed(good("n")), keys, issuer=ISSUER, client_id=CLIENT, nonce="n", now=time.time()
     )
     assert claims["sub"] == "alice"
+
+
+@pytest.mark.parametrize(
+    "claims",
+    [
+        pytest.param({"exp": int(time.time()) - 120}, id="expired"),
+        pytest.param({"aud": "another-client"}, id="wrong-aud"),
+        pytest.param({"iss": "https://evil.example.com"}, id="wrong-iss"),
+    ],
+)
+async def test_a_bad_bearer_id_token_is_refused(claims: dict[str, Any]) -> None:
+    """What `sursis login` sends (`Authorization: Bearer <ID token>`) is checked the same way."""
+    transport, _ = fake_provider(lambda nonce: "")
+    config = OidcConfig(ISSUER, CLIENT, "secret", "https://sursis.example.com/cb", "openid", 3600, 300, RULES)
+    people = PeopleSignIn(IdentityProvider(config, transport))
+    assert (await people.bearer(signed(good("n")))).id == "oidc:alice"
+    with pytest.raises(SignInFailed):
+        await people.bearer(signed({**good("n"), **claims}))
+    with pytest.raises(SignInFailed):
+        await people.bearer(signed(good("n"), ATTACKER_KEY))

@@ -26,7 +26,7 @@ const provider = new Provider(issuer, {
       client_secret: "sursis-test-secret",
       redirect_uris: [redirectUri],
       post_logout_redirect_uris: [],
-      grant_types: ["authorization_code", "refresh_token"],
+      grant_types: ["authorization_code", "refresh_token", "urn:ietf:params:oauth:grant-type:device_code"],
       response_types: ["code"],
     },
   ],
@@ -34,7 +34,7 @@ const provider = new Provider(issuer, {
   scopes: ["openid", "email", "groups", "offline_access"],
   conformIdTokenClaims: false,
   findAccount: (_ctx, id) => account(id),
-  features: { devInteractions: { enabled: true } },
+  features: { devInteractions: { enabled: true }, deviceFlow: { enabled: true } },
   // Every sign-in gets a refresh token: the service reads the groups again with it.
   issueRefreshToken: async () => true,
   ttl: { IdToken: 300, Session: 3600, Interaction: 600, Grant: 3600, AuthorizationCode: 60, AccessToken: 300 },
