@@ -17,19 +17,21 @@ import secrets
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode
 
 import httpx
 import structlog
-from joserfc import jwt
-from joserfc.errors import JoseError
-from joserfc.jwk import KeySet
 
 from sursis.app.settings import Settings
 from sursis.domain.access import Role
 from sursis.domain.errors import Forbidden, Unauthenticated
 from sursis.domain.records import Principal
+
+if TYPE_CHECKING:
+    # joserfc loads `cryptography` (megabytes per process): imported where a token is checked, so
+    # a service without people's sign-in never loads it.
+    from joserfc.jwk import KeySet
 
 SESSION_COOKIE = "sursis_session"
 STATE_COOKIE = "sursis_sign_in"
@@ -110,6 +112,9 @@ def validate_id_token(
 ) -> dict[str, Any]:
     """The ID token's claims once its signature, issuer, audience, expiry and nonce are right;
     `SignInFailed` otherwise. `nonce` None: a refreshed token, which carries none to compare."""
+    from joserfc import jwt
+    from joserfc.errors import JoseError
+
     try:
         decoded = jwt.decode(token, keys, algorithms=ALGORITHMS)
         checks: dict[str, Any] = {
@@ -215,6 +220,8 @@ class IdentityProvider:
     async def keys(self, *, again: bool = False) -> KeySet:
         """The provider's keys; read again when asked, at most once a minute (a flood of forged
         tokens costs the provider nothing)."""
+        from joserfc.jwk import KeySet
+
         if self._keys is None or (again and time.monotonic() - self._keys_read_at >= KEYS_AGAIN_SECONDS):
             self._keys_read_at = time.monotonic()
             meta = await self.metadata()
