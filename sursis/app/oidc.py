@@ -40,6 +40,9 @@ log = structlog.get_logger(__name__)
 ALGORITHMS = ["RS256", "PS256", "ES256", "EdDSA"]
 SIGN_IN_SECONDS = 600.0
 KEYS_AGAIN_SECONDS = 60.0
+MAX_PENDING_SIGN_INS = 10_000
+"""Sign-ins started and not finished kept at once: past it the oldest is forgotten, so a flood of
+`/auth/oidc/login` costs bounded memory (the person whose sign-in was dropped starts again)."""
 ROLE_RANK = {Role.USER: 0, Role.OPERATOR: 1, Role.ADMIN: 2}
 
 
@@ -298,6 +301,8 @@ class PeopleSignIn:
         # here, in one line, rather than at the provider's address in the person's browser.
         await self.provider.metadata(again=True)
         url = await self.provider.authorization_url(state, nonce, challenge)
+        while len(self._pending) >= MAX_PENDING_SIGN_INS:
+            del self._pending[next(iter(self._pending))]
         self._pending[state] = SignIn(nonce, verifier, now + SIGN_IN_SECONDS)
         return state, url
 

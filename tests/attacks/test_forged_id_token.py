@@ -17,6 +17,7 @@ import pytest
 from joserfc import jwt
 from joserfc.jwk import KeySet, RSAKey
 
+from sursis.app import oidc
 from sursis.app.oidc import IdentityProvider, OidcConfig, PeopleSignIn, SignInFailed, validate_id_token
 
 ISSUER = "https://idp.example.com"
@@ -145,3 +146,14 @@ async def test_a_bad_bearer_id_token_is_refused(claims: dict[str, Any]) -> None:
         await people.bearer(signed({**good("n"), **claims}))
     with pytest.raises(SignInFailed):
         await people.bearer(signed(good("n"), ATTACKER_KEY))
+
+
+async def test_a_flood_of_started_sign_ins_keeps_a_bounded_number(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(oidc, "MAX_PENDING_SIGN_INS", 5)
+    transport, _ = fake_provider(lambda nonce: "")
+    config = OidcConfig(ISSUER, CLIENT, "secret", "https://sursis.example.com/cb", "openid", 3600, 300, RULES)
+    people = PeopleSignIn(IdentityProvider(config, transport))
+    states = [(await people.start())[0] for _ in range(8)]
+    assert len(people._pending) == 5
+    with pytest.raises(SignInFailed):
+        await people.finish(states[0], "code", None)  # the oldest was forgotten
