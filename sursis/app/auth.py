@@ -22,9 +22,10 @@ from litestar.middleware.rate_limit import RateLimitConfig
 from litestar.types import ASGIApp, Guard
 from opentelemetry import trace
 
+from sursis.app.oidc import CSRF_HEADER, SESSION_COOKIE, CsrfRefused, PeopleSignIn
 from sursis.domain.access import Permission
 from sursis.domain.errors import Unauthenticated
-from sursis.domain.keys import hash_key
+from sursis.domain.keys import KEY_PREFIX, hash_key
 from sursis.domain.records import Principal
 
 SECURITY_SCHEME = "ApiKey"
@@ -119,7 +120,12 @@ class ApiKeyAuthentication(AbstractAuthenticationMiddleware):
         self, connection: ASGIConnection[Any, Any, Any, Any]
     ) -> AuthenticationResult:
         token = bearer_token(connection.headers.get("authorization"))
-        if self._attempts is None:
+        people = connection.app.state.get("people")
+        if token is None and people is not None and SESSION_COOKIE in connection.cookies:
+            principal = await person(connection, people)
+        elif token is not None and people is not None and not token.startswith(KEY_PREFIX):
+            principal = await people.bearer(token)
+        elif self._attempts is None:
             principal = await self._lookup(connection, token)
         else:
             principal = await self._lookup_counted(connection, token, self._attempts)
@@ -162,6 +168,19 @@ class ApiKeyAuthentication(AbstractAuthenticationMiddleware):
         if key_hash is not None:
             attempts.remember(key_hash)
         return principal
+
+
+SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+
+
+async def person(connection: ASGIConnection[Any, Any, Any, Any], people: PeopleSignIn) -> Principal:
+    """The principal of a signed-in person's session cookie; a change (any method but GET, HEAD,
+    OPTIONS) must also carry the session's CSRF token, which another site cannot read."""
+    session = await people.session(connection.cookies.get(SESSION_COOKIE))
+    method = connection.scope.get("method", "GET")
+    if method not in SAFE_METHODS and connection.headers.get(CSRF_HEADER) != session.csrf_token:
+        raise CsrfRefused("send the session's CSRF token in X-CSRF-Token")
+    return session.principal
 
 
 def provide_principal(request: ASGIConnection[Any, Any, Any, Any]) -> Principal:

@@ -44,17 +44,28 @@ def api_url(settings: Settings) -> str:
 
 
 def api_key(settings: Settings, args: argparse.Namespace) -> str | None:
-    """The key a command sends: the `--key-file`'s, else `SURSIS_API_KEY`; None when neither."""
+    """What a command sends as its bearer: the `--key-file`'s key, else `SURSIS_API_KEY`, else the
+    ID token of the person `sursis login` signed in; None when none of them."""
+    from sursis.app.cli_login import person_token
+
     if args.key_file:
         return Path(args.key_file).read_text().strip() or None
-    return settings.api_key.get_secret_value() if settings.api_key else None
+    if settings.api_key:
+        return settings.api_key.get_secret_value()
+    return person_token(settings)
 
 
 def api_target(settings: Settings, args: argparse.Namespace) -> tuple[str, str] | None:
     """`(base URL, key)` of a client command (`--url`, else `api_url`); None, with the line that says
     so on stderr, when there is no key to send."""
+    from sursis.app.cli_login import LoginFailed
+
     quiet_http_client()
-    key = api_key(settings, args)
+    try:
+        key = api_key(settings, args)
+    except LoginFailed as error:
+        print(f"sursis: {error}", file=sys.stderr)
+        return None
     if key is None:
         print(NO_KEY, file=sys.stderr)
         return None

@@ -8,6 +8,7 @@ from typing import Any
 
 import sqlalchemy as sa
 from litestar import Litestar, Request, Response, Router, get
+from litestar.datastructures import State
 from litestar.di import NamedDependency, Provide
 from litestar.exceptions import HTTPException, SerializationException
 from litestar.openapi import OpenAPIConfig
@@ -23,10 +24,12 @@ from sursis.app.container import Container
 from sursis.app.http_methods import answer_options
 from sursis.app.logging import quiet_unless_configured
 from sursis.app.observability import bind_path_ids, http_telemetry, metrics
+from sursis.app.oidc import IdentityProvider, OidcConfig, PeopleSignIn
 from sursis.app.openapi_contract import SLACK_SIGNATURE_SCHEME
 from sursis.app.routes.channels_slack import slack_router
 from sursis.app.routes.inbox import inbox_router
 from sursis.app.routes.provide import services
+from sursis.app.routes.signin import sign_in_router
 from sursis.app.routes.v1 import route_handlers
 from sursis.app.schemas import refuse_nul_characters
 from sursis.app.service import Service
@@ -133,8 +136,14 @@ def create_app(
         middleware=v1_middleware(settings.rate_limit_per_minute, settings.events_rate_limit_per_minute),
         security=[{SECURITY_SCHEME: []}],
     )
+    handlers: list[Any] = [healthz, readyz, metrics, v1, slack_router(), inbox_router()]
+    oidc = OidcConfig.from_settings(settings)
+    people = PeopleSignIn(IdentityProvider(oidc)) if oidc is not None else None
+    if people is not None:
+        handlers.append(sign_in_router())
     return Litestar(
-        route_handlers=[healthz, readyz, metrics, v1, slack_router(), inbox_router()],
+        route_handlers=handlers,
+        state=State({"people": people}),
         lifespan=[serving(settings, service, observed)],
         on_startup=[document_contract_on_startup],
         middleware=[http_telemetry(observed.telemetry)],

@@ -9,6 +9,7 @@ from litestar import Request, Response
 from litestar.exceptions import HTTPException, SerializationException, ValidationException
 from sqlalchemy.exc import DBAPIError
 
+from sursis.app.oidc import ProviderUnreachable
 from sursis.app.schemas import jsonable
 from sursis.domain import errors as e
 from sursis.domain.encryption import EncryptedValueUnreadable, EncryptionKeyUnavailable, UnsealedValue
@@ -28,6 +29,7 @@ STATUS_BY_ERROR: list[tuple[type[e.ServiceError], int]] = [
     (e.InvalidDecision, 422),
     (e.ValidationFailed, 422),
     (e.Forbidden, 403),
+    (ProviderUnreachable, 503),
     (e.BadSignature, 401),
     (e.Unauthenticated, 401),
     (UnsealedValue, 409),

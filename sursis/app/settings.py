@@ -199,6 +199,22 @@ class Settings(BaseSettings):
     smtp_password: SecretStr | None = None
     smtp_from: str = "sursis@localhost"
     smtp_timeout_seconds: float = Field(default=30.0, gt=0)
+    # People: sign-in with OpenID Connect (docs/security.md, "People sign in"); off unless an issuer is set.
+    oidc_issuer: str | None = None
+    """The provider's issuer URL (its `/.well-known/openid-configuration` is read at the first sign-in)."""
+    oidc_client_id: str | None = None
+    oidc_client_secret: SecretStr | None = None
+    oidc_redirect_url: str | None = None
+    """Where the provider sends the browser back: `<public URL>/auth/oidc/callback`, as registered."""
+    oidc_scopes: str = "openid email groups"
+    oidc_session_seconds: float = Field(default=8 * 3600, gt=0)
+    """How long a signed-in person's session lasts, whatever the provider says meanwhile."""
+    oidc_refresh_seconds: float = Field(default=300, gt=0)
+    """How often a session's groups are read again from the provider (refresh token): a person
+    removed from every mapped group is refused at the first request after that."""
+    oidc_groups: dict[str, dict[str, str]] = Field(default_factory=dict)
+    """Provider group → `{"role": ..., "workspace": ...}` (JSON); a person in none of them may not
+    sign in, one in several gets the highest role (docs/security.md)."""
 
     @property
     def worker_slots(self) -> int:

@@ -27,6 +27,10 @@ class ApiKeyRepository(Protocol):
         """Conditional write: only a key that is not revoked yet; False otherwise."""
         ...
 
+    async def link_person(self, key_id: uuid.UUID, person: str | None) -> None:
+        """Link the key to a person (None: unlink); every process forgets the key's cached principal."""
+        ...
+
 
 class AuthorizationRepository(Protocol):
     async def add(self, authorization: Authorization) -> None: ...

@@ -25,12 +25,16 @@ class ApiKey:
     revoked_at: datetime | None = None
     expires_at: datetime | None = None
     """Refused from this moment on, like a revoked key (None: until revoked)."""
+    person: str | None = None
+    """The person (`oidc:<subject>`) an admin linked the key to: it approves as that person."""
 
     def is_valid(self, now: datetime) -> bool:
         return self.revoked_at is None and (self.expires_at is None or now < self.expires_at)
 
     def principal(self) -> Principal:
-        return Principal(id=str(self.id), role=self.role, workspace=self.workspace, name=self.name)
+        return Principal(
+            id=str(self.id), role=self.role, workspace=self.workspace, name=self.name, person=self.person
+        )
 
 
 @dataclass(slots=True)

@@ -7,6 +7,8 @@ finds the call decided already is `Stale` and is not kept.
 
 from __future__ import annotations
 
+import uuid
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
@@ -52,13 +54,42 @@ async def requester_of(uow: UnitOfWork, call: PendingCall) -> str | None:
     return conversation.created_by if conversation is not None else None
 
 
+IDP_PREFIX = "idp:"
+"""An approver group `idp:NAME` is the identity provider's group NAME, read at each sign-in."""
+
+
+async def person_of(uow: UnitOfWork, actor: str | None) -> str | None:
+    """The identity the approval rules count for an actor: the person a key is linked to, else
+    the actor itself (a key that belongs to nobody, a signed-in person's `oidc:` id)."""
+    if actor is None:
+        return None
+    try:
+        key_id = uuid.UUID(actor)
+    except ValueError:
+        return actor
+    key = await uow.api_keys.get(key_id)
+    return key.person if key is not None and key.person else actor
+
+
+def in_provider_group(principal: Principal, groups: Iterable[str]) -> bool:
+    """Whether a signed-in person is in one of the `idp:NAME` groups among `groups`."""
+    return any(g.startswith(IDP_PREFIX) and g.removeprefix(IDP_PREFIX) in principal.groups for g in groups)
+
+
+def is_requester(principal: Principal, requester: str | None, requester_person: str | None) -> bool:
+    """Whether the principal caused the call: the same key, or the same person by any key or sign-in."""
+    if requester is None:
+        return False
+    return principal.id == requester or principal.who in {requester, requester_person}
+
+
 async def own_approval(uow: UnitOfWork, principal: Principal, call: PendingCall) -> bool:
     """For a call any operator decides in one click: whether this approval is the requester's own
     (True: allowed, and audited as a self-approval). `SelfApproval` unless the rule allows it, or
     an admin approves a call only the tool's default asked (no rule of the workspace is about it:
     an admin may store one that allows it anyway), or the embedded program approves."""
     requester = await requester_of(uow, call)
-    if requester is None or principal.id != requester:
+    if not is_requester(principal, requester, await person_of(uow, requester)):
         return False
     policy = call.policy
     tool_default = policy is None or (policy.rule is None and not policy.flags)
@@ -75,7 +106,7 @@ def self_approval_allowed(call: PendingCall) -> bool:
 async def eligible(uow: UnitOfWork, call: PendingCall, route: ApprovalRoute, state: a.RouteState) -> set[str]:
     """The keys that may vote on the call now."""
     found = a.targets(route, state)
-    keys = set(a.key_ids(found))
+    keys = set(a.key_ids(found))  # `idp:` groups have no stored members: see `in_provider_group`
     names = a.group_names(found)
     if names:
         keys |= await uow.approvers.members(call.workspace, names)
@@ -93,16 +124,20 @@ async def voter_for(
     requester: str | None,
     voted: set[str],
     now: datetime,
+    requester_person: str | None = None,
 ) -> str:
     """The approver the principal's vote counts for: itself if it is one, else the first approver
     (by id) it is the delegate of who has not voted. `SelfApproval` for the requester (or its
     delegate voting for it) unless the rule allows self-approval, `NotAnApprover` otherwise."""
+    # A person votes as themselves whichever key or sign-in they use: one person, one vote.
     if self_approval_allowed(call) and principal.id in approvers:
-        return principal.id
-    if requester is not None and principal.id == requester:
-        raise SelfApproval("the key that caused the call may not decide it", extra={"requester": requester})
+        return principal.who
+    if is_requester(principal, requester, requester_person):
+        raise SelfApproval(
+            "the person or key that caused the call may not decide it", extra={"requester": requester}
+        )
     if principal.id in approvers:
-        return principal.id
+        return principal.who
     delegators = [d for d in sorted(await uow.approvers.delegators(principal.id, now)) if d in approvers]
     for delegator in delegators:
         if delegator == requester:
@@ -135,9 +170,13 @@ async def cast(
     """Check the principal may vote, store the vote and count it, holding the route's row."""
     state = await _state(uow, call)
     approvers = await eligible(uow, call, route, state)
+    if in_provider_group(principal, a.group_names(a.targets(route, state))):
+        approvers.add(principal.id)
     requester = await requester_of(uow, call)
+    requester_person = await person_of(uow, requester)
     votes = (await uow.approvers.votes([call.correlation_id])).get(call.correlation_id, [])
-    voter = await voter_for(uow, principal, call, approvers, requester, {v.voter for v in votes}, now)
+    voted = {v.voter for v in votes}
+    voter = await voter_for(uow, principal, call, approvers, requester, voted, now, requester_person)
     if decision is Decision.APPROVE and args is not None and route.quorum > 1:
         raise InvalidDecision(
             "a call that needs several approvers is approved with its arguments as asked; "
@@ -157,7 +196,7 @@ async def cast(
             a.RouteState(call.correlation_id, call.workspace, approvals=int(approving), created_at=now)
         )
         counted = sum(1 for v in votes if v.decision == Decision.APPROVE.value) + int(approving)
-    mine = requester is not None and voter == requester
+    mine = requester is not None and voter in {requester, requester_person}
     # A reviewer whose rule lets its `no` approve decides the call alone; otherwise it is one vote.
     reviewer = route.reviewer
     outright = reviewer is not None and reviewer.acts is ReviewerActs.APPROVE and voter == reviewer.actor
@@ -233,14 +272,21 @@ async def with_approval(
             if key not in members:
                 members[key] = await eligible(uow, call, route, state)
             approvers = members[key]
+            if in_provider_group(principal, a.group_names(key[1])):
+                approvers = approvers | {principal.id}
             if delegators is None:
                 delegators = await uow.approvers.delegators(principal.id, now)
             mine = {principal.id, *delegators}
             if not self_approval_allowed(call):
                 mine -= {requester}
             voted = {v.voter for v in votes.get(call.correlation_id, [])}
-            own = principal.id == requester and not self_approval_allowed(call)
-            can = not own and bool((mine & approvers) - voted)
+            own = not self_approval_allowed(call) and is_requester(
+                principal, requester, await person_of(uow, requester)
+            )
+            mine_now = mine & approvers
+            if principal.id in mine_now and principal.who in voted:
+                mine_now.discard(principal.id)  # the person voted already, by another key or sign-in
+            can = not own and bool(mine_now - voted)
         call_votes = votes.get(call.correlation_id, [])
         out.append(replace(call, approval=a.view(route, state, call_votes, requester, can)))
     names = await vote_names(uow, out)

@@ -22,6 +22,7 @@ KEY_PREFIX = "srs_"
 DISPLAY_PREFIX_CHARS = 12
 MAX_KEY_CHARS = 200
 WORKSPACE = re.compile(r"^[A-Za-z0-9_.-]{1,100}$")
+PERSON = re.compile(r"^oidc:[\x21-\x7e]{1,255}$")
 NO_WORKSPACE = "*"
 """The audit `workspace` of keys that have none (admin keys made without one)."""
 
@@ -138,6 +139,28 @@ class KeyService:
         # at once. Forgotten even when it was already revoked: whatever this process holds goes.
         if self._cache is not None:
             self._cache.forget({str(key_id)})
+        return key
+
+    async def link_person(self, principal: Principal, key_id: uuid.UUID, person: str | None) -> ApiKey:
+        """Link a key to a person (`oidc:<subject>`; None unlinks): from then on it approves as that
+        person, one approver with their sign-in and their other keys. Audited; admins only."""
+        principal.require(Permission.MANAGE_KEYS)
+        if person is not None and not PERSON.match(person):
+            raise _field_error("person", "`oidc:` and the provider's subject (1-255 visible characters)")
+        now = self._clock()
+        async with self._uow() as uow:
+            key = await uow.api_keys.get(key_id)
+            if key is None:
+                raise NotFound("key not found")
+            await uow.api_keys.link_person(key_id, person)
+            entry = self._audit("key.linked" if person else "key.unlinked", principal.id, key)
+            entry.details["person"] = person
+            entry.details["was"] = key.person
+            await uow.audit.append(entry, now)
+            await uow.commit()
+        if self._cache is not None:
+            self._cache.forget({str(key_id)})
+        key.person = person
         return key
 
     async def create_first_admin(self, principal: Principal) -> IssuedKey | None:

@@ -362,12 +362,23 @@ class Principal:
     workspace: str | None
     name: str | None = None
     holds_database: bool = False
+    person: str | None = None
+    """The person behind the caller (`oidc:<subject>`): a person signed in, or a key an admin linked
+    to one. The approval rules that need a person (no self-approval, distinct approvers) compare
+    this; None: the caller is a program, its own key."""
+    groups: frozenset[str] = frozenset()
+    """A signed-in person's groups at the identity provider (an approver group `idp:NAME`)."""
     """The program that opened the service in its own process (the embedded `Service`): not a key
     anyone holds, and one identity for everything it does, so the requester rules of approvals do
     not apply to it (its self-approvals are still audited as such)."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "role", Role(self.role))
+
+    @property
+    def who(self) -> str:
+        """The identity the approval rules count: the person, else the key."""
+        return self.person or self.id
 
     @property
     def is_admin(self) -> bool:

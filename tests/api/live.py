@@ -21,12 +21,12 @@ from sursis.app.http_protocols import ProblemH11Protocol
 
 @asynccontextmanager
 async def serve(
-    app: Any, *, lifespan: str = "on", http: type[Any] = ProblemH11Protocol
+    app: Any, *, lifespan: str = "on", http: type[Any] = ProblemH11Protocol, port: int = 0
 ) -> AsyncIterator[str]:
-    """Serve an ASGI app on a free loopback port; yields its base URL."""
+    """Serve an ASGI app on a loopback port (`port`, or a free one); yields its base URL."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", 0))
+    sock.bind(("127.0.0.1", port))
     port = sock.getsockname()[1]
     config = uvicorn.Config(
         app,

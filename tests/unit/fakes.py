@@ -741,6 +741,11 @@ class FakeApiKeys(_Repository):
         rows[key_id] = replace(found, revoked_at=now)
         return True
 
+    async def link_person(self, key_id: uuid.UUID, person: str | None) -> None:
+        rows = (await self._uow.write()).api_keys
+        if key_id in rows:
+            rows[key_id] = replace(rows[key_id], person=person)
+
 
 def unit_of_work_factory(store: FakeStore) -> UnitOfWorkFactory:
     """The store as the use cases take it (and as mypy checks it against the ports)."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import uuid
 
-from litestar import Controller, delete, get, post
+from litestar import Controller, delete, get, post, put
 from litestar.di import NamedDependency
 from litestar.params import FromPath, FromQuery, JSONBody
 from litestar.status_codes import HTTP_200_OK, HTTP_201_CREATED
@@ -15,6 +15,7 @@ from sursis.app.schemas import (
     ApiKeyOut,
     CreateKey,
     IssuedKeyOut,
+    LinkPerson,
     PrincipalOut,
     api_key_out,
     issued_key_out,
@@ -58,6 +59,18 @@ class KeyController(Controller):
             principal, role=data.role, workspace=data.workspace, name=data.name, expires_at=data.expires_at
         )
         return issued_key_out(issued)
+
+    @put("/{key_id:uuid}/person", guards=[requires(Permission.MANAGE_KEYS)])
+    async def link_person(
+        self,
+        key_id: FromPath[uuid.UUID],
+        data: JSONBody[LinkPerson],
+        keys: NamedDependency[KeyService],
+        principal: NamedDependency[Principal],
+    ) -> ApiKeyOut:
+        """Link the key to a person (admins, audited): it then approves as that person, so the
+        person's sign-in and their other keys are one approver with it, and its calls are theirs."""
+        return api_key_out(await keys.link_person(principal, key_id, data.person))
 
     @delete("/{key_id:uuid}", status_code=HTTP_200_OK)
     async def revoke(

@@ -70,6 +70,16 @@ class ApiKeyOut(FromRecord):
     created_at: datetime
     revoked_at: datetime | None
     expires_at: datetime | None
+    person: str | None = Field(
+        default=None, description="The person (`oidc:<subject>`) the key approves as, if an admin linked it"
+    )
+
+
+class LinkPerson(BaseModel):
+    """The person a key approves as: one approver with their sign-in and their other keys."""
+
+    model_config = ConfigDict(extra="forbid")
+    person: str | None = Field(description="`oidc:` and the provider's subject; null unlinks the key")
 
 
 class IssuedKeyOut(ApiKeyOut):

@@ -71,9 +71,19 @@ class SqlApiKeyRepository:
             t.api_keys.update().where(c.id == key_id, c.revoked_at.is_(None)).values(revoked_at=now)
         )
         revoked = int(getattr(result, "rowcount", 0)) == 1
-        if revoked and self._session.get_bind().dialect.name == "postgresql":
-            await self._session.execute(sa.select(sa.func.pg_notify(KEY_CHANNEL, str(key_id))))
+        if revoked:
+            await self._notify(key_id)
         return revoked
+
+    async def link_person(self, key_id: uuid.UUID, person: str | None) -> None:
+        await self._session.execute(
+            t.api_keys.update().where(t.api_keys.c.id == key_id).values(person=person)
+        )
+        await self._notify(key_id)
+
+    async def _notify(self, key_id: uuid.UUID) -> None:
+        if self._session.get_bind().dialect.name == "postgresql":
+            await self._session.execute(sa.select(sa.func.pg_notify(KEY_CHANNEL, str(key_id))))
 
 
 AUTHORIZATION_CHANNEL = "sursis_authorizations"

@@ -262,6 +262,7 @@ api_keys = sa.Table(
     sa.Column("created_at", UtcDateTime, nullable=False),
     sa.Column("revoked_at", UtcDateTime, nullable=True),
     sa.Column("expires_at", UtcDateTime, nullable=True),
+    sa.Column("person", sa.String(300), nullable=True),
 )
 
 authorizations = sa.Table(

@@ -1,9 +1,12 @@
 // The operator inbox: lists the workspace's pending calls live and decides them through the /v1 API.
 // The key lives in this tab's session storage and only ever travels in the Authorization header.
+// A person signed in with the identity provider has no key: the session cookie (HttpOnly, never
+// read here) goes with each request and every change carries the session's CSRF token.
 "use strict";
 
 (() => {
   const KEY_STORAGE = "sursis.inbox.key";
+  const SESSION = "session";
   const DECISION_ACTIONS = [
     "pending.approved",
     "pending.denied",
@@ -38,6 +41,7 @@
 
   const state = {
     key: null,
+    csrf: null,
     me: null,
     calls: new Map(),
     gone: new Set(),
@@ -163,15 +167,26 @@
 
   // ---- the API ---------------------------------------------------------------------------------
 
+  // Who the request is from: the key, or the signed-in person's cookie (and CSRF token on changes).
+  function credentialsFor(method, headers) {
+    if (!state.csrf) {
+      headers.Authorization = `Bearer ${state.key}`;
+      return "omit";
+    }
+    if (method !== "GET" && method !== "HEAD") headers["X-CSRF-Token"] = state.csrf;
+    return "same-origin";
+  }
+
   async function api(path, { method = "GET", body } = {}) {
-    const headers = { Authorization: `Bearer ${state.key}`, Accept: "application/json" };
+    const headers = { Accept: "application/json" };
+    const credentials = credentialsFor(method, headers);
     if (body !== undefined) headers["Content-Type"] = "application/json";
     const response = await fetch(path, {
       method,
       headers,
       body: body === undefined ? undefined : JSON.stringify(body),
       cache: "no-store",
-      credentials: "omit",
+      credentials,
     });
     const text = await response.text();
     let payload = null;
@@ -217,7 +232,7 @@
       throw new KeyRefused(`This is a ${me.role} key; the inbox needs an operator or admin key.`);
     }
     state.me = me;
-    sessionStorage.setItem(KEY_STORAGE, key);
+    if (key !== SESSION) sessionStorage.setItem(KEY_STORAGE, key);
     start();
   }
 
@@ -268,8 +283,13 @@
     clearTimeout(state.decisionsTimer);
     clearTimeout(state.retryTimer);
     sessionStorage.removeItem(KEY_STORAGE);
+    if (state.csrf) {
+      const headers = { "X-CSRF-Token": state.csrf };
+      fetch("/auth/oidc/logout", { method: "POST", headers, credentials: "same-origin" }).catch(() => {});
+    }
     Object.assign(state, {
       key: null,
+      csrf: null,
       me: null,
       stream: null,
       openId: null,
@@ -326,10 +346,12 @@
       const controller = new AbortController();
       state.stream = controller;
       try {
+        const headers = { Accept: "text/event-stream" };
+        const credentials = credentialsFor("GET", headers);
         const response = await fetch("/v1/pending/events", {
-          headers: { Authorization: `Bearer ${state.key}`, Accept: "text/event-stream" },
+          headers,
           cache: "no-store",
-          credentials: "omit",
+          credentials,
           signal: controller.signal,
         });
         if (response.status === 401) {
@@ -1131,11 +1153,34 @@
     });
   }
 
+  // A person signed in with the identity provider: their session, if the service has sign-in on.
+  async function resumeSession() {
+    let response;
+    try {
+      response = await fetch("/auth/oidc/session", { cache: "no-store", credentials: "same-origin" });
+    } catch {
+      return false;
+    }
+    $("sso").hidden = response.status === 404;
+    if (!response.ok) return false;
+    state.csrf = (await response.json()).csrf_token;
+    try {
+      await signIn(SESSION);
+    } catch (error) {
+      state.csrf = null;
+      setText("key-error", signInError(error));
+      return false;
+    }
+    return true;
+  }
+
   wire();
   const saved = sessionStorage.getItem(KEY_STORAGE);
   if (saved) {
     resume(saved);
   } else {
-    $("key").focus();
+    resumeSession().then((signedIn) => {
+      if (!signedIn) $("key").focus();
+    });
   }
 })();
