@@ -1,33 +1,32 @@
 """The `sursis` command: serve, worker, migrate, wait-ready, keys, encryption, demo seed, retention,
-audit verify (and `pending`)."""
+audit verify (and `pending`).
+
+The parser is built from light modules only and the arguments are parsed before the settings, the
+logging or any command's libraries load: `sursis --help` or a mistyped option answers at once, and
+each command imports what it uses (SQLAlchemy, Litestar, pydantic-ai) inside itself."""
 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import os
 import signal
 import sys
 from collections.abc import Coroutine
 from typing import TYPE_CHECKING, Any
 
-from pydantic import ValidationError
-
 from sursis.app.allocator import return_freed_memory
 from sursis.app.cli_encryption import add_encryption_commands, check_keyring
 from sursis.app.cli_http import api_url, quiet_http_client
-from sursis.app.cli_keys import COMMAND_LINE, add_key_commands, bootstrap_admin_key, with_storage
+from sursis.app.cli_keys import add_key_commands, bootstrap_admin_key, command_line, with_storage
 from sursis.app.cli_retention import add_commands
 from sursis.app.collector import settle_collector
-from sursis.app.logging import configure_logging
-from sursis.app.otel_check import unusable_opentelemetry
-from sursis.app.settings import Settings
+from sursis.app.otel_check import modules_to_check, unusable_opentelemetry
 from sursis.domain.errors import ServiceError
-from sursis.domain.keys import WORKSPACE
 from sursis.infra.db.readiness import DatabaseNotReady, require_head, require_location, shown_url
 from sursis.infra.db.urls import InvalidDatabaseUrl, check_listen_url
 
 if TYPE_CHECKING:
+    from sursis.app.settings import Settings
     from sursis.app.storage import Storage
     from sursis.infra.db.encryption_state import EncryptionState
 
@@ -141,6 +140,8 @@ async def _start_state(storage: Storage, *, seals: bool) -> EncryptionState:
 def run_event_loop(main: Coroutine[Any, Any, None]) -> None:
     """Run `main` on uvloop where it is installed, as uvicorn does for `serve`; otherwise on
     asyncio's own loop. A worker spends a share of each turn in the event loop itself."""
+    import asyncio
+
     try:
         import uvloop
     except ImportError:
@@ -150,6 +151,8 @@ def run_event_loop(main: Coroutine[Any, Any, None]) -> None:
 
 
 def _worker(settings: Settings, args: argparse.Namespace) -> int:
+    import asyncio
+
     from sursis.app.processes import refuse_sqlite, supervise
     from sursis.app.service import Service
 
@@ -202,6 +205,8 @@ def _migrate(settings: Settings, _: argparse.Namespace) -> int:
 
 
 def _db_check(settings: Settings, _: argparse.Namespace) -> int:
+    import asyncio
+
     asyncio.run(require_head(settings.database_url))
     print(f"ok: {shown_url(settings.database_url)} is at the migrations' head")
     return 0
@@ -233,6 +238,7 @@ def _wait_ready(settings: Settings, args: argparse.Namespace) -> int:
 
 def _demo_seed(settings: Settings, args: argparse.Namespace) -> int:
     from sursis.domain.clock import utcnow
+    from sursis.domain.keys import WORKSPACE
     from sursis.infra.db.migrations import upgrade
     from sursis.infra.demo import demo_event_ids, seed_demo
 
@@ -312,14 +318,19 @@ def parser() -> argparse.ArgumentParser:
     seed = demo_sub.add_parser("seed", help="insert a few dead letters and failure clusters")
     seed.add_argument("--workspace", default="default")
     seed.set_defaults(func=_demo_seed)
-    add_commands(sub, COMMAND_LINE)
+    add_commands(sub, command_line)
     return p
 
 
 def run(argv: list[str], settings: Settings) -> int:
     """Parse and run one command; a refused request (bad role, unknown key) exits with 2."""
-    args = parser().parse_args(argv)
-    if args.command in ("serve", "worker", "migrate") and (unusable := unusable_opentelemetry()):
+    return _run_parsed(parser().parse_args(argv), settings)
+
+
+def _run_parsed(args: argparse.Namespace, settings: Settings) -> int:
+    if args.command in ("serve", "worker", "migrate") and (
+        unusable := unusable_opentelemetry(modules_to_check(args.command, exporting=_exporting(settings)))
+    ):
         print(f"sursis: {unusable}", file=sys.stderr)
         return 2
     try:
@@ -335,7 +346,18 @@ def run(argv: list[str], settings: Settings) -> int:
         return 2
 
 
+def _exporting(settings: Settings) -> bool:
+    """Whether an OTLP endpoint is configured (the exporters load only then)."""
+    return any((settings.otlp_endpoint, settings.otlp_traces_endpoint, settings.otlp_metrics_endpoint))
+
+
 def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(sys.argv[1:] if argv is None else argv)
+    from pydantic import ValidationError
+
+    from sursis.app.logging import configure_logging
+    from sursis.app.settings import Settings
+
     try:
         settings = Settings()
     except ValidationError as exc:
@@ -347,7 +369,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"sursis: invalid setting {shown}: {error['msg']}", file=sys.stderr)
         return 2
     configure_logging(settings.log_level, settings.log_json)
-    return run(sys.argv[1:] if argv is None else argv, settings)
+    return _run_parsed(args, settings)
 
 
 if __name__ == "__main__":

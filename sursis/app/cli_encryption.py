@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from sursis.app.settings import Settings
+if TYPE_CHECKING:
+    from sursis.app.settings import Settings
 
 COMMAND_LINE_ACTOR = "cli"
 

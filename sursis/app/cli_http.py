@@ -9,7 +9,6 @@ HTTP request would have done. The command modules import this one, never each ot
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import logging
 import sys
@@ -88,6 +87,8 @@ def run_action(settings: Settings, args: argparse.Namespace) -> int:
     async def main() -> Any:
         async with AsyncClient(base, key) as client:
             return await action(client, args)
+
+    import asyncio
 
     try:
         outcome = asyncio.run(main())

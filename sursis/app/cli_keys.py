@@ -9,20 +9,27 @@ import sys
 import uuid
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
+from functools import cache
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from sursis.app.settings import Settings
 from sursis.domain.access import Role
-from sursis.domain.keys import IssuedKey, KeyService
-from sursis.domain.records import Principal
 
 if TYPE_CHECKING:
+    from sursis.app.settings import Settings
     from sursis.app.storage import Storage
+    from sursis.domain.keys import IssuedKey, KeyService
+    from sursis.domain.records import Principal
 
 T = TypeVar("T")
 
-COMMAND_LINE = Principal(id="cli", role=Role.ADMIN, workspace=None, name="command line")
-"""Whoever can run the command against the database administers it; audited as `cli`."""
+
+@cache
+def command_line() -> Principal:
+    """Whoever can run the command against the database administers it; audited as `cli`. Made
+    on first use: the parser (`sursis --help` too) does not load the domain's records."""
+    from sursis.domain.records import Principal
+
+    return Principal(id="cli", role=Role.ADMIN, workspace=None, name="command line")
 
 
 def with_storage(settings: Settings, use: Callable[[Storage], Awaitable[T]]) -> T:
@@ -65,7 +72,7 @@ def bootstrap_admin_key(settings: Settings, *, on_terminal: bool | None = None) 
     if not on_terminal and not key_file:
 
         async def count_keys(keys: KeyService) -> int:
-            return len(await keys.list_keys(COMMAND_LINE, include_revoked=True))
+            return len(await keys.list_keys(command_line(), include_revoked=True))
 
         if _with_keys(settings, count_keys) == 0:
             print(
@@ -74,7 +81,7 @@ def bootstrap_admin_key(settings: Settings, *, on_terminal: bool | None = None) 
                 flush=True,
             )
         return None
-    issued = _with_keys(settings, lambda keys: keys.create_first_admin(COMMAND_LINE))
+    issued = _with_keys(settings, lambda keys: keys.create_first_admin(command_line()))
     if issued is None:
         return None
     if key_file:
@@ -89,7 +96,11 @@ def _keys_create(settings: Settings, args: argparse.Namespace) -> int:
     issued = _with_keys(
         settings,
         lambda keys: keys.create(
-            COMMAND_LINE, role=args.role, workspace=args.workspace, name=args.name, expires_at=args.expires_at
+            command_line(),
+            role=args.role,
+            workspace=args.workspace,
+            name=args.name,
+            expires_at=args.expires_at,
         ),
     )
     _print_new_key(issued, "New API key:")
@@ -97,7 +108,7 @@ def _keys_create(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def _keys_list(settings: Settings, args: argparse.Namespace) -> int:
-    found = _with_keys(settings, lambda keys: keys.list_keys(COMMAND_LINE, include_revoked=args.all))
+    found = _with_keys(settings, lambda keys: keys.list_keys(command_line(), include_revoked=args.all))
     print(
         f"{'id':36}  {'prefix':12}  {'role':8}  {'workspace':16}  {'created':20}  {'revoked':20}  "
         f"{'expires':20}  name"
@@ -112,7 +123,7 @@ def _keys_list(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def _keys_revoke(settings: Settings, args: argparse.Namespace) -> int:
-    key = _with_keys(settings, lambda keys: keys.revoke(COMMAND_LINE, args.key_id))
+    key = _with_keys(settings, lambda keys: keys.revoke(command_line(), args.key_id))
     print(f"revoked {key.id} ({key.name}, {key.role.value})")
     return 0
 

@@ -7,7 +7,6 @@ Like `sursis policy`, an HTTP client of a running service acting as the key it s
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import sys
 from typing import TYPE_CHECKING, Any
@@ -50,6 +49,8 @@ def _run(settings: Settings, args: argparse.Namespace) -> int:
                 path = f"/v1/mcp/pins/{args.agent}/{args.tool}/accept"
                 return await http.post(path, json={"digest": args.digest})
             return await http.get("/v1/mcp/pins", params={"changed": "true" if args.changed else "false"})
+
+    import asyncio
 
     try:
         response = asyncio.run(main())

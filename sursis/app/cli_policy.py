@@ -8,7 +8,6 @@ audit log are exactly those of `GET|PUT /v1/policies` and `POST /v1/policies/sim
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import sys
 from collections.abc import Awaitable, Callable
@@ -110,6 +109,8 @@ def _run(settings: Settings, args: argparse.Namespace) -> int:
         if response.is_error:
             raise _Refused(str(body.get("code")), str(body.get("detail")), body.get("errors"))
         return dict(body)
+
+    import asyncio
 
     try:
         body = asyncio.run(main())

@@ -1,4 +1,7 @@
-"""`sursis retention …` and `sursis audit verify`: policies, legal holds, purges, the audit chain."""
+"""`sursis retention …` and `sursis audit verify`: policies, legal holds, purges, the audit chain.
+
+The parser is built at every start of the command line (`sursis --help` too): the domain's services
+and the settings load inside the commands that use them, not here."""
 
 from __future__ import annotations
 
@@ -8,17 +11,18 @@ import uuid
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
-from sursis.app.settings import Settings
-from sursis.domain.audit_chain import ChainReport, parse_expected_head
-from sursis.domain.audit_verify import AuditChainService
-from sursis.domain.keys import WORKSPACE
-from sursis.domain.records import Principal
-from sursis.domain.retention import MAX_DAYS, RetentionPolicy, RetentionReport, RetentionService
+if TYPE_CHECKING:
+    from sursis.app.settings import Settings
+    from sursis.domain.audit_chain import ChainReport
+    from sursis.domain.audit_verify import AuditChainService
+    from sursis.domain.records import Principal
+    from sursis.domain.retention import RetentionPolicy, RetentionReport, RetentionService
+
+    Services = tuple[RetentionService, AuditChainService]
 
 T = TypeVar("T")
-Services = tuple[RetentionService, AuditChainService]
 
 
 def _with_services(settings: Settings, use: Callable[[Services], Awaitable[T]]) -> T:
@@ -31,6 +35,8 @@ def _with_services(settings: Settings, use: Callable[[Services], Awaitable[T]]) 
 
 def workspace_name(value: str) -> str:
     """A workspace as every other path takes it: 1-100 letters, digits, `_`, `.` or `-`."""
+    from sursis.domain.keys import WORKSPACE
+
     if not WORKSPACE.match(value):
         raise argparse.ArgumentTypeError(
             "a workspace is 1-100 characters of letters, digits, '_', '.' or '-'"
@@ -40,6 +46,8 @@ def workspace_name(value: str) -> str:
 
 def period_days(value: str) -> int:
     """A whole number of days, 1 to MAX_DAYS, as the API takes it."""
+    from sursis.domain.retention import MAX_DAYS
+
     if not value.isdigit():
         raise argparse.ArgumentTypeError(f"a whole number of days, 1 to {MAX_DAYS}")
     days = int(value)
@@ -56,6 +64,8 @@ def hold_reason(value: str) -> str:
 
 def expected_head(value: str) -> tuple[int, str]:
     """`SEQ:HASH`, a head recorded from an earlier `verify`."""
+    from sursis.domain.audit_chain import parse_expected_head
+
     try:
         return parse_expected_head(value)
     except ValueError as exc:
@@ -97,6 +107,8 @@ def _show(policy: RetentionPolicy) -> None:
 
 
 def _set(settings: Settings, args: argparse.Namespace, who: Principal) -> int:
+    from sursis.domain.retention import RetentionPolicy
+
     policy = RetentionPolicy(args.workspace, args.conversation_days, args.audit_days)
     _show(_with_services(settings, lambda s: s[0].set_policy(who, policy)))
     return 0
@@ -260,11 +272,14 @@ def _keygen_in_token(settings: Settings, decision_seal: bool) -> int:
     return 0
 
 
-def add_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser], who: Principal) -> None:
-    """Register `retention` and `audit` on the `sursis` parser; `who` is the command line's principal."""
+def add_commands(
+    sub: argparse._SubParsersAction[argparse.ArgumentParser], who: Callable[[], Principal]
+) -> None:
+    """Register `retention` and `audit` on the `sursis` parser; `who()` is the command line's
+    principal (made when a command runs: the domain's records load only then)."""
 
     def bind(handler: Callable[[Settings, argparse.Namespace, Principal], int]) -> Callable[..., int]:
-        return lambda settings, args: handler(settings, args, who)
+        return lambda settings, args: handler(settings, args, who())
 
     retention = sub.add_parser("retention", help="retention policies, legal holds, purges")
     r_sub = retention.add_subparsers(dest="retention_command", required=True)

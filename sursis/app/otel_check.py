@@ -7,6 +7,11 @@ the contrib packages 0.(N+21)bX). Installing a package beside the service that p
 the service then died at start with a long `ImportError` traceback, while `migrate`, which imports
 none of it, worked. Here the modules the service serves with are imported once, and a mix is one
 line naming the two packages and the pin that puts them back on one release.
+
+`serve` and `worker` import what they serve with (they load it right after anyway); `migrate`
+imports only OpenTelemetry's own modules among them (not Litestar and pydantic-ai, seconds of
+start-up for a command that uses neither); the OTLP exporters (protobuf) are checked, as they are
+loaded, only where an OTLP endpoint is configured.
 """
 
 from __future__ import annotations
@@ -14,26 +19,49 @@ from __future__ import annotations
 import importlib
 import re
 import traceback
+from collections.abc import Sequence
 from importlib import metadata
 from pathlib import Path
 
-SERVING_MODULES = (
+SERVED_WITH = (
     "sursis.infra.telemetry",
     "litestar.plugins.opentelemetry",
     "opentelemetry.semconv.attributes.http_attributes",
+)
+"""What the service imports from OpenTelemetry to serve (its telemetry, the HTTP middleware's ASGI
+instrumentation), directly or through the libraries that wrap it."""
+
+OPENTELEMETRY_SERVED_WITH = (
+    "opentelemetry.sdk.trace",
+    "opentelemetry.sdk.metrics",
+    "opentelemetry.exporter.prometheus",
+    "opentelemetry.instrumentation.asgi",
+    "opentelemetry.semconv.attributes.http_attributes",
+)
+"""The OpenTelemetry modules among those, imported directly (what `migrate` checks)."""
+
+EXPORTERS = (
     "opentelemetry.exporter.otlp.proto.http.trace_exporter",
     "opentelemetry.exporter.otlp.proto.http.metric_exporter",
 )
-"""What the service imports from OpenTelemetry to serve (its telemetry, the HTTP middleware's ASGI
-instrumentation, the OTLP exporters), directly or through the libraries that wrap it."""
+"""The OTLP exporters, loaded when an OTLP endpoint is configured."""
+
+SERVING_MODULES = (*SERVED_WITH, *EXPORTERS)
+
+
+def modules_to_check(command: str, *, exporting: bool) -> tuple[str, ...]:
+    """What `command` checks: what it will load, or OpenTelemetry's share of it for `migrate`."""
+    served = SERVED_WITH if command in ("serve", "worker") else OPENTELEMETRY_SERVED_WITH
+    return (*served, *(EXPORTERS if exporting else ()))
+
 
 _CONTRIB_OFFSET = 21
 """A contrib release 0.(N+21)bX goes with the API and SDK release 1.N."""
 
 
-def unusable_opentelemetry() -> str | None:
+def unusable_opentelemetry(modules: Sequence[str] = SERVING_MODULES) -> str | None:
     """Why the installed OpenTelemetry packages cannot serve, in one line; None when they can."""
-    for module in SERVING_MODULES:
+    for module in modules:
         try:
             importlib.import_module(module)
         except ImportError as exc:

@@ -110,3 +110,84 @@ def test_checking_the_database_is_at_the_head_loads_no_alembic(tmp_path: Path) -
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == []
+
+
+COMMAND_LINE = (
+    "import atexit, sys\n"
+    "watched = {watched!r}\n"
+    "atexit.register(lambda: print('LOADED', *sorted(m for m in watched if m in sys.modules)))\n"
+    "from sursis.app.cli import main\n"
+    "sys.exit(main({argv!r}))\n"
+)
+
+
+def loaded_by_command(
+    tmp_path: Path, argv: list[str], watched: tuple[str, ...], **env_extra: str
+) -> set[str]:
+    """Which of `watched` a fresh `sursis ARGV` has imported when it exits."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SURSIS_", "OTEL_"))}
+    env["SURSIS_DATABASE_URL"] = f"sqlite+aiosqlite:///{tmp_path / 'sursis.db'}"
+    env.update(env_extra)
+    done = subprocess.run(
+        [sys.executable, "-c", COMMAND_LINE.format(watched=watched, argv=argv)],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    [line] = [line for line in done.stdout.splitlines() if line.startswith("LOADED")]
+    return set(line.split()[1:])
+
+
+SERVING_LIBRARIES = (
+    "sqlalchemy",
+    "alembic",
+    "asyncpg",
+    "pydantic",
+    "pydantic_settings",
+    "pydantic_ai",
+    "litestar",
+    "uvicorn",
+    "httpx",
+    "structlog",
+    "opentelemetry",
+    "google.protobuf",
+    "pygments",
+    "rich",
+)
+
+
+def test_help_loads_no_library_a_command_uses(tmp_path: Path) -> None:
+    """`sursis --help` (and a mistyped command) parse with argparse alone: the settings, the
+    logging and each command's libraries (asyncio too) load inside the command that runs."""
+    watched = (*SERVING_LIBRARIES, "asyncio")
+    assert loaded_by_command(tmp_path, ["--help"], watched) == set()
+    assert loaded_by_command(tmp_path, ["no-such-command"], watched) == set()
+
+
+def test_migrate_loads_neither_the_http_stack_nor_the_agents(tmp_path: Path) -> None:
+    """`sursis migrate` loads the settings, SQLAlchemy, Alembic and OpenTelemetry's own modules (its
+    check of the installed releases), not Litestar, pydantic-ai, httpx, the OTLP exporters' protobuf,
+    nor Pygments (which Mako's error templates would load)."""
+    loaded = loaded_by_command(tmp_path, ["migrate"], SERVING_LIBRARIES)
+    assert loaded == {
+        "sqlalchemy",
+        "alembic",
+        "asyncpg",
+        "pydantic",
+        "pydantic_settings",
+        "opentelemetry",
+        "structlog",
+    }
+
+
+def test_serve_loads_the_otlp_exporters_only_with_an_endpoint(tmp_path: Path) -> None:
+    """`serve` checks the OpenTelemetry modules it loads before starting: the OTLP exporters (and
+    protobuf) only when an OTLP endpoint is configured. (An agent that cannot be loaded stops the
+    start right after the check.)"""
+    argv = ["serve", "--agents", "no_such_module:agent"]
+    watched = ("google.protobuf", "opentelemetry.exporter.otlp.proto.http.trace_exporter", "litestar")
+    assert loaded_by_command(tmp_path, argv, watched) == {"litestar"}
+    exporting = loaded_by_command(tmp_path, argv, watched, OTEL_EXPORTER_OTLP_ENDPOINT="http://127.0.0.1:9")
+    assert exporting == set(watched)
