@@ -270,11 +270,16 @@ def _agents_option(command: argparse.ArgumentParser) -> None:
     )
 
 
+def _login(settings: Settings, args: argparse.Namespace) -> int:
+    from sursis.app.cli_login import login
+
+    return login(settings, args)
+
+
 def parser() -> argparse.ArgumentParser:
     from importlib.metadata import version
 
     from sursis.app.cli_conversations import add_conversation_commands
-    from sursis.app.cli_login import add_login_command
     from sursis.app.cli_mcp import add_mcp_commands
     from sursis.app.cli_pending import add_pending_commands
     from sursis.app.cli_policy import add_policy_commands
@@ -307,7 +312,8 @@ def parser() -> argparse.ArgumentParser:
     ready.add_argument("--timeout", type=float, default=120.0, help="seconds (default 120)")
     ready.set_defaults(func=_wait_ready)
     add_pending_commands(sub)
-    add_login_command(sub)
+    login = sub.add_parser("login", help="sign in with the identity provider (device flow)")
+    login.set_defaults(func=_login)
     add_policy_commands(sub)
     add_mcp_commands(sub)
     add_key_commands(sub)

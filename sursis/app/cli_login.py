@@ -14,11 +14,12 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 
-from sursis.app.settings import Settings
+if TYPE_CHECKING:
+    from sursis.app.settings import Settings
 
 DEVICE_GRANT = "urn:ietf:params:oauth:grant-type:device_code"
 
@@ -133,6 +134,6 @@ def _login(settings: Settings, _: argparse.Namespace) -> int:
     return 0
 
 
-def add_login_command(sub: Any) -> None:
-    login = sub.add_parser("login", help="sign in with the identity provider (device flow)")
-    login.set_defaults(func=_login)
+def login(settings: Settings, args: argparse.Namespace) -> int:
+    """`sursis login` (registered by `sursis.app.cli`, which loads this module only when it runs)."""
+    return _login(settings, args)

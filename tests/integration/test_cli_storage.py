@@ -31,6 +31,7 @@ NOT_STORAGE = {
     "serve": "runs the API: built by the same container (covered by the API's encryption tests)",
     "worker": "runs the worker: the same container",
     "wait-ready": "an HTTP client of /readyz",
+    "login": "signs a person in at the identity provider; writes only the user's credentials file",
     "pending list": "an HTTP client of the API",
     "pending show": "an HTTP client of the API",
     "pending approve": "an HTTP client of the API",
