@@ -73,7 +73,8 @@ class AdoptionCase:
     env: Mapping[str, str] = field(default_factory=dict)
     """More variables for the API and worker processes; `{model_url}` is the fake model server's URL."""
     model_script: Any = None
-    """`(Request) -> Step` answering the fake model server's requests for this case's agent."""
+    """`(Request) -> Step | None` answering the fake model server's requests for this case's agent
+    (None: the request is another case's, on the same model name)."""
     model_name: str | None = None
     """The model name this case's agent sends to the fake model server (its requests' `model`)."""
     idempotent: bool = False
@@ -243,8 +244,9 @@ class AdoptionHarness:
     def _answer_model(self, request: Request) -> Step:
         for case in self.cases.values():
             if case.model_script is not None and case.model_name in (None, request.body.get("model")):
-                step: Step = case.model_script(request)
-                return step
+                step: Step | None = case.model_script(request)
+                if step is not None:  # None: not this case's agent (cases may share a model name)
+                    return step
         raise AssertionError(f"no case answers the fake model's request for {request.body.get('model')!r}")
 
     # One gated turn
