@@ -154,3 +154,19 @@ def test_the_resume_tells_pydantic_ai_who_decided_each_call() -> None:
     results = deferred_results(tail, [approved, answered], abandoned=False, raw=True)
     assert results is not None
     assert results.answered_by == {"call_1": "key-approver", "call_2": "key-answerer"}
+
+
+@pytest.mark.skipif(
+    "answered_by" not in DeferredToolResults.__dataclass_fields__,
+    reason="pydantic-ai before 2.68 has no answered_by",
+)
+def test_a_quorum_call_tells_pydantic_ai_every_approver_whose_vote_counted() -> None:
+    approved = approved_row(
+        ASKED,
+        resolved_by="key-second",
+        resolution={"decision": "approve", "votes": [["key-first", "approve"], ["key-second", "approve"]]},
+    )
+    results = deferred_results([part(ASKED)], [approved], abandoned=False, raw=True)
+    assert results is not None
+    assert results.answered_by == {"call_1": "key-first, key-second"}
+

@@ -145,7 +145,7 @@ def deferred_results(
             raise NotReady(f"pending call {row.correlation_id} is still awaiting", awaiting)
         if row.resolved_by and hasattr(results, "answered_by"):  # pydantic-ai 2.68+
             # Who decided, for pydantic-ai's own events and telemetry.
-            results.answered_by[call_id] = row.resolved_by
+            results.answered_by[call_id] = answered_by(row)
         if row.kind is PendingKind.APPROVAL:
             if row.status is PendingStatus.APPROVED:
                 edited = (row.resolution or {}).get("args")
@@ -170,3 +170,15 @@ def deferred_results(
         else:
             results.calls[call_id] = ToolFailed(denial_for(row))
     return results
+
+
+def answered_by(row: PendingCall) -> str:
+    """Who decided a call, as pydantic-ai's `answered_by` takes it (one string): on a routed call the
+    approvers whose votes the sealed decision counted, in the order they voted, then the key whose
+    decision settled it; otherwise that key."""
+    votes = (row.resolution or {}).get("votes") or ()
+    named = [str(vote[0]) for vote in votes if isinstance(vote, list | tuple) and vote]
+    if row.resolved_by is not None:
+        named.append(row.resolved_by)
+    return ", ".join(dict.fromkeys(named))
+
