@@ -169,4 +169,3 @@ def test_a_quorum_call_tells_pydantic_ai_every_approver_whose_vote_counted() -> 
     results = deferred_results([part(ASKED)], [approved], abandoned=False, raw=True)
     assert results is not None
     assert results.answered_by == {"call_1": "key-first, key-second"}
-

@@ -181,4 +181,3 @@ def answered_by(row: PendingCall) -> str:
     if row.resolved_by is not None:
         named.append(row.resolved_by)
     return ", ".join(dict.fromkeys(named))
-
