@@ -83,16 +83,8 @@ async def record_verdict(
     question and the policy version) and event, in the caller's transaction. False: settled already."""
     if not await uow.reviews.settle(call.correlation_id, result, now):
         return False
-    outcome, reason, tokens = result
-    details: dict[str, Any] = {
-        "model": review.model,
-        "question": review.question,
-        "verdict": outcome.value,
-        "reason": reason,
-        "policy_version": review.policy_version,
-        "rule": review.rule,
-        "tokens": tokens,
-    }
+    outcome, reason, _ = result
+    details = _reviewed(review, result)
     await uow.audit.append(
         AuditEntry.of_call("pending.reviewed", REVIEWER_PREFIX + review.model, call, details), now
     )
@@ -120,17 +112,7 @@ async def record_late_verdict(
 ) -> None:
     """The `pending.reviewed` row of a model answer that came after its review was settled: every
     model call is on record with its tokens; `late` says nothing acted on it."""
-    outcome, reason, tokens = result
-    details: dict[str, Any] = {
-        "model": review.model,
-        "question": review.question,
-        "verdict": outcome.value,
-        "reason": reason,
-        "policy_version": review.policy_version,
-        "rule": review.rule,
-        "tokens": tokens,
-        "late": True,
-    }
+    details = {**_reviewed(review, result), "late": True}
     await uow.audit.append(
         AuditEntry.of_call("pending.reviewed", REVIEWER_PREFIX + review.model, call, details), now
     )
@@ -161,3 +143,18 @@ async def with_reviews(uow: UnitOfWork, calls: list[PendingCall]) -> list[Pendin
         return calls
     found = await uow.reviews.reviews(ids)
     return [replace(c, review=found[c.correlation_id]) if c.correlation_id in found else c for c in calls]
+
+
+def _reviewed(review: Review, result: ReviewResult) -> dict[str, Any]:
+    """The details of a `pending.reviewed` audit row: the model, its question and verdict, the
+    policy version and rule, and the tokens the model call used."""
+    outcome, reason, tokens = result
+    return {
+        "model": review.model,
+        "question": review.question,
+        "verdict": outcome.value,
+        "reason": reason,
+        "policy_version": review.policy_version,
+        "rule": review.rule,
+        "tokens": tokens,
+    }
