@@ -110,6 +110,7 @@ ROUTES = routes(
     GET    /v1/keys                                                    403 403   403 403   200 200
     POST   /v1/keys                                                    403 403   403 403   201 201
     DELETE /v1/keys/{key_id}                                           403 403   403 403   200 200
+    PUT    /v1/keys/{key_id}/person                                    403 403   403 403   200 200
     # Admins only; an operator of the workspace is told so, anyone else does not see it.
     POST   /v1/worlds                                                  403 404   403 404   201 201
     GET    /v1/worlds                                                  200 200   200 200   200 200
@@ -198,6 +199,7 @@ BODIES: dict[str, Callable[[Objects], Any]] = {
     },
     "POST /v1/webhooks": lambda o: {"url": "https://hooks.example.com/sursis", "events": ["pending.created"]},
     "POST /v1/keys": lambda o: {"role": "user", "workspace": "default"},
+    "PUT /v1/keys/{key_id}/person": lambda o: {"person": "oidc:matrix-person"},
     "POST /v1/worlds": lambda o: {
         "domain": f"d{uuid.uuid4().hex[:12]}",
         "title": "new world",

@@ -86,7 +86,7 @@ def test_problem_codes_come_from_the_error_table() -> None:
     assert "above_ceiling" in codes_for(403)
     assert "not_requester" in codes_for(403)
     assert "conversation_purged" in codes_for(404)
-    assert codes_for(503) == ["database_unavailable", "unavailable"]
+    assert codes_for(503) == ["database_unavailable", "identity_provider_unreachable", "unavailable"]
     assert codes_for(415) == ["unsupported_media_type"]
 
 

@@ -99,6 +99,9 @@ SEMANTIC_422 = {
     "POST /v1/conversations/{conversation_id}/fork": "at must name a logged user message",
     # An AG-UI run needs a user message (its role is in a union of message shapes) or resume entries.
     "POST /v1/agents/{name}/ag-ui": "a run needs a user message or resume entries",
+    # A filed request's `digest`, when given, must be the hash of its `tool_name` and `args`
+    # (docs/integrations.md), and its expiry is bounded by a setting.
+    "POST /v1/approvals": "the digest must hash tool_name and args; the expiry is bounded",
 }
 CONFIG: dict[str, Any] = {
     "checks": {"enabled": True},

@@ -79,7 +79,10 @@ class LinkPerson(BaseModel):
     """The person a key approves as: one approver with their sign-in and their other keys."""
 
     model_config = ConfigDict(extra="forbid")
-    person: str | None = Field(description="`oidc:` and the provider's subject; null unlinks the key")
+    person: str | None = Field(
+        pattern=r"^oidc:[\x21-\x7e]{1,255}$",
+        description="`oidc:` and the provider's subject; null unlinks the key",
+    )
 
 
 class IssuedKeyOut(ApiKeyOut):
