@@ -27,6 +27,7 @@ from sursis.domain.channel_records import SLACK_TOPIC, ChannelBinding, SlackPost
 from sursis.domain.channels.escalation import OPENS_THREAD
 from sursis.domain.event_records import OutboxItem
 from sursis.domain.ports import UnitOfWork, UnitOfWorkFactory
+from sursis.domain.sanitize import sanitize
 from sursis.infra.channels import slack_messages as msg
 from sursis.infra.faults import crash_point
 from sursis.infra.webhook_delivery import DeliveryPolicy
@@ -228,7 +229,10 @@ class SlackDeliverer:
             review = (await uow.reviews.reviews([correlation_id])).get(correlation_id)
             shown = review.to_json() if review is not None and review.outcome.settled else None
             if call is None or call.status.value == "awaiting":
-                return msg.approval_request(data, shown)
+                model_args = None
+                if call is not None and call.validated_args is not None:
+                    model_args = sanitize(call.args)  # the model's own, beside what will run
+                return msg.approval_request(data, shown, model_args)
             who = await _decider_name(uow, call.resolved_by)
         return msg.approval_decided({**data, "review": shown}, call.status.value, who)
 

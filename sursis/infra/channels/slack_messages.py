@@ -78,9 +78,12 @@ def review_line(review: dict[str, Any]) -> str:
     )
 
 
-def approval_request(data: dict[str, Any], review: dict[str, Any] | None = None) -> SlackText:
+def approval_request(
+    data: dict[str, Any], review: dict[str, Any] | None = None, model_args: dict[str, Any] | None = None
+) -> SlackText:
     """A pending approval with Approve and Deny buttons carrying its `correlation_id` (and, once a
-    reviewer model answered, its verdict)."""
+    reviewer model answered, its verdict). `args_summary` is what will run (pydantic-ai's validated
+    arguments); `model_args`, the model's own (sanitized), only when they differ from it."""
     from slack_sdk.models.blocks import (
         ActionsBlock,
         ButtonElement,
@@ -112,6 +115,10 @@ def approval_request(data: dict[str, Any], review: dict[str, Any] | None = None)
         ),
         ContextBlock(elements=[MarkdownTextObject(text=f"correlation id `{correlation_id}`")]),
     ]
+    if model_args is not None:
+        raw = _escape(json.dumps(model_args, ensure_ascii=False))
+        shown = f"_The model asked for (before validation):_\n```{raw}```"
+        blocks.insert(2, SectionBlock(text=MarkdownTextObject(text=_clip(shown))))
     if review is not None:
         line = review_line(review)
         blocks.insert(2, ContextBlock(elements=[MarkdownTextObject(text=_clip(line))]))
