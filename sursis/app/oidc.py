@@ -54,6 +54,7 @@ class ProviderUnreachable(SignInFailed):
     """The provider did not answer: new sign-ins fail (503), sessions already open go on."""
 
     code = "identity_provider_unreachable"
+    status = 503
 
 
 def unreachable(error: Exception) -> ProviderUnreachable:

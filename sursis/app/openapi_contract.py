@@ -19,7 +19,7 @@ from litestar.openapi.spec.enums import OpenAPIType
 from litestar.routes import HTTPRoute
 from pydantic import BaseModel
 
-from sursis.app.problems import CODE_BY_STATUS, PROBLEM, STATUS_BY_ERROR
+from sursis.app.problems import CODE_BY_STATUS, PROBLEM
 from sursis.domain.errors import ServiceError
 from sursis.infra.agents.declarations import DeclaredToolCatalog
 
@@ -51,8 +51,10 @@ def codes_for(status: int) -> list[str]:
 
 
 def _error_types() -> list[type[ServiceError]]:
+    """Every error class under one that names its own status (the base's 400 is for errors no
+    request raises: start-up and command-line refusals)."""
     found: list[type[ServiceError]] = []
-    level = [error for error, _ in STATUS_BY_ERROR]
+    level = [error for error in ServiceError.__subclasses__() if "status" in vars(error)]
     while level:
         error = level.pop()
         if error not in found:
@@ -63,7 +65,7 @@ def _error_types() -> list[type[ServiceError]]:
 
 def _status_of(error: type[ServiceError]) -> int:
     """The status `problems.status_for` gives an error of this type."""
-    return next(status for mapped, status in STATUS_BY_ERROR if issubclass(error, mapped))
+    return error.status
 
 
 def problem_schema() -> Schema:

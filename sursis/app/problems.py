@@ -9,33 +9,13 @@ from litestar import Request, Response
 from litestar.exceptions import HTTPException, SerializationException, ValidationException
 from sqlalchemy.exc import DBAPIError
 
-from sursis.app.oidc import ProviderUnreachable
 from sursis.app.schemas import jsonable
 from sursis.domain import errors as e
-from sursis.domain.encryption import EncryptedValueUnreadable, EncryptionKeyUnavailable, UnsealedValue
 from sursis.infra.db.errors import DatabaseFailure, database_failure
 
 log = structlog.get_logger("sursis.http")
 
 PROBLEM = "application/problem+json"
-
-STATUS_BY_ERROR: list[tuple[type[e.ServiceError], int]] = [
-    (e.NotFound, 404),
-    (e.Stale, 409),
-    (e.RunActive, 409),
-    (e.ArgsChanged, 409),
-    (e.Conflict, 409),
-    (e.InvalidTransition, 409),
-    (e.InvalidDecision, 422),
-    (e.ValidationFailed, 422),
-    (e.Forbidden, 403),
-    (ProviderUnreachable, 503),
-    (e.BadSignature, 401),
-    (e.Unauthenticated, 401),
-    (UnsealedValue, 409),
-    (EncryptionKeyUnavailable, 500),
-    (EncryptedValueUnreadable, 500),
-]
 
 CODE_BY_STATUS = {
     400: "bad_request",
@@ -53,10 +33,8 @@ CODE_BY_STATUS = {
 
 
 def status_for(exc: e.ServiceError) -> int:
-    for error_type, status in STATUS_BY_ERROR:
-        if isinstance(exc, error_type):
-            return status
-    return 400
+    """The HTTP status of a service error: its class says (`ServiceError.status`)."""
+    return exc.status
 
 
 RESERVED = frozenset({"type", "title", "status", "code", "detail"})

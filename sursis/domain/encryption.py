@@ -52,6 +52,7 @@ class EncryptionKeyUnavailable(ServiceError):
     """A stored value was sealed with a key the keyring does not hold (lost, or not configured)."""
 
     code = "encryption_key_unavailable"
+    status = 500
 
     def __init__(self, key_id: str, address: Address | None = None) -> None:
         where = f" ({address.table}.{address.column})" if address else ""
@@ -66,6 +67,7 @@ class EncryptedValueUnreadable(ServiceError):
     """A sealed value failed authentication: it was altered, or moved from another row or column."""
 
     code = "encrypted_value_unreadable"
+    status = 500
 
     def __init__(self, key_id: str, address: Address) -> None:
         super().__init__(
@@ -84,6 +86,7 @@ class UnsealedValue(EncryptedValueUnreadable):
     reader of an unreadable value (the worker, the audit chain) refuses it the same way."""
 
     code = "unsealed_value"
+    status = 409
 
     def __init__(self, address: Address) -> None:
         ServiceError.__init__(

@@ -4,13 +4,14 @@ Two families live here:
 
 * tool errors (`ToolError` and its four subclasses) are raised by tools and reach the model as a
   tool message, never as a crashed run;
-* service errors (`NotFound`, `Stale`, ...) are raised by the service layer and mapped to HTTP
-  problem responses in exactly one place (`sursis.app.problems`).
+* service errors (`NotFound`, `Stale`, ...) are raised by the service layer; each class carries its
+  problem `code` and HTTP `status` (a subclass inherits its parent's status unless it names its
+  own), and `sursis.app.problems` turns any of them into a problem response by reading the two.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 
 class ToolError(Exception):
@@ -79,9 +80,10 @@ def unexpected_error_result() -> dict[str, Any]:
 
 
 class ServiceError(Exception):
-    """Base of errors raised by the service layer; `code` ends up in the problem response."""
+    """Base of errors raised by the service layer; `code` and `status` make the problem response."""
 
     code: str = "error"
+    status: ClassVar[int] = 400
 
     def __init__(self, message: str, *, extra: dict[str, Any] | None = None) -> None:
         super().__init__(message)
@@ -91,16 +93,19 @@ class ServiceError(Exception):
 
 class NotFound(ServiceError):
     code = "not_found"
+    status = 404
 
 
 class Stale(ServiceError):
     """The object already left the state the caller expected: someone else won the race."""
 
     code = "stale"
+    status = 409
 
 
 class Conflict(ServiceError):
     code = "conflict"
+    status = 409
 
 
 class RunActive(Conflict):
@@ -115,10 +120,12 @@ class ArgsChanged(Conflict):
 
 class InvalidTransition(ServiceError):
     code = "invalid_transition"
+    status = 409
 
 
 class ValidationFailed(ServiceError):
     code = "validation_failed"
+    status = 422
 
 
 class InvalidDecision(ValidationFailed):
@@ -127,10 +134,12 @@ class InvalidDecision(ValidationFailed):
 
 class Forbidden(ServiceError):
     code = "forbidden"
+    status = 403
 
 
 class Unauthenticated(ServiceError):
     code = "unauthenticated"
+    status = 401
 
 
 class BadSignature(Unauthenticated):
