@@ -104,6 +104,8 @@ COMPAT_TESTS := tests/adoption tests/agents/test_adopted_agent.py tests/agents/t
 
 test-compat: $(COMPAT_STAMP) ## the adoption tests on the lowest supported pydantic-ai, with pydantic-ai-harness (.venv-compat; part of .ci/run)
 	PIP_CONSTRAINT=$(COMPAT_CONSTRAINTS) $(COMPAT_VENV)/bin/pytest -q -n 2 --dist loadfile -m "not slow and not packaging" $(COMPAT_TESTS)
+	# pydantic-ai's own examples, served from a fresh venv that installs the wheel beside them on 2.62
+	PIP_CONSTRAINT=$(COMPAT_CONSTRAINTS) $(COMPAT_VENV)/bin/pytest -q -n 2 --dist loadfile -m packaging tests/adoption/test_upstream_examples.py
 
 test-compat-all: $(COMPAT_STAMP) ## tests/adoption, tests/agents and tests/attacks on the lowest supported pydantic-ai (.venv-compat; not in .ci/run)
 	PIP_CONSTRAINT=$(COMPAT_CONSTRAINTS) $(COMPAT_VENV)/bin/pytest -q -n 2 --dist loadfile -m "not slow and not packaging" tests/adoption tests/agents tests/attacks

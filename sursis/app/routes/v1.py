@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sursis.app.routes.ag_ui import ag_ui_run
+from sursis.app.routes.ag_ui_support import ag_ui_route_handlers
 from sursis.app.routes.agents import list_agents
 from sursis.app.routes.approvals import ApprovalController
 from sursis.app.routes.approvers import approver_route_handlers
@@ -32,7 +32,7 @@ def route_handlers() -> list[Any]:
     return [
         me,
         list_agents,
-        ag_ui_run,
+        *ag_ui_route_handlers(),
         ConversationController,
         *fork_route_handlers(),
         RunController,
