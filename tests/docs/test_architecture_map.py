@@ -5,6 +5,7 @@ backticks exists in the code."""
 from __future__ import annotations
 
 import importlib
+import inspect
 import re
 from pathlib import Path
 
@@ -45,9 +46,35 @@ def test_each_module_and_function_named_exists(name: str) -> None:
         pytest.fail(f"docs/architecture.md names `{name}`, which does not exist: {error}")
 
 
+def defined_in(name: str) -> str | None:
+    """The module that defines what `name` names (its first attribute: a class or a function), or
+    None for a module or a value that has no defining module."""
+    module_name, _, attribute = name.partition(":")
+    if not attribute:
+        return None
+    first = getattr(importlib.import_module(module_name), attribute.split(".")[0])
+    if not (inspect.isclass(first) or inspect.isfunction(first)):
+        first = getattr(first, "fn", None)  # a Litestar route handler: the function it wraps
+    defined = getattr(first, "__module__", None)
+    return defined if isinstance(defined, str) else None
+
+
+@pytest.mark.parametrize("name", [n for n in names(MODULE) if ":" in n])
+def test_each_name_points_at_the_module_that_defines_it(name: str) -> None:
+    """A re-export sends the reader to the wrong file: the map names where the code lives."""
+    module_name = name.partition(":")[0]
+    defined = defined_in(name)
+    assert defined in (None, module_name), f"docs/architecture.md names `{name}`, defined in {defined}"
+
+
 @pytest.mark.parametrize("path", names(FILE))
 def test_each_file_named_exists(path: str) -> None:
     assert (REPO / path).exists(), f"docs/architecture.md names {path}, which does not exist"
+
+
+def test_a_re_export_is_caught() -> None:
+    assert defined_in("sursis.app.routes.v1:route_handlers") == "sursis.app.routes.v1"
+    assert defined_in("sursis.app.routes.v1:PendingController") == "sursis.app.routes.pending"
 
 
 def test_a_missing_name_is_caught() -> None:
