@@ -4,7 +4,7 @@ wrapper module (`packages/served-examples`: its deps factory, `ToolOptions` gati
 the offline `scripted` model driven by a `SCRIPT:` line) with `sursis worker` on PostgreSQL, driven
 over HTTP: its gated call approved, denied, and approved with the worker that resumes the run
 SIGKILLed after the tool ran (another worker finishes it; for a tool not declared idempotent, a person
-is asked what happened). docs/agents.md lists every example and why the others are not served.
+is asked what happened). docs/compatibility.md lists every example and why the others are not served.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Tools a pydantic-ai capability brings (docs/agents.md, "Compatibility with pydantic-ai"): listed in
+"""Tools a pydantic-ai capability brings (docs/compatibility.md, "Compatibility with pydantic-ai"): listed in
 the catalog with the capability's name, open to `ToolOptions`, gated by the policy point, recorded in
 `tool_calls`; one that nothing categorised asks; one added at run time asks too. On SQLite and
 PostgreSQL, on the lowest and the newest supported pydantic-ai."""

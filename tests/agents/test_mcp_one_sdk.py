@@ -1,7 +1,7 @@
 """The service installed on the `mcp` 1.x SDK (FastMCP 3), the range pydantic-ai's own `mcp` extra
 accepts: a team's server written for mcp 1.x (`mcp.server.fastmcp`) runs from the service's own
 python, a read call and an approved write call. Skipped where the service runs on mcp 2 (the `dev`
-venv); run in a venv holding `mcp<2` and `fastmcp-slim<4` (docs/agents.md, "MCP servers")."""
+venv); run in a venv holding `mcp<2` and `fastmcp-slim<4` (docs/agents-mcp.md, "MCP servers")."""
 
 from __future__ import annotations
 

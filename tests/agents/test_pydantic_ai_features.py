@@ -1,4 +1,4 @@
-"""pydantic-ai features an adopted agent keeps (docs/agents.md, "Compatibility with pydantic-ai"):
+"""pydantic-ai features an adopted agent keeps (docs/compatibility.md, "Compatibility with pydantic-ai"):
 a toolset of its own, history processors (`ProcessHistory`), model settings and capabilities, on SQLite and PostgreSQL."""
 
 from __future__ import annotations

@@ -91,8 +91,8 @@ def test_opentelemetry_packages_of_two_releases_are_one_line_at_start(tmp_path: 
         "package that pinned it back"
     ]
     assert not (tmp_path / "sursis.db").exists(), "nothing started"
-    # The line docs/agents.md shows, there with an older opentelemetry-instrumentation.
-    docs = (Path(__file__).resolve().parents[2] / "docs" / "agents.md").read_text()
+    # The line docs/compatibility.md shows, there with an older opentelemetry-instrumentation.
+    docs = (Path(__file__).resolve().parents[2] / "docs" / "compatibility.md").read_text()
     shown = re.search(r"sursis: the installed OpenTelemetry packages cannot serve: .*", docs)
     assert shown is not None
     [line] = done.stderr.strip().splitlines()
