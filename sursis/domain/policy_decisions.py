@@ -127,6 +127,8 @@ class PolicyDecision:
     """The rule lets the key that caused the call decide it too (audited as a self-approval)."""
     allow_preapproval: bool = True
     """A stored pre-approval may lift this ask (never one its own requester created)."""
+    sample_one_in: int | None = None
+    """A `sampled` rung's N: the call is drawn (`policy_sampling.sample`) and 1 in N is asked."""
 
     def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {
@@ -142,6 +144,8 @@ class PolicyDecision:
             data["allow_self_approval"] = True
         if not self.allow_preapproval:
             data["allow_preapproval"] = False
+        if self.sample_one_in is not None:
+            data["sample_one_in"] = self.sample_one_in
         return data
 
     @classmethod
@@ -156,6 +160,7 @@ class PolicyDecision:
             flags=tuple(data.get("flags") or ()),
             allow_self_approval=bool(data.get("allow_self_approval", False)),
             allow_preapproval=bool(data.get("allow_preapproval", True)),
+            sample_one_in=data.get("sample_one_in"),
         )
 
 

@@ -53,6 +53,7 @@ pending_routes = sa.Table(
     sa.Column("due_at", UtcDateTime, nullable=True),
     sa.Column("reassigned_to", JSON, nullable=True),
     sa.Column("created_at", UtcDateTime, nullable=False),
+    sa.Column("reminders_sent", sa.Integer, nullable=False, server_default="0"),
     sa.Index("ix_pending_routes_due_at", "due_at"),
 )
 
