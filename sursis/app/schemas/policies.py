@@ -53,6 +53,12 @@ class RouteIn(Strict):
     timeout_seconds: Seconds | None = None
     on_timeout: TimeoutOutcome = TimeoutOutcome.EXPIRE
     reviewer: ReviewerIn | None = Field(default=None, description="A model asked first; it never denies")
+    reminders: list[float] = Field(
+        default_factory=list,
+        max_length=10,
+        description="Fractions of the call's deadline (0 < f < 1, increasing) at which a reminder is "
+        "posted on every channel the call was posted to",
+    )
 
     def to_route(self) -> ApprovalRoute:
         return ApprovalRoute(
@@ -65,6 +71,7 @@ class RouteIn(Strict):
             timeout=_delta(self.timeout_seconds),
             on_timeout=self.on_timeout,
             reviewer=self.reviewer.to_spec() if self.reviewer is not None else None,
+            reminders=tuple(self.reminders),
         )
 
 
@@ -126,6 +133,7 @@ class RouteOut(BaseModel):
     timeout_seconds: float | None
     on_timeout: str
     reviewer: ReviewerOut | None = None
+    reminders: list[float] = Field(default_factory=list)
 
 
 class PolicyRuleOut(BaseModel):

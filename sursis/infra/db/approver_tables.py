@@ -1,4 +1,5 @@
-"""Tables of approval routing: approver groups, votes, delegations. Mirrors migration 0023."""
+"""Tables of approval routing: approver groups, votes, delegations. Mirrors migrations 0023 and
+0037_sampled_reminders."""
 
 from __future__ import annotations
 
@@ -96,4 +97,5 @@ def route_row(state: RouteState) -> dict[str, Any]:
         "due_at": state.due_at,
         "reassigned_to": list(state.reassigned_to) or None,
         "created_at": state.created_at,
+        "reminders_sent": state.reminders_sent,
     }
