@@ -313,13 +313,14 @@ async def _state(uow: UnitOfWork, call: PendingCall) -> a.RouteState:
 
 
 def new_route_state(call: PendingCall) -> a.RouteState | None:
-    """The route row a routed call starts with (its first reminder or escalation due)."""
-    route = a.routed(call.policy)
+    """The route row a routed call (or one whose route names reminders) starts with: its first
+    reminder or escalation due."""
+    route = a.swept(call.policy)
     if route is None:
         return None
     return a.RouteState(
         correlation_id=call.correlation_id,
         workspace=call.workspace,
-        due_at=a.next_due(route, call.created_at, False, 0),
+        due_at=a.next_due(route, call.created_at, False, 0, expires_at=call.expires_at),
         created_at=call.created_at,
     )

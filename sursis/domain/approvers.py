@@ -12,7 +12,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Protocol
 
 from sursis.domain.errors import Conflict, Forbidden
@@ -106,6 +106,8 @@ class RouteState:
     due_at: datetime | None = None
     reassigned_to: tuple[str, ...] = ()
     created_at: datetime | None = None
+    reminders_sent: int = 0
+    """How many of the route's `reminders` (fractions of the deadline) have been sent."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,6 +134,14 @@ def routed(policy: PolicyDecision | None) -> ApprovalRoute | None:
     return policy.route
 
 
+def swept(policy: PolicyDecision | None) -> ApprovalRoute | None:
+    """The route the sweeper follows for a call: a routed one's, or any route that names reminders
+    before its deadline (None: nothing for the sweeper to do but expire the call)."""
+    if policy is None or policy.route is None:
+        return None
+    return policy.route if policy.route.groups or policy.route.reminders else None
+
+
 def targets(route: ApprovalRoute, state: RouteState) -> tuple[str, ...]:
     """Who may vote now: the reassignment if there is one, else the route's groups and the groups
     of every escalation reached (`group:NAME` and `key:ID`)."""
@@ -154,25 +164,52 @@ def key_ids(found: Iterable[str]) -> list[str]:
 @dataclass(frozen=True, slots=True)
 class RouteStep:
     """What the sweeper does for a routed call at `now`: remind (once), escalate to a new level
-    (`targets` of each escalation reached), and when to look again."""
+    (`targets` of each escalation reached), send the deadline reminder `reminder` (the latest
+    fraction reached; earlier ones a late sweeper passed are not sent as well), and when to look
+    again. `reminders_sent`: how many of the route's fractions are behind the call after this step."""
 
     remind: bool
     level: int
     reached: tuple[tuple[str, ...], ...]
     due_at: datetime | None
+    reminder: float | None = None
+    reminders_sent: int = 0
+    passed: tuple[float, ...] = ()
+    """Fractions due together with `reminder`: counted sent, without a reminder of their own."""
 
 
-def next_due(route: ApprovalRoute, created_at: datetime, reminded: bool, level: int) -> datetime | None:
+def reminder_at(route: ApprovalRoute, created_at: datetime, expires_at: datetime, index: int) -> datetime:
+    """When the route's reminder `index` falls due: that fraction of the call's deadline."""
+    return created_at + (expires_at - created_at) * route.reminders[index]
+
+
+def next_due(
+    route: ApprovalRoute,
+    created_at: datetime,
+    reminded: bool,
+    level: int,
+    *,
+    expires_at: datetime | None = None,
+    sent: int = 0,
+) -> datetime | None:
     """When the next reminder or escalation of a call is due; None when none is left."""
-    times: list[timedelta] = []
+    times: list[datetime] = []
     if route.remind_after is not None and not reminded:
-        times.append(route.remind_after)
+        times.append(created_at + route.remind_after)
     if level < len(route.escalations):
-        times.append(route.escalations[level].after)
-    return created_at + min(times) if times else None
+        times.append(created_at + route.escalations[level].after)
+    if expires_at is not None and sent < len(route.reminders):
+        times.append(reminder_at(route, created_at, expires_at, sent))
+    return min(times) if times else None
 
 
-def step(route: ApprovalRoute, created_at: datetime, state: RouteState, now: datetime) -> RouteStep:
+def step(
+    route: ApprovalRoute,
+    created_at: datetime,
+    state: RouteState,
+    now: datetime,
+    expires_at: datetime | None = None,
+) -> RouteStep:
     elapsed = now - created_at
     remind = state.reminded_at is None and route.remind_after is not None and route.remind_after <= elapsed
     level = state.escalation_level
@@ -180,8 +217,23 @@ def step(route: ApprovalRoute, created_at: datetime, state: RouteState, now: dat
     while level < len(route.escalations) and route.escalations[level].after <= elapsed:
         reached.append(route.escalations[level].to)
         level += 1
+    sent = state.reminders_sent
+    due: list[float] = []
+    while expires_at is not None and sent < len(route.reminders):
+        if reminder_at(route, created_at, expires_at, sent) > now:
+            break
+        due.append(route.reminders[sent])
+        sent += 1
     reminded = state.reminded_at is not None or remind
-    return RouteStep(remind, level, tuple(reached), next_due(route, created_at, reminded, level))
+    return RouteStep(
+        remind,
+        level,
+        tuple(reached),
+        next_due(route, created_at, reminded, level, expires_at=expires_at, sent=sent),
+        reminder=due[-1] if due else None,
+        reminders_sent=sent,
+        passed=tuple(due[:-1]),
+    )
 
 
 def view(

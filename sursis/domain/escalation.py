@@ -1,11 +1,14 @@
-"""The sweeper's part in approval routing: remind once, then escalate step by step.
+"""The sweeper's part in approval routing: remind, then escalate step by step.
 
-A routed call's route row names when its next reminder or escalation is due (`due_at`). Each
-sweeper pass takes the due ones of awaiting calls, records what it did (conditional on the `due_at`
-it read, so two sweepers never remind or escalate twice), and tells people: a `pending.reminded`
-or `pending.escalated` event and audit row in the same transaction; an escalation's groups may vote
-from then on, and its Slack channels and email addresses hear of the call through the channel
-outbox (`escalation_notices`).
+A routed call's route row (or that of any call whose route names `reminders`) names when its next
+reminder or escalation is due (`due_at`). Each sweeper pass takes the due ones of awaiting calls,
+records what it did (conditional on the `due_at`, level and reminders sent it read, so two sweepers
+never remind or escalate twice), and tells people: a `pending.reminded` or `pending.escalated`
+event and audit row in the same transaction; an escalation's groups may vote from then on, and its
+Slack channels and email addresses hear of the call through the channel outbox
+(`escalation_notices`). A reminder before the deadline (a fraction of it, `fraction` in its audit
+row and event) reaches every channel the call was posted to: the event is fanned out to the
+conversation's Slack threads and email digests, and to webhooks subscribed to `pending.reminded`.
 """
 
 from __future__ import annotations
@@ -35,27 +38,43 @@ async def advance_routes(uow: UnitOfWork, now: datetime, limit: int) -> list[Adv
     done: list[Advanced] = []
     for state in await uow.approvers.due_routes(now, limit):
         call = await uow.pending.get(state.correlation_id)
-        route = a.routed(call.policy) if call is not None else None
+        route = a.swept(call.policy) if call is not None else None
         if call is None or route is None or call.status is not PendingStatus.AWAITING:
             continue
-        step = a.step(route, call.created_at, state, now)
-        if not step.remind and not step.reached:
-            step = a.RouteStep(False, step.level, (), None)  # nothing was due after all: stop looking
+        step = a.step(route, call.created_at, state, now, call.expires_at)
+        acted = step.remind or bool(step.reached) or step.reminder is not None
+        if not acted:
+            # Nothing was due after all: stop looking.
+            step = a.RouteStep(False, step.level, (), None, reminders_sent=step.reminders_sent)
         if not await uow.approvers.advance(state, step, now):
             continue  # another sweeper took it
         if step.remind:
             await _remind(uow, call, state, now)
+        if step.reminder is not None:
+            await _remind(uow, call, state, now, step.reminder, step.passed)
         for offset, to in enumerate(step.reached):
             level = state.escalation_level + offset + 1
             await _escalate(uow, call, level, to, now)
-        if step.remind or step.reached:
+        if acted:
             done.append(Advanced(call, step))
     return done
 
 
-async def _remind(uow: UnitOfWork, call: PendingCall, state: a.RouteState, now: datetime) -> None:
-    await uow.audit.append(AuditEntry.of_call("pending.reminded", ROUTING_ACTOR, call, {}), now)
-    route = a.routed(call.policy)
+async def _remind(
+    uow: UnitOfWork,
+    call: PendingCall,
+    state: a.RouteState,
+    now: datetime,
+    fraction: float | None = None,
+    passed: tuple[float, ...] = (),
+) -> None:
+    """A reminder: the route's one `remind_after` (no `fraction`), or the deadline reminder at
+    `fraction` (`passed`: earlier fractions a late sweeper reached at the same time)."""
+    details: dict[str, object] = {}
+    if fraction is not None:
+        details = {"fraction": fraction, "passed": list(passed)}
+    await uow.audit.append(AuditEntry.of_call("pending.reminded", ROUTING_ACTOR, call, details), now)
+    route = a.swept(call.policy)
     assert route is not None
     await publish(
         uow,
@@ -63,10 +82,14 @@ async def _remind(uow: UnitOfWork, call: PendingCall, state: a.RouteState, now: 
         call.workspace,
         EventType.PENDING_REMINDED,
         {
+            "run_id": str(call.run_id),
             "correlation_id": str(call.correlation_id),
             "tool_name": call.tool_name,
+            "kind": call.kind.value,
+            "effect_description": call.effect_description,
             "approvers": list(a.targets(route, state)),
             "expires_at": call.expires_at.isoformat(),
+            **details,
         },
         now,
     )

@@ -55,6 +55,7 @@ conversations the service starts on its own (from platform events)."""
 WEBHOOK_EVENT_TYPES: frozenset[EventType] = frozenset(
     {
         EventType.PENDING_CREATED,
+        EventType.PENDING_REMINDED,
         EventType.PENDING_RESOLVED,
         EventType.RUN_COMPLETED,
         EventType.RUN_FAILED,

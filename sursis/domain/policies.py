@@ -38,6 +38,7 @@ from sursis.domain.policy_rules import (
     StoredPolicy,
     check_rules,
 )
+from sursis.domain.policy_sampling import MIN_ONE_IN
 from sursis.domain.tools import Category, Executor, ToolSpec
 
 __all__ = [
@@ -152,7 +153,8 @@ def _fields(decision: PolicyDecision) -> dict[str, Any]:
 
 
 def _ladder_decision(entry: LadderEntry, matches: Matches, version: int | None) -> PolicyDecision:
-    """What the rung says, made no looser than what its ceiling says (the stricter of the two)."""
+    """What the rung says, made no looser than what its ceiling says (the stricter of the two; a
+    `sampled` level or ceiling samples whatever of the two would run, at the smaller N)."""
     assert entry.level is not None
     rule = LADDER_PREFIX + entry.tool
     level, flags = _rung_effect(entry.level, rule, matches, entry.condition)
@@ -162,9 +164,18 @@ def _ladder_decision(entry: LadderEntry, matches: Matches, version: int | None) 
     reason = "the tool's autonomy level"
     if ceiling.strictness > level.strictness:
         level, flags, reason = ceiling, (*ceiling_flags, ABOVE_CEILING), "the tool's ceiling"
+    rates = [
+        n
+        for at, n in ((entry.level, entry.one_in), (entry.ceiling, entry.ceiling_one_in))
+        if at is LadderLevel.SAMPLED and n is not None
+    ]
+    if LadderLevel.SAMPLED in (entry.level, entry.ceiling) and not rates:
+        rates = [MIN_ONE_IN]  # a sampled rung stored without its N: sampled as often as allowed
+    one_in = min(rates) if rates and level in (PolicyEffect.ALLOW, PolicyEffect.NOTIFY) else None
     if level is PolicyEffect.ALLOW:
-        return PolicyDecision(PolicyEffect.ALLOW, version, rule)
-    return PolicyDecision(level, version, rule, reason, ApprovalRoute(), flags=flags)
+        return PolicyDecision(PolicyEffect.ALLOW, version, rule, sample_one_in=one_in)
+    route = ApprovalRoute() if level is not PolicyEffect.DENY else None
+    return PolicyDecision(level, version, rule, reason, route, flags=flags, sample_one_in=one_in)
 
 
 def _rung_effect(
@@ -180,6 +191,7 @@ def _rung_effect(
         return (PolicyEffect.ASK if held else PolicyEffect.ALLOW), ()
     if level is LadderLevel.NOTIFY:
         return PolicyEffect.NOTIFY, ()
+    # `sampled` runs as `auto` does until the call is drawn (`policy_sampling.sample`).
     return PolicyEffect.ALLOW, ()
 
 

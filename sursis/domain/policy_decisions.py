@@ -65,6 +65,9 @@ class ApprovalRoute:
     `groups` empty: any operator of the workspace (one decision decides, as before approver
     groups existed). `quorum`: distinct approvers needed to approve; the requester never counts;
     one denial decides. `timeout`: how long the call may wait (None: the tool's own timeout).
+    `reminders`: fractions of the call's deadline (its creation to its expiry) at which the
+    sweeper reminds, once each, on every channel the call was posted to (`[0.5, 0.9]`: half way and
+    near the end).
     """
 
     groups: tuple[str, ...] = ()
@@ -75,6 +78,7 @@ class ApprovalRoute:
     on_timeout: TimeoutOutcome = TimeoutOutcome.EXPIRE
     reviewer: ReviewerSpec | None = None
     """A model asked first (`domain/reviewer.py`): its `no` approves or votes; it never denies."""
+    reminders: tuple[float, ...] = ()
 
     @property
     def restricted(self) -> bool:
@@ -93,6 +97,8 @@ class ApprovalRoute:
         # Only when set, so routes stored before reviewers existed read the same.
         if self.reviewer is not None:
             data["reviewer"] = self.reviewer.to_json()
+        if self.reminders:
+            data["reminders"] = list(self.reminders)
         return data
 
     @classmethod
@@ -106,6 +112,7 @@ class ApprovalRoute:
             timeout=_delta(data.get("timeout_seconds")),
             on_timeout=TimeoutOutcome(data.get("on_timeout", TimeoutOutcome.EXPIRE.value)),
             reviewer=ReviewerSpec.from_json(reviewer) if reviewer else None,
+            reminders=tuple(float(f) for f in data.get("reminders") or ()),
         )
 
 
@@ -127,6 +134,8 @@ class PolicyDecision:
     """The rule lets the key that caused the call decide it too (audited as a self-approval)."""
     allow_preapproval: bool = True
     """A stored pre-approval may lift this ask (never one its own requester created)."""
+    sample_one_in: int | None = None
+    """A `sampled` rung's N: the call is drawn (`policy_sampling.sample`) and 1 in N is asked."""
 
     def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {
@@ -142,6 +151,8 @@ class PolicyDecision:
             data["allow_self_approval"] = True
         if not self.allow_preapproval:
             data["allow_preapproval"] = False
+        if self.sample_one_in is not None:
+            data["sample_one_in"] = self.sample_one_in
         return data
 
     @classmethod
@@ -156,6 +167,7 @@ class PolicyDecision:
             flags=tuple(data.get("flags") or ()),
             allow_self_approval=bool(data.get("allow_self_approval", False)),
             allow_preapproval=bool(data.get("allow_preapproval", True)),
+            sample_one_in=data.get("sample_one_in"),
         )
 
 

@@ -1,5 +1,5 @@
-"""The autonomy ladder: where a tool stands (ask → ask above a condition → notify → auto), within
-the ceiling the workspace's admin set for it."""
+"""The autonomy ladder: where a tool stands (ask → ask above a condition → sampled → notify →
+auto), within the ceiling the workspace's admin set for it."""
 
 from __future__ import annotations
 
@@ -21,6 +21,9 @@ class LadderLevel(StrEnum):
 
     ASK = "ask"
     ASK_ABOVE = "ask_above"
+    SAMPLED = "sampled"
+    """Runs as `auto` would, except 1 call in N (`LadderEntry.one_in`), picked by a keyed hash the
+    agent cannot predict (`policy_sampling`), which goes to people."""
     NOTIFY = "notify"
     AUTO = "auto"
 
@@ -35,7 +38,8 @@ class LadderEntry:
     a user to move it to; for an `ask_above` ceiling, `ceiling_condition` is the admin's own
     condition. `level` None: the tool's default. `condition` (for `ask_above`): a Cedar
     expression; the call is asked when it holds and runs otherwise. `pin`: the MCP tool's schema
-    digest when the level was set.
+    digest when the level was set. `one_in` (for `sampled`): the N of "1 call in N goes to
+    people"; `ceiling_one_in` the admin's own N for a `sampled` ceiling.
 
     A rung never decides more loosely than its ceiling would: a call gets the stricter of what the
     level says and what the ceiling says (so under an `ask_above` ceiling the call is asked when the
@@ -52,3 +56,6 @@ class LadderEntry:
     updated_by: str | None = None
     updated_at: datetime | None = None
     ceiling_condition: str = ""
+    one_in: int | None = None
+    ceiling_one_in: int | None = None
+    previous_one_in: int | None = None

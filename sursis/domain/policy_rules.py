@@ -3,6 +3,7 @@ rule list passes before it is stored, and a stored version of the list."""
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -138,6 +139,7 @@ def check_rules(rules: Sequence[PolicyRule]) -> None:
                     "type": UNREACHABLE_QUORUM,
                 }
             )
+        errors.extend(reminder_errors(i, rule.route))
         errors.extend(reviewer_errors(i, rule.effect, rule.route))
     if errors or unreachable:
         message = "a route's quorum cannot be reached" if not errors else "the policy is not valid"
@@ -154,6 +156,27 @@ class StoredPolicy:
     created_by: str
     created_at: datetime
     comment: str | None = None
+
+
+MAX_REMINDERS = 10
+
+
+def reminder_errors(index: int, route: ApprovalRoute | None) -> list[dict[str, Any]]:
+    """What is wrong with a route's reminders: fractions of the deadline, each strictly between 0
+    and 1, in increasing order without repeats, at most `MAX_REMINDERS`."""
+    if route is None or not route.reminders:
+        return []
+    loc = ["rules", str(index), "route", "reminders"]
+    fractions = route.reminders
+    if len(fractions) > MAX_REMINDERS:
+        return [{"loc": loc, "msg": f"at most {MAX_REMINDERS} reminders"}]
+    if not all(0 < f < 1 for f in fractions):
+        return [
+            {"loc": loc, "msg": "each reminder is a fraction of the deadline, more than 0 and less than 1"}
+        ]
+    if any(b <= a for a, b in itertools.pairwise(fractions)):
+        return [{"loc": loc, "msg": "reminders are in increasing order, each once"}]
+    return []
 
 
 def reviewer_errors(index: int, effect: PolicyEffect, route: ApprovalRoute | None) -> list[dict[str, Any]]:

@@ -25,6 +25,7 @@ from sursis.domain.policies import (
 )
 from sursis.domain.policy_decisions import PolicyEffect
 from sursis.domain.policy_ports import PolicyUnitOfWorkFactory
+from sursis.domain.policy_sampling import one_in_error
 from sursis.domain.records import AuditEntry, Principal
 from sursis.domain.tools import ToolSpec
 
@@ -213,14 +214,18 @@ class PolicyService:
         ceiling: LadderLevel | None = None,
         ceiling_condition: str | None = None,
         undo: bool = False,
+        one_in: int | None = None,
+        ceiling_one_in: int | None = None,
     ) -> LadderEntry:
         """Move a tool on the ladder (or, `undo`, back where it was before the last move). Only an
-        admin sets the `ceiling` (and, for an `ask_above` ceiling, its `ceiling_condition`); anyone
-        moving stays at or below it (403 `above_ceiling`). The tool's row is locked while it is
-        read and written, and a move that sets no ceiling writes none of the ceiling's columns."""
+        admin sets the `ceiling` (and, for an `ask_above` ceiling, its `ceiling_condition`; for a
+        `sampled` one, its `ceiling_one_in`); anyone moving stays at or below it (403
+        `above_ceiling`). A `sampled` level names its `one_in` (2 to 1,000,000; 422 otherwise). The
+        tool's row is locked while it is read and written, and a move that sets no ceiling writes
+        none of the ceiling's columns."""
         ws = self.workspace_of(principal, workspace)
         principal.require(Permission.MOVE_LADDER)
-        sets_ceiling = ceiling is not None or ceiling_condition is not None
+        sets_ceiling = ceiling is not None or ceiling_condition is not None or ceiling_one_in is not None
         if sets_ceiling and not principal.may(Permission.MANAGE_POLICIES):
             raise Forbidden("only an admin sets a tool's ceiling", extra={"required": "manage_policies"})
         spec = self._tools.get(tool)
@@ -234,14 +239,20 @@ class PolicyService:
             before = await uow.policies.rung(ws, tool, lock=True) or LadderEntry(ws, tool)
             if undo:
                 level, condition = before.previous_level, before.previous_condition
+                one_in = before.previous_one_in
             self._check_condition(tool, level, condition)
             top = ceiling or before.ceiling
             top_condition = self._ceiling_condition(tool, top, before, ceiling, ceiling_condition)
+            sets_rate = ceiling is not None or ceiling_one_in is not None
+            top_one_in = ceiling_one_in if sets_rate else before.ceiling_one_in
+            _check_one_in(top_one_in, top is LadderLevel.SAMPLED, "ceiling_one_in")
             if ceiling is not None and level is None and before.level is not None and not undo:
-                level, condition = before.level, before.condition
+                level, condition, one_in = before.level, before.condition, before.one_in
                 if level.rank > top.rank:
                     level, condition = top, "" if top is not LadderLevel.ASK_ABOVE else condition
+                    one_in = top_one_in
                     self._check_condition(tool, level, condition)
+            _check_one_in(one_in, level is LadderLevel.SAMPLED, "one_in")
             if level is not None and level.rank > top.rank:
                 raise AboveCeiling(
                     f"{tool!r} may be moved up to {top.value!r}, not {level.value!r}",
@@ -259,9 +270,12 @@ class PolicyService:
                 previous_condition=before.condition,
                 updated_by=principal.id,
                 updated_at=now,
+                one_in=one_in,
+                ceiling_one_in=top_one_in,
+                previous_one_in=before.one_in,
             )
             await uow.policies.put_rung(after, ceiling=sets_ceiling)
-            details = {
+            details: dict[str, Any] = {
                 "tool": tool,
                 "from": before.level.value if before.level else None,
                 "to": level.value if level else None,
@@ -271,6 +285,8 @@ class PolicyService:
                 "previous_ceiling": before.ceiling.value,
                 "undo": undo,
             }
+            if LadderLevel.SAMPLED in (level, top, before.level):
+                details |= {"one_in": one_in, "ceiling_one_in": top_one_in, "previous_one_in": before.one_in}
             await uow.audit.append(AuditEntry("ladder.moved", principal.id, ws, details=details), now)
             await uow.commit()
         self._changed(ws)
@@ -326,3 +342,9 @@ class PolicyService:
     def _changed(self, workspace: str) -> None:
         if self._changes is not None:
             self._changes.forget({workspace})
+
+
+def _check_one_in(one_in: int | None, sampled: bool, loc: str) -> None:
+    problem = one_in_error(one_in, sampled)
+    if problem is not None:
+        raise InvalidPolicy(problem, extra={"errors": [{"loc": [loc], "msg": problem}]})

@@ -25,6 +25,7 @@ from sursis.domain.policies import (
 )
 from sursis.domain.policy_decisions import PolicyDecision, PolicyEffect
 from sursis.domain.policy_ports import PolicyUnitOfWorkFactory, RecordedCall
+from sursis.domain.policy_sampling import CallSampler, SampleDraw, sample, was_sampled
 from sursis.domain.policy_service import PolicyService
 from sursis.domain.records import Principal, StoredMessage
 from sursis.domain.reviewer import ReviewerModel, ReviewerSpec, ReviewTally
@@ -61,6 +62,9 @@ class SimulationReport:
     examples: list[SimulatedCall] = field(default_factory=list)
     reviewer: ReviewTally | None = None
     """What the proposed rules' reviewers would have done (None: no asked call names one)."""
+    sampled: int = 0
+    """Calls a `sampled` rung would have sent to people (drawn with the service's key; counted in
+    `proposed["ask"]` too)."""
     shown: int = 20
 
     def to_json(self) -> dict[str, Any]:
@@ -74,6 +78,7 @@ class SimulationReport:
             "changed": sum(self.changes.values()),
             "changes": dict(self.changes),
             "arguments_unknown": self.arguments_unknown,
+            "sampled": self.sampled,
             "truncated": self.truncated,
             "examples": [
                 {
@@ -123,11 +128,14 @@ class PolicySimulation:
         tools: Mapping[str, ToolSpec],
         *,
         reviewer: ReviewerModel | None = None,
+        sampler: CallSampler | None = None,
     ) -> None:
         self._uow = uow
         self._policies = policies
         self._tools = tools
         self._reviewer = reviewer
+        self._sampler = sampler
+        """Draws a `sampled` rung's calls as the policy point would (None: each would be asked)."""
 
     async def simulate(
         self,
@@ -187,6 +195,9 @@ class PolicySimulation:
                 rule = first_covering(candidates, call.tool, fact.arguments, fact.at)
                 if rule is not None:
                     decision = pre_approved(decision, str(rule.id))
+            draw = SampleDraw(ws, call.tool, call.conversation_id, call.tool_call_id)
+            decision = sample(decision, self._sampler, draw)
+            report.sampled += was_sampled(decision)
             reviewer = decision.route.reviewer if decision.route is not None else None
             if decision.effect is PolicyEffect.ASK and reviewer is not None:
                 asked.append((call, reviewer, decision.rule))

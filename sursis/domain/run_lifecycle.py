@@ -25,6 +25,7 @@ from sursis.domain.events import (
     publish_run_status,
     run_status_data,
 )
+from sursis.domain.policy_sampling import SAMPLED_ACTION, was_sampled
 from sursis.domain.ports import UnitOfWork
 from sursis.domain.records import AuditEntry, JsonText, PendingCall, Run, RunError, Usage
 from sursis.domain.reviewer_steps import queue_reviews
@@ -66,6 +67,9 @@ async def suspend(
     for call in calls:
         await uow.pending.add(call)
         await uow.audit.append(AuditEntry.of_call("pending.requested", actor, call, {"kind": call.kind}), now)
+        if call.policy is not None and was_sampled(call.policy):
+            details = {"rule": call.policy.rule, "one_in": call.policy.sample_one_in}
+            await uow.audit.append(AuditEntry.of_call(SAMPLED_ACTION, actor, call, details), now)
     await uow.audit.append(AuditEntry.of_run("run.suspended", actor, run, {"pending": len(calls)}), now)
     await queue_reviews(uow, calls, now)
     await _publish_all(uow, run, tool_events, now)

@@ -218,3 +218,25 @@ async def test_a_policy_that_cannot_decide_asks(container: Container) -> None:
     found = await service.file(agent, filing)
     assert found.call.status.value == "awaiting"
     assert found.call.policy is not None and "policy_unavailable" in found.call.policy.flags
+
+
+async def test_a_sampled_rung_asks_every_filed_request(container: Container) -> None:
+    """An agent outside could file again until a draw let it through: under a `sampled` rung each
+    of its requests waits for a person."""
+    from sursis.domain.policies import LadderLevel
+
+    await container.policies.move(
+        ADMIN, "default", "replay_dlq_event", level=LadderLevel.SAMPLED, one_in=2, ceiling=LadderLevel.AUTO
+    )
+    agent = Principal(id="agent:sampled", role=Role.USER, workspace="default")
+    for i in range(6):
+        filing = Filing(
+            tool_name="replay_dlq_event",
+            args={"event_id": f"evt_{i}"},
+            agent="billing-bot",
+            expires_in=timedelta(minutes=5),
+            idempotency_key=f"try-{i}",
+        )
+        found = await container.approvals.file(agent, filing)
+        assert found.call.status.value == "awaiting"
+        assert found.call.policy is not None and found.call.policy.flags == ("sampled",)

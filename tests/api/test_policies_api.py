@@ -165,6 +165,52 @@ async def test_a_user_moves_a_tool_within_the_ceiling_only(
     assert theirs["replay_dlq_event"]["ceiling"] == "ask" and theirs["replay_dlq_event"]["level"] is None
 
 
+async def test_a_sampled_rung_names_its_rate_or_is_refused(
+    client: AsyncTestClient[Any], keys: KeyMaker
+) -> None:
+    user = bearer(await keys.make("user", "default"))
+    tool = {"tool": "replay_dlq_event"}
+    problem(
+        await client.put("/v1/ladder", json={**tool, "level": "sampled", "one_in": 5}, headers=user),
+        403,
+        "above_ceiling",
+    )
+    # A sampled ceiling needs the admin's own N.
+    body = problem(await client.put("/v1/ladder", json={**tool, "ceiling": "sampled"}), 422, "invalid_policy")
+    assert body["errors"][0]["loc"] == ["ceiling_one_in"]
+    ceiling = await client.put("/v1/ladder", json={**tool, "ceiling": "sampled", "ceiling_one_in": 10})
+    assert (ceiling.json()["ceiling"], ceiling.json()["ceiling_one_in"]) == ("sampled", 10)
+    for wrong in ({"level": "sampled"}, {"level": "sampled", "one_in": 1}, {"level": "ask", "one_in": 4}):
+        body = problem(
+            await client.put("/v1/ladder", json={**tool, **wrong}, headers=user), 422, "invalid_policy"
+        )
+        assert body["errors"][0]["loc"] == ["one_in"], body
+    problem(
+        await client.put("/v1/ladder", json={**tool, "level": "sampled", "one_in": [5]}, headers=user),
+        422,
+        "validation_failed",
+    )
+    problem(
+        await client.put("/v1/ladder", json={**tool, "ceiling_one_in": 3}, headers=user), 403, "forbidden"
+    )
+    moved = await client.put("/v1/ladder", json={**tool, "level": "sampled", "one_in": 50}, headers=user)
+    assert moved.status_code == 200, moved.text
+    assert (moved.json()["level"], moved.json()["one_in"], moved.json()["ceiling_one_in"]) == (
+        "sampled",
+        50,
+        10,
+    )
+    problem(
+        await client.put("/v1/ladder", json={**tool, "level": "notify"}, headers=user), 403, "above_ceiling"
+    )
+    ladder = {e["tool"]: e for e in (await client.get("/v1/ladder", headers=user)).json()}
+    assert ladder["replay_dlq_event"]["one_in"] == 50
+    back = await client.put("/v1/ladder", json={**tool, "level": "ask"}, headers=user)
+    assert back.json()["one_in"] is None and back.json()["previous_level"] == "sampled"
+    undone = await client.put("/v1/ladder", json={**tool, "undo": True}, headers=user)
+    assert (undone.json()["level"], undone.json()["one_in"]) == ("sampled", 50)
+
+
 async def test_decisions_show_on_pending_calls_and_tool_calls(client: AsyncTestClient[Any]) -> None:
     await client.put("/v1/policies", json=POLICY)
     conversation = await create_conversation(client, workspace="default")

@@ -119,6 +119,8 @@ CLI_ROUTES = {
             ),
         ),
     ),
+    # A reminder a quarter of the way to a 4 s deadline: 1 s after the call is asked.
+    "L4": ApprovalRoute(groups=("finance",), timeout=timedelta(seconds=4), reminders=(0.25,)),
 }
 CLI_AGENT = payments_agent(CLI_ROUTES)
 """Served by name (`tests.routing.kit:CLI_AGENT`) where a test starts the app from settings."""

@@ -169,6 +169,8 @@ class LadderController(Controller):
             ceiling=data.ceiling,
             ceiling_condition=data.ceiling_condition,
             undo=data.undo,
+            one_in=data.one_in,
+            ceiling_one_in=data.ceiling_one_in,
         )
         return LadderOut.of(entry)
 

@@ -53,6 +53,12 @@ class RouteIn(Strict):
     timeout_seconds: Seconds | None = None
     on_timeout: TimeoutOutcome = TimeoutOutcome.EXPIRE
     reviewer: ReviewerIn | None = Field(default=None, description="A model asked first; it never denies")
+    reminders: list[float] = Field(
+        default_factory=list,
+        max_length=10,
+        description="Fractions of the call's deadline (0 < f < 1, increasing) at which a reminder is "
+        "posted on every channel the call was posted to",
+    )
 
     def to_route(self) -> ApprovalRoute:
         return ApprovalRoute(
@@ -65,6 +71,7 @@ class RouteIn(Strict):
             timeout=_delta(self.timeout_seconds),
             on_timeout=self.on_timeout,
             reviewer=self.reviewer.to_spec() if self.reviewer is not None else None,
+            reminders=tuple(self.reminders),
         )
 
 
@@ -126,6 +133,7 @@ class RouteOut(BaseModel):
     timeout_seconds: float | None
     on_timeout: str
     reviewer: ReviewerOut | None = None
+    reminders: list[float] = Field(default_factory=list)
 
 
 class PolicyRuleOut(BaseModel):
@@ -165,7 +173,8 @@ class ApprovalPolicyOut(BaseModel):
 class PolicyDecisionOut(BaseModel):
     """Why a call ran or waited: the effect, the rule that matched (null: the tool's default;
     `authorization:<id>`: a pre-approval; `ladder:<tool>`: the autonomy ladder) and the policy's
-    version (null: no policy stored)."""
+    version (null: no policy stored). A `sampled` rung's decision names its N (`sample_one_in`);
+    a call it drew is asked with the flag `sampled`."""
 
     effect: str
     policy_version: int | None
@@ -175,6 +184,7 @@ class PolicyDecisionOut(BaseModel):
     flags: list[str]
     allow_self_approval: bool = False
     allow_preapproval: bool = True
+    sample_one_in: int | None = None
 
     @model_validator(mode="before")
     @classmethod
@@ -231,6 +241,10 @@ class SimulationOut(BaseModel):
     changed: int
     changes: dict[str, int] = Field(description="Changed calls by `before->after`")
     arguments_unknown: int = Field(description="Calls replayed without their arguments (they ran unasked)")
+    sampled: int = Field(
+        default=0,
+        description="Calls a `sampled` rung would have sent to people (also counted as `ask`)",
+    )
     truncated: bool
     examples: list[SimulatedExampleOut]
     reviewer: ReviewerSimulationOut | None = Field(
@@ -238,7 +252,7 @@ class SimulationOut(BaseModel):
     )
 
 
-LadderName = Literal["ask", "ask_above", "notify", "auto"]
+LadderName = Literal["ask", "ask_above", "sampled", "notify", "auto"]
 
 
 class LadderIn(Strict):
@@ -252,6 +266,13 @@ class LadderIn(Strict):
         "a user's own condition says",
     )
     undo: bool = Field(default=False, description="Back to the level before the last move")
+    one_in: int | None = Field(
+        default=None,
+        description="For `sampled` (required, 2 to 1,000,000): 1 call in N that would run goes to people",
+    )
+    ceiling_one_in: int | None = Field(
+        default=None, description="Admins only; required with a `sampled` ceiling: its own N"
+    )
     workspace: WorkspaceName | None = None
 
 
@@ -267,6 +288,8 @@ class LadderOut(BaseModel):
     previous_condition: str
     updated_by: str | None
     updated_at: datetime | None
+    one_in: int | None = Field(description="For `sampled`: 1 call in N goes to people")
+    ceiling_one_in: int | None = Field(description="For a `sampled` ceiling: the admin's N")
 
     @classmethod
     def of(cls, entry: LadderEntry) -> LadderOut:
@@ -282,6 +305,8 @@ class LadderOut(BaseModel):
             previous_condition=entry.previous_condition,
             updated_by=entry.updated_by,
             updated_at=entry.updated_at,
+            one_in=entry.one_in,
+            ceiling_one_in=entry.ceiling_one_in,
         )
 
 

@@ -24,6 +24,7 @@ from sursis.infra.agents.declarations import DeclaredToolCatalog
 from sursis.infra.agents.models import BuiltModels
 from sursis.infra.agents.run_deps import PreApprovalPolicy
 from sursis.infra.db.engine import is_sqlite
+from sursis.infra.encryption.call_sampler import KeyedCallSampler
 from sursis.infra.policy.cedar import CedarPolicies, ToolShape
 from sursis.infra.policy.point import StoredPolicyPoint
 from sursis.infra.policy.reviewer import PydanticAiReviewer, ReviewerLoop
@@ -128,11 +129,13 @@ def wire_policy(
         uow, cedar, specs, changes=caches.invalidations(), model_problem=model_problem(agents.models)
     )
     review_model = PydanticAiReviewer(agents.models.named)
+    sampler = KeyedCallSampler.of(uow.cipher)
     return PolicyParts(
         policies=service,
-        policy_simulation=PolicySimulation(uow, service, specs, reviewer=review_model),
+        policy_simulation=PolicySimulation(uow, service, specs, reviewer=review_model, sampler=sampler),
         authorizations=PreApprovalService(uow, catalog, changes=caches.rules),
         approvers=ApproverService(uow, clock=utcnow),
         reviewer=reviewer_loop(settings, storage, review_model, utcnow),
-        point=policy or StoredPolicyPoint(uow, cedar, rules=caches.rules, cache=caches.states),
+        point=policy
+        or StoredPolicyPoint(uow, cedar, rules=caches.rules, cache=caches.states, sampler=sampler),
     )

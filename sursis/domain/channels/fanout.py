@@ -27,12 +27,22 @@ if TYPE_CHECKING:
     from sursis.domain.ports import UnitOfWork
 
 SLACK_EVENT_TYPES = frozenset(
-    {"pending.created", "pending.reviewed", "pending.resolved", "run.completed", "run.failed"}
+    {
+        "pending.created",
+        "pending.reviewed",
+        "pending.reminded",
+        "pending.resolved",
+        "run.completed",
+        "run.failed",
+    }
 )
-"""What a Slack thread is told: approvals (posted, updated with a reviewer's verdict and when decided)
-and the run's end."""
-EMAIL_EVENT_TYPES = frozenset({"pending.created", "pending.reviewed", "run.failed", "conversation.started"})
-"""What an email digest lists: approvals waiting, runs that failed, conversations the service started."""
+"""What a Slack thread is told: approvals (posted, reminded of, updated with a reviewer's verdict and
+when decided) and the run's end."""
+EMAIL_EVENT_TYPES = frozenset(
+    {"pending.created", "pending.reviewed", "pending.reminded", "run.failed", "conversation.started"}
+)
+"""What an email digest lists: approvals waiting (and reminders of them), runs that failed,
+conversations the service started."""
 CHANNEL_EVENT_TYPES = SLACK_EVENT_TYPES | EMAIL_EVENT_TYPES
 
 
@@ -107,6 +117,14 @@ def digest_item(binding: ChannelBinding, event: StoredEvent) -> DigestItem | Non
             summary = (
                 f"Approval waiting: {data.get('tool_name')} — {data.get('effect_description')} "
                 f"(reviewer {data.get('model')}: {data.get('verdict')})"
+            )
+        case "pending.reminded":
+            kind = DigestItemKind.APPROVAL_WAITING
+            fraction = data.get("fraction")
+            gone = f", {round(float(fraction) * 100)}% of its time passed" if fraction is not None else ""
+            summary = (
+                f"Reminder: approval still waiting: {data.get('tool_name')} — "
+                f"{data.get('effect_description')}{gone}; expires {data.get('expires_at')}"
             )
         case "run.failed":
             error = data.get("error") or {}

@@ -35,9 +35,11 @@ pending call keeps it."""
 
 
 async def decide(deps: RunDeps, spec: ToolSpec, tool_call_id: str, args: Mapping[str, Any]) -> PolicyDecision:
-    """The point's decision; one it cannot make asks for the call (fail closed)."""
+    """The point's decision, drawn for a `sampled` rung; one it cannot make asks for the call
+    (fail closed)."""
     try:
-        return await deps.policy.decide(deps, spec, args)
+        decision = await deps.policy.decide(deps, spec, args)
+        return deps.policy.drawn(deps, spec, tool_call_id, decision)
     except Exception:
         log.exception("policy.unavailable", tool_name=spec.name, tool_call_id=tool_call_id)
         return unavailable(spec)

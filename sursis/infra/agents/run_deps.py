@@ -16,6 +16,7 @@ from pydantic_ai import RunContext
 from sursis.domain.clock import Clock
 from sursis.domain.policies import default_decision, lifts, pre_approved
 from sursis.domain.policy_decisions import PolicyDecision
+from sursis.domain.policy_sampling import CallSampler, SampleDraw, sample
 from sursis.domain.ports import UnitOfWorkFactory
 from sursis.domain.records import AuditEntry, ToolCallRecord
 from sursis.domain.tools import ToolSpec
@@ -33,6 +34,16 @@ class PreApprovalPolicy:
     `covering_authorization` returns the covering authorization's id; raising means "cannot
     tell": the call is asked.
     """
+
+    sampler: CallSampler | None = None
+    """Draws the calls a `sampled` rung sends to people (None: every such call is asked)."""
+
+    def drawn(
+        self, deps: RunDeps, spec: ToolSpec, tool_call_id: str, decision: PolicyDecision
+    ) -> PolicyDecision:
+        """`decision` once the call is drawn: 1 in N of a `sampled` rung's calls is asked instead."""
+        draw = SampleDraw(deps.workspace, spec.name, deps.conversation_id, tool_call_id)
+        return sample(decision, self.sampler, draw)
 
     async def covering_authorization(
         self, workspace: str, tool_name: str, args: Mapping[str, Any], now: datetime

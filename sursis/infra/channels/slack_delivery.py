@@ -157,6 +157,10 @@ class SlackDeliverer:
                 return None
             case "pending.reviewed":
                 return None
+            case "pending.reminded":
+                if not await self._still_awaiting(data):
+                    return None
+                text = msg.approval_reminder(data)
             case "run.completed":
                 output = msg.run_output(data)
                 if output is None:
@@ -235,6 +239,16 @@ class SlackDeliverer:
                 return msg.approval_request(data, shown, model_args)
             who = await _decider_name(uow, call.resolved_by)
         return msg.approval_decided({**data, "review": shown}, call.status.value, who)
+
+    async def _still_awaiting(self, data: dict[str, Any]) -> bool:
+        """Whether the call a reminder is about still waits (a call decided since is not recalled)."""
+        try:
+            correlation_id = uuid.UUID(str(data.get("correlation_id")))
+        except ValueError:
+            return False
+        async with self._uow() as uow:
+            call = await uow.pending.get(correlation_id)
+        return call is not None and call.status.value == "awaiting"
 
     async def _update_approvals(self, binding: ChannelBinding, data: dict[str, Any]) -> None:
         if data.get("kind") != "approval":

@@ -187,6 +187,21 @@ def answer_request(data: dict[str, Any], inbox_url: str | None) -> SlackText:
     return SlackText(_clip(f"Waiting for an answer: {_escape(str(data.get('tool_name')))}.{where}"))
 
 
+def approval_reminder(data: dict[str, Any]) -> SlackText:
+    """A reminder, in the call's thread, that it still waits (the request above has the buttons)."""
+    tool = _escape(str(data.get("tool_name")))
+    effect = _escape(str(data.get("effect_description") or ""))
+    fraction = data.get("fraction")
+    gone = (
+        f" {round(float(fraction) * 100)}% of its time has passed;"
+        if isinstance(fraction, int | float)
+        else ""
+    )
+    expires = _escape(str(data.get("expires_at") or ""))
+    text = f"Reminder: approval still needed: {tool} — {effect}.{gone} it expires at {expires}."
+    return SlackText(_clip(text))
+
+
 def conversation_started(data: dict[str, Any], inbox_url: str | None) -> SlackText:
     """The opening message of a conversation the service started: replies in its thread go to it."""
     source = data.get("event") or {}

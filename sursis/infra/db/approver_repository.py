@@ -51,6 +51,7 @@ def _route(row: Any) -> RouteState:
         due_at=m["due_at"],
         reassigned_to=tuple(m["reassigned_to"] or ()),
         created_at=m["created_at"],
+        reminders_sent=m["reminders_sent"],
     )
 
 
@@ -184,7 +185,11 @@ class SqlApproverRepository(SqlRepository):
         return found
 
     async def advance(self, state: RouteState, step: RouteStep, now: datetime) -> bool:
-        values: dict[str, Any] = {"escalation_level": step.level, "due_at": step.due_at}
+        values: dict[str, Any] = {
+            "escalation_level": step.level,
+            "due_at": step.due_at,
+            "reminders_sent": step.reminders_sent,
+        }
         if step.remind:
             values["reminded_at"] = now
         result = await self._execute(
@@ -193,6 +198,7 @@ class SqlApproverRepository(SqlRepository):
                 _r.correlation_id == state.correlation_id,
                 _r.due_at == state.due_at if state.due_at is not None else _r.due_at.is_(None),
                 _r.escalation_level == state.escalation_level,
+                _r.reminders_sent == state.reminders_sent,
             )
             .values(**values)
         )

@@ -1,4 +1,5 @@
-"""Tables of approval routing: approver groups, votes, delegations. Mirrors migration 0023."""
+"""Tables of approval routing: approver groups, votes, delegations. Mirrors migrations 0023 and
+0037_sampled_reminders."""
 
 from __future__ import annotations
 
@@ -53,6 +54,7 @@ pending_routes = sa.Table(
     sa.Column("due_at", UtcDateTime, nullable=True),
     sa.Column("reassigned_to", JSON, nullable=True),
     sa.Column("created_at", UtcDateTime, nullable=False),
+    sa.Column("reminders_sent", sa.Integer, nullable=False, server_default="0"),
     sa.Index("ix_pending_routes_due_at", "due_at"),
 )
 
@@ -95,4 +97,5 @@ def route_row(state: RouteState) -> dict[str, Any]:
         "due_at": state.due_at,
         "reassigned_to": list(state.reassigned_to) or None,
         "created_at": state.created_at,
+        "reminders_sent": state.reminders_sent,
     }

@@ -46,6 +46,9 @@ def _rung(row: Any) -> LadderEntry:
         previous_condition=m["previous_condition"] or "",
         updated_by=m["updated_by"],
         updated_at=m["updated_at"],
+        one_in=m["one_in"],
+        ceiling_one_in=m["ceiling_one_in"],
+        previous_one_in=m["previous_one_in"],
     )
 
 
@@ -102,13 +105,19 @@ class SqlPolicyRepository(SqlRepository):
         return _rung(row) if row else None
 
     async def put_rung(self, entry: LadderEntry, *, ceiling: bool = True) -> None:
-        ceiling_values = {"ceiling": entry.ceiling.value, "ceiling_condition": entry.ceiling_condition}
+        ceiling_values = {
+            "ceiling": entry.ceiling.value,
+            "ceiling_condition": entry.ceiling_condition,
+            "ceiling_one_in": entry.ceiling_one_in,
+        }
         values = {
             "level": entry.level.value if entry.level else None,
             "condition": entry.condition,
             "pin": entry.pin,
             "previous_level": entry.previous_level.value if entry.previous_level else None,
             "previous_condition": entry.previous_condition,
+            "one_in": entry.one_in,
+            "previous_one_in": entry.previous_one_in,
             "updated_by": entry.updated_by,
             "updated_at": entry.updated_at,
         }

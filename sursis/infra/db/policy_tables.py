@@ -1,4 +1,5 @@
-"""Tables of workspace policies and the autonomy ladder. Mirrors migrations 0022_policies and 0024_policy."""
+"""Tables of workspace policies and the autonomy ladder. Mirrors migrations 0022_policies, 0024_policy
+and 0037_sampled_reminders."""
 
 from __future__ import annotations
 
@@ -31,4 +32,7 @@ autonomy_ladder = sa.Table(
     sa.Column("previous_condition", sa.Text, nullable=False, server_default=""),
     sa.Column("updated_by", sa.String(200), nullable=True),
     sa.Column("updated_at", UtcDateTime, nullable=True),
+    sa.Column("one_in", sa.Integer, nullable=True),
+    sa.Column("ceiling_one_in", sa.Integer, nullable=True),
+    sa.Column("previous_one_in", sa.Integer, nullable=True),
 )

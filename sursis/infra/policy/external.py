@@ -4,12 +4,15 @@ asked by default)."""
 
 from __future__ import annotations
 
+import uuid
+
 from pydantic_core import to_jsonable_python
 
 from sursis.domain.approval_request_records import Filing
 from sursis.domain.clock import Clock
 from sursis.domain.policies import CallFacts, default_decision, lifts, own_pre_approvals_count, pre_approved
 from sursis.domain.policy_decisions import PolicyDecision
+from sursis.domain.policy_sampling import SampleDraw, sample
 from sursis.domain.records import Principal
 from sursis.domain.tools import Category, ToolSpec
 from sursis.infra.agents.policy import StoredPreApprovalPolicy
@@ -48,6 +51,9 @@ class ExternalPolicyPoint:
             decision = await point.decide_facts(spec, facts)
         else:
             decision = default_decision(spec)
+        # A sampled rung asks every filed request: an agent outside could file again, with a new
+        # key, until a draw let it through (a hosted call that is drawn suspends its run instead).
+        decision = sample(decision, None, SampleDraw(workspace, spec.name, uuid.UUID(int=0), ""))
         if not lifts(decision):
             return decision
         if isinstance(point, StoredPreApprovalPolicy):

@@ -15,6 +15,7 @@ from sursis.domain.policies import CallFacts, WorkspacePolicy, decide_call, defa
 from sursis.domain.policy_cache import PolicyCache
 from sursis.domain.policy_decisions import PolicyDecision
 from sursis.domain.policy_ports import PolicyUnitOfWorkFactory
+from sursis.domain.policy_sampling import CallSampler
 from sursis.domain.tools import ToolSpec
 from sursis.infra.agents.policy import StoredPreApprovalPolicy
 from sursis.infra.agents.run_deps import RunDeps
@@ -41,8 +42,10 @@ class StoredPolicyPoint(StoredPreApprovalPolicy):
         rules: AuthorizationCache | None = None,
         cache: PolicyCache | None = None,
         max_requesters: int = 1024,
+        sampler: CallSampler | None = None,
     ) -> None:
         super().__init__(uow, rules)
+        self.sampler = sampler
         self._policies = uow
         self._cedar = cedar
         self._states = cache
