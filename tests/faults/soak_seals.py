@@ -73,6 +73,12 @@ def cipher_of(keyring: str) -> AesGcmCipher:
 
 async def unsealed_runs(database_url: str, keyring: str) -> list[str]:
     """Each gated tool call that ran without a valid decision seal, and why (empty: none)."""
+    found, _ = await _checked(database_url, keyring)
+    return found
+
+
+async def _checked(database_url: str, keyring: str) -> tuple[list[str], int]:
+    """The gated calls that ran without a valid decision seal, and how many were checked."""
     engine = create_engine(database_url)
     uow = SqlUnitOfWorkFactory(engine, cipher=cipher_of(keyring))
     found: list[str] = []
@@ -85,14 +91,14 @@ async def unsealed_runs(database_url: str, keyring: str) -> list[str]:
                 found.append(f"{tool_name} {tool_call_id} (conversation {conversation}): {problem}")
     finally:
         await engine.dispose()
-    return found
+    return found, len(ran)
 
 
 async def check_sealed(database_url: str, keyring: str) -> list[str]:
     """The invariant, by name (an `AssertionError` naming the calls if it fails)."""
-    found = await unsealed_runs(database_url, keyring)
+    found, checked = await _checked(database_url, keyring)
     assert not found, f"{NAME}: {found[:5]}"
-    return [NAME]
+    return [f"{NAME}: {checked} checked"]
 
 
 async def _decision_problem(

@@ -46,7 +46,7 @@ async def ran(seeded: str) -> AsyncIterator[tuple[Container, str, str]]:
 
 async def test_an_approved_call_that_ran_holds(ran: tuple[Container, str, str]) -> None:
     container, keyring, _ = ran
-    assert await check_sealed(container.settings.database_url, keyring) == [NAME]
+    assert await check_sealed(container.settings.database_url, keyring) == [f"{NAME}: 1 checked"]
 
 
 async def test_a_decision_changed_after_the_call_ran_is_reported(ran: tuple[Container, str, str]) -> None:
