@@ -231,3 +231,28 @@ async def test_a_recorded_lift_of_this_call_clears_it(sealed_container: Containe
     )
     await lift_mark(deps, "call_0", sealer.seal(facts))
     assert await cleared_before(deps, part, ARGS) is True
+
+
+async def test_an_approval_request_is_not_cleared_by_a_changed_pre_approval(shop: Shop) -> None:
+    """An agent outside files its calls (`POST /v1/approvals`): a sealed pre-approval clears one at
+    once, a changed one clears nothing and people decide."""
+    await pre_approve(shop, "ann", "refund", args_match={"order_id": "A2"})
+    deploys = await pre_approve(shop, "ann", "deploy")
+    await insider(shop.settings.database_url, change(deploys, tool_name="refund"))  # type: ignore[union-attr]
+    agent = await shop.key("bot", Role.USER)
+
+    async def filed(order_id: str) -> dict[str, Any]:
+        body = {
+            "tool_name": "refund",
+            "args": {"order_id": order_id, "amount": 900},
+            "agent": "billing-bot",
+            "conversation": "t1",
+        }
+        response = await shop.http.post("/v1/approvals", json=body, headers=agent)
+        assert response.status_code in (200, 201), response.text
+        return dict(response.json())
+
+    cleared = await filed("A2")
+    assert cleared["state"] == "approved" and cleared["answered_by"][0].startswith("authorization:")
+    asked = await filed("A1")
+    assert asked["state"] == "awaiting", asked
