@@ -29,6 +29,7 @@ from sursis.domain.decision_seal import lift_facts
 from sursis.domain.integrity import DECISION_UNSEALED
 from sursis.domain.records import AuditQuery
 from sursis.domain.sanitize import args_hash
+from sursis.domain.states import RunStatus
 from sursis.infra.agents.approved_args import ApprovedArgsMismatch
 from sursis.infra.agents.policy_gate import AUTO_APPROVED, cleared_before
 from sursis.infra.agents.run_deps import PreApprovalPolicy, RunDeps
@@ -36,7 +37,8 @@ from sursis.infra.db import tables as t
 from sursis.infra.encryption.decision_seal import sealer_of
 from tests.attacks.forged_decisions import insider, insider_reads, keyring, settled
 from tests.attacks.policy_attacks import Shop, open_shop, refunds
-from tests.conftest import KeyMaker, make_settings
+from tests.conftest import KeyMaker, eventually, make_settings
+from tests.integration.test_audit import OPERATOR, USER, Button
 
 REFUNDS_ASK = {"id": "refunds", "effect": "ask", "tools": ["refund", "deploy"]}
 """Any operator decides; pre-approvals may lift the ask."""
@@ -256,3 +258,28 @@ async def test_an_approval_request_is_not_cleared_by_a_changed_pre_approval(shop
     assert cleared["state"] == "approved" and cleared["answered_by"][0].startswith("authorization:")
     asked = await filed("A1")
     assert asked["state"] == "awaiting", asked
+
+
+async def test_a_sealed_lift_holds_when_its_call_is_dispatched_again_after_a_crash(seeded: str) -> None:
+    """The worker dies while a pre-approved call runs; the pre-approval is revoked meanwhile. The
+    call dispatched again is cleared by its recorded lift, whose seal checks: it runs once, with no
+    finding."""
+    button = Button(die_after_effect=False)
+    settings = make_settings(seeded, lease_seconds=0.3, encryption_keys=keyring())
+    container = build_container(settings, extra_agents=[button.agent()])
+    try:
+        authorization = await container.authorizations.create(
+            OPERATOR, tool_name="press_button", reason="drill"
+        )
+        _, run = await button.press_and_die(container)
+        await container.authorizations.revoke(OPERATOR, authorization.id)
+        assert await eventually(container.worker.sweep)
+        assert await container.worker.run_once()
+        view = await container.runs.get_run(USER, run.id)
+        async with container.uow.reader() as uow:
+            findings = await uow.audit.search("default", AuditQuery(actions=(DECISION_UNSEALED,), limit=5))
+            [lift] = await uow.audit.search("default", AuditQuery(actions=(AUTO_APPROVED,), limit=5))
+    finally:
+        await container.close()
+    assert (view.run.status, button.pressed, findings) == (RunStatus.COMPLETED, ["red"], [])
+    assert str(lift.details["seal"]).startswith("v1:k1:")
