@@ -41,7 +41,17 @@ def _show_table(calls: list[PendingCall]) -> None:
     from rich.table import Table
 
     table = Table(box=None, pad_edge=False)
-    for column in ("correlation_id", "status", "kind", "tool", "agent", "created", "votes", "effect"):
+    for column in (
+        "correlation_id",
+        "status",
+        "kind",
+        "tool",
+        "agent",
+        "created",
+        "votes",
+        "review",
+        "effect",
+    ):
         table.add_column(column, overflow="fold")
     for call in calls:
         table.add_row(
@@ -52,6 +62,7 @@ def _show_table(calls: list[PendingCall]) -> None:
             call.agent,
             f"{call.created_at:%Y-%m-%d %H:%M:%S}",
             _votes_cell(call),
+            _review_cell(call),
             call.effect_description,
         )
     Console(width=200 if not sys.stdout.isatty() else None).print(table)
@@ -68,6 +79,31 @@ def _votes_cell(call: PendingCall) -> str:
     if call.escalation_level:
         cell += f" esc {call.escalation_level}"
     return cell + (" you" if call.can_decide else "")
+
+
+def _review_cell(call: PendingCall) -> str:
+    """The reviewer's verdict and what it did (`yes left_to_people`); `-` when the route names none."""
+    review = call.review
+    if review is None:
+        return "-"
+    return f"{review.verdict} {review.effect}" if review.effect else review.verdict
+
+
+def review_line(call: PendingCall) -> str | None:
+    """The reviewer's verdict as a person reads it: `yes by M (left_to_people) at T: reason`."""
+    review = call.review
+    if review is None:
+        return None
+    line = f"{review.verdict} by {review.model}"
+    if review.effect:
+        line += f" ({review.effect})"
+    if review.policy_version is not None:
+        line += f" under policy v{review.policy_version}"
+    if review.decided_at is not None:
+        line += f" at {review.decided_at:%Y-%m-%d %H:%M:%S}"
+    if review.reason:
+        line += f": {review.reason}"
+    return line
 
 
 def vote_lines(call: PendingCall) -> list[str]:
@@ -95,6 +131,8 @@ def _show_call(call: PendingCall) -> None:
     for name, value in call.model_dump(mode="json").items():
         if name == "votes" and value is not None:
             table.add_row(name, "\n".join(vote_lines(call)) or "(none yet)")
+        elif name == "review" and value is not None:
+            table.add_row(name, review_line(call) or "")
         elif value is not None:
             table.add_row(name, value if isinstance(value, str) else json.dumps(value))
     Console(width=200 if not sys.stdout.isatty() else None).print(table)

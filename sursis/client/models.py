@@ -66,6 +66,21 @@ class Vote(Model):
     at: datetime
 
 
+class Review(Model):
+    """A reviewer model's verdict on a call: `yes` (risky), `no`, `unsure`, or why there is none
+    (`error`, `timeout`, `over_budget`, ...; `queued`/`reviewing` while it thinks), its short
+    reason, what it did (`approved`, `voted`, `stale`, `left_to_people`) and when it decided."""
+
+    model: str
+    question: str
+    verdict: str
+    reason: str | None = None
+    effect: str | None = None
+    policy_version: int | None = None
+    rule: str | None = None
+    decided_at: datetime | None = None
+
+
 class PendingCall(Model):
     correlation_id: uuid.UUID
     conversation_id: uuid.UUID
@@ -97,6 +112,8 @@ class PendingCall(Model):
     approvers: list[str] | None = None
     escalation_level: int | None = None
     can_decide: bool | None = None
+    review: Review | None = None
+    """The route's reviewer model's verdict; None when the route names no reviewer."""
 
 
 class Usage(Model):

@@ -54,6 +54,12 @@ class Authorization:
     created_at: datetime
     expires_at: datetime | None = None
     revoked_at: datetime | None = None
+    seal: str | None = None
+    """The service's seal of what the pre-approval grants (`domain/decision_seal.py`), written with
+    it where decisions are sealed; None where they are not."""
+    seal_problem: str | None = None
+    """Why its seal does not check, for a pre-approval read where decisions are sealed; None when it
+    checks (not a column: worked out by the repository that reads the row, which holds the key)."""
 
     def active(self, now: datetime) -> bool:
         return self.revoked_at is None and (self.expires_at is None or self.expires_at > now)

@@ -24,6 +24,16 @@ class BrokenAuthorization(Exception):
     """A stored rule that cannot be evaluated; the call it was asked about must be gated."""
 
 
+class UnsealedPreApproval(Exception):
+    """The pre-approval that would lift a call is not the service's: its seal does not check (a row
+    inserted or changed by SQL). The call must not run; its run fails with an integrity finding."""
+
+    def __init__(self, authorization: Authorization) -> None:
+        self.authorization_id = str(authorization.id)
+        self.problem = authorization.seal_problem or "the pre-approval carries no seal"
+        super().__init__(f"pre-approval {self.authorization_id}: {self.problem}")
+
+
 def covers(authorization: Authorization, tool_name: str, args: Mapping[str, Any]) -> bool:
     """True when the rule pre-approves this call: same tool, and every given key equals the call's arg.
 
@@ -48,6 +58,17 @@ def first_covering(
     """The first active rule covering the call. A broken rule among them raises: fail closed."""
     matching = [rule for rule in rules if rule.active(now) and covers(rule, tool_name, args)]
     return matching[0] if matching else None
+
+
+def sealed_covering(
+    rules: Iterable[Authorization], tool_name: str, args: Mapping[str, Any], now: datetime
+) -> Authorization | None:
+    """`first_covering`, raising `UnsealedPreApproval` when the rule that would lift the call is not
+    sealed by the service (read where decisions are sealed: `Authorization.seal_problem`)."""
+    covering = first_covering(rules, tool_name, args, now)
+    if covering is not None and covering.seal_problem is not None:
+        raise UnsealedPreApproval(covering)
+    return covering
 
 
 def not_by_requester(

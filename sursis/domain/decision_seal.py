@@ -12,6 +12,14 @@ evidence, not a flag. The service seals (a MAC under a key the database does not
   that counted (only votes whose own seal checks), and whether the requester's own approval was
   allowed.
 
+A pre-approval is a standing decision: a call it covers runs without asking anyone. So the service
+seals what a pre-approval grants (`pre_approval_facts`: its id, workspace, tool, argument match,
+creator, creation and expiry) when it is created, and the worker lifts an ask only with a
+pre-approval whose seal checks; one changed or inserted by SQL lifts nothing and fails the run.
+The lift itself is written down, before the tool runs, in a `pending.auto_approved` audit row
+carrying a seal over `lift_facts` (which pre-approval, which call, which arguments): a redispatched
+call that row clears is not gated again only when that seal checks.
+
 Before an approved call runs (at resume and at dispatch, nested agents included) the worker checks
 both seals and that the sealed votes meet the sealed route: a quorum of distinct approvers, never
 the requester unless the rule allows it. This module holds the facts each seal covers and those
@@ -22,8 +30,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
+from datetime import UTC
 from typing import Any
 
+from sursis.domain.access_records import Authorization
 from sursis.domain.approvers import Vote, routed
 from sursis.domain.records import PendingCall
 from sursis.domain.reviewer import ReviewerActs
@@ -58,6 +68,40 @@ def ask_facts(call: PendingCall) -> dict[str, Any]:
         "kind": call.kind.value,
         "requested_by": call.requested_by,
         "policy": call.policy.to_json() if call.policy is not None else None,
+    }
+
+
+def pre_approval_facts(authorization: Authorization) -> dict[str, Any]:
+    """What a pre-approval's seal covers: what it grants, to whom it may not apply (its creator),
+    and for how long. Its reason is left out: it explains, it grants nothing."""
+    expires = authorization.expires_at
+    return {
+        "v": VERSION,
+        "seal": "pre_approval",
+        "id": str(authorization.id),
+        "workspace": authorization.workspace,
+        "tool_name": authorization.tool_name,
+        "args_match": authorization.args_match,
+        "created_by": authorization.created_by,
+        "created_at": authorization.created_at.astimezone(UTC).isoformat(),
+        "expires_at": expires.astimezone(UTC).isoformat() if expires is not None else None,
+    }
+
+
+def lift_facts(
+    workspace: str, conversation_id: str, tool_call_id: str, tool_name: str, hashed: str, authorization: str
+) -> dict[str, Any]:
+    """What the seal of a lift covers: the pre-approval that let one call of one conversation run
+    on arguments hashing to `hashed`."""
+    return {
+        "v": VERSION,
+        "seal": "lift",
+        "workspace": workspace,
+        "conversation_id": conversation_id,
+        "tool_call_id": tool_call_id,
+        "tool_name": tool_name,
+        "args_hash": hashed,
+        "authorization_id": authorization,
     }
 
 

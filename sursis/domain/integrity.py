@@ -22,8 +22,10 @@ OUTCOME_MISMATCH = "integrity.outcome_mismatch"
 DECISION_UNSEALED = "integrity.decision_unsealed"
 """An approved call's decision was not the service's: its ask or decision seal did not check (a
 status flipped by SQL, a seal copied from another call), or its sealed votes did not meet its
-sealed route (a vote row inserted by SQL does not count). It was not run (details as for
-`ARGS_MISMATCH`, `reason` saying which check failed)."""
+sealed route (a vote row inserted by SQL does not count); or the pre-approval that would lift a
+call (or the recorded lift of a redispatched one) was not sealed by the service (details then name
+its `authorization_id`). It was not run (details as for `ARGS_MISMATCH`, `reason` saying which
+check failed)."""
 FINDING_ACTIONS: tuple[str, ...] = (ARGS_MISMATCH, OUTCOME_MISMATCH, DECISION_UNSEALED)
 """The audit actions that are integrity findings."""
 MAX_LISTED = 100
@@ -44,8 +46,9 @@ class IntegrityFinding:
     def of(cls, entry: AuditEntry) -> IntegrityFinding:
         d = entry.details
         if entry.action == DECISION_UNSEALED:
+            lifted = f", pre-approval {d['authorization_id']}" if d.get("authorization_id") else ""
             detail = (
-                f"{d.get('tool_name', '?')} (tool call {d.get('tool_call_id', '?')}): "
+                f"{d.get('tool_name', '?')} (tool call {d.get('tool_call_id', '?')}{lifted}): "
                 f"not run: {d.get('reason', 'the decision is not sealed by the service')}"
             )
             return cls(entry.action, entry.id, entry.at, entry.correlation_id, detail)

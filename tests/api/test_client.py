@@ -16,12 +16,15 @@ from sursis.client import (
     InvalidRequestError,
     NotFoundError,
     PendingCall,
+    Review,
     Run,
     RunActiveError,
     StaleError,
 )
 from tests.api.conftest import Live, LiveFactory
-from tests.conftest import call, script
+from tests.api.test_pending_cli import refund_call, reviewed_call
+from tests.channels.test_slack_reviewer import SETTINGS as REVIEWED
+from tests.conftest import KeyMaker, call, script
 
 REPLAY = script(
     [call("list_dlq_events")],
@@ -176,3 +179,26 @@ async def test_a_message_sent_without_streaming_gets_its_text_as_one_delta(live:
             deltas.setdefault(event.data["run_id"], []).append(event.data["text"])
     assert deltas[str(whole.id)] == [whole.output]
     assert len(deltas[str(streamed.id)]) == len(str(streamed.output).split()) > 1
+
+
+async def test_a_pending_call_carries_its_reviewer_verdict(live: LiveFactory, keys: KeyMaker) -> None:
+    rex = await keys.make("operator", "default", name="rex")
+    async with (
+        live(**{k: v for k, v in REVIEWED.items() if k != "slack_agent"}) as app,
+        client_of(app) as client,
+    ):
+        correlation_id = await reviewed_call(app, rex)
+        plain = await refund_call(app, rex, "R9")
+        shown = await client.get_pending(correlation_id)
+        assert isinstance(shown.review, Review)
+        assert (shown.review.model, shown.review.verdict, shown.review.effect, shown.review.reason) == (
+            "scripted",
+            "yes",
+            "left_to_people",
+            "a large refund",
+        )
+        assert shown.review.policy_version == 1 and shown.review.decided_at is not None
+        listed = {c.correlation_id: c.review async for c in client.iter_pending(status="all")}
+        assert listed[uuid.UUID(correlation_id)] == shown.review
+        assert listed[uuid.UUID(plain)] is None
+        assert (await client.get_pending(plain)).review is None

@@ -10,7 +10,8 @@ import sys
 from typing import Any
 
 from tests.api.conftest import LiveFactory
-from tests.conftest import KeyMaker
+from tests.channels.test_slack_reviewer import SETTINGS as REVIEWED
+from tests.conftest import KeyMaker, bearer, call, eventually, script
 
 STEPS = [[{"tool": "replay_dlq_event", "args": {"event_id": "evt_1001", "reason": "partner is back"}}]]
 
@@ -108,3 +109,65 @@ async def test_the_command_line_client_says_what_is_missing(live: LiveFactory) -
     code, _, err = await sursis("pending", "list", url="http://127.0.0.1:9", key="srs_x")
     assert code == 1
     assert "cannot reach" in err
+
+
+async def refund_call(app: Any, requester: str, order_id: str) -> str:
+    """A refund the payments agent asks for (`R1`: its route's reviewer model answers `yes`, "a large
+    refund"; another order: no route, no reviewer)."""
+    headers = bearer(requester)
+    conversation = (
+        await app.http.post("/v1/conversations", json={"agent": "payments"}, headers=headers)
+    ).json()
+    run = await app.http.post(
+        f"/v1/conversations/{conversation['id']}/messages?wait=10",
+        json={"content": script(call("refund", order_id=order_id, amount=900))},
+        headers=headers,
+    )
+    [pending] = run.json()["pending"]
+    return str(pending["correlation_id"])
+
+
+async def reviewed_call(app: Any, requester: str) -> str:
+    """A refund left to people once its reviewer's verdict (`yes`) is in."""
+    correlation_id = await refund_call(app, requester, "R1")
+
+    async def verdict() -> bool:
+        shown = (await app.http.get(f"/v1/pending/{correlation_id}")).json()
+        return bool((shown.get("review") or {}).get("effect"))
+
+    await eventually(verdict, limit=30)
+    return correlation_id
+
+
+async def test_the_reviewer_verdict_shows_in_the_list_and_in_one_call(
+    live: LiveFactory, keys: KeyMaker
+) -> None:
+    rex = await keys.make("operator", "default", name="rex")
+    ann = await keys.make("operator", "default", name="ann")
+    async with live(**{k: v for k, v in REVIEWED.items() if k != "slack_agent"}) as app:
+        correlation_id = await reviewed_call(app, rex)
+        plain = await refund_call(app, rex, "R9")
+
+        code, out, err = await sursis("pending", "list", url=app.base_url, key=ann)
+        assert code == 0, err
+        row = next(line for line in out.splitlines() if correlation_id in line)
+        assert "yes left_to_people" in row
+        other = next(line for line in out.splitlines() if plain in line)
+        assert "left_to_people" not in other
+
+        code, out, err = await sursis("pending", "show", correlation_id, url=app.base_url, key=ann)
+        assert code == 0, err
+        review = next(line for line in out.splitlines() if line.startswith("review"))
+        assert "yes by scripted (left_to_people) under policy v1 at " in review
+        assert review.endswith(": a large refund")
+
+        code, out, err = await sursis("pending", "show", correlation_id, "--json", url=app.base_url, key=ann)
+        shown = json.loads(out)["review"]
+        assert (shown["model"], shown["verdict"], shown["effect"], shown["reason"]) == (
+            "scripted",
+            "yes",
+            "left_to_people",
+            "a large refund",
+        )
+        code, out, err = await sursis("pending", "show", plain, url=app.base_url, key=ann)
+        assert not any(line.startswith("review") for line in out.splitlines())

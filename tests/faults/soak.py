@@ -7,8 +7,12 @@ among them, votes of a group reached by escalation, denials, and calls nobody de
 route's timeout denies them. Meanwhile 2+ worker processes,
 forked from `tests/faults/zygote.py`, each carry `SURSIS_CRASH_AT=<point>#<n>` and SIGKILL
 themselves at that point; the driver also kills workers from outside at random moments. Every
-delivery to a local webhook receiver is counted. When the kills are done the workers drain and
-the database is checked: see `check` for the invariants. Prints a report; exits 1 if one fails.
+delivery to a local webhook receiver is counted. Every process holds the same keyring (a fresh one
+per soak), so content is encrypted and every decision is sealed. When the kills are done the
+workers drain and the database is checked: first "no tool ran without a valid decision seal"
+(`soak_seals`: each gated call that ran belongs to an approved pending call whose seals check as
+the worker checks them, or to a pre-approval's sealed lift), then the invariants of `check` and
+`soak_routed.check_routed`. Prints a report; exits 1 if one fails.
 
     python -m tests.faults.soak --kills 1000 --database-url postgresql+asyncpg://…/soak
 """
@@ -41,6 +45,7 @@ from tests.api.live import serve
 from tests.conftest import _reset_pg_schema, admin_headers, call, script
 from tests.faults import soak_hand_off as hand_off
 from tests.faults import soak_routed as routed
+from tests.faults import soak_seals as seals
 from tests.faults.processes import ROOT, Cluster
 from tests.fresh_database import ensure_database
 
@@ -407,6 +412,7 @@ async def soak(database_url: str, kills: int, workers: int, conversations: int, 
     await engine.dispose()
     tally = Tally()
     routed_tally = routed.RoutedTally()
+    keyring = seals.soak_keyring()
     cluster = Cluster(
         database_url,
         logs,
@@ -415,13 +421,20 @@ async def soak(database_url: str, kills: int, workers: int, conversations: int, 
             "SURSIS_WEBHOOK_ALLOW_PRIVATE_HOSTS": "true",
             "SURSIS_DB_POOL_SIZE": "6",
             "SURSIS_AGENTS": f"ops,{routed.AGENT_SPEC}",
+            "SURSIS_ENCRYPTION_KEYS": keyring,
         },
     )
     started = time.monotonic()
     pool = Workers(cluster, tally, workers, rng)
     handed_tally = Tally()
     handed = hand_off.HandOffSoak(
-        f"{database_url}_hand_off", logs, tally.kills, handed_tally, seed + 2000, HANDED_CONVERSATIONS
+        f"{database_url}_hand_off",
+        logs,
+        tally.kills,
+        handed_tally,
+        seed + 2000,
+        HANDED_CONVERSATIONS,
+        keyring,
     )
     try:
         async with await receiver(tally) as hook_url:
@@ -476,9 +489,14 @@ async def soak(database_url: str, kills: int, workers: int, conversations: int, 
                 stop.set()
                 await supervisor
         elapsed = time.monotonic() - started
-        checked = await check(database_url, tally)
+        checked = await seals.check_sealed(database_url, keyring)
+        await seals.open_in_place(database_url, keyring)
+        checked += await check(database_url, tally)
         checked += await routed.check_routed(database_url, routed_tally)
-        checked += [f"hand-off database: {name}" for name in await check(handed.database_url, handed_tally)]
+        handed_checked = await seals.check_sealed(handed.database_url, keyring)
+        await seals.open_in_place(handed.database_url, keyring)
+        handed_checked += await check(handed.database_url, handed_tally)
+        checked += [f"hand-off database: {name}" for name in handed_checked]
     finally:
         await pool.stop()
         await handed.close()

@@ -202,8 +202,10 @@ class HandOffSoak:
         tally: Any,
         seed: int,
         conversations: int,
+        keyring: str,
     ) -> None:
         self.database_url = database_url
+        self.keyring = keyring
         self._logs = logs
         self._kills = kills
         self.tally = tally
@@ -220,7 +222,12 @@ class HandOffSoak:
         engine = create_engine(self.database_url)
         await seed_demo(SqlUnitOfWorkFactory(engine), "default", utcnow())
         await engine.dispose()
-        cluster = Cluster(self.database_url, self._logs, headers=await admin_headers(self.database_url))
+        cluster = Cluster(
+            self.database_url,
+            self._logs,
+            headers=await admin_headers(self.database_url),
+            settings={"SURSIS_ENCRYPTION_KEYS": self.keyring},
+        )
         self.api = EmbeddedApi(cluster, self._kills, random.Random(self._seed))
         await self.api.start()
         self._http = httpx.AsyncClient(

@@ -96,6 +96,29 @@ class Mismatch:
     actual: str
     reason: str
     action: str = ARGS_MISMATCH
+    authorization_id: str | None = None
+    """The pre-approval whose lift was refused (a call no pending call holds)."""
+
+    @classmethod
+    def unsealed_lift(cls, call: ToolCallPart, hashed: str, authorization_id: str, reason: str) -> Mismatch:
+        """A call a pre-approval would lift (or cleared) whose seal does not check."""
+        return cls(
+            call.tool_call_id,
+            call.tool_name,
+            None,
+            hashed,
+            hashed,
+            reason,
+            DECISION_UNSEALED,
+            authorization_id,
+        )
+
+    @property
+    def subject(self) -> str:
+        """What the refused decision belongs to: its pending call, or the pre-approval that lifted it."""
+        if self.correlation_id is None and self.authorization_id is not None:
+            return f"pre-approval {self.authorization_id}"
+        return f"pending call {self.correlation_id}"
 
     @property
     def code(self) -> str:
@@ -103,13 +126,16 @@ class Mismatch:
         return UNSEALED_CODE if self.action == DECISION_UNSEALED else CODE
 
     def details(self) -> dict[str, Any]:
-        return {
+        details = {
             "tool_call_id": self.tool_call_id,
             "tool_name": self.tool_name,
             "expected_args_hash": self.expected,
             "actual_args_hash": self.actual,
             "reason": self.reason,
         }
+        if self.authorization_id is not None:
+            details["authorization_id"] = self.authorization_id
+        return details
 
     def audit_entry(self, workspace: str, conversation_id: uuid.UUID, run_id: uuid.UUID) -> AuditEntry:
         """The finding, as an audit row about the pending call."""
@@ -229,7 +255,7 @@ def run_error(found: Sequence[Mismatch]) -> RunError:
     about its arguments can be trusted then)."""
     unsealed = [m for m in found if m.action == DECISION_UNSEALED]
     if unsealed:
-        named = ", ".join(f"{m.tool_name} (pending call {m.correlation_id}): {m.reason}" for m in unsealed)
+        named = ", ".join(f"{m.tool_name} ({m.subject}): {m.reason}" for m in unsealed)
         return RunError(
             UNSEALED_CODE,
             f"not run: {named}; an integrity audit finding names the call",

@@ -24,7 +24,7 @@ from pydantic_ai.exceptions import CallDeferred
 from pydantic_ai.messages import ToolCallPart
 
 from sursis.domain.ports import AuditRepository
-from sursis.domain.records import AuditQuery
+from sursis.domain.records import AuditEntry, AuditQuery
 from sursis.domain.tools import PendingKind, ToolSpec
 from sursis.infra.agents.compat import call_deferred
 from sursis.infra.agents.run_deps import RunDeps
@@ -47,6 +47,14 @@ async def newest_mark(
 ) -> str | None:
     """The action of the newest audit row of the segment's conversation among `actions` that names
     the call, or None when there is none."""
+    entry = await newest_mark_entry(audit, deps, tool_call_id, actions)
+    return entry.action if entry is not None else None
+
+
+async def newest_mark_entry(
+    audit: AuditRepository, deps: RunDeps, tool_call_id: str, actions: tuple[str, ...]
+) -> AuditEntry | None:
+    """The newest audit row of the segment's conversation among `actions` that names the call."""
     after_id: int | None = None
     page = _FIRST_PAGE
     while True:
@@ -60,7 +68,7 @@ async def newest_mark(
         rows = await audit.search(deps.workspace, query)
         for row in rows:
             if row.details.get("tool_call_id") == tool_call_id:
-                return row.action
+                return row
         if len(rows) < page:
             return None
         after_id = rows[-1].id

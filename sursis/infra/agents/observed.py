@@ -152,11 +152,11 @@ class ObservedTools(AbstractCapability[RunDeps]):
             stamped = metadata.get(POLICY)
             decision = PolicyDecision.from_json(stamped) if isinstance(stamped, Mapping) else None
         elif governed(spec):
-            decision = await decide(deps, spec, call.tool_call_id, args)
+            decision = await decide(deps, spec, call, args)
             if self._discovered is not None and spec.server is not None:
                 decision = self._discovered.review(spec, decision)
             cleared = decision.effect is PolicyEffect.ALLOW and authorization_of(decision) is None
-            if not cleared and redispatch and await cleared_before(deps, call):
+            if not cleared and redispatch and await cleared_before(deps, call, args):
                 # An earlier dispatch passed the gate (it ran, or was cleared): not asked again.
                 decision = None
             if decision is not None:
@@ -168,7 +168,7 @@ class ObservedTools(AbstractCapability[RunDeps]):
             raise call_deferred(
                 {"kind": external.value}, "question" if spec.executor is Executor.HUMAN else "external"
             )
-        if redispatch and d.ctx.tool_call_approved and not await cleared_before(deps, call):
+        if redispatch and d.ctx.tool_call_approved and not await cleared_before(deps, call, args):
             # The dispatch of a segment that died is nobody's approval: a tool that gates itself
             # must ask again, not run (see `redispatch`).
             with not_approved(call.tool_call_id):

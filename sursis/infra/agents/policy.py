@@ -9,7 +9,7 @@ from typing import Any
 from pydantic_core import to_jsonable_python
 
 from sursis.domain.authorization_cache import AuthorizationCache
-from sursis.domain.authorizations import first_covering
+from sursis.domain.authorizations import sealed_covering
 from sursis.domain.policies import own_pre_approvals_count
 from sursis.domain.policy_decisions import PolicyDecision
 from sursis.domain.ports import UnitOfWorkFactory
@@ -47,7 +47,8 @@ class StoredPreApprovalPolicy(PreApprovalPolicy):
         requester: str | None = None,
     ) -> str | None:
         """The covering pre-approval's id; one created by `requester` (the key that caused the
-        call) never covers its call."""
+        call) never covers its call. Raises `UnsealedPreApproval` when the covering one's seal does
+        not check (where decisions are sealed)."""
         rules = self._cache.get(workspace, tool_name) if self._cache is not None else None
         if rules is None:
             ticket = self._cache.ticket() if self._cache is not None else 0
@@ -59,5 +60,5 @@ class StoredPreApprovalPolicy(PreApprovalPolicy):
             rules = tuple(rule for rule in rules if rule.created_by != requester)
         if not rules:
             return None
-        covering = first_covering(rules, tool_name, to_jsonable_python(dict(args)), now)
+        covering = sealed_covering(rules, tool_name, to_jsonable_python(dict(args)), now)
         return str(covering.id) if covering else None

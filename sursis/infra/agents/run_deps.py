@@ -13,6 +13,7 @@ import structlog
 from opentelemetry import trace
 from pydantic_ai import RunContext
 
+from sursis.domain.authorizations import UnsealedPreApproval
 from sursis.domain.clock import Clock
 from sursis.domain.policies import default_decision, lifts, pre_approved
 from sursis.domain.policy_decisions import PolicyDecision
@@ -71,6 +72,8 @@ class PreApprovalPolicy:
             return decision
         try:
             authorization = await self.covering_for(deps, spec, args, decision)
+        except UnsealedPreApproval:
+            raise  # not "cannot tell": a forged pre-approval fails the run (`policy_gate.decide`)
         except Exception:
             # Fail closed: a pre-approval that cannot be evaluated leaves the call asked.
             log.exception("pre_approval.unavailable", tool_name=spec.name)

@@ -12,10 +12,12 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from sursis.domain.access import Role
 from sursis.domain.access_records import ApiKey, Authorization
+from sursis.domain.decision_seal import pre_approval_facts
 from sursis.infra.db import tables as t
 from sursis.infra.db.repositories.base import SqlRepository
 from sursis.infra.db.rows import row_values
 from sursis.infra.db.sealing import AUTHORIZATIONS
+from sursis.infra.encryption.decision_seal import sealer_of
 
 KEY_CHANNEL = "sursis_keys"
 """`NOTIFY sursis_keys, '<key id>'` is sent in the transaction that changes a key (delivered on
@@ -97,6 +99,7 @@ class SqlAuthorizationRepository(SqlRepository):
 
     async def add(self, authorization: Authorization) -> None:
         values = row_values(authorization, t.authorizations)
+        values["seal"] = sealer_of(self._cipher).seal(pre_approval_facts(authorization))
         sealed = AUTHORIZATIONS.seal(self._cipher, values)
         await self._session.execute(t.authorizations.insert().values(sealed))
         await self._notify(authorization.workspace)
@@ -127,7 +130,14 @@ class SqlAuthorizationRepository(SqlRepository):
         return [self._record(row) for row in rows]
 
     def _record(self, row: Any) -> Authorization:
-        return Authorization(**AUTHORIZATIONS.open(self._cipher, row))
+        """The pre-approval as stored; where decisions are sealed, with why its seal does not
+        check (`seal_problem`): the policy then lets it lift nothing."""
+        authorization = Authorization(**AUTHORIZATIONS.open(self._cipher, row))
+        sealer = sealer_of(self._cipher)
+        if sealer.enabled:
+            facts = pre_approval_facts(authorization)
+            authorization.seal_problem = sealer.problem(facts, authorization.seal, "pre-approval")
+        return authorization
 
     async def revoke(self, authorization_id: uuid.UUID, now: datetime) -> bool:
         c = t.authorizations.c

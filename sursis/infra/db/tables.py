@@ -277,6 +277,7 @@ authorizations = sa.Table(
     sa.Column("created_at", UtcDateTime, nullable=False),
     sa.Column("expires_at", UtcDateTime, nullable=True),
     sa.Column("revoked_at", UtcDateTime, nullable=True),
+    sa.Column("seal", sa.String(200), nullable=True),
 )
 
 PENDING_EVENTS = sa.text(

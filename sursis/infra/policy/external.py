@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import uuid
 
+import structlog
 from pydantic_core import to_jsonable_python
 
 from sursis.domain.approval_request_records import Filing
+from sursis.domain.authorizations import UnsealedPreApproval
 from sursis.domain.clock import Clock
 from sursis.domain.policies import CallFacts, default_decision, lifts, own_pre_approvals_count, pre_approved
 from sursis.domain.policy_decisions import PolicyDecision
@@ -18,6 +20,8 @@ from sursis.domain.tools import Category, ToolSpec
 from sursis.infra.agents.policy import StoredPreApprovalPolicy
 from sursis.infra.agents.run_deps import PreApprovalPolicy
 from sursis.infra.policy.point import StoredPolicyPoint
+
+log = structlog.get_logger("sursis.policy")
 
 CHANNEL = "external"
 """The channel a condition sees for a filed request (`context.channel`)."""
@@ -56,11 +60,18 @@ class ExternalPolicyPoint:
         decision = sample(decision, None, SampleDraw(workspace, spec.name, uuid.UUID(int=0), ""))
         if not lifts(decision):
             return decision
-        if isinstance(point, StoredPreApprovalPolicy):
-            own = own_pre_approvals_count(decision, requester.role.value)
-            covering = await point.covering_authorization(
-                workspace, spec.name, filing.args, now, None if own else requester.id
+        try:
+            if isinstance(point, StoredPreApprovalPolicy):
+                own = own_pre_approvals_count(decision, requester.role.value)
+                covering = await point.covering_authorization(
+                    workspace, spec.name, filing.args, now, None if own else requester.id
+                )
+            else:
+                covering = await point.covering_authorization(workspace, spec.name, filing.args, now)
+        except UnsealedPreApproval as forged:
+            # A pre-approval the service did not seal settles nothing: people decide the request.
+            log.error(
+                "pre_approval.unsealed", authorization_id=forged.authorization_id, problem=forged.problem
             )
-        else:
-            covering = await point.covering_authorization(workspace, spec.name, filing.args, now)
+            return decision
         return pre_approved(decision, covering) if covering is not None else decision
