@@ -40,26 +40,18 @@ POLICY = "policy"
 pending call keeps it."""
 
 
-<<<<<<< HEAD
-async def decide(deps: RunDeps, spec: ToolSpec, tool_call_id: str, args: Mapping[str, Any]) -> PolicyDecision:
-    """The point's decision, drawn for a `sampled` rung; one it cannot make asks for the call
-    (fail closed)."""
-    try:
-        decision = await deps.policy.decide(deps, spec, args)
-        return deps.policy.drawn(deps, spec, tool_call_id, decision)
-=======
 async def decide(
     deps: RunDeps, spec: ToolSpec, call: ToolCallPart, args: Mapping[str, Any]
 ) -> PolicyDecision:
-    """The point's decision; one it cannot make asks for the call (fail closed). A pre-approval that
-    would lift the call but is not sealed by the service runs nothing: the finding is written and
-    the run fails (`approved_args.refuse`)."""
+    """The point's decision, drawn for a `sampled` rung; one it cannot make asks for the call (fail
+    closed). A pre-approval that would lift the call but is not sealed by the service runs nothing:
+    the finding is written and the run fails (`approved_args.refuse`)."""
     try:
-        return await deps.policy.decide(deps, spec, args)
+        decision = await deps.policy.decide(deps, spec, args)
+        return deps.policy.drawn(deps, spec, call.tool_call_id, decision)
     except UnsealedPreApproval as forged:
         hashed = args_hash(spec.name, to_jsonable_python(dict(args)))
         await refuse(deps, Mismatch.unsealed_lift(call, hashed, forged.authorization_id, forged.problem))
->>>>>>> h63c
     except Exception:
         log.exception("policy.unavailable", tool_name=spec.name, tool_call_id=call.tool_call_id)
         return unavailable(spec)
