@@ -11,6 +11,7 @@ from typing import Any, cast
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from pydantic_ai.messages import ToolCallPart
 
 from sursis.domain.policies import LadderEntry, LadderLevel, StoredPolicy, WorkspacePolicy, decide_call, lifts
 from sursis.domain.policy_decisions import ApprovalRoute, PolicyDecision, PolicyEffect
@@ -192,5 +193,6 @@ JSON = st.recursive(
 @given(args=st.dictionaries(st.text(max_size=10), JSON, max_size=5), call=st.integers(0, 30))
 async def test_the_arguments_do_not_steer_the_draw(args: dict[str, Any], call: int) -> None:
     """Whatever the model puts in the arguments, a call is drawn as its id alone says."""
-    decision = await decide(deps(), REFUND, f"call_{call}", args)
+    part = ToolCallPart(tool_name=REFUND.name, args=args, tool_call_id=f"call_{call}")
+    decision = await decide(deps(), REFUND, part, args)
     assert was_sampled(decision) == KEY_A.picks(draw(call), 3)
