@@ -114,7 +114,12 @@ def _rotate(settings: Settings, args: argparse.Namespace) -> int:
 
 def _seal_existing(settings: Settings, args: argparse.Namespace) -> int:
     from sursis.app.storage import Storage, with_storage
-    from sursis.app.wiring.storage import build_cipher, record_sealed_existing
+    from sursis.app.wiring.storage import (
+        build_cipher,
+        record_sealed_existing,
+        seal_pre_approvals,
+        unsealed_pre_approvals,
+    )
     from sursis.infra.db.rotation import seal_existing, unsealed_rows
 
     if build_cipher(settings).active_key_id is None:
@@ -124,26 +129,33 @@ def _seal_existing(settings: Settings, args: argparse.Namespace) -> int:
     async def main(storage: Storage) -> int:
         engine, cipher = storage.uow.engine, storage.cipher
         waiting = await unsealed_rows(engine)
-        if not waiting:
-            print("no value is in plaintext: nothing to seal")
+        grants = await unsealed_pre_approvals(storage.uow)
+        if not waiting and not grants:
+            print("no value is in plaintext and every pre-approval is sealed: nothing to seal")
             return 0
         if not args.yes:
+            found = [f"{waiting} rows hold values in plaintext in encrypted columns"] if waiting else []
+            if grants:
+                found.append(f"{grants} pre-approvals carry no seal (made before decisions were sealed)")
             print(
-                f"{waiting} rows hold values in plaintext in encrypted columns. Sealing takes each one "
-                "as it is stored now, as real: run this only for a database being moved to "
-                "encryption, before anyone without the key could write to it. Again with --yes "
-                "to seal them.",
+                f"{' and '.join(found)}. Sealing takes each one as it is stored now, as real: run "
+                "this only for a database being moved to encryption or just upgraded, before anyone "
+                "without the key could write to it. Again with --yes to seal them.",
                 file=sys.stderr,
             )
             return 1
-        sealed = await seal_existing(engine, cipher, batch_size=args.batch_size)
-        total = sealed.values
-        await record_sealed_existing(storage.uow, COMMAND_LINE_ACTOR, sealed)
-        for column, count in sealed.columns.items():
-            print(f"{column}: sealed {count}")
-        print(f"sealed {total} values under {cipher.active_key_id}")
-        if total:
-            print(LEFT_ON_DISK)
+        if waiting:
+            sealed = await seal_existing(engine, cipher, batch_size=args.batch_size)
+            await record_sealed_existing(storage.uow, COMMAND_LINE_ACTOR, sealed)
+            for column, count in sealed.columns.items():
+                print(f"{column}: sealed {count}")
+            print(f"sealed {sealed.values} values under {cipher.active_key_id}")
+            if sealed.values:
+                print(LEFT_ON_DISK)
+        if grants:
+            # After the values: a pre-approval's `args_match` is read (opened) to be sealed.
+            count = await seal_pre_approvals(storage.uow, COMMAND_LINE_ACTOR)
+            print(f"sealed {count} pre-approvals under {cipher.active_key_id}")
         return 0
 
     return with_storage(settings, main)

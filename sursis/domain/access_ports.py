@@ -45,3 +45,12 @@ class AuthorizationRepository(Protocol):
     async def revoke(self, authorization_id: uuid.UUID, now: datetime) -> bool:
         """Conditional write: only an authorization that is not revoked yet; False otherwise."""
         ...
+
+    async def unsealed(self) -> list[Authorization]:
+        """Pre-approvals not revoked that carry no seal: made before decisions were sealed."""
+        ...
+
+    async def seal_stored(self, authorization: Authorization) -> bool:
+        """Seal a pre-approval as it is stored (`sursis encryption seal-existing`); False when it
+        was sealed meanwhile."""
+        ...

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import sqlalchemy as sa
 import structlog
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -23,6 +24,7 @@ from sursis.domain.notified_cache import Invalidations
 from sursis.domain.records import AuditEntry
 from sursis.domain.retention import RetentionService
 from sursis.infra.checkpoint_log import FileCheckpointLog
+from sursis.infra.db import tables as t
 from sursis.infra.db.encryption_state import EncryptionState, check_encryption
 from sursis.infra.db.engine import PoolLimits, create_engine, is_sqlite
 from sursis.infra.db.listen_connection import ListenConnection
@@ -237,6 +239,32 @@ async def check_storage(uow: SqlUnitOfWorkFactory) -> EncryptionState:
     if state.sealed_at_start is not None and state.sealed_at_start.rows:
         await record_sealed_existing(uow, "system:start", state.sealed_at_start)
     return state
+
+
+async def unsealed_pre_approvals(uow: SqlUnitOfWorkFactory) -> int:
+    """Pre-approvals not revoked that carry no seal (made before decisions were sealed): with a
+    keyring they lift nothing until `sursis encryption seal-existing` seals them."""
+    async with uow.engine.connect() as conn:
+        c = t.authorizations.c
+        query = sa.select(sa.func.count()).where(c.seal.is_(None), c.revoked_at.is_(None))
+        return int(await conn.scalar(query) or 0)
+
+
+async def seal_pre_approvals(uow: SqlUnitOfWorkFactory, actor: str) -> int:
+    """Seal every unsealed pre-approval as it is stored, one audit row each
+    (`authorization.sealed_existing`): the operator's deliberate step after upgrading."""
+    sealed = 0
+    async with uow() as work:
+        for authorization in await work.authorizations.unsealed():
+            if await work.authorizations.seal_stored(authorization):
+                sealed += 1
+                details = {"authorization_id": str(authorization.id), "tool_name": authorization.tool_name}
+                entry = AuditEntry(
+                    "authorization.sealed_existing", actor, authorization.workspace, details=details
+                )
+                await work.audit.append(entry, utcnow())
+        await work.commit()
+    return sealed
 
 
 async def record_sealed_existing(uow: SqlUnitOfWorkFactory, actor: str, sealed: SealedValues) -> None:

@@ -129,6 +129,21 @@ class SqlAuthorizationRepository(SqlRepository):
         rows = await self._session.execute(_CANDIDATES, params)
         return [self._record(row) for row in rows]
 
+    async def unsealed(self) -> list[Authorization]:
+        c = t.authorizations.c
+        query = sa.select(t.authorizations).where(c.seal.is_(None), c.revoked_at.is_(None))
+        rows = await self._session.execute(query.order_by(c.created_at, c.id))
+        return [self._record(row) for row in rows]
+
+    async def seal_stored(self, authorization: Authorization) -> bool:
+        c = t.authorizations.c
+        seal = sealer_of(self._cipher).seal(pre_approval_facts(authorization))
+        result = await self._session.execute(
+            t.authorizations.update().where(c.id == authorization.id, c.seal.is_(None)).values(seal=seal)
+        )
+        await self._notify(authorization.workspace)
+        return int(getattr(result, "rowcount", 0)) == 1
+
     def _record(self, row: Any) -> Authorization:
         """The pre-approval as stored; where decisions are sealed, with why its seal does not
         check (`seal_problem`): the policy then lets it lift nothing."""
