@@ -100,7 +100,7 @@ async def test_request_bodies_are_documented_as_they_are_validated(client: Async
         "CreateAuthorization",
         "CreateKey",
         "CreateWebhook",
-        "RuleIn",
+        "ProvisioningRuleIn",
     ):
         assert schemas[name]["additionalProperties"] is False, name
     workspace = schemas["CreateConversation"]["properties"]["workspace"]["anyOf"][0]

@@ -11,7 +11,7 @@ from litestar.status_codes import HTTP_200_OK, HTTP_204_NO_CONTENT
 
 from sursis.app.auth import requires
 from sursis.app.routes.provide import services
-from sursis.app.schemas.people import ProviderGroup, RuleIn, RuleOut
+from sursis.app.schemas.people import ProviderGroup, ProvisioningRuleIn, ProvisioningRuleOut
 from sursis.domain.access import Permission
 from sursis.domain.people import ProvisioningService
 from sursis.domain.records import Principal
@@ -26,23 +26,23 @@ class ProvisioningController(Controller):
     @get("/")
     async def list_rules(
         self, provisioning: NamedDependency[ProvisioningService], principal: NamedDependency[Principal]
-    ) -> list[RuleOut]:
+    ) -> list[ProvisioningRuleOut]:
         """The rules in force: those of SURSIS_OIDC_GROUPS and those stored here (a stored rule
         replaces the setting's for its group)."""
-        return [RuleOut.model_validate(r) for r in await provisioning.list_rules(principal)]
+        return [ProvisioningRuleOut.model_validate(r) for r in await provisioning.list_rules(principal)]
 
     @put("/{group:str}", status_code=HTTP_200_OK)
     async def set_rule(
         self,
         group: ProviderGroup,
-        data: JSONBody[RuleIn],
+        data: JSONBody[ProvisioningRuleIn],
         provisioning: NamedDependency[ProvisioningService],
         principal: NamedDependency[Principal],
-    ) -> RuleOut:
+    ) -> ProvisioningRuleOut:
         """Store (replace) the group's rule: its members sign in as this role and workspace from
         their next sign-in or session refresh. Audited as `oidc.rule_set`."""
         rule = await provisioning.set_rule(principal, group, data.role, data.workspace)
-        return RuleOut.model_validate(rule)
+        return ProvisioningRuleOut.model_validate(rule)
 
     @delete("/{group:str}", status_code=HTTP_204_NO_CONTENT)
     async def remove_rule(

@@ -22,14 +22,14 @@ ProviderGroup = Annotated[
 ]
 
 
-class RuleIn(Strict):
+class ProvisioningRuleIn(Strict):
     """Members of the group sign in as `role` of `workspace` (an admin rule has no workspace)."""
 
     role: Literal["user", "operator", "admin"]
     workspace: WorkspaceName | None = Field(default=None, description="Required unless the role is admin")
 
 
-class RuleOut(FromRecord):
+class ProvisioningRuleOut(FromRecord):
     group: str
     role: str
     workspace: str | None

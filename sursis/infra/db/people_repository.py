@@ -17,6 +17,8 @@ from sursis.infra.db.sealing import PERSON_SESSIONS
 RULES = p.oidc_provisioning_rules
 SIGN_INS = p.person_sign_ins
 SESSIONS = p.person_sessions
+NAME_CHARS = 300
+"""A person's name is the provider's (their email): kept to the column's width, not refused."""
 
 
 def _rule(row: Any) -> ProvisioningRule:
@@ -125,7 +127,7 @@ class SqlPersonSessionRepository(SqlRepository):
         principal = session.principal
         return {
             "person": principal.id,
-            "name": principal.name,
+            "name": None if principal.name is None else principal.name[:NAME_CHARS],
             "role": principal.role.value,
             "workspace": principal.workspace,
             "groups": list(session.groups),
