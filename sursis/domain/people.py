@@ -55,10 +55,15 @@ class ProvisioningRule:
 
 def rules_from_setting(setting: Mapping[str, Mapping[str, str]]) -> dict[str, ProvisioningRule]:
     """The rules of `SURSIS_OIDC_GROUPS` (group → `{"role": ..., "workspace": ...}`); a rule without
-    a role makes operators, one without a workspace (not an admin's) the `default` workspace."""
+    a role makes operators, one without a workspace (not an admin's) the `default` workspace.
+    `ValueError` for a role no person may have."""
     rules: dict[str, ProvisioningRule] = {}
     for group, rule in setting.items():
         role = Role(rule.get("role", "operator"))
+        if role not in PROVISIONED_ROLES:
+            raise ValueError(
+                f"group {group!r}: a person is a user, an operator or an admin, not {role.value}"
+            )
         workspace = None if role is Role.ADMIN else rule.get("workspace", "default")
         rules[group] = ProvisioningRule(group, role, workspace, source="settings")
     return rules

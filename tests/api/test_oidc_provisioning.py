@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 from litestar.testing import AsyncTestClient
+from pydantic import ValidationError
 
 from sursis.app.main import create_app
 from sursis.domain.keys import IssuedKey
@@ -196,3 +197,10 @@ async def test_provisioning_rules_from_the_command_line(live: LiveFactory, keys:
         assert code == 2 and "not_found" in err
         code, out, err = await sursis("provisioning", "list", url=url, key=operator)
         assert code == 2 and "forbidden" in err
+
+
+@pytest.mark.parametrize("role", ["system", "boss"])
+def test_a_setting_rule_no_person_may_have_is_refused_at_start(role: str) -> None:
+    with pytest.raises(ValidationError, match="oidc_groups"):
+        make_settings("sqlite+aiosqlite:///:memory:", oidc_groups={"x": {"role": role}})
+    assert make_settings("sqlite+aiosqlite:///:memory:", oidc_groups={"x": {"role": "admin"}}).oidc_groups
