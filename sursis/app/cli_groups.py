@@ -1,5 +1,6 @@
-"""`sursis groups …`, `sursis delegations …` and `sursis pending reassign`: who decides, from a
-terminal, over the HTTP API (as `sursis pending` does: the key sent is the one that acts)."""
+"""`sursis groups …`, `sursis delegations …`, `sursis provisioning …` and `sursis pending
+reassign`: who decides, from a terminal, over the HTTP API (as `sursis pending` does: the key sent
+is the one that acts)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from sursis.app.cli_http import Printer, run_action
 
 if TYPE_CHECKING:
     from sursis.client import AsyncClient
-    from sursis.client.models import ApproverGroup, Delegation
+    from sursis.client.models import ApproverGroup, Delegation, ProvisioningRule
 
 
 def _show_groups(groups: list[ApproverGroup]) -> None:
@@ -37,8 +38,16 @@ def _show_delegations(delegations: list[Delegation]) -> None:
         print("(none)")
 
 
+def _show_rules(rules: list[ProvisioningRule]) -> None:
+    for rule in rules:
+        where = "all workspaces" if rule.workspace is None else rule.workspace
+        print(f"{rule.group}: {rule.role} of {where}  ({rule.source})")
+    if not rules:
+        print("(none)")
+
+
 def _printer(outcome: Any) -> None:
-    from sursis.client.models import ApproverGroup, Delegation
+    from sursis.client.models import ApproverGroup, Delegation, ProvisioningRule
 
     items = outcome if isinstance(outcome, list) else [outcome]
     if outcome is None:
@@ -47,6 +56,8 @@ def _printer(outcome: Any) -> None:
         _show_groups(items)
     elif all(isinstance(i, Delegation) for i in items):
         _show_delegations(items)
+    elif all(isinstance(i, ProvisioningRule) for i in items):
+        _show_rules(items)
     else:
         print(json.dumps([i.model_dump(mode="json") for i in items], indent=2), file=sys.stdout)
 
@@ -90,6 +101,19 @@ async def _delegations(client: AsyncClient, args: argparse.Namespace) -> Any:
 
 async def _revoke(client: AsyncClient, args: argparse.Namespace) -> Any:
     return await client.revoke_delegation(args.delegation_id)
+
+
+async def _rules(client: AsyncClient, args: argparse.Namespace) -> Any:
+    return await client.list_provisioning_rules()
+
+
+async def _set_rule(client: AsyncClient, args: argparse.Namespace) -> Any:
+    return await client.set_provisioning_rule(args.group, args.role, workspace=args.workspace)
+
+
+async def _remove_rule(client: AsyncClient, args: argparse.Namespace) -> Any:
+    await client.remove_provisioning_rule(args.group)
+    return None
 
 
 async def _reassign(client: AsyncClient, args: argparse.Namespace) -> Any:
@@ -140,6 +164,21 @@ def add_group_commands(sub: Any, common: argparse.ArgumentParser) -> None:
     revoke = delegations_sub.add_parser("revoke", parents=[common], help="end a delegation now")
     revoke.add_argument("delegation_id")
     revoke.set_defaults(func=run_action, pending_action=_revoke, printer=_printer)
+
+    provisioning = sub.add_parser(
+        "provisioning", help="which identity-provider groups sign in as which role (admins)"
+    )
+    provisioning_sub = provisioning.add_subparsers(dest="provisioning_command", required=True)
+    rules = provisioning_sub.add_parser("list", parents=[common], help="the rules in force")
+    rules.set_defaults(func=run_action, pending_action=_rules, printer=_printer)
+    put = provisioning_sub.add_parser("set", parents=[common], help="store a group's rule (audited)")
+    put.add_argument("group", help="the provider's group name, without idp:")
+    put.add_argument("--role", required=True, choices=["user", "operator", "admin"])
+    put.add_argument("--workspace", help="required unless --role admin")
+    put.set_defaults(func=run_action, pending_action=_set_rule, printer=_printer)
+    remove = provisioning_sub.add_parser("remove", parents=[common], help="remove a group's stored rule")
+    remove.add_argument("group")
+    remove.set_defaults(func=run_action, pending_action=_remove_rule, printer=_printer)
 
 
 def add_reassign_command(pending_sub: Any, common: argparse.ArgumentParser, printer: Printer) -> None:

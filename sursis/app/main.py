@@ -24,7 +24,7 @@ from sursis.app.container import Container
 from sursis.app.http_methods import answer_options
 from sursis.app.logging import quiet_unless_configured
 from sursis.app.observability import bind_path_ids, http_telemetry, metrics
-from sursis.app.oidc import IdentityProvider, OidcConfig, PeopleSignIn
+from sursis.app.oidc import IdentityProvider, OidcConfig, PeopleSignIn, StoredPersonSessions
 from sursis.app.openapi_contract import SLACK_SIGNATURE_SCHEME
 from sursis.app.routes.channels_slack import slack_router
 from sursis.app.routes.inbox import inbox_router
@@ -138,13 +138,12 @@ def create_app(
     )
     handlers: list[Any] = [healthz, readyz, metrics, v1, slack_router(), inbox_router()]
     oidc = OidcConfig.from_settings(settings)
-    people = PeopleSignIn(IdentityProvider(oidc)) if oidc is not None else None
-    if people is not None:
+    if oidc is not None:
         handlers.append(sign_in_router())
     return Litestar(
         route_handlers=handlers,
-        state=State({"people": people}),
-        lifespan=[serving(settings, service, observed)],
+        state=State({"people": None}),
+        lifespan=[serving(settings, service, observed, oidc)],
         on_startup=[document_contract_on_startup],
         middleware=[http_telemetry(observed.telemetry)],
         before_request=before_request,
@@ -159,10 +158,11 @@ def create_app(
 
 
 def serving(
-    settings: Settings, service: Service | None, observed: TelemetryParts
+    settings: Settings, service: Service | None, observed: TelemetryParts, oidc: OidcConfig | None
 ) -> Callable[[Litestar], AbstractAsyncContextManager[None]]:
     """The app's lifespan: the service (the given one, or one built here from the settings through
-    the composition root) started before the first request and closed after the last."""
+    the composition root) started before the first request and closed after the last; people's
+    sign-in (when `oidc` is configured) over the service's storage and provisioning rules."""
 
     @asynccontextmanager
     async def lifespan(app: Litestar) -> AsyncIterator[None]:
@@ -171,6 +171,10 @@ def serving(
         built = service or Service.from_settings(settings, telemetry=observed.telemetry)
         app.state.service = built
         app.state.container = built.container
+        if oidc is not None:
+            sessions = StoredPersonSessions(built.container.uow)
+            rules = built.container.provisioning.rules
+            app.state.people = PeopleSignIn(IdentityProvider(oidc), sessions, rules)
         try:
             await built.start(run_worker=settings.run_worker)
         except BaseException:

@@ -226,6 +226,15 @@ class Settings(BaseSettings):
             return self.worker_concurrency
         return 4 if is_sqlite(self.database_url) else 10
 
+    @field_validator("oidc_groups")
+    @classmethod
+    def _check_oidc_groups(cls, value: dict[str, dict[str, str]]) -> dict[str, dict[str, str]]:
+        """Each rule names a role a person may have: refused at start, not at the first sign-in."""
+        from sursis.domain.people import rules_from_setting
+
+        rules_from_setting(value)
+        return value
+
     @field_validator("agents", mode="before")
     @classmethod
     def _split_agents(cls, value: Any) -> Any:

@@ -9,6 +9,7 @@ import uuid
 from collections.abc import AsyncIterator
 from types import TracebackType
 from typing import Any, TypeVar
+from urllib.parse import quote
 
 import httpx
 from pydantic import BaseModel
@@ -23,6 +24,7 @@ from sursis.client.models import (
     Forked,
     PendingCall,
     PendingPage,
+    ProvisioningRule,
     Resolved,
     Run,
 )
@@ -236,6 +238,26 @@ class AsyncClient:
 
     async def delete_group(self, workspace: str, name: str) -> None:
         response = await self._http.request("DELETE", f"/v1/groups/{workspace}/{name}")
+        if response.is_error:
+            raise _error(response)
+
+    async def list_provisioning_rules(self) -> list[ProvisioningRule]:
+        """Which identity-provider groups sign in as which role and workspace (admins)."""
+        found = await self._request("GET", "/v1/oidc/provisioning")
+        return [ProvisioningRule.model_validate(r) for r in found]
+
+    async def set_provisioning_rule(
+        self, group: str, role: str, *, workspace: str | None = None
+    ) -> ProvisioningRule:
+        """Members of `group` sign in as `role` of `workspace` (no workspace for `admin`)."""
+        body: dict[str, Any] = {"role": role}
+        if workspace is not None:
+            body["workspace"] = workspace
+        path = f"/v1/oidc/provisioning/{quote(group, safe='')}"
+        return await self._model(ProvisioningRule, "PUT", path, json=body)
+
+    async def remove_provisioning_rule(self, group: str) -> None:
+        response = await self._http.request("DELETE", f"/v1/oidc/provisioning/{quote(group, safe='')}")
         if response.is_error:
             raise _error(response)
 

@@ -188,6 +188,18 @@ class ApproverGroup(Model):
     created_at: datetime
 
 
+class ProvisioningRule(Model):
+    """Members of the identity provider's `group` sign in as `role` of `workspace`."""
+
+    group: str
+    role: str
+    workspace: str | None = None
+    source: str
+    """`settings` (SURSIS_OIDC_GROUPS, read-only) or `stored` (written over the API)."""
+    updated_by: str | None = None
+    updated_at: datetime | None = None
+
+
 class Delegation(Model):
     id: uuid.UUID
     workspace: str | None = None

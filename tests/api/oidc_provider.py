@@ -5,6 +5,7 @@ the provider's redirect back to the service's callback."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import socket
@@ -61,8 +62,14 @@ def free_port() -> int:
 
 
 def start_provider(
-    tmp_path: Path, people: dict[str, dict[str, Any]], redirect_url: str = REDIRECT_URL
+    tmp_path: Path,
+    people: dict[str, dict[str, Any]],
+    redirect_url: str = REDIRECT_URL,
+    *,
+    groups_in: str = "id_token",
 ) -> Iterator[LocalProvider]:
+    """The provider, listening; `groups_in="userinfo"`: its ID tokens carry no `groups` (nor
+    `email`), only its userinfo endpoint answers them."""
     node = shutil.which("node")
     if node is None:
         pytest.skip("node is not installed")
@@ -77,6 +84,7 @@ def start_provider(
         cwd=PROVIDER_DIR,
         stdout=log,
         stderr=subprocess.STDOUT,
+        env={**os.environ, "SURSIS_TEST_GROUPS_IN": groups_in},
     )
     issuer = f"http://127.0.0.1:{port}"
     try:

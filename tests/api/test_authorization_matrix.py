@@ -111,6 +111,9 @@ ROUTES = routes(
     POST   /v1/keys                                                    403 403   403 403   201 201
     DELETE /v1/keys/{key_id}                                           403 403   403 403   200 200
     PUT    /v1/keys/{key_id}/person                                    403 403   403 403   200 200
+    GET    /v1/oidc/provisioning                                       403 403   403 403   200 200
+    PUT    /v1/oidc/provisioning/{provider_group}                      403 403   403 403   200 200
+    DELETE /v1/oidc/provisioning/{provider_group}                      403 403   403 403   204 204
     # Admins only; an operator of the workspace is told so, anyone else does not see it.
     POST   /v1/worlds                                                  403 404   403 404   201 201
     GET    /v1/worlds                                                  200 200   200 200   200 200
@@ -200,6 +203,7 @@ BODIES: dict[str, Callable[[Objects], Any]] = {
     "POST /v1/webhooks": lambda o: {"url": "https://hooks.example.com/sursis", "events": ["pending.created"]},
     "POST /v1/keys": lambda o: {"role": "user", "workspace": "default"},
     "PUT /v1/keys/{key_id}/person": lambda o: {"person": "oidc:matrix-person"},
+    "PUT /v1/oidc/provisioning/{provider_group}": lambda o: {"role": "operator", "workspace": "default"},
     "POST /v1/worlds": lambda o: {
         "domain": f"d{uuid.uuid4().hex[:12]}",
         "title": "new world",
@@ -281,6 +285,7 @@ TEMPLATE_OF = {
     "{delegation_id}": "{delegation_id}",
     "{filed_id}": "{correlation_id}",
     "{agent_name}": "{name}",
+    "{provider_group}": "{group}",
 }
 
 
@@ -367,6 +372,8 @@ async def make_objects(client: AsyncTestClient[Any], keys: KeyMaker) -> Objects:
     )
     assert binding.status_code == 201, binding.text
     hold = await client.post("/v1/retention/holds", json={"workspace": "default", "reason": "setup"})
+    rule = await client.put("/v1/oidc/provisioning/matrix-group", json={"role": "admin"})
+    assert rule.status_code == 200, rule.text
     assert hold.status_code == 201, hold.text
     group_name = f"g{uuid.uuid4().hex[:12]}"
     group = await client.post("/v1/groups", json={"workspace": "default", "name": group_name})
@@ -390,6 +397,7 @@ async def make_objects(client: AsyncTestClient[Any], keys: KeyMaker) -> Objects:
         ids={
             "filed_id": filed.json()["correlation_id"],
             "agent_name": "ops",
+            "provider_group": "matrix-group",
             "conversation_id": conversation_id,
             "idle_conversation_id": await create_conversation(client, workspace="default"),
             "own_conversation_id": conversation_id,  # the caller's own, once the caller is known

@@ -9,6 +9,7 @@ from litestar.testing import AsyncTestClient
 
 from sursis.app.openapi_contract import codes_for
 from sursis.app.schemas import WORKSPACE_PATTERN
+from sursis.domain.people import GROUP
 
 PROBLEM = "application/problem+json"
 
@@ -99,6 +100,7 @@ async def test_request_bodies_are_documented_as_they_are_validated(client: Async
         "CreateAuthorization",
         "CreateKey",
         "CreateWebhook",
+        "ProvisioningRuleIn",
     ):
         assert schemas[name]["additionalProperties"] is False, name
     workspace = schemas["CreateConversation"]["properties"]["workspace"]["anyOf"][0]
@@ -158,6 +160,13 @@ async def test_constraints_the_service_enforces_are_in_the_document(client: Asyn
     }
     for value, status in (("pending.approved", 200), ("", 422), ("a" * 101, 422)):
         assert (await client.get("/v1/audit", params={"action": value})).status_code == status, value
+
+    rule = "/v1/oidc/provisioning/{group}"
+    [group] = [p["schema"] for p in document["paths"][rule]["put"]["parameters"] if p["name"] == "group"]
+    assert (group["minLength"], group["maxLength"], group["pattern"]) == (1, 200, GROUP.pattern)
+    for value, status in (("sre-oncall", 200), ("Finance Team", 200), ("g" * 201, 422)):
+        answer = await client.put(f"/v1/oidc/provisioning/{value}", json={"role": "admin"})
+        assert answer.status_code == status, (value, answer.text)
 
     for path in ("/v1/audit", "/v1/pending"):
         cursor = param(document, path, "cursor")

@@ -102,6 +102,8 @@ SEMANTIC_422 = {
     # A filed request's `digest`, when given, must be the hash of its `tool_name` and `args`
     # (docs/integrations.md), and its expiry is bounded by a setting.
     "POST /v1/approvals": "the digest must hash tool_name and args; the expiry is bounded",
+    # A rule's workspace is required unless its role is admin, and refused when it is.
+    "PUT /v1/oidc/provisioning/{group}": "workspace is required for a role but admin, refused for admin",
 }
 CONFIG: dict[str, Any] = {
     "checks": {"enabled": True},
@@ -174,6 +176,8 @@ async def real_objects(seeded: str, keys: KeyMaker) -> dict[str, str]:
         assert policy.status_code == 200
         group = await client.post("/v1/groups", json={"workspace": "default", "name": "fuzz"})
         assert group.status_code == 201, group.text
+        rule = await client.put("/v1/oidc/provisioning/fuzz-group", json={"role": "admin"})
+        assert rule.status_code == 200, rule.text
         delegate = await keys.issue("operator", "default", name="delegate")
         ends_at = (utcnow() + timedelta(days=1)).isoformat()
         delegation = await client.post(
@@ -200,6 +204,7 @@ async def real_objects(seeded: str, keys: KeyMaker) -> dict[str, str]:
         "user_id": "U0FUZZ",
         "agent": "ops",
         "tool": "replay_dlq_event",
+        "group": "fuzz-group",
     }
 
 

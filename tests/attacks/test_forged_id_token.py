@@ -19,6 +19,7 @@ from joserfc.jwk import KeySet, RSAKey
 
 from sursis.app import oidc
 from sursis.app.oidc import IdentityProvider, OidcConfig, PeopleSignIn, SignInFailed, validate_id_token
+from tests.fakes.people import FakePersonSessions
 
 ISSUER = "https://idp.example.com"
 CLIENT = "sursis"
@@ -86,7 +87,7 @@ def fake_provider(id_token: Callable[[str], str]) -> tuple[httpx.MockTransport, 
 async def sign_in_with(id_token: Callable[[str], str]) -> PeopleSignIn:
     transport, seen = fake_provider(id_token)
     config = OidcConfig(ISSUER, CLIENT, "secret", "https://sursis.example.com/cb", "openid", 3600, 300, RULES)
-    people = PeopleSignIn(IdentityProvider(config, transport))
+    people = PeopleSignIn(IdentityProvider(config, transport), FakePersonSessions())
     state, url = await people.start()
     query = parse_qs(urlsplit(url).query)
     assert query["code_challenge_method"] == ["S256"]
@@ -97,7 +98,8 @@ async def sign_in_with(id_token: Callable[[str], str]) -> PeopleSignIn:
 
 async def test_the_provider_s_own_token_signs_in() -> None:
     people = await sign_in_with(lambda nonce: signed(good(nonce)))
-    assert len(people._sessions) == 1
+    assert isinstance(people._sessions, FakePersonSessions)
+    assert len(people._sessions.sessions) == 1
 
 
 @pytest.mark.parametrize(
@@ -140,7 +142,7 @@ async def test_a_bad_bearer_id_token_is_refused(claims: dict[str, Any]) -> None:
     """What `sursis login` sends (`Authorization: Bearer <ID token>`) is checked the same way."""
     transport, _ = fake_provider(lambda nonce: "")
     config = OidcConfig(ISSUER, CLIENT, "secret", "https://sursis.example.com/cb", "openid", 3600, 300, RULES)
-    people = PeopleSignIn(IdentityProvider(config, transport))
+    people = PeopleSignIn(IdentityProvider(config, transport), FakePersonSessions())
     assert (await people.bearer(signed(good("n")))).id == "oidc:alice"
     with pytest.raises(SignInFailed):
         await people.bearer(signed({**good("n"), **claims}))
@@ -152,8 +154,9 @@ async def test_a_flood_of_started_sign_ins_keeps_a_bounded_number(monkeypatch: p
     monkeypatch.setattr(oidc, "MAX_PENDING_SIGN_INS", 5)
     transport, _ = fake_provider(lambda nonce: "")
     config = OidcConfig(ISSUER, CLIENT, "secret", "https://sursis.example.com/cb", "openid", 3600, 300, RULES)
-    people = PeopleSignIn(IdentityProvider(config, transport))
+    people = PeopleSignIn(IdentityProvider(config, transport), FakePersonSessions())
     states = [(await people.start())[0] for _ in range(8)]
-    assert len(people._pending) == 5
+    assert isinstance(people._sessions, FakePersonSessions)
+    assert len(people._sessions.sign_ins) == 5
     with pytest.raises(SignInFailed):
         await people.finish(states[0], "code", None)  # the oldest was forgotten

@@ -1,6 +1,8 @@
 // A real OpenID provider for the sign-in tests: `node provider.mjs PORT ACCOUNTS_JSON`.
 // One confidential client (`sursis`), accounts read from ACCOUNTS_JSON at every look-up (a test edits
 // the file to move a person out of a group), the provider's own development login form.
+// With SURSIS_TEST_GROUPS_IN=userinfo the ID token carries only the standard claims: email and
+// groups are answered by the userinfo endpoint alone (as providers that keep ID tokens small do).
 import { readFileSync } from "node:fs";
 import Provider from "oidc-provider";
 
@@ -32,7 +34,7 @@ const provider = new Provider(issuer, {
   ],
   claims: { openid: ["sub"], email: ["email"], groups: ["groups"] },
   scopes: ["openid", "email", "groups", "offline_access"],
-  conformIdTokenClaims: false,
+  conformIdTokenClaims: process.env.SURSIS_TEST_GROUPS_IN === "userinfo",
   findAccount: (_ctx, id) => account(id),
   features: { devInteractions: { enabled: true }, deviceFlow: { enabled: true } },
   // Every sign-in gets a refresh token: the service reads the groups again with it.

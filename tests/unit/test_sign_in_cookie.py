@@ -7,6 +7,7 @@ import pytest
 
 from sursis.app.oidc import IdentityProvider, OidcConfig, PeopleSignIn
 from sursis.app.routes.signin import _cookie
+from tests.fakes.people import FakePersonSessions
 
 
 @pytest.mark.parametrize(
@@ -14,7 +15,9 @@ from sursis.app.routes.signin import _cookie
 )
 def test_the_session_cookie(redirect: str, secure: bool) -> None:
     config = OidcConfig("https://idp.example.com", "sursis", "secret", redirect, "openid", 3600, 300, {})
-    cookie = _cookie(PeopleSignIn(IdentityProvider(config)), "sursis_session", "v", 3600, "/")
+    cookie = _cookie(
+        PeopleSignIn(IdentityProvider(config), FakePersonSessions()), "sursis_session", "v", 3600, "/"
+    )
     header = cookie.to_header()
     assert "HttpOnly" in header and "SameSite=lax" in header.replace("Lax", "lax")
     assert ("Secure" in header) is secure

@@ -87,7 +87,7 @@ async def logout(request: Request[Any, Any, Any]) -> Response[None]:
     session = await sign_in.session(session_id)
     if request.headers.get(CSRF_HEADER) != session.csrf_token:
         raise CsrfRefused("send the session's CSRF token in X-CSRF-Token")
-    sign_in.end(session_id or "")
+    await sign_in.end(session_id or "")
     return Response(None, status_code=204, cookies=[_cookie(sign_in, SESSION_COOKIE, "", 0, "/")])
 
 

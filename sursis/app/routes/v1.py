@@ -23,6 +23,7 @@ from sursis.app.routes.mcp_pins import mcp_route_handlers
 from sursis.app.routes.pending import PendingController
 from sursis.app.routes.platform_events import list_conversations, post_event
 from sursis.app.routes.policies import policy_route_handlers
+from sursis.app.routes.provisioning import ProvisioningController
 from sursis.app.routes.retention import retention_route_handlers
 from sursis.app.routes.runs import RunController
 from sursis.app.routes.worlds import world_route_handlers
@@ -42,6 +43,7 @@ def route_handlers() -> list[Any]:
         *event_route_handlers(),
         AuthorizationController,
         KeyController,
+        ProvisioningController,
         *world_route_handlers(),
         *channel_route_handlers(),
         *retention_route_handlers(),

@@ -21,6 +21,7 @@ from sursis.domain.clock import utcnow
 from sursis.domain.credential_cache import CredentialCache
 from sursis.domain.keys import NO_WORKSPACE, KeyService
 from sursis.domain.notified_cache import Invalidations
+from sursis.domain.people import ProvisioningService, rules_from_setting
 from sursis.domain.records import AuditEntry
 from sursis.domain.retention import RetentionService
 from sursis.infra.checkpoint_log import FileCheckpointLog
@@ -57,6 +58,8 @@ class StorageParts:
     audit: AuditService
     audit_chain: AuditChainService
     retention: RetentionService
+    provisioning: ProvisioningService
+    """Which provider groups sign in as which role and workspace (`SURSIS_OIDC_GROUPS` and stored rules)."""
 
 
 def wire_storage(settings: Settings, *, changes: Invalidations | None = None) -> StorageParts:
@@ -98,6 +101,7 @@ def wire_storage(settings: Settings, *, changes: Invalidations | None = None) ->
         audit=AuditService(uow),
         audit_chain=chain,
         retention=build_retention(settings, uow, chain),
+        provisioning=ProvisioningService(uow, utcnow, rules_from_setting(settings.oidc_groups)),
     )
 
 

@@ -18,6 +18,7 @@ from sursis.domain.encryption import Address, Cipher, UnsealedValue
 from sursis.infra.db import approver_tables as approvers
 from sursis.infra.db import channel_tables as channels
 from sursis.infra.db import customer_tables as customer
+from sursis.infra.db import people_tables as people
 from sursis.infra.db import retention_tables as retention
 from sursis.infra.db import review_tables as reviews
 from sursis.infra.db import tables as t
@@ -148,6 +149,7 @@ DELEGATIONS = SealedTable(
 LEGAL_HOLDS = SealedTable(retention.legal_holds, {"reason": "text"}, ("id",))
 FAILURE_CLUSTERS = SealedTable(t.failure_clusters, {"notes": "text"}, ("id",))
 AUTHORIZATIONS = SealedTable(t.authorizations, {"reason": "text", "args_match": "json"}, ("id",))
+PERSON_SESSIONS = SealedTable(people.person_sessions, {"refresh_token": "text"}, ("id_hash",))
 
 SEALED_TABLES: list[SealedTable] = [
     MESSAGES,
@@ -165,5 +167,6 @@ SEALED_TABLES: list[SealedTable] = [
     VOTES,
     AUTHORIZATIONS,
     REVIEWS,
+    PERSON_SESSIONS,
 ]
 """Every table with encrypted columns, in the order `rotate` walks them."""

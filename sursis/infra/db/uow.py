@@ -24,6 +24,7 @@ from sursis.infra.db.findings import FindingLog, record_unsealed
 from sursis.infra.db.held import UnitSession, begun, holds
 from sursis.infra.db.ops_repository import SqlOpsRepository
 from sursis.infra.db.outbox_repository import SqlOutboxRepository
+from sursis.infra.db.people_repository import SqlPersonSessionRepository, SqlProvisioningRuleRepository
 from sursis.infra.db.policy_repository import SqlPolicyRepository
 from sursis.infra.db.repositories import (
     SqlAuditRepository,
@@ -60,6 +61,8 @@ REPOSITORIES = (
     "approvers",
     "reviews",
     "approval_requests",
+    "provisioning",
+    "person_sessions",
 )
 """The unit of work's repositories, each made at its first use."""
 
@@ -188,6 +191,14 @@ class SqlUnitOfWork:
     @functools.cached_property
     def approval_requests(self) -> SqlApprovalRequestRepository:
         return SqlApprovalRequestRepository(self.session)
+
+    @functools.cached_property
+    def provisioning(self) -> SqlProvisioningRuleRepository:
+        return SqlProvisioningRuleRepository(self.session)
+
+    @functools.cached_property
+    def person_sessions(self) -> SqlPersonSessionRepository:
+        return SqlPersonSessionRepository(self.session)
 
     async def __aexit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
