@@ -14,7 +14,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision: str = "0037_sampled_reminders"
-down_revision: str | None = "0035_key_persons"
+down_revision: str | None = "0036_oidc_provisioning"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
