@@ -13,9 +13,12 @@ The turn is `bench/turn_ours.py`'s, handed off (`sursis.Service` with its worker
 process, as `sursis serve` runs it) with the peers' agent (`bench_agent.py`), stream off: the
 message accepted and its run queued and handed to a free slot, the run to its suspension, the
 decision recorded and the resume queued, the run to its answer. The bench's own reads (waiting for
-the run to settle, finding the pending call) are left out. Warm turns first, so each connection
-has prepared its statements; the figure is the writes of `--turns` turns divided by their number
-(the same every turn: the count does not depend on the machine).
+the run to settle, finding the pending call) are left out. `--warm` turns first, uncounted: the pool
+hands its connections out first in, first out, and each connection prepares a statement the first
+time it sends it (a write of its own), so it takes some turns before every connection has prepared
+every statement of a turn, as in a service that has been up for a while. The figure is the most
+writes any of the `--turns` measured turns made (the same every turn once warm: the count does not
+depend on the machine).
 
 Prints each segment's writes (what each carried, in order) for the last turn, the totals per
 segment, then one JSON line: `{"round_trips": per turn, "segments": {...}}`.
@@ -217,7 +220,7 @@ async def counted_turn(side: Any, conversation: Any, counter: RoundTripCounter |
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--turns", type=int, default=5)
-    parser.add_argument("--warm", type=int, default=3)
+    parser.add_argument("--warm", type=int, default=40)
     args = parser.parse_args()
     from turn_ours import log_to_file
 

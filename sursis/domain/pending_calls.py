@@ -228,7 +228,13 @@ class PendingCallService:
         the decision's transaction (before anything is held back for its commit)."""
         if handing.lease is None or self.hand_off is None:
             return
-        run = await uow.runs.lease(call.run_id, handing.lease.owner, now, handing.lease.until)
+        run = await uow.runs.lease(
+            call.run_id,
+            handing.lease.owner,
+            now,
+            handing.lease.until,
+            log_after=self.hand_off.log_position(call.conversation_id),
+        )
         if run is not None:
             handing.start = await self.hand_off.read_start(uow, run)
             handing.run = run

@@ -41,8 +41,17 @@ class ConversationRepository(Protocol):
         """The conversations forked from this one, oldest first."""
         ...
 
-    async def claim_active_run(self, conversation_id: uuid.UUID, run_id: uuid.UUID, now: datetime) -> bool:
-        """Set the active run only if there is none; False when another run holds it."""
+    async def claim_active_run(
+        self,
+        conversation_id: uuid.UUID,
+        run_id: uuid.UUID,
+        now: datetime,
+        *,
+        log_after: int | None = None,
+    ) -> bool:
+        """Set the active run only if there is none; False when another run holds it. With
+        `log_after` (the seq of its log the caller has read up to), the log after it may be read by
+        the same statement, for this transaction's next `messages.read` of it."""
         ...
 
     async def release_active_run(
@@ -95,9 +104,19 @@ class RunRepository(Protocol):
         """Count one awaiting call down; requeue the run when it was the last. True if requeued."""
         ...
 
-    async def lease(self, run_id: uuid.UUID, owner: str, now: datetime, lease_until: datetime) -> Run | None:
+    async def lease(
+        self,
+        run_id: uuid.UUID,
+        owner: str,
+        now: datetime,
+        lease_until: datetime,
+        *,
+        log_after: int | None = None,
+    ) -> Run | None:
         """A queued run leased to `owner` as a claim leases it (running, next segment, one more
-        claim); None when it is not queued (another worker claimed it first)."""
+        claim); None when it is not queued (another worker claimed it first). With `log_after` (the
+        seq of its conversation the caller has read up to), the run's log after it may be read by
+        the same statement, for this transaction's next `messages.read` of it (as `claim_next`)."""
         ...
 
     async def claim_next(
@@ -238,6 +257,11 @@ class PendingCallRepository(Protocol):
 class ToolCallRepository(Protocol):
     async def record(self, record: ToolCallRecord) -> bool:
         """Insert unless a row for (conversation_id, tool_call_id) exists; True if inserted."""
+        ...
+
+    async def record_outcome(self, record: ToolCallRecord) -> None:
+        """Insert unless a row for (conversation_id, tool_call_id) exists, when nobody reads which:
+        the row may be written at the commit, with the transaction's other writes."""
         ...
 
     async def get(self, conversation_id: uuid.UUID, tool_call_id: str) -> ToolCallRecord | None: ...

@@ -81,11 +81,24 @@ def _claim_with_log() -> Any:
     names for that conversation (0 when it names none), in one statement: one row per message (one
     with no message when there is none), the run's columns on each."""
     claimed = _claim_statement(True).cte("claimed")
-    m = t.messages.c
     known = sa.cast(sa.bindparam("b_log_from", type_=sa.Text()), JSONB)
     after = sa.func.coalesce(
         sa.cast(known[sa.cast(claimed.c.conversation_id, sa.Text)].astext, sa.Integer), 0
     )
+    return _with_log(claimed, after)
+
+
+def _lease_with_log() -> Any:
+    """PostgreSQL: `LEASE`, and the leased run's conversation log after the seq `b_log_after`, in
+    one statement, answered as `CLAIM_WITH_LOG` answers. The log is read in the statement's
+    snapshot, as the claim's is: while the run is queued, and then leased by this statement,
+    nobody else appends to its conversation (only the segment holding the run's lease does)."""
+    leased = LEASE.cte("leased")
+    return _with_log(leased, sa.bindparam("b_log_after", type_=sa.Integer()))
+
+
+def _with_log(claimed: Any, after: Any) -> Any:
+    m = t.messages.c
     joined = claimed.outerjoin(
         t.messages, sa.and_(m.conversation_id == claimed.c.conversation_id, m.seq > after)
     )
@@ -97,6 +110,7 @@ def _claim_with_log() -> Any:
 
 
 CLAIM_WITH_LOG = _claim_with_log()
+LEASE_WITH_LOG = _lease_with_log()
 
 
 @functools.cache

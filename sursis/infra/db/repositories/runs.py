@@ -28,6 +28,7 @@ from sursis.infra.db.repositories.run_statements import (
     GET,
     INSERT,
     LEASE,
+    LEASE_WITH_LOG,
     LOG_COLUMNS,
     RECORD_PROGRESS,
     RESOLVE_ONE_AWAITING,
@@ -126,7 +127,32 @@ class SqlRunRepository(HeldSqlRepository):
             claimed = await self._rows(CLAIM[self._postgres], params)
             return _run_from_row(claimed[0], self._cipher) if claimed else None
         params["b_log_from"] = json.dumps({str(k): v for k, v in log_from.items()})
-        rows = await self._rows(CLAIM_WITH_LOG, params)
+        return self._read_ahead(await self._rows(CLAIM_WITH_LOG, params))
+
+    async def lease(
+        self,
+        run_id: uuid.UUID,
+        owner: str,
+        now: datetime,
+        lease_until: datetime,
+        *,
+        log_after: int | None = None,
+    ) -> Run | None:
+        params: dict[str, Any] = {
+            "b_run_id": run_id,
+            "b_owner": owner,
+            "b_lease_until": lease_until,
+            "b_now": now,
+        }
+        if log_after is None or not self._postgres:
+            rows = await self._rows(LEASE, params)
+            return _run_from_row(rows[0], self._cipher) if rows else None
+        params["b_log_after"] = log_after
+        return self._read_ahead(await self._rows(LEASE_WITH_LOG, params))
+
+    def _read_ahead(self, rows: list[Any]) -> Run | None:
+        """The run of a statement that answers it with its conversation's log (`CLAIM_WITH_LOG`,
+        `LEASE_WITH_LOG`); the log kept for the transaction's next read of it."""
         if not rows:
             return None
         run = _run_from_row(rows[0], self._cipher)
@@ -140,11 +166,6 @@ class SqlRunRepository(HeldSqlRepository):
         ]
         read_ahead(self._session, run.conversation_id, int(rows[0]._mapping["log_after"]), log)
         return run
-
-    async def lease(self, run_id: uuid.UUID, owner: str, now: datetime, lease_until: datetime) -> Run | None:
-        params = {"b_run_id": run_id, "b_owner": owner, "b_lease_until": lease_until, "b_now": now}
-        rows = await self._rows(LEASE, params)
-        return _run_from_row(rows[0], self._cipher) if rows else None
 
     async def renew_lease(self, run_id: uuid.UUID, owner: str, lease_until: datetime) -> bool:
         result = await self._execute(
