@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from types import TracebackType
 from typing import Any, Protocol, Self
@@ -28,6 +29,16 @@ from sursis.domain.records import (
 from sursis.domain.reviewer_ports import ReviewRepository
 from sursis.domain.states import PendingStatus, RunStatus
 from sursis.domain.tools import PendingKind
+
+
+@dataclass(frozen=True, slots=True)
+class LeaseAhead:
+    """A lease the statement that re-queues a run may take on it at once (`PendingCallRepository.decide`):
+    to `owner` until `until`, the conversation's log after `log_after` read with it."""
+
+    owner: str
+    until: datetime
+    log_after: int
 
 
 class ConversationRepository(Protocol):
@@ -232,10 +243,12 @@ class PendingCallRepository(Protocol):
         resolved_by: str,
         reason: str | None,
         resolution: dict[str, Any] | None,
+        lease: LeaseAhead | None = None,
     ) -> bool | None:
         """A person's decision: `transition(..., before_expiry=True)` and, when it wins,
         `runs.resolve_one_awaiting(call.run_id)`, in one statement where the database allows it.
-        None for the loser; else whether the decision re-queued the run."""
+        None for the loser; else whether the decision re-queued the run. With `lease`, a run it
+        re-queues may be leased by the same statement, for this transaction's `runs.lease` of it."""
         ...
 
     async def overdue(self, now: datetime, limit: int) -> list[PendingCall]: ...

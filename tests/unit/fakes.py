@@ -25,7 +25,7 @@ from sursis.domain.channel_records import ChannelBinding, DigestItem
 from sursis.domain.customer_ports import WorkspaceRepository
 from sursis.domain.delivery import DELIVERED_EVENT_TYPES, deliver
 from sursis.domain.event_records import OutboxItem, StoredEvent, Webhook
-from sursis.domain.ports import OpsRepository, UnitOfWork, UnitOfWorkFactory
+from sursis.domain.ports import LeaseAhead, OpsRepository, UnitOfWork, UnitOfWorkFactory
 from sursis.domain.records import (
     AuditEntry,
     AuditQuery,
@@ -480,6 +480,7 @@ class FakePending(_Repository):
         resolved_by: str,
         reason: str | None,
         resolution: dict[str, Any] | None,
+        lease: LeaseAhead | None = None,
     ) -> bool | None:
         won = await self.transition(
             call.correlation_id,
