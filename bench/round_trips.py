@@ -1,8 +1,8 @@
 """Round trips to PostgreSQL per handed-off approval turn: every socket write this process makes to
-the server, counted where it leaves (the event loop's socket transport), and named by the protocol
-messages it carries.
+the server, counted where it leaves (the socket transport of asyncio's own event loop, which the bench
+runs on), and named by the protocol messages it carries.
 
-    .venv/bin/python bench/round_trips.py [--turns 5]
+    .venv/bin/python bench/round_trips.py [--turns 5] [--warm 40]
 
 A round trip is one write to PostgreSQL's socket: a simple query (`BEGIN`, `COMMIT`, a `SELECT`
 sent as text), a prepared statement's bind and execute, a statement's parse and describe the first
