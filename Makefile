@@ -142,6 +142,7 @@ lint: $(STAMP) ## ruff, mypy --strict, import-linter
 
 bench: $(STAMP) ## per-turn cost, resolve p50/p99, throughput, memory over 10,000 turns beside the memory floor (bench/memory_floor.py); tables and JSON lines
 	$(PY) bench/bench.py
+	$(PY) bench/round_trips.py
 	$(PY) bench/events_burst.py
 	$(PY) bench/world_memory.py
 	$(PY) bench/memory.py

@@ -14,6 +14,7 @@ queued for any worker, as before (an API process without a worker never hands of
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Protocol
@@ -44,6 +45,12 @@ class RunHandOff(Protocol):
 
     def cancel(self, lease: SlotLease) -> None:
         """The reservation was not used (the transaction did not lease a run): the slot is free again."""
+        ...
+
+    def log_position(self, conversation_id: uuid.UUID) -> int:
+        """How far this process has read the conversation's log (0: it keeps none of it): the
+        statement that claims the conversation or leases its run may read the rest, for the
+        segment's start (`ConversationRepository.claim_active_run`, `RunRepository.lease`)."""
         ...
 
     async def read_start(self, uow: UnitOfWork, run: Run) -> SegmentStartRead:

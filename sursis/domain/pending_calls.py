@@ -23,7 +23,7 @@ from sursis.domain.pending_expiry import EXPIRY_ACTOR as EXPIRY_ACTOR
 from sursis.domain.pending_expiry import TIMEOUT_DECISION as TIMEOUT_DECISION
 from sursis.domain.pending_expiry import expire_overdue_call as expire_overdue_call
 from sursis.domain.pending_expiry import timeout_denies
-from sursis.domain.ports import NoMetrics, ServiceMetrics, UnitOfWork, UnitOfWorkFactory
+from sursis.domain.ports import LeaseAhead, NoMetrics, ServiceMetrics, UnitOfWork, UnitOfWorkFactory
 from sursis.domain.records import AuditEntry, PendingCall, Principal, Run
 from sursis.domain.sanitize import args_hash as compute_args_hash
 from sursis.domain.states import Decision, PendingStatus, RunStatus, decide
@@ -206,6 +206,10 @@ class PendingCallService:
     ) -> bool:
         """The conditional update of the call; True when it re-queued the run (then leased to the
         reserved slot). One that lost a race is `Stale` (or expired here, past its expiry)."""
+        lease = None
+        if handing.lease is not None and self.hand_off is not None:
+            log_after = self.hand_off.log_position(call.conversation_id)
+            lease = LeaseAhead(handing.lease.owner, handing.lease.until, log_after)
         requeued = await uow.pending.decide(
             call,
             target,
@@ -213,6 +217,7 @@ class PendingCallService:
             resolved_by=principal.id,
             reason=resolution.reason,
             resolution=record,
+            lease=lease,
         )
         if requeued is None:
             fresh = await uow.pending.get(call.correlation_id) or call
@@ -228,7 +233,13 @@ class PendingCallService:
         the decision's transaction (before anything is held back for its commit)."""
         if handing.lease is None or self.hand_off is None:
             return
-        run = await uow.runs.lease(call.run_id, handing.lease.owner, now, handing.lease.until)
+        run = await uow.runs.lease(
+            call.run_id,
+            handing.lease.owner,
+            now,
+            handing.lease.until,
+            log_after=self.hand_off.log_position(call.conversation_id),
+        )
         if run is not None:
             handing.start = await self.hand_off.read_start(uow, run)
             handing.run = run

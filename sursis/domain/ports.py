@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from types import TracebackType
 from typing import Any, Protocol, Self
@@ -30,6 +31,16 @@ from sursis.domain.states import PendingStatus, RunStatus
 from sursis.domain.tools import PendingKind
 
 
+@dataclass(frozen=True, slots=True)
+class LeaseAhead:
+    """A lease the statement that re-queues a run may take on it at once (`PendingCallRepository.decide`):
+    to `owner` until `until`, the conversation's log after `log_after` read with it."""
+
+    owner: str
+    until: datetime
+    log_after: int
+
+
 class ConversationRepository(Protocol):
     async def add(self, conversation: Conversation) -> None: ...
     async def get(self, conversation_id: uuid.UUID) -> Conversation | None: ...
@@ -41,8 +52,17 @@ class ConversationRepository(Protocol):
         """The conversations forked from this one, oldest first."""
         ...
 
-    async def claim_active_run(self, conversation_id: uuid.UUID, run_id: uuid.UUID, now: datetime) -> bool:
-        """Set the active run only if there is none; False when another run holds it."""
+    async def claim_active_run(
+        self,
+        conversation_id: uuid.UUID,
+        run_id: uuid.UUID,
+        now: datetime,
+        *,
+        log_after: int | None = None,
+    ) -> bool:
+        """Set the active run only if there is none; False when another run holds it. With
+        `log_after` (the seq of its log the caller has read up to), the log after it may be read by
+        the same statement, for this transaction's next `messages.read` of it."""
         ...
 
     async def release_active_run(
@@ -95,9 +115,19 @@ class RunRepository(Protocol):
         """Count one awaiting call down; requeue the run when it was the last. True if requeued."""
         ...
 
-    async def lease(self, run_id: uuid.UUID, owner: str, now: datetime, lease_until: datetime) -> Run | None:
+    async def lease(
+        self,
+        run_id: uuid.UUID,
+        owner: str,
+        now: datetime,
+        lease_until: datetime,
+        *,
+        log_after: int | None = None,
+    ) -> Run | None:
         """A queued run leased to `owner` as a claim leases it (running, next segment, one more
-        claim); None when it is not queued (another worker claimed it first)."""
+        claim); None when it is not queued (another worker claimed it first). With `log_after` (the
+        seq of its conversation the caller has read up to), the run's log after it may be read by
+        the same statement, for this transaction's next `messages.read` of it (as `claim_next`)."""
         ...
 
     async def claim_next(
@@ -213,10 +243,12 @@ class PendingCallRepository(Protocol):
         resolved_by: str,
         reason: str | None,
         resolution: dict[str, Any] | None,
+        lease: LeaseAhead | None = None,
     ) -> bool | None:
         """A person's decision: `transition(..., before_expiry=True)` and, when it wins,
         `runs.resolve_one_awaiting(call.run_id)`, in one statement where the database allows it.
-        None for the loser; else whether the decision re-queued the run."""
+        None for the loser; else whether the decision re-queued the run. With `lease`, a run it
+        re-queues may be leased by the same statement, for this transaction's `runs.lease` of it."""
         ...
 
     async def overdue(self, now: datetime, limit: int) -> list[PendingCall]: ...
@@ -238,6 +270,11 @@ class PendingCallRepository(Protocol):
 class ToolCallRepository(Protocol):
     async def record(self, record: ToolCallRecord) -> bool:
         """Insert unless a row for (conversation_id, tool_call_id) exists; True if inserted."""
+        ...
+
+    async def record_outcome(self, record: ToolCallRecord) -> None:
+        """Insert unless a row for (conversation_id, tool_call_id) exists, when nobody reads which:
+        the row may be written at the commit, with the transaction's other writes."""
         ...
 
     async def get(self, conversation_id: uuid.UUID, tool_call_id: str) -> ToolCallRecord | None: ...

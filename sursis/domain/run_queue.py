@@ -52,7 +52,8 @@ async def queue_or_hand_off(
         started_role=role,
         stream=stream,
     )
-    if not await uow.conversations.claim_active_run(conversation.id, run.id, now):
+    log_after = hand_off[0].log_position(conversation.id) if hand_off is not None else None
+    if not await uow.conversations.claim_active_run(conversation.id, run.id, now, log_after=log_after):
         fresh = await uow.conversations.get(conversation.id)
         active = fresh.active_run_id if fresh else None
         pending = await uow.pending.for_run(active, PendingStatus.AWAITING) if active else []

@@ -115,6 +115,11 @@ class MessageLogCache:
         self._store(conversation_id, log)
         return log
 
+    def position(self, conversation_id: uuid.UUID) -> int | None:
+        """The last seq cached of the conversation (None: none cached)."""
+        log = self._entries.get(conversation_id)
+        return None if log is None else log.last_seq
+
     def positions(self, limit: int = 256) -> dict[uuid.UUID, int]:
         """The last seq cached for each of the `limit` conversations read most recently: what a
         claim that reads the claimed run's log in the same statement asks for (`log_from`)."""

@@ -154,6 +154,9 @@ class Worker:
     def cancel(self, lease: SlotLease) -> None:
         self._slots.cancel()
 
+    def log_position(self, conversation_id: uuid.UUID) -> int:
+        return self._runner.log_position(conversation_id) or 0
+
     async def read_start(self, uow: UnitOfWork, run: Run) -> StartRead:
         return await self._read_start(uow, run)
 

@@ -35,17 +35,19 @@ SUSPEND_COMMITS = 2
 RESUME_COMMITS = 3
 """The decision, with the run leased again (and the resumed segment's start read); the tool's
 effect with its outcome; the end."""
-SUSPEND_ROUND_TRIPS = 7
+SUSPEND_ROUND_TRIPS = 6
 """PostgreSQL, what the driver sends once each statement is prepared on its connection: the
-message's transaction (6: `BEGIN`, the conversation read, taken, the log after what the worker
+message's transaction (5: `BEGIN`, the conversation read, taken with the log after what the worker
 holds, the run leased with its audit rows and events, `COMMIT`) and the suspension (1: one
 statement, the whole transaction, no `BEGIN`/`COMMIT`). Server transactions: 2, one per commit
 (the first turn adds the 3 policy reads)."""
-RESUME_ROUND_TRIPS = 16
-"""The decision's transaction (8: `BEGIN`, the call read, decided with the run re-queued, the run
-leased, the log, the pending calls with their outcomes, audit rows and events, `COMMIT`), the
-tool's effect (7: `BEGIN`, its own 3, its outcome, its event, `COMMIT`), the end (1). Server
-transactions: 3. An approval turn: 23 round trips in 5 server transactions and 5 commits; counted
+RESUME_ROUND_TRIPS = 14
+"""The decision's transaction (6: `BEGIN`, the call read, decided with the run leased to this
+process's worker and its log read, the pending calls with their outcomes, audit rows and events,
+`COMMIT`), the tool's effect (7: `BEGIN`, its own 3, its outcome, its event, `COMMIT`), the end (1).
+Server transactions: 3. An approval turn: 20 round trips in 5 server transactions and 5 commits (23
+before the conversation's claim read the log, and the decision leased the run and read the log, in
+the same statement); counted
 the same way, a turn whose segments are claimed sends 28 in 7 (34 before a suspension and an end
 were one statement each)."""
 

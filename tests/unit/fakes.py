@@ -25,7 +25,7 @@ from sursis.domain.channel_records import ChannelBinding, DigestItem
 from sursis.domain.customer_ports import WorkspaceRepository
 from sursis.domain.delivery import DELIVERED_EVENT_TYPES, deliver
 from sursis.domain.event_records import OutboxItem, StoredEvent, Webhook
-from sursis.domain.ports import OpsRepository, UnitOfWork, UnitOfWorkFactory
+from sursis.domain.ports import LeaseAhead, OpsRepository, UnitOfWork, UnitOfWorkFactory
 from sursis.domain.records import (
     AuditEntry,
     AuditQuery,
@@ -163,7 +163,14 @@ class FakeConversations(_Repository):
         rows = (await self._uow.read()).conversations.values()
         return sorted((c for c in rows if c.forked_from_id == conversation_id), key=lambda c: c.created_at)
 
-    async def claim_active_run(self, conversation_id: uuid.UUID, run_id: uuid.UUID, now: datetime) -> bool:
+    async def claim_active_run(
+        self,
+        conversation_id: uuid.UUID,
+        run_id: uuid.UUID,
+        now: datetime,
+        *,
+        log_after: int | None = None,
+    ) -> bool:
         rows = (await self._uow.write()).conversations
         found = rows.get(conversation_id)
         if found is None or found.active_run_id is not None:
@@ -274,7 +281,15 @@ class FakeRuns(_Repository):
             updated_at=now,
         )
 
-    async def lease(self, run_id: uuid.UUID, owner: str, now: datetime, lease_until: datetime) -> Run | None:
+    async def lease(
+        self,
+        run_id: uuid.UUID,
+        owner: str,
+        now: datetime,
+        lease_until: datetime,
+        *,
+        log_after: int | None = None,
+    ) -> Run | None:
         found = (await self._uow.write()).runs.get(run_id)
         if found is None:
             return None
@@ -465,6 +480,7 @@ class FakePending(_Repository):
         resolved_by: str,
         reason: str | None,
         resolution: dict[str, Any] | None,
+        lease: LeaseAhead | None = None,
     ) -> bool | None:
         won = await self.transition(
             call.correlation_id,
@@ -519,6 +535,9 @@ class FakeToolCalls(_Repository):
             return False
         rows[key] = record
         return True
+
+    async def record_outcome(self, record: ToolCallRecord) -> None:
+        await self.record(record)
 
     async def get(self, conversation_id: uuid.UUID, tool_call_id: str) -> ToolCallRecord | None:
         return (await self._uow.read()).tool_calls.get((conversation_id, tool_call_id))

@@ -18,6 +18,7 @@ exactly once from its delegation record (`delegated.py`).
 from __future__ import annotations
 
 from pydantic_ai.exceptions import CallDeferred
+from pydantic_ai.messages import ToolCallPart
 
 from sursis.domain.tools import ToolSpec
 from sursis.infra.agents import call_marks
@@ -44,12 +45,19 @@ TOOL = DispatchMark(DISPATCHED, "tool", "sursis.tools", outcome_unknown, settled
 """The mark of an adopted tool that runs at most once per call."""
 
 
-async def resumes_an_agent(deps: RunDeps, tool_call_id: str, again: bool) -> bool:
+async def dispatching(deps: RunDeps, spec: ToolSpec, call: ToolCallPart, *, again: bool) -> None:
+    """`TOOL.dispatching`: the call marked, unless it is in doubt; one in doubt that resumes the
+    agent it ran runs unmarked, one that does not is the "outcome unknown" deferral. The delegation is
+    read only for a call in doubt: a call that is not (the newest mark of a call just approved is its
+    `pending.requested`) is marked, whether it ran an agent or not, and costs no read of it."""
+    await TOOL.dispatching(
+        deps, spec, call, again=again, resumes=lambda: resumes_an_agent(deps, call.tool_call_id)
+    )
+
+
+async def resumes_an_agent(deps: RunDeps, tool_call_id: str) -> bool:
     """Whether a call dispatched again is the resume of the agent it ran (its delegation is stored):
-    that run continues exactly once, so the call is not in doubt. One read, only for a call that may
-    have been dispatched before."""
-    if not again:
-        return False
+    that run continues exactly once, so the call is not in doubt."""
     async with deps.uow.reader() as uow:
         if not isinstance(uow, SqlUnitOfWork):
             return False  # a unit of work without delegations runs no agent from a tool

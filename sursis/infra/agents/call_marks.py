@@ -15,7 +15,7 @@ instead of a second run. One implementation serves both kinds; each keeps its ow
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -105,11 +105,23 @@ class DispatchMark:
             newest = await newest_mark(uow.audit, deps, tool_call_id, (self.action, *self.settled_by))
         return newest == self.action
 
-    async def dispatching(self, deps: RunDeps, spec: ToolSpec, call: ToolCallPart, *, again: bool) -> None:
+    async def dispatching(
+        self,
+        deps: RunDeps,
+        spec: ToolSpec,
+        call: ToolCallPart,
+        *,
+        again: bool,
+        resumes: Callable[[], Awaitable[bool]] | None = None,
+    ) -> None:
         """Mark the call as dispatched, or raise the "outcome unknown" deferral when an earlier
         dispatch of it may have acted. `again`: the call may have been dispatched before (a resumed
-        or redispatched call); a call of the segment's own model response never was."""
+        or redispatched call); a call of the segment's own model response never was. `resumes`,
+        asked only of a call in doubt: whether it is not in doubt after all (it resumes what it
+        ran exactly once); then it runs without a new mark."""
         if again and await self.in_doubt(deps, call.tool_call_id):
+            if resumes is not None and await resumes():
+                return
             structlog.get_logger(self.logger).warning(
                 f"{self.name}.outcome_unknown", tool_name=spec.name, tool_call_id=call.tool_call_id
             )

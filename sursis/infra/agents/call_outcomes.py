@@ -95,7 +95,7 @@ async def outcome_recorded(
 async def _record(deps: RunDeps, spec: ToolSpec, record: ToolCallRecord, announce: bool) -> None:
     """The outcome stored, with its `tool.result` event when the segment asked for one."""
     async with deps.uow() as uow:
-        await uow.tool_calls.record(record)
+        await uow.tool_calls.record_outcome(record)
         if announce:
             data = result_event(deps, record.tool_call_id, spec.name, spec.executor, record.result)
             await publish(

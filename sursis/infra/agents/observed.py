@@ -201,8 +201,8 @@ class ObservedTools(AbstractCapability[RunDeps]):
         crash_point(f"tool_started:{spec.name}")
         again = d.ctx.tool_call_approved
         once = spec.name in self._once
-        if once and not await at_most_once.resumes_an_agent(deps, call.tool_call_id, again):
-            await at_most_once.TOOL.dispatching(deps, spec, call, again=again)
+        if once:
+            await at_most_once.dispatching(deps, spec, call, again=again)
         token = call_timing.set(timing)
         told: Exception | None = None
         try:

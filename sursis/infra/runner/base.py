@@ -83,6 +83,10 @@ class RunnerBase:
         self._lease = lease
         self._policy = policy or PreApprovalPolicy()
 
+    def log_position(self, conversation_id: uuid.UUID) -> int | None:
+        """How far this runner has read the conversation's log (None: not kept)."""
+        return self._logs.position(conversation_id)
+
     def log_positions(self) -> dict[uuid.UUID, int]:
         """How far this runner has read the logs of recently run conversations (`claim_next`)."""
         return self._logs.positions()

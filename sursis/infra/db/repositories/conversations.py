@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime
+from typing import Any
 
 import sqlalchemy as sa
 
@@ -11,8 +12,9 @@ from sursis.domain.records import (
     Conversation,
 )
 from sursis.infra.db import tables as t
-from sursis.infra.db.held import HeldUpdate, hold, holds
+from sursis.infra.db.held import HeldUpdate, hold, holds, read_ahead
 from sursis.infra.db.repositories.base import HeldSqlRepository
+from sursis.infra.db.repositories.run_statements import LOG_COLUMNS
 from sursis.infra.db.retention_tables import purged_conversations
 from sursis.infra.db.rows import row_values
 
@@ -24,6 +26,35 @@ _CLAIM_ACTIVE_RUN = (
     .where(_c.id == sa.bindparam("b_conversation_id"), _c.active_run_id.is_(None))
     .values(active_run_id=sa.bindparam("b_run_id"), updated_at=sa.bindparam("b_now"))
 )
+_CLAIM_WITH_LOG = (
+    sa.text(
+        "WITH seen AS (SELECT xmin AS version FROM conversations WHERE id = :b_conversation_id), "
+        "taken AS (UPDATE conversations SET active_run_id = :b_run_id, updated_at = :b_now "
+        "WHERE id = :b_conversation_id AND active_run_id IS NULL AND xmin = (SELECT version FROM seen) "
+        "RETURNING id) "
+        "SELECT taken.id, " + ", ".join(f"m.{name} AS log_{name}" for name in LOG_COLUMNS) + " "
+        "FROM taken LEFT JOIN messages m ON m.conversation_id = taken.id AND m.seq > :b_log_after "
+        "ORDER BY m.seq"
+    )
+    .bindparams(
+        sa.bindparam("b_conversation_id", type_=_c.id.type),
+        sa.bindparam("b_run_id", type_=_c.active_run_id.type),
+        sa.bindparam("b_now", type_=_c.updated_at.type),
+        sa.bindparam("b_log_after", type_=sa.Integer()),
+    )
+    .columns(
+        sa.column("id", _c.id.type),
+        *(sa.column(f"log_{name}", t.messages.c[name].type) for name in LOG_COLUMNS),
+    )
+)
+"""PostgreSQL: the claim, and the conversation's log after `b_log_after`, in one statement: one row
+per message (one with no message when there is none). The log is read in the statement's snapshot,
+so the claim holds only if the conversation's row is the version that snapshot saw (`xmin`): a run
+that ended (its last messages written, the conversation freed) after the snapshot was taken changed
+the row, so the update, which waits for that run's transaction and then re-reads the row, matches
+nothing, and the claim is made again by `_CLAIM_ACTIVE_RUN` alone, the log read after it. Only the
+run holding the conversation appends to its log, so a row unchanged since the snapshot means a log
+unchanged since then."""
 _RELEASE_ACTIVE_RUN = (
     t.conversations.update()
     .where(_c.id == sa.bindparam("b_conversation_id"), _c.active_run_id == sa.bindparam("b_run_id"))
@@ -65,8 +96,28 @@ class SqlConversationRepository(HeldSqlRepository):
         found = await self._scalar(sa.select(p.c.workspace).where(p.c.id == conversation_id))
         return None if found is None else str(found)
 
-    async def claim_active_run(self, conversation_id: uuid.UUID, run_id: uuid.UUID, now: datetime) -> bool:
-        params = {"b_conversation_id": conversation_id, "b_run_id": run_id, "b_now": now}
+    async def claim_active_run(
+        self,
+        conversation_id: uuid.UUID,
+        run_id: uuid.UUID,
+        now: datetime,
+        *,
+        log_after: int | None = None,
+    ) -> bool:
+        params: dict[str, Any] = {"b_conversation_id": conversation_id, "b_run_id": run_id, "b_now": now}
+        if log_after is not None and self._postgres:
+            rows = await self._rows(_CLAIM_WITH_LOG, {**params, "b_log_after": log_after})
+            if rows:
+                log = [
+                    {
+                        "conversation_id": conversation_id,
+                        **{n: row._mapping[f"log_{n}"] for n in LOG_COLUMNS},
+                    }
+                    for row in rows
+                    if row._mapping["log_seq"] is not None
+                ]
+                read_ahead(self._session, conversation_id, log_after, log)
+                return True
         return await self._count(_CLAIM_ACTIVE_RUN, params) == 1
 
     async def release_active_run(self, conversation_id: uuid.UUID, run_id: uuid.UUID, now: datetime) -> None:

@@ -14,6 +14,7 @@ from sursis.domain.approval_votes import new_route_state
 from sursis.domain.decision_seal import SEAL, ask_facts, decision_facts, needs_decision_seal, unmet_route
 from sursis.domain.encryption import Cipher
 from sursis.domain.policy_decisions import PolicyDecision
+from sursis.domain.ports import LeaseAhead
 from sursis.domain.records import PendingCall, ToolCallRecord
 from sursis.domain.states import PendingStatus, RunStatus
 from sursis.domain.tools import Category, Executor, PendingKind
@@ -22,7 +23,12 @@ from sursis.infra.db import tables as t
 from sursis.infra.db.approver_tables import route_row
 from sursis.infra.db.held import hold, holds
 from sursis.infra.db.repositories.base import HeldSqlRepository, rowcount
-from sursis.infra.db.repositories.run_statements import resolve_one_awaiting_statement
+from sursis.infra.db.repositories.run_statements import (
+    LOG_COLUMNS,
+    lease_on_last_awaiting_statement,
+    resolve_one_awaiting_statement,
+)
+from sursis.infra.db.repositories.runs import keep_leased
 from sursis.infra.db.repositories.tool_calls import SqlToolCallRepository, tool_call_from_row
 from sursis.infra.db.rows import row_values
 from sursis.infra.db.sealing import PENDING_CALLS, OpenedRow
@@ -121,6 +127,42 @@ def _decide_statement() -> Any:
 
 
 _DECIDE = _decide_statement()
+
+
+def _decide_and_lease_statement() -> Any:
+    """PostgreSQL: `_DECIDE`, and the run, when the decision is the last it awaited, leased to
+    `b_owner` (`lease_on_last_awaiting_statement`) rather than re-queued, with its conversation's log
+    after `b_log_after`: the decision, the re-queue, the lease and the segment's log in one
+    statement. Always one row or more: the first says whether the decision won (`decided`) and the
+    run's new status (none when the run was not suspended); a leased run's log, one row a message.
+    The log is read in the statement's snapshot: the run was suspended until this statement, and
+    only the segment holding its lease appends to its conversation."""
+    decided = _TRANSITION[True].returning(_c.run_id).cte("decided")
+    leased = lease_on_last_awaiting_statement(sa.select(decided.c.run_id).scalar_subquery()).cte("leased")
+    answer = sa.select(
+        sa.select(sa.func.count()).select_from(decided).scalar_subquery().label("decided")
+    ).subquery("answer")
+    m = t.messages.c
+    after = sa.bindparam("b_log_after", type_=sa.Integer())
+    log = sa.and_(
+        leased.c.status == RunStatus.RUNNING.value,
+        m.conversation_id == leased.c.conversation_id,
+        m.seq > after,
+    )
+    joined = answer.outerjoin(leased, sa.true()).outerjoin(t.messages, log)
+    return (
+        sa.select(
+            answer.c.decided,
+            leased,
+            after.label("log_after"),
+            *(m[name].label(f"log_{name}") for name in LOG_COLUMNS),
+        )
+        .select_from(joined)
+        .order_by(m.seq)
+    )
+
+
+_DECIDE_AND_LEASE = _decide_and_lease_statement()
 
 
 def _with_outcomes_statement() -> Any:
@@ -270,6 +312,7 @@ class SqlPendingCallRepository(HeldSqlRepository):
         resolved_by: str,
         reason: str | None,
         resolution: dict[str, Any] | None,
+        lease: LeaseAhead | None = None,
     ) -> bool | None:
         row = {"correlation_id": call.correlation_id}
         resolution = _sealed_resolution(self._cipher, call, target, resolved_by, resolution)
@@ -281,6 +324,16 @@ class SqlPendingCallRepository(HeldSqlRepository):
             "b_resolution": PENDING_CALLS.seal_value(self._cipher, "resolution", resolution, row),
             "b_now": now,
         }
+        if self._postgres and lease is not None:
+            params |= {"b_owner": lease.owner, "b_lease_until": lease.until, "b_log_after": lease.log_after}
+            rows = await self._rows(_DECIDE_AND_LEASE, params)
+            first = rows[0]._mapping
+            if first["decided"] == 0:
+                return None
+            if first["status"] != RunStatus.RUNNING.value:
+                return False
+            keep_leased(self._session, rows, self._cipher)
+            return True
         if self._postgres:
             [(decided, status)] = await self._rows(_DECIDE, params)
             return None if decided == 0 else status == RunStatus.QUEUED.value

@@ -34,6 +34,35 @@ def resolve_one_awaiting_statement(run_id: Any) -> Any:
 
 
 RESOLVE_ONE_AWAITING = resolve_one_awaiting_statement(sa.bindparam("b_run_id"))
+
+
+def lease_on_last_awaiting_statement(run_id: Any) -> Any:
+    """`resolve_one_awaiting_statement`, with the run, when its last awaiting call is decided,
+    leased at once as `LEASE` leases a queued run (running for `b_owner` until `b_lease_until`,
+    one more segment, one more claim) instead of re-queued. Answers the run's columns."""
+    last = _c.awaiting_count == 1
+
+    def when_last(value: Any, otherwise: Any) -> Any:
+        return sa.case((last, value), else_=otherwise)
+
+    return (
+        t.runs.update()
+        .where(_c.id == run_id, _c.status == RunStatus.SUSPENDED.value, _c.awaiting_count > 0)
+        .values(
+            awaiting_count=_c.awaiting_count - 1,
+            status=when_last(RUNNING, RunStatus.SUSPENDED.value),
+            lease_owner=when_last(sa.bindparam("b_owner", type_=_c.lease_owner.type), _c.lease_owner),
+            lease_expires_at=when_last(
+                sa.bindparam("b_lease_until", type_=_c.lease_expires_at.type), _c.lease_expires_at
+            ),
+            segment=when_last(_c.segment + 1, _c.segment),
+            claims=when_last(_c.claims + 1, _c.claims),
+            updated_at=sa.bindparam("b_now"),
+        )
+        .returning(*_c)
+    )
+
+
 _HELD = (_c.id == sa.bindparam("b_run_id"), _c.lease_owner == sa.bindparam("b_owner"), _c.status == RUNNING)
 RECORD_PROGRESS = (
     t.runs.update()
@@ -81,11 +110,26 @@ def _claim_with_log() -> Any:
     names for that conversation (0 when it names none), in one statement: one row per message (one
     with no message when there is none), the run's columns on each."""
     claimed = _claim_statement(True).cte("claimed")
-    m = t.messages.c
     known = sa.cast(sa.bindparam("b_log_from", type_=sa.Text()), JSONB)
     after = sa.func.coalesce(
         sa.cast(known[sa.cast(claimed.c.conversation_id, sa.Text)].astext, sa.Integer), 0
     )
+    return with_log(claimed, after)
+
+
+def _lease_with_log() -> Any:
+    """PostgreSQL: `LEASE`, and the leased run's conversation log after the seq `b_log_after`, in
+    one statement, answered as `CLAIM_WITH_LOG` answers. The log is read in the statement's
+    snapshot, as the claim's is: while the run is queued, and then leased by this statement,
+    nobody else appends to its conversation (only the segment holding the run's lease does)."""
+    leased = LEASE.cte("leased")
+    return with_log(leased, sa.bindparam("b_log_after", type_=sa.Integer()))
+
+
+def with_log(claimed: Any, after: Any) -> Any:
+    """The run `claimed` answers (a CTE) with its conversation's log after `after`: one row per
+    message (one with no message when there is none), the run's columns on each."""
+    m = t.messages.c
     joined = claimed.outerjoin(
         t.messages, sa.and_(m.conversation_id == claimed.c.conversation_id, m.seq > after)
     )
@@ -97,6 +141,7 @@ def _claim_with_log() -> Any:
 
 
 CLAIM_WITH_LOG = _claim_with_log()
+LEASE_WITH_LOG = _lease_with_log()
 
 
 @functools.cache

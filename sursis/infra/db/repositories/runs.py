@@ -10,6 +10,7 @@ from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from sursis.domain.encryption import Cipher
 from sursis.domain.records import (
@@ -28,6 +29,7 @@ from sursis.infra.db.repositories.run_statements import (
     GET,
     INSERT,
     LEASE,
+    LEASE_WITH_LOG,
     LOG_COLUMNS,
     RECORD_PROGRESS,
     RESOLVE_ONE_AWAITING,
@@ -38,6 +40,29 @@ from sursis.infra.db.repositories.run_statements import (
 from sursis.infra.db.rows import record_from_row, row_values
 from sursis.infra.db.sealing import RUNS
 from sursis.infra.telemetry import current_trace_context
+
+LEASED_KEY = "sursis.leased_ahead"
+
+
+def keep_leased(session: AsyncSession, rows: list[Any], cipher: Cipher) -> None:
+    """The run another statement of the transaction leased (`with_log`'s rows: the decision's,
+    `PendingCallRepository.decide`), kept for the transaction's `lease` of it, and its log for the
+    next read of it."""
+    session.info[LEASED_KEY] = _with_read_ahead(session, rows, cipher)
+
+
+def _with_read_ahead(session: AsyncSession, rows: list[Any], cipher: Cipher) -> Run:
+    run = _run_from_row(rows[0], cipher)
+    log = [
+        {
+            "conversation_id": run.conversation_id,
+            **{name: row._mapping[f"log_{name}"] for name in LOG_COLUMNS},
+        }
+        for row in rows
+        if row._mapping["log_seq"] is not None
+    ]
+    read_ahead(session, run.conversation_id, int(rows[0]._mapping["log_after"]), log)
+    return run
 
 
 def _run_from_row(row: Any, cipher: Cipher) -> Run:
@@ -126,25 +151,36 @@ class SqlRunRepository(HeldSqlRepository):
             claimed = await self._rows(CLAIM[self._postgres], params)
             return _run_from_row(claimed[0], self._cipher) if claimed else None
         params["b_log_from"] = json.dumps({str(k): v for k, v in log_from.items()})
-        rows = await self._rows(CLAIM_WITH_LOG, params)
-        if not rows:
-            return None
-        run = _run_from_row(rows[0], self._cipher)
-        log = [
-            {
-                "conversation_id": run.conversation_id,
-                **{name: row._mapping[f"log_{name}"] for name in LOG_COLUMNS},
-            }
-            for row in rows
-            if row._mapping["log_seq"] is not None
-        ]
-        read_ahead(self._session, run.conversation_id, int(rows[0]._mapping["log_after"]), log)
-        return run
+        return self._read_ahead(await self._rows(CLAIM_WITH_LOG, params))
 
-    async def lease(self, run_id: uuid.UUID, owner: str, now: datetime, lease_until: datetime) -> Run | None:
-        params = {"b_run_id": run_id, "b_owner": owner, "b_lease_until": lease_until, "b_now": now}
-        rows = await self._rows(LEASE, params)
-        return _run_from_row(rows[0], self._cipher) if rows else None
+    async def lease(
+        self,
+        run_id: uuid.UUID,
+        owner: str,
+        now: datetime,
+        lease_until: datetime,
+        *,
+        log_after: int | None = None,
+    ) -> Run | None:
+        ahead: Run | None = self._session.info.pop(LEASED_KEY, None)
+        if ahead is not None and ahead.id == run_id and ahead.lease_owner == owner:
+            return ahead  # leased by the statement that re-queued it
+        params: dict[str, Any] = {
+            "b_run_id": run_id,
+            "b_owner": owner,
+            "b_lease_until": lease_until,
+            "b_now": now,
+        }
+        if log_after is None or not self._postgres:
+            rows = await self._rows(LEASE, params)
+            return _run_from_row(rows[0], self._cipher) if rows else None
+        params["b_log_after"] = log_after
+        return self._read_ahead(await self._rows(LEASE_WITH_LOG, params))
+
+    def _read_ahead(self, rows: list[Any]) -> Run | None:
+        """The run of a statement that answers it with its conversation's log (`CLAIM_WITH_LOG`,
+        `LEASE_WITH_LOG`); the log kept for the transaction's next read of it."""
+        return _with_read_ahead(self._session, rows, self._cipher) if rows else None
 
     async def renew_lease(self, run_id: uuid.UUID, owner: str, lease_until: datetime) -> bool:
         result = await self._execute(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import uuid
 from collections.abc import Sequence
 from typing import Any
@@ -16,6 +17,7 @@ from sursis.domain.records import (
 )
 from sursis.domain.tools import Category
 from sursis.infra.db import tables as t
+from sursis.infra.db.held import HELD_KEY, HeldUpdate, flush_held, hold, holds, insert_cte
 from sursis.infra.db.repositories.base import SqlRepository, dialect_insert, rowcount
 from sursis.infra.db.rows import record_from_row, row_values
 from sursis.infra.db.sealing import TOOL_CALLS
@@ -44,9 +46,39 @@ _FOR_IDS = sa.select(t.tool_calls).where(
 )
 
 
+@functools.cache
+def _held_outcome(columns: tuple[str, ...]) -> HeldUpdate:
+    """`record_outcome` held to the commit: the held insert of `columns`, kept from a second row
+    of the same call as the statement `_RECORD` keeps it."""
+    cte = insert_cte(t.tool_calls, columns, "{param}")
+    insert = cte.partition(" AS (")[2]
+    return HeldUpdate(_HELD_NAME, insert[:-1] + " ON CONFLICT (conversation_id, tool_call_id) DO NOTHING")
+
+
+_HELD_NAME = "held_tool_calls"
+
+
 class SqlToolCallRepository(SqlRepository):
     async def record(self, record: ToolCallRecord) -> bool:
-        values = TOOL_CALLS.seal(
+        await self._flush_outcomes()
+        return rowcount(await self._session.execute(_RECORD[self._postgres], self._values(record))) == 1
+
+    async def record_outcome(self, record: ToolCallRecord) -> None:
+        values = self._values(record)
+        if holds(self._session):
+            hold(self._session, _held_outcome(tuple(values)), [values])  # written at commit, with the events
+            return
+        await self._session.execute(_RECORD[self._postgres], values)
+
+    async def _flush_outcomes(self) -> None:
+        """Write what the transaction holds before this table is read or written again, when it
+        holds an outcome of this table (nothing is sent otherwise)."""
+        held = self._session.info.get(HELD_KEY, {})
+        if any(isinstance(target, HeldUpdate) and target.name == _HELD_NAME for target in held):
+            await flush_held(self._session)
+
+    def _values(self, record: ToolCallRecord) -> dict[str, Any]:
+        return TOOL_CALLS.seal(
             self._cipher,
             row_values(
                 record,
@@ -55,9 +87,9 @@ class SqlToolCallRepository(SqlRepository):
                 policy=record.policy.to_json() if record.policy is not None else None,
             ),
         )
-        return rowcount(await self._session.execute(_RECORD[self._postgres], values)) == 1
 
     async def get(self, conversation_id: uuid.UUID, tool_call_id: str) -> ToolCallRecord | None:
+        await self._flush_outcomes()
         c = t.tool_calls.c
         row = (
             await self._session.execute(
@@ -71,6 +103,7 @@ class SqlToolCallRepository(SqlRepository):
     async def for_ids(
         self, conversation_id: uuid.UUID, tool_call_ids: Sequence[str]
     ) -> dict[str, ToolCallRecord]:
+        await self._flush_outcomes()
         rows = await self._session.execute(
             _FOR_IDS, {"conversation_id": conversation_id, "ids": list(tool_call_ids)}
         )
@@ -79,6 +112,7 @@ class SqlToolCallRepository(SqlRepository):
         }
 
     async def for_run(self, run_id: uuid.UUID) -> list[ToolCallRecord]:
+        await self._flush_outcomes()
         c = t.tool_calls.c
         rows = await self._session.execute(sa.select(t.tool_calls).where(c.run_id == run_id).order_by(c.id))
         return [tool_call_from_row(row, self._cipher) for row in rows]
