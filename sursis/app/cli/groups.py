@@ -9,7 +9,7 @@ import json
 import sys
 from typing import TYPE_CHECKING, Any
 
-from sursis.app.cli_http import Printer, run_action
+from sursis.app.cli.http import Printer, run_action
 
 if TYPE_CHECKING:
     from sursis.client import AsyncClient

@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sursis.app.cli_http import api_target
+from sursis.app.cli.http import api_target
 
 if TYPE_CHECKING:
     import httpx

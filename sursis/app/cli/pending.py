@@ -12,8 +12,8 @@ import json
 import sys
 from typing import TYPE_CHECKING, Any
 
-from sursis.app.cli_groups import add_group_commands, add_reassign_command
-from sursis.app.cli_http import Action, run_action
+from sursis.app.cli.groups import add_group_commands, add_reassign_command
+from sursis.app.cli.http import Action, run_action
 from sursis.domain.states import PendingStatus
 from sursis.domain.tools import PendingKind
 

@@ -15,10 +15,10 @@ from collections.abc import Coroutine
 from typing import TYPE_CHECKING, Any
 
 from sursis.app.allocator import return_freed_memory
-from sursis.app.cli_encryption import add_encryption_commands, check_keyring
-from sursis.app.cli_http import api_url, quiet_http_client
-from sursis.app.cli_keys import add_key_commands, bootstrap_admin_key, command_line, with_storage
-from sursis.app.cli_retention import add_commands
+from sursis.app.cli.encryption import add_encryption_commands, check_keyring
+from sursis.app.cli.http import api_url, quiet_http_client
+from sursis.app.cli.keys import add_key_commands, bootstrap_admin_key, command_line, with_storage
+from sursis.app.cli.retention import add_commands
 from sursis.app.collector import settle_collector
 from sursis.app.otel_check import modules_to_check, unusable_opentelemetry
 from sursis.domain.errors import ServiceError
@@ -271,7 +271,7 @@ def _agents_option(command: argparse.ArgumentParser) -> None:
 
 
 def _login(settings: Settings, args: argparse.Namespace) -> int:
-    from sursis.app.cli_login import login
+    from sursis.app.cli.login import login
 
     return login(settings, args)
 
@@ -279,10 +279,10 @@ def _login(settings: Settings, args: argparse.Namespace) -> int:
 def parser() -> argparse.ArgumentParser:
     from importlib.metadata import version
 
-    from sursis.app.cli_conversations import add_conversation_commands
-    from sursis.app.cli_mcp import add_mcp_commands
-    from sursis.app.cli_pending import add_pending_commands
-    from sursis.app.cli_policy import add_policy_commands
+    from sursis.app.cli.conversations import add_conversation_commands
+    from sursis.app.cli.mcp import add_mcp_commands
+    from sursis.app.cli.pending import add_pending_commands
+    from sursis.app.cli.policy import add_policy_commands
 
     p = argparse.ArgumentParser(prog="sursis", description="Agents whose tool calls wait for a human.")
     p.add_argument("--version", action="version", version=f"sursis {version('sursis')}")
@@ -376,7 +376,3 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     configure_logging(settings.log_level, settings.log_json)
     return _run_parsed(args, settings)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

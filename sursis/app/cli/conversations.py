@@ -42,7 +42,7 @@ def _show_fork(forked: Forked) -> None:
 
 def add_conversation_commands(sub: Any) -> None:
     """Register `sursis conversations fork` on the top-level subparsers."""
-    from sursis.app.cli_http import run_action
+    from sursis.app.cli.http import run_action
 
     conversations = sub.add_parser("conversations", help="conversations over the HTTP API: fork")
     c_sub = conversations.add_subparsers(dest="conversations_command", required=True)

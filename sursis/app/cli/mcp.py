@@ -11,7 +11,7 @@ import json
 import sys
 from typing import TYPE_CHECKING, Any
 
-from sursis.app.cli_http import api_target
+from sursis.app.cli.http import api_target
 
 if TYPE_CHECKING:
     from sursis.app.settings import Settings

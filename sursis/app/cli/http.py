@@ -45,7 +45,7 @@ def api_url(settings: Settings) -> str:
 def api_key(settings: Settings, args: argparse.Namespace) -> str | None:
     """What a command sends as its bearer: the `--key-file`'s key, else `SURSIS_API_KEY`, else the
     ID token of the person `sursis login` signed in; None when none of them."""
-    from sursis.app.cli_login import person_token
+    from sursis.app.cli.login import person_token
 
     if args.key_file:
         return Path(args.key_file).read_text().strip() or None
@@ -57,7 +57,7 @@ def api_key(settings: Settings, args: argparse.Namespace) -> str | None:
 def api_target(settings: Settings, args: argparse.Namespace) -> tuple[str, str] | None:
     """`(base URL, key)` of a client command (`--url`, else `api_url`); None, with the line that says
     so on stderr, when there is no key to send."""
-    from sursis.app.cli_login import LoginFailed
+    from sursis.app.cli.login import LoginFailed
 
     quiet_http_client()
     try:
