@@ -32,13 +32,13 @@ class Settings(BaseSettings):
     not used); default the database URL; `off`: none, wake-ups by polling."""
     encryption_keys: SecretStr | None = None
     """`KEY_ID:BASE64_32_BYTES` pairs, comma-separated, the first one active; set: conversation
-    content is encrypted at rest (docs/security.md). Off when neither this nor the file is set."""
+    content is encrypted at rest (docs/encryption.md). Off when neither this nor the file is set."""
     encryption_keys_file: Path | None = None
     """A file with the same content as `SURSIS_ENCRYPTION_KEYS` (used when that is unset), read again
     when it changes: a key is added or made active without a restart."""
     audit_signing_key_file: Path | None = None
     """An Ed25519 key (PEM) outside the database: a private key signs each audit chain head as it
-    is sealed, a public key only checks the signatures (`sursis audit verify`); docs/security.md."""
+    is sealed, a public key only checks the signatures (`sursis audit verify`); docs/audit.md."""
     audit_signing_pkcs11_module: Path | None = None
     """The PKCS#11 library of a token holding the audit signing key (an HSM; SoftHSM2's
     `libsofthsm2.so` in tests): set, checkpoints are signed inside the token, and
@@ -52,7 +52,7 @@ class Settings(BaseSettings):
     audit_checkpoint_dir: Path | None = None
     """A directory outside the database where each signed audit checkpoint is also appended (one
     `WORKSPACE.jsonl` file per workspace, never rewritten); `sursis audit verify` and
-    `/v1/audit/verify` check each chain against its newest line (docs/security.md)."""
+    `/v1/audit/verify` check each chain against its newest line (docs/audit.md)."""
     decision_seal_pkcs11_key: str | None = None
     """The label of an HMAC secret key in the token `SURSIS_AUDIT_SIGNING_PKCS11_*` names: set,
     decisions are sealed inside the token instead of with a key derived from the keyring
@@ -60,7 +60,7 @@ class Settings(BaseSettings):
     audit_checkpoint_s3_bucket: str | None = None
     """An S3-compatible bucket with object lock where each signed audit checkpoint is also written
     (one object each, retained in COMPLIANCE mode): the external log off the host, instead of
-    `SURSIS_AUDIT_CHECKPOINT_DIR` (docs/security.md). Credentials: the usual AWS settings."""
+    `SURSIS_AUDIT_CHECKPOINT_DIR` (docs/audit.md). Credentials: the usual AWS settings."""
     audit_checkpoint_s3_prefix: str = ""
     """A folder in the bucket (one per database)."""
     audit_checkpoint_s3_endpoint_url: str | None = None
@@ -199,7 +199,7 @@ class Settings(BaseSettings):
     smtp_password: SecretStr | None = None
     smtp_from: str = "sursis@localhost"
     smtp_timeout_seconds: float = Field(default=30.0, gt=0)
-    # People: sign-in with OpenID Connect (docs/security.md, "People sign in"); off unless an issuer is set.
+    # People: sign-in with OpenID Connect (docs/sign-in.md); off unless an issuer is set.
     oidc_issuer: str | None = None
     """The provider's issuer URL (its `/.well-known/openid-configuration` is read at the first sign-in)."""
     oidc_client_id: str | None = None
@@ -214,7 +214,7 @@ class Settings(BaseSettings):
     removed from every mapped group is refused at the first request after that."""
     oidc_groups: dict[str, dict[str, str]] = Field(default_factory=dict)
     """Provider group → `{"role": ..., "workspace": ...}` (JSON); a person in none of them may not
-    sign in, one in several gets the highest role (docs/security.md)."""
+    sign in, one in several gets the highest role (docs/sign-in.md)."""
 
     @property
     def worker_slots(self) -> int:

@@ -38,7 +38,7 @@ class CheckpointLogUnusable(ServiceError):
 
 SIGNING_KEY_REQUIRED = (
     "this database's audit chains carry signed checkpoints, and this process would seal audit rows "
-    "without the private signing key: set SURSIS_AUDIT_SIGNING_KEY_FILE to it (docs/security.md)"
+    "without the private signing key: set SURSIS_AUDIT_SIGNING_KEY_FILE to it (docs/audit.md)"
 )
 
 

@@ -1,7 +1,7 @@
 """`python -m sursis.verify PATH`: an audit bundle checked with no database and no service.
 
 Runs with only the standard library and `cryptography` installed (importing `sursis` loads nothing
-else). `sursis audit export` writes the bundle (docs/security.md: what it proves).
+else). `sursis audit export` writes the bundle (docs/audit.md: what it proves).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The worked sign-in example of docs/security.md, run: its settings, as environment variables,
+"""The worked sign-in example of docs/sign-in.md, run: its settings, as environment variables,
 against a real OpenID provider (only the provider's address, the client secret and the redirect
 URL are the local ones): a finance person is an operator of `ws1`, a platform admin an admin."""
 
@@ -26,7 +26,7 @@ PEOPLE = {
 
 
 def example() -> dict[str, str]:
-    [body] = BLOCK.findall((REPO / "docs" / "security.md").read_text())
+    [body] = BLOCK.findall((REPO / "docs" / "sign-in.md").read_text())
     found: dict[str, str] = {}
     for line in body.splitlines():
         if line.strip():

@@ -95,7 +95,7 @@ async def ending_on_unreadable(
     stream: AsyncIterator[ServerSentEventMessage],
 ) -> AsyncIterator[ServerSentEventMessage]:
     """`stream`, ended by an `error` event with the problem's `code` (and `key_id`) when a stored
-    event cannot be decrypted (docs/security.md), instead of a dropped connection."""
+    event cannot be decrypted (docs/encryption.md), instead of a dropped connection."""
     async with contextlib.aclosing(stream):  # type: ignore[type-var]
         try:
             async for message in stream:

@@ -7,7 +7,7 @@ the key id it was made under (`v1:<key id>:<base64 MAC>`): after a rotation, sea
 older key still check while that key stays in the keyring.
 
 With no keyring (the embedded default) there is no such key: decisions are not sealed and not
-checked (docs/security.md says why that is the embedded mode's trust boundary).
+checked (docs/audit.md says why that is the embedded mode's trust boundary).
 """
 
 from __future__ import annotations

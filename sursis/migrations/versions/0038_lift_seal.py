@@ -5,7 +5,7 @@ keyring is configured the service seals what it grants (workspace, tool, argumen
 created it, when, until when) in the write that stores it, and the worker lifts an ask only with a
 pre-approval whose seal checks (`domain/decision_seal.py`). Existing rows have no seal: where
 decisions are sealed they no longer lift an ask; re-create them after the upgrade
-(docs/security.md).
+(docs/audit.md).
 
 Revision ID: 0038_lift_seal
 Revises: 0035_key_persons
