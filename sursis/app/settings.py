@@ -128,8 +128,8 @@ class Settings(BaseSettings):
     them again for each gated call; creating or revoking one reaches every worker at once all the
     same (docs/security.md); 0 turns the cache off."""
     reviewer_calls_per_minute: int = Field(default=30, ge=0)
-    """A workspace's reviewer models may be asked this many times a minute (docs/approvals.md,
-    "A reviewer"); over it, calls are left to people and say so."""
+    """A workspace's reviewer models may be asked this many times a minute (docs/reviewer.md); over
+    it, calls are left to people and say so."""
     reviewer_tokens_per_day: int = Field(default=200_000, ge=0)
     """Tokens a workspace's reviewer models may use per day (UTC)."""
     reviewer_budgets: dict[str, WorkspaceReviewerBudget] = Field(default_factory=dict)

@@ -1,4 +1,4 @@
-"""The worked examples of docs/approvals.md (```json policy-example NAME```): each is stored with
+"""The worked examples of docs/approvals.md and docs/reviewer.md (```json policy-example NAME```): each is stored with
 `PUT /v1/policies` over the real app and exercised with an agent whose tools are `refund` and
 `deploy`, on SQLite and PostgreSQL."""
 
@@ -22,7 +22,9 @@ from tests.integration.policy_kit import RAN, shop_agent
 
 FENCE = re.compile(r"^```json policy-example (\w+)\n(.*?)^```", re.MULTILINE | re.DOTALL)
 EXAMPLES = {
-    name: json.loads(body) for name, body in FENCE.findall((REPO / "docs" / "approvals.md").read_text())
+    name: json.loads(body)
+    for page in ("approvals.md", "reviewer.md")
+    for name, body in FENCE.findall((REPO / "docs" / page).read_text())
 }
 
 

@@ -1,4 +1,4 @@
-"""The reviewer example of docs/approvals.md (```json policy-example shell```), as written: stored with
+"""The reviewer example of docs/reviewer.md (```json policy-example shell```), as written: stored with
 `PUT /v1/policies` over the real app, its reviewer `openai:gpt-4.1-mini` served by a local
 OpenAI-compatible server that answers like a careful reviewer would; a routine read is approved by
 the reviewer, a command that writes goes to two engineers, and the simulation of the period counts
