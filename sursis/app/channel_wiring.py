@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING
 
 from sursis.app.settings import Settings
 from sursis.domain.ports import UnitOfWorkFactory
+from sursis.infra.supervisor import Loop
 from sursis.infra.webhook_delivery import DeliveryPolicy
-from sursis.infra.worker import Loop
 
 if TYPE_CHECKING:
     from slack_sdk.web.async_client import AsyncWebClient

@@ -1,4 +1,6 @@
-"""The worker: claims queued runs, holds their lease with a heartbeat, and sweeps overdue state."""
+"""The worker: claims queued runs, holds their lease with a heartbeat, and sweeps overdue state; its
+loops (claims, dispatcher, sweeper, deliveries, and those the wiring adds) run under one
+`Supervisor`."""
 
 from __future__ import annotations
 
@@ -10,7 +12,6 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta
-from typing import Protocol
 
 import structlog
 from sqlalchemy import exc as sa_exc
@@ -27,6 +28,7 @@ from sursis.infra.notifier import LocalRunNotifier
 from sursis.infra.runner import ACTOR, AgentRunner
 from sursis.infra.runner.failures import is_transient_database_error
 from sursis.infra.runner.segment import SegmentStart
+from sursis.infra.supervisor import Loop, LoopReport, Supervisor
 from sursis.infra.sweeper import Sweeper
 from sursis.infra.telemetry import Telemetry, current_trace_context, trace_id_of
 from sursis.infra.wakeup import Hearing
@@ -36,12 +38,6 @@ from sursis.infra.worker_slots import Handed, Slots
 log = structlog.get_logger("sursis.worker")
 StartRead = tuple[SegmentStart | None, EncryptionKeyUnavailable | EncryptedValueUnreadable | None]
 """What a segment starts from as the leasing transaction read it (see `Worker.read_start`)."""
-
-
-class Loop(Protocol):
-    """A background loop the worker runs beside its runs (channel deliveries, digests)."""
-
-    async def run(self, stopping: asyncio.Event) -> None: ...
 
 
 def worker_id() -> str:
@@ -80,8 +76,8 @@ class Worker:
         self._lease = lease
         self._max_attempts = max_segment_attempts
         self.id = worker_id()
-        self._stopping = asyncio.Event()
-        self._tasks: list[asyncio.Task[None]] = []
+        self._supervisor = Supervisor(restart_pause=poll_seconds)
+        self._stopping = self._supervisor.stopping
         self._running: set[uuid.UUID] = set()
         self._claim_unsure = False
         """A claim failed on a lost connection: its commit may have happened all the same."""
@@ -89,39 +85,34 @@ class Worker:
         """Busy and reserved slots, runs handed over (`sursis/domain/hand_off.py`)."""
 
     def start(self) -> None:
-        self._stopping.clear()
         self._slots.reset()
-        self._tasks = [
-            asyncio.create_task(self._loop(i), name=f"worker-{i}") for i in range(self._concurrency)
-        ]
-        self._tasks.append(asyncio.create_task(self._dispatch(), name="dispatcher"))
-        self._tasks.append(asyncio.create_task(self._sweeper.run(self._stopping), name="sweeper"))
+        loops: list[tuple[str, Loop]] = [(f"claims-{i}", _Claims(self)) for i in range(self._concurrency)]
+        loops += [("dispatcher", _Dispatcher(self)), ("sweeper", self._sweeper)]
         if self._deliverer is not None:
-            self._tasks.append(asyncio.create_task(self._deliverer.run(self._stopping), name="webhooks"))
-        for i, loop in enumerate(self._loops):
-            self._tasks.append(asyncio.create_task(loop.run(self._stopping), name=f"loop-{i}"))
+            loops.append(("webhooks", self._deliverer))
+        loops += [(f"{type(loop).__name__}-{i}", loop) for i, loop in enumerate(self._loops)]
+        self._supervisor.start(loops)
+
+    def loops(self) -> list[LoopReport]:
+        """Each loop of this worker: running, restarts, its last error."""
+        return self._supervisor.report()
 
     async def stop(self, grace: float = 10.0) -> None:
         """Stop claiming; let running segments reach their next persistence point; release leases."""
-        if not self._tasks:
+        if not self._supervisor.started:
             return
         self._stopping.set()
         self._notifier.wake_all()
         self._slots.wake_all()
-        _, pending = await asyncio.wait(self._tasks, timeout=grace)
-        for task in pending:
-            task.cancel()
-        for task in pending:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
-        self._tasks = []
+        restarts = sum(loop.restarts for loop in self._supervisor.report())
+        forced = await self._supervisor.stop(grace)
         self._slots.reset()  # runs handed and not started: leased to this worker, released below
         async with self._uow() as uow:
             released = await uow.runs.release_all(self.id, self._clock())
             await uow.commit()
-        log.info("worker.stopped", worker=self.id, released=released, forced=len(pending))
+        log.info("worker.stopped", worker=self.id, released=released, forced=forced, restarts=restarts)
 
-    async def _loop(self, index: int) -> None:
+    async def _claims(self) -> None:
         while not self._stopping.is_set():
             try:
                 await self.run_once()
@@ -147,7 +138,7 @@ class Worker:
     # The claim hand-off: `RunHandOff` for the services of this process.
 
     def reserve(self) -> SlotLease | None:
-        if not self._tasks or self._stopping.is_set() or not self._slots.reserve():
+        if not self._supervisor.started or self._stopping.is_set() or not self._slots.reserve():
             return None
         return SlotLease(self.id, self._clock() + self._lease)
 
@@ -344,3 +335,23 @@ class Worker:
     async def sweep(self) -> int:
         """One sweeper pass now (`Sweeper.sweep`)."""
         return await self._sweeper.sweep()
+
+
+class _Claims:
+    """One claim loop: a slot's turn at the queue (`Worker._claims`)."""
+
+    def __init__(self, worker: Worker) -> None:
+        self._worker = worker
+
+    async def run(self, stopping: asyncio.Event) -> None:
+        await self._worker._claims()
+
+
+class _Dispatcher:
+    """The loop that sends an idle claim loop to the queue at each wake-up (`Worker._dispatch`)."""
+
+    def __init__(self, worker: Worker) -> None:
+        self._worker = worker
+
+    async def run(self, stopping: asyncio.Event) -> None:
+        await self._worker._dispatch()

@@ -12,8 +12,8 @@ from sursis.app.wiring import INNER
 from sursis.app.wiring.storage import StorageParts
 from sursis.domain.clock import utcnow
 from sursis.domain.webhooks import WebhookService
+from sursis.infra.supervisor import Loop
 from sursis.infra.webhook_delivery import DeliveryPolicy, WebhookDeliverer
-from sursis.infra.worker import Loop
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
