@@ -95,4 +95,3 @@ async def test_the_worker_reports_its_loops_by_name(database_url: str) -> None:
         assert worker.loops() == []
     finally:
         await container.close()
-
