@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 
 from sursis.infra.supervisor import Supervisor
+from tests.conftest import eventually
 
 
 class Flaky:
@@ -39,17 +40,15 @@ class Stuck:
         await asyncio.sleep(3600)
 
 
-async def until(condition: object, within: float = 2.0) -> None:
-    async with asyncio.timeout(within):
-        while not condition():  # type: ignore[operator]
-            await asyncio.sleep(0.01)
-
-
 async def test_a_crashed_loop_is_started_again_and_reported() -> None:
     supervisor = Supervisor(restart_pause=0.01)
     flaky = Flaky()
     supervisor.start([("flaky", flaky)])
-    await until(lambda: flaky.runs == 2)
+
+    async def restarted() -> bool:
+        return flaky.runs == 2
+
+    await eventually(restarted, limit=2)
     [report] = supervisor.report()
     assert (report.name, report.running, report.restarts) == ("flaky", True, 1)
     assert report.last_error == "RuntimeError: lost its socket"
