@@ -24,7 +24,8 @@ from sursis.app.container import Container
 from sursis.app.http_methods import answer_options
 from sursis.app.logging import quiet_unless_configured
 from sursis.app.observability import bind_path_ids, http_telemetry, metrics
-from sursis.app.oidc import IdentityProvider, OidcConfig, PeopleSignIn, StoredPersonSessions
+from sursis.app.oidc import PeopleSignIn, StoredPersonSessions
+from sursis.app.oidc_provider import IdentityProvider, OidcConfig
 from sursis.app.openapi_contract import SLACK_SIGNATURE_SCHEME
 from sursis.app.routes.channels_slack import slack_router
 from sursis.app.routes.inbox import inbox_router

@@ -18,7 +18,8 @@ from joserfc import jwt
 from joserfc.jwk import KeySet, RSAKey
 
 from sursis.app import oidc
-from sursis.app.oidc import IdentityProvider, OidcConfig, PeopleSignIn, SignInFailed, validate_id_token
+from sursis.app.oidc import PeopleSignIn
+from sursis.app.oidc_provider import IdentityProvider, OidcConfig, SignInFailed, validate_id_token
 from tests.fakes.people import FakePersonSessions
 
 ISSUER = "https://idp.example.com"

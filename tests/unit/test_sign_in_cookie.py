@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from sursis.app.oidc import IdentityProvider, OidcConfig, PeopleSignIn
+from sursis.app.oidc import PeopleSignIn
+from sursis.app.oidc_provider import IdentityProvider, OidcConfig
 from sursis.app.routes.signin import _cookie
 from tests.fakes.people import FakePersonSessions
 

@@ -20,8 +20,8 @@ from sursis.app.oidc import (
     STATE_COOKIE,
     CsrfRefused,
     PeopleSignIn,
-    SignInFailed,
 )
+from sursis.app.oidc_provider import SignInFailed
 
 
 def people(request: Request[Any, Any, Any]) -> PeopleSignIn:
