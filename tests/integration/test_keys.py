@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
-from sursis.app.cli import bootstrap_admin_key, run
+from sursis.app.cli import run
+from sursis.app.cli.keys import bootstrap_admin_key
 from sursis.domain.access import Role
 from sursis.domain.errors import Unauthenticated
 from sursis.domain.keys import KEY_PREFIX, KeyService

@@ -21,7 +21,9 @@ from sursis.testing import ScriptedModel, resolve_and_settle, settle
 from tests.integration.policy_kit import RAN, shop_agent
 
 KEYRING = f"k1:{base64.b64encode(bytes(range(32))).decode()}"
-CALLS = 12
+CALLS = 24
+"""Enough that the draw (its conversation id is new each run) picks none or all of them once in
+about 17,000 runs: the rate itself is `tests/unit/test_policy_sampling.py`'s."""
 
 
 async def test_a_sampled_rung_sends_the_drawn_calls_to_people(database_url: str) -> None:
