@@ -117,6 +117,14 @@ async def test_two_people_meet_a_quorum_and_a_linked_key_is_the_same_person(peop
     decided = await eventually(approved)
     assert sorted(v["approver"] for v in decided["votes"]) == ["oidc:alice", "oidc:bob"]
 
+    [session] = [c["value"] for c in await bob.context.cookies() if c["name"] == "sursis_session"]
     await bob.get_by_role("button", name="Sign out").click()
     await expect(bob.get_by_role("link", name="Sign in with your identity provider")).to_be_visible()
-    assert "sursis_session" not in {c["name"] for c in await bob.context.cookies() if c["value"]}
+
+    async def cookie_gone() -> bool:
+        return "sursis_session" not in {c["name"] for c in await bob.context.cookies() if c["value"]}
+
+    # The page turns to the sign-in link at once; the sign-out request ends the session beside it.
+    await eventually(cookie_gone)
+    async with httpx.AsyncClient(base_url=inbox.base_url, cookies={"sursis_session": session}) as stale:
+        assert (await stale.get("/v1/me")).status_code == 401

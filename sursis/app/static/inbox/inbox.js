@@ -285,7 +285,7 @@
     sessionStorage.removeItem(KEY_STORAGE);
     if (state.csrf) {
       const headers = { "X-CSRF-Token": state.csrf };
-      fetch("/auth/oidc/logout", { method: "POST", headers, credentials: "same-origin" }).catch(() => {});
+      fetch("/auth/oidc/logout", { method: "POST", headers, credentials: "same-origin", keepalive: true }).catch(() => {});
     }
     Object.assign(state, {
       key: null,
