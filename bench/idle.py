@@ -7,7 +7,8 @@ Each round starts a fresh `serve` on a freshly migrated database, waits `--settl
 answers `/readyz` (start-up and first-use work done), then reads the CPU of the process and of its
 database's backends over `--seconds` (`server_cpu.py`: user + system time from `/proc`). Prints one
 line per round and a JSON line with the medians in milliseconds of CPU a second. With `--sqlite` the
-service runs on an SQLite file (no backends: nothing to notify it, so it polls).
+service runs on an SQLite file (no backends; its loops sleep on the watch of the file's
+`data_version`, `sursis/infra/db/sqlite_watch.py`).
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
-"""An idle service sleeps: while a worker hears the other processes (PostgreSQL, LISTEN up), its
-loops make no statement at all between wake-ups, however short their polls are set, and what falls
-due with nothing else happening (an approval's expiry) is still done on time. On SQLite, where other
-processes cannot tell it anything, the loops keep polling."""
+"""An idle service sleeps: while a worker hears the other processes (PostgreSQL with LISTEN up; an
+SQLite file through its `data_version` watch), its loops make no statement at all between wake-ups,
+however short their polls are set, and what falls due with nothing else happening (an approval's
+expiry) is still done on time. A commit of another process wakes the sleeping worker at once, not at
+its safety poll. With wake-ups off (`SURSIS_DATABASE_LISTEN_URL=off`) the loops poll."""
 
 from __future__ import annotations
 
@@ -23,25 +24,29 @@ SHORT = 0.1
 """Every loop's own poll: a loop that polled would make tens of statements a second."""
 
 
-@pytest.fixture
-async def worker(seeded: str) -> AsyncIterator[Container]:
-    settings = make_settings(
-        seeded,
+def _short_polls(database_url: str, **overrides: Any) -> Any:
+    return make_settings(
+        database_url,
         worker_poll_seconds=SHORT,
         sweep_seconds=SHORT,
         webhook_poll_seconds=SHORT,
         reviewer_poll_seconds=SHORT,
         audit_seal_seconds=SHORT,
         approval_timeout_seconds=3,
+        **overrides,
     )
+
+
+@pytest.fixture
+async def worker(seeded: str) -> AsyncIterator[Container]:
+    settings = _short_polls(seeded)
     assert settings.idle_poll_seconds == 30, "the default safety poll"
     built = build_container(settings)
     await built.start(run_worker=True)
-    if seeded.startswith("postgresql"):
-        deadline = time.monotonic() + 10
-        while not built.hearing.hears_others():
-            assert time.monotonic() < deadline, "the worker never heard the other processes"
-            await asyncio.sleep(0.05)
+    deadline = time.monotonic() + 10
+    while not built.hearing.hears_others():
+        assert time.monotonic() < deadline, "the worker never heard the other processes"
+        await asyncio.sleep(0.05)
     yield built
     await built.close()
 
@@ -63,11 +68,39 @@ async def test_an_idle_worker_makes_no_statement_while_it_hears_the_others(worke
     await asyncio.sleep(1.0)  # the first passes of every loop, at start
     seen = _count_statements(worker)
     await asyncio.sleep(3.0)
-    if worker.hearing.hears_others():
-        assert seen == [], f"an idle worker polled: {seen[:5]}"
-    else:
-        # SQLite: nothing can wake it, so it polls; here at least once per loop and second.
+    assert worker.hearing.hears_others()
+    assert seen == [], f"an idle worker polled: {seen[:5]}"
+
+
+async def test_with_wake_ups_off_the_loops_poll(seeded: str) -> None:
+    built = build_container(_short_polls(seeded, database_listen_url="off"))
+    await built.start(run_worker=True)
+    try:
+        await asyncio.sleep(1.0)
+        seen = _count_statements(built)
+        await asyncio.sleep(3.0)
+        assert not built.hearing.hears_others()
+        # Nothing can wake it, so it polls: here at least once per loop and second.
         assert len(seen) >= 3 * 3, len(seen)
+    finally:
+        await built.close()
+
+
+async def test_another_processes_commit_wakes_the_sleeping_worker(worker: Container, seeded: str) -> None:
+    # Another process (its own engine and pools, no worker) accepts a message: the sleeping worker,
+    # whose loops wait 30 s between passes, takes the run well before that.
+    await asyncio.sleep(1.0)
+    api = build_container(make_settings(seeded, worker_poll_seconds=SHORT))
+    await api.start(run_worker=False)
+    try:
+        conversation = await api.conversations.create_conversation(ADMIN, "ops", None)
+        started = time.monotonic()
+        run = await api.conversations.post_message(ADMIN, conversation.id, GATED)
+        while (view := await api.runs.get_run(ADMIN, run.id)).run.status is not RunStatus.SUSPENDED:
+            assert time.monotonic() - started < 5, f"still {view.run.status} after 5 s"
+            await asyncio.sleep(0.05)
+    finally:
+        await api.close()
 
 
 async def test_an_approval_expires_on_time_in_a_sleeping_service(worker: Container) -> None:

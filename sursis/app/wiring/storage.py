@@ -31,6 +31,7 @@ from sursis.infra.db.engine import PoolLimits, create_engine, is_sqlite
 from sursis.infra.db.listen_connection import ListenConnection
 from sursis.infra.db.listener import PgEventListener
 from sursis.infra.db.rotation import SealedValues
+from sursis.infra.db.sqlite_watch import SqliteRunNotifier, database_file
 from sursis.infra.db.uow import EventsListener, PendingListener, RunsListener, SqlUnitOfWorkFactory
 from sursis.infra.db.urls import listen_url
 from sursis.infra.encryption import AesGcmCipher, load_keyring
@@ -68,9 +69,13 @@ def wire_storage(settings: Settings, *, changes: Invalidations | None = None) ->
     nothing connects until the notifier or the listener is started."""
     engine = build_engine(settings)
     sqlite = is_sqlite(settings.database_url)
-    listening = None if sqlite else listen_url(settings.database_url, settings.database_listen_url)
-    listen = None if listening is None else ListenConnection(listening)
-    notifier = LocalRunNotifier() if sqlite else PostgresRunNotifier(engine, listen, authorizations=changes)
+    listening = listen_url(settings.database_url, settings.database_listen_url)
+    listen = None if listening is None or sqlite else ListenConnection(listening)
+    notifier = (
+        sqlite_notifier(settings, watch=listening is not None)
+        if sqlite
+        else PostgresRunNotifier(engine, listen, authorizations=changes)
+    )
     uow = build_unit_of_work(
         settings,
         engine,
@@ -105,9 +110,21 @@ def wire_storage(settings: Settings, *, changes: Invalidations | None = None) ->
     )
 
 
+def sqlite_notifier(settings: Settings, *, watch: bool) -> LocalRunNotifier:
+    """On an SQLite file, the watch of its `data_version` (`sqlite_watch.py`) unless wake-ups are
+    off (`SURSIS_DATABASE_LISTEN_URL=off`); in memory, wake-ups inside the process only."""
+    path = database_file(settings.database_url)
+    if path is None or not watch:
+        return LocalRunNotifier()
+    return SqliteRunNotifier(path, settings.worker_poll_seconds)
+
+
 def hears_others(notifier: LocalRunNotifier, listener: PgEventListener | None) -> Callable[[], bool]:
-    """Whether changes made by other processes reach this one now: both LISTEN subscriptions are
-    up (the queue's, and the events' and pending calls'). Never on SQLite."""
+    """Whether changes made by other processes reach this one now: on PostgreSQL both LISTEN
+    subscriptions are up (the queue's, and the events' and pending calls'); on an SQLite file, the
+    watch of its `data_version` reads it."""
+    if isinstance(notifier, SqliteRunNotifier):
+        return notifier.listening.is_set
     if listener is None or not isinstance(notifier, PostgresRunNotifier):
         return lambda: False
     return lambda: notifier.listening.is_set() and listener.listening.is_set()
