@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from sursis.domain.access import Role
     from sursis.domain.errors import (
         ArgsChanged,
+        Error,
         Forbidden,
         NotFound,
         RunActive,
@@ -70,6 +71,7 @@ _EXPORTS: dict[str, tuple[str, str]] = {
     **{
         name: ("sursis.domain.errors", name)
         for name in (
+            "Error",
             "ServiceError",
             "NotFound",
             "Forbidden",
@@ -93,6 +95,7 @@ __all__ = [
     "Conversation",
     "Decision",
     "DeclaredTool",
+    "Error",
     "Event",
     "Executor",
     "Forbidden",

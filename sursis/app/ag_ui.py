@@ -45,7 +45,7 @@ from pydantic.alias_generators import to_camel
 from sursis.domain.access import Permission
 from sursis.domain.approvers import AlreadyVoted
 from sursis.domain.conversations import ConversationService
-from sursis.domain.errors import NotFound, ServiceError, Stale, ValidationFailed
+from sursis.domain.errors import Error, NotFound, ServiceError, Stale, ValidationFailed
 from sursis.domain.event_records import StoredEvent
 from sursis.domain.events import EventService
 from sursis.domain.pending_calls import EXPIRY_ACTOR, PendingCallService, Resolution
@@ -83,7 +83,7 @@ RESPONSE_SCHEMA: dict[str, Any] = {
 }
 
 
-class RunRefused(Exception):
+class RunRefused(Error):
     """The input breaks an AG-UI rule or loses a race: the run ends in `RUN_ERROR` with `code`."""
 
     def __init__(self, code: str, message: str) -> None:

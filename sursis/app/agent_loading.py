@@ -26,7 +26,7 @@ from typing import Any
 
 from pydantic_ai.agent import AbstractAgent
 
-from sursis.domain.errors import ToolDeclarationError
+from sursis.domain.errors import Error, ToolDeclarationError
 from sursis.infra.agents.adopted import adopt
 from sursis.infra.agents.declarations import AgentDefinition
 from sursis.infra.agents.models import missing_library, model_label
@@ -35,8 +35,10 @@ ENTRY_POINT_GROUP = "sursis.agents"
 BUILT_IN = ("ops", "assistant", "customer", "world")
 
 
-class AgentLoadError(Exception):
+class AgentLoadError(Error):
     """An agent source that cannot be loaded; the message is one line naming it and why."""
+
+    code = "agent_load_failed"
 
 
 Sourced = list[tuple[str, AgentDefinition]]

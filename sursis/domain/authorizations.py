@@ -12,7 +12,7 @@ from sursis.domain.access_records import Authorization
 from sursis.domain.agent_ports import ToolCatalog
 from sursis.domain.authorization_cache import AuthorizationCache
 from sursis.domain.clock import Clock, utcnow
-from sursis.domain.errors import NotFound, ValidationFailed
+from sursis.domain.errors import Error, NotFound, ValidationFailed
 from sursis.domain.policies import own_pre_approvals_count
 from sursis.domain.policy_decisions import PolicyDecision
 from sursis.domain.ports import UnitOfWorkFactory
@@ -20,13 +20,17 @@ from sursis.domain.records import AuditEntry, Principal
 from sursis.domain.sanitize import canonical_json, sanitize
 
 
-class BrokenAuthorization(Exception):
+class BrokenAuthorization(Error):
     """A stored rule that cannot be evaluated; the call it was asked about must be gated."""
 
+    code = "broken_authorization"
 
-class UnsealedPreApproval(Exception):
+
+class UnsealedPreApproval(Error):
     """The pre-approval that would lift a call is not the service's: its seal does not check (a row
     inserted or changed by SQL). The call must not run; its run fails with an integrity finding."""
+
+    code = "unsealed_pre_approval"
 
     def __init__(self, authorization: Authorization) -> None:
         self.authorization_id = str(authorization.id)

@@ -1,6 +1,7 @@
-"""Errors by meaning.
+"""Errors by meaning, under one base.
 
-Two families live here:
+Every error the project raises derives from `Error`, whose `code` names the reason for a machine
+(a log field, a problem response, a tool message, a `RUN_ERROR`). Two families live here:
 
 * tool errors (`ToolError` and its four subclasses) are raised by tools and reach the model as a
   tool message, never as a crashed run;
@@ -14,7 +15,13 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 
-class ToolError(Exception):
+class Error(Exception):
+    """The base of every error the project raises; `code` is its machine-readable reason."""
+
+    code: str = "error"
+
+
+class ToolError(Error):
     """Base of the tool error taxonomy. `code` is a machine-readable reason for the model."""
 
     code: str = "TOOL_ERROR"
@@ -79,7 +86,7 @@ def unexpected_error_result() -> dict[str, Any]:
     ).to_result()
 
 
-class ServiceError(Exception):
+class ServiceError(Error):
     """Base of errors raised by the service layer; `code` and `status` make the problem response."""
 
     code: str = "error"
@@ -148,5 +155,7 @@ class BadSignature(Unauthenticated):
     code = "bad_signature"
 
 
-class ToolDeclarationError(ValueError):
+class ToolDeclarationError(Error):
     """A tool was declared with an illegal combination; raised at start-up, not at call time."""
+
+    code = "tool_declaration"

@@ -16,6 +16,7 @@ from urllib.parse import urlsplit
 import httpx
 import structlog
 
+from sursis.domain.errors import Error
 from sursis.domain.event_records import OutboxItem, Webhook
 from sursis.domain.events import WEBHOOK_TOPIC_PREFIX
 from sursis.domain.ports import UnitOfWorkFactory
@@ -51,8 +52,10 @@ def host_of(url: str) -> str:
         return url
 
 
-class DeliveryRefused(Exception):
+class DeliveryRefused(Error):
     """The URL may not be contacted (a private address while those are not allowed)."""
+
+    code = "delivery_refused"
 
 
 class WebhookDeliverer:

@@ -12,6 +12,7 @@ from litestar.testing import AsyncTestClient
 from sursis.app.container import Container
 from sursis.domain.records import Principal
 from sursis.domain.worlds.ports import Caller
+from sursis.infra.worlds.runner import WorldNotFound
 from tests.conftest import call, script
 from tests.worlds.flow import results_of, say
 
@@ -36,7 +37,7 @@ async def test_chat_is_stateful_and_ask_is_not(container: Container) -> None:
     assert len(prompts) == 2, "both turns are in the one session's log"
 
     other_workspace = Caller(workspace="elsewhere", agent="test")
-    with pytest.raises(LookupError, match="no world"):
+    with pytest.raises(WorldNotFound, match="no world"):
         await container.worlds.runner.ask("hello", world_id=world.id, caller=other_workspace)
 
 

@@ -18,14 +18,18 @@ from typing import TYPE_CHECKING, Any
 
 import httpx
 
+from sursis.domain.errors import Error
+
 if TYPE_CHECKING:
     from sursis.app.settings import Settings
 
 DEVICE_GRANT = "urn:ietf:params:oauth:grant-type:device_code"
 
 
-class LoginFailed(Exception):
+class LoginFailed(Error):
     """The provider refused or could not be reached: one line for the person at the terminal."""
+
+    code = "login_failed"
 
 
 def credentials_path() -> Path:

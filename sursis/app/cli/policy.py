@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sursis.app.cli.http import api_target
+from sursis.domain.errors import Error
 
 if TYPE_CHECKING:
     import httpx
@@ -24,7 +25,7 @@ if TYPE_CHECKING:
 Action = Callable[["httpx.AsyncClient", argparse.Namespace], Awaitable["httpx.Response"]]
 
 
-class _Refused(Exception):
+class _Refused(Error):
     def __init__(self, code: str, detail: str, errors: Any) -> None:
         super().__init__(detail)
         self.code = code

@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from enum import StrEnum
 from typing import Protocol
 
+from sursis.domain.errors import Error
 from sursis.domain.sanitize import mask_text
 
 RULE_SIMILARITY_LIMIT = 0.5
@@ -98,7 +99,7 @@ class MemoryKind(StrEnum):
     EXPLORATION = "exploration"
 
 
-class MemoryRefused(Exception):
+class MemoryRefused(Error):
     """The gateway refused a write; `code` says which rule, the message says why."""
 
     def __init__(self, code: str, message: str) -> None:

@@ -14,6 +14,8 @@ from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from sursis.domain.errors import Error
+
 MAX_SOURCE_CHARS = 8000
 
 ALLOWED_BUILTINS = frozenset(
@@ -48,8 +50,10 @@ _ALLOWED_NODES: tuple[type[ast.AST], ...] = (
 
 
 @dataclass(frozen=True, slots=True)
-class PredicateRefused(Exception):
+class PredicateRefused(Error):
     """The code is outside the allowed subset: `node` is the offending syntax, `line` where it is."""
+
+    code = "predicate_refused"
 
     node: str
     line: int

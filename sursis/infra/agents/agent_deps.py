@@ -18,6 +18,7 @@ from typing import Any
 
 import structlog
 
+from sursis.domain.errors import Error
 from sursis.domain.sanitize import mask_text
 
 log = structlog.get_logger("sursis.runner")
@@ -45,10 +46,12 @@ DepsFactory = Callable[[RunInfo], Any]
 """`factory(info)` returns the deps, an awaitable of them, or a context manager yielding them."""
 
 
-class DepsFactoryFailed(Exception):
+class DepsFactoryFailed(Error):
     """The deps factory of an agent raised; the message (for the logs) names the factory and the
     error; `summary` (for the run's caller) names the factory and the error's class only, since an
     error's text may hold a host or a credential."""
+
+    code = "deps_factory_failed"
 
     def __init__(self, message: str, summary: str) -> None:
         super().__init__(message)

@@ -33,6 +33,7 @@ from pydantic_ai.messages import ToolCallPart
 from pydantic_ai.tools import DeferredToolResults, ToolApproved
 from pydantic_core import to_jsonable_python
 
+from sursis.domain.errors import Error
 from sursis.domain.integrity import ARGS_MISMATCH, DECISION_UNSEALED, OUTCOME_MISMATCH
 from sursis.domain.records import AuditEntry, PendingCall, RunError, ToolCallRecord
 from sursis.domain.sanitize import args_hash, pending_args_hash
@@ -268,8 +269,10 @@ def run_error(found: Sequence[Mismatch]) -> RunError:
     )
 
 
-class ApprovedArgsMismatch(Exception):
+class ApprovedArgsMismatch(Error):
     """Raised by the tool wrapper instead of running an approved call whose arguments changed."""
+
+    code = "approved_args_mismatch"
 
     def __init__(self, found: Mismatch) -> None:
         self.found = found

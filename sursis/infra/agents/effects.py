@@ -13,6 +13,7 @@ from typing import Any
 from pydantic_ai import RunContext
 from pydantic_core import to_jsonable_python
 
+from sursis.domain.errors import Error
 from sursis.domain.events import EventType, publish
 from sursis.domain.policy_decisions import PolicyDecision
 from sursis.domain.ports import UnitOfWork
@@ -41,8 +42,10 @@ class CallTiming:
 call_timing: ContextVar[CallTiming | None] = ContextVar("sursis_tool_call_timing", default=None)
 
 
-class AlreadyApplied(Exception):
+class AlreadyApplied(Error):
     """A side effect for this tool call id was committed before; carries the stored outcome."""
+
+    code = "already_applied"
 
     def __init__(self, payload: Any) -> None:
         super().__init__("already applied")

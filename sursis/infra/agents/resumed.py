@@ -22,7 +22,7 @@ from pydantic_ai.messages import (
 )
 from pydantic_ai.tools import DeferredToolResults, ToolApproved, ToolDenied
 
-from sursis.domain.errors import ToolPolicyError, ok_result
+from sursis.domain.errors import Error, ToolPolicyError, ok_result
 from sursis.domain.pending_calls import TIMEOUT_DECISION
 from sursis.domain.records import PendingCall
 from sursis.domain.states import PendingStatus
@@ -108,8 +108,10 @@ def _human(delta: timedelta) -> str:
     return f"{seconds} s"
 
 
-class NotReady(Exception):
+class NotReady(Error):
     """The run was queued while one of its calls still awaits a decision (should not happen)."""
+
+    code = "not_ready"
 
     def __init__(self, message: str, awaiting: int) -> None:
         super().__init__(message)

@@ -25,6 +25,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from sursis.domain.audit import actor_names
 from sursis.domain.channel_records import SLACK_TOPIC, ChannelBinding, SlackPost
 from sursis.domain.channels.escalation import OPENS_THREAD
+from sursis.domain.errors import Error
 from sursis.domain.event_records import OutboxItem
 from sursis.domain.ports import UnitOfWork, UnitOfWorkFactory
 from sursis.domain.sanitize import sanitize
@@ -35,8 +36,10 @@ from sursis.infra.webhook_delivery import DeliveryPolicy
 log = structlog.get_logger("sursis.channels.slack")
 
 
-class ThreadNotStarted(Exception):
+class ThreadNotStarted(Error):
     """A notice for a thread whose opening message has not gone out yet: retried after it."""
+
+    code = "thread_not_started"
 
 
 class SlackDeliverer:

@@ -36,6 +36,8 @@ from sqlalchemy.dialects import postgresql
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import Session
 
+from sursis.domain.errors import Error
+
 HELD_KEY = "sursis.held"
 GUARD_KEY = "sursis.guard"
 BEGUN_KEY = "sursis.begun"
@@ -85,8 +87,10 @@ def begun(session: AsyncSession) -> bool:
     return bool(session.info.get(BEGUN_KEY))
 
 
-class GuardFailed(Exception):
+class GuardFailed(Error):
     """The held state change matched no row (`hold_guard`): the transaction wrote nothing."""
+
+    code = "guard_failed"
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,7 @@ from typing import Any
 import asyncpg
 import structlog
 
+from sursis.domain.errors import Error
 from sursis.infra.db.sessions import behind_pooler
 from sursis.infra.db.urls import asyncpg_connect_kwargs, shown_url
 from sursis.infra.db.urls import listen_url as listen_url
@@ -28,8 +29,10 @@ POOLER_RETRY_SECONDS = 60.0
 """How long a listener whose URL reached a pooler waits before it looks again."""
 
 
-class ListenNeedsSession(Exception):
+class ListenNeedsSession(Error):
     """The LISTEN URL reaches a pooler, not PostgreSQL itself."""
+
+    code = "listen_needs_session"
 
 
 async def connect_for_listening(url: str) -> Any:

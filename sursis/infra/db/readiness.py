@@ -10,6 +10,7 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from sursis.domain.errors import Error
 from sursis.infra.db.urls import InvalidDatabaseUrl, database_url, shown_url
 
 if TYPE_CHECKING:
@@ -28,8 +29,10 @@ __all__ = [
 ]
 
 
-class DatabaseNotReady(Exception):
+class DatabaseNotReady(Error):
     """The database cannot serve: missing, unreachable or not at head. `str()` says what to do."""
+
+    code = "database_not_ready"
 
 
 def require_location(url: str) -> None:

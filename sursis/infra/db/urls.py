@@ -18,6 +18,8 @@ import re
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, unquote
 
+from sursis.domain.errors import Error
+
 if TYPE_CHECKING:
     from sqlalchemy.engine import URL
 
@@ -28,8 +30,10 @@ SQLALCHEMY_ONLY = ("prepared_statement_cache_size", "prepared_statement_name_fun
 """Connection arguments SQLAlchemy's asyncpg adapter takes for itself; asyncpg refuses them."""
 
 
-class InvalidDatabaseUrl(ValueError):
+class InvalidDatabaseUrl(Error):
     """The database URL cannot be read; `str()` says why, without the password."""
+
+    code = "invalid_database_url"
 
 
 def _split_authority(rest: str) -> tuple[str | None, str]:

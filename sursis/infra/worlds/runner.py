@@ -14,6 +14,7 @@ from datetime import datetime, timedelta
 import sqlalchemy as sa
 
 from sursis.domain.clock import Clock
+from sursis.domain.errors import Error
 from sursis.domain.records import AuditEntry, Conversation, Run, Usage
 from sursis.domain.states import PendingStatus, RunStatus
 from sursis.domain.worlds.ports import Caller
@@ -26,12 +27,16 @@ from sursis.infra.worlds.repository import SqlWorldRepository
 from sursis.infra.worlds.service import WORLD_AGENT
 
 
-class WorldNotFound(LookupError):
+class WorldNotFound(Error):
     """No such world in the caller's workspace."""
 
+    code = "world_not_found"
 
-class WorldBusy(RuntimeError):
+
+class WorldBusy(Error):
     """The session already has a run that has not finished."""
+
+    code = "world_busy"
 
 
 class InProcessWorldAgentRunner:
