@@ -65,7 +65,7 @@ async def test_an_end_after_the_lease_was_lost_writes_nothing(seeded: str) -> No
     async with built(seeded) as container:
         conversation = await container.conversations.create_conversation(ADMIN, "ops", None)
         run = await container.conversations.post_message(ADMIN, conversation.id, script("done"))
-        original = container.worker._runner._finish  # type: ignore[attr-defined]
+        original = container.worker._runner.finisher.finish  # type: ignore[attr-defined]
 
         async def finish_after_losing(*args: object, **kwargs: object) -> RunStatus:
             await take_lease(container, run.id)
@@ -73,7 +73,7 @@ async def test_an_end_after_the_lease_was_lost_writes_nothing(seeded: str) -> No
             return await original(*args, **kwargs)  # type: ignore[no-any-return]
 
         trail: list[object] = []
-        container.worker._runner._finish = finish_after_losing  # type: ignore[attr-defined]
+        container.worker._runner.finisher.finish = finish_after_losing  # type: ignore[attr-defined]
         with capture_logs() as logs:
             await container.worker.run_once()
 
