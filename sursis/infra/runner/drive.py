@@ -71,8 +71,8 @@ class AgentRunner:
         history_turns: int = 0,
     ) -> None:
         self._telemetry = telemetry = telemetry or Telemetry.disabled()
-        self._parts = parts = RunnerParts(uow, clock, notifier, telemetry.metrics, dict(definitions))
-        self._uow, self._clock, self._notifier = uow, clock, notifier
+        parts = RunnerParts(uow, clock, notifier, telemetry.metrics, dict(definitions))
+        self._uow, self._clock, self._notifier, self._definitions = uow, clock, notifier, parts.definitions
         # A segment shows the model its own turn and `history_turns` before it: the cache keeps those.
         self._logs = MessageLogCache(
             history_cache_messages, keep_turns=history_turns + 1 if history_turns else 0
@@ -310,7 +310,7 @@ class AgentRunner:
         remaining = self._step_limit - run.usage.requests
         if remaining <= 0:
             return await self.finisher.step_limit_reached(run, owner, [], run.usage)
-        mcp = self._parts.definitions[run.agent].mcp
+        mcp = self._definitions[run.agent].mcp
         if mcp is not None:
             await mcp.connect()  # once per process; again after the server died
         span.set_attribute("sursis.segment.resumed", bool(results))
