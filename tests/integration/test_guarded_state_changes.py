@@ -6,6 +6,7 @@ stops as it did when the update was a statement of its own. Both databases."""
 from __future__ import annotations
 
 import uuid
+from typing import Any
 
 from structlog.testing import capture_logs
 
@@ -65,15 +66,16 @@ async def test_an_end_after_the_lease_was_lost_writes_nothing(seeded: str) -> No
     async with built(seeded) as container:
         conversation = await container.conversations.create_conversation(ADMIN, "ops", None)
         run = await container.conversations.post_message(ADMIN, conversation.id, script("done"))
-        original = container.worker._runner._finish  # type: ignore[attr-defined]
+        finisher = container.worker._runner.finisher
+        original = finisher.finish
 
-        async def finish_after_losing(*args: object, **kwargs: object) -> RunStatus:
+        async def finish_after_losing(*args: Any, **kwargs: Any) -> RunStatus:
             await take_lease(container, run.id)
             trail[:] = await audit_trail(container, conversation.id)
-            return await original(*args, **kwargs)  # type: ignore[no-any-return]
+            return await original(*args, **kwargs)
 
         trail: list[object] = []
-        container.worker._runner._finish = finish_after_losing  # type: ignore[attr-defined]
+        finisher.finish = finish_after_losing  # type: ignore[method-assign]
         with capture_logs() as logs:
             await container.worker.run_once()
 

@@ -1,10 +1,11 @@
 """The agent runner: one claimed run, one segment of pydantic-ai, persisted as it goes.
 
-One concern per module: `drive` (the agent loop), `suspend` (pending calls), `finish` (the
-run's end), `leases` (persistence points and the lease), `segment` (what a segment starts from and
-holds back), `failures` (classification), `events` and `stream` (what is published), `usage`. What a
-resumed segment tells the model is in `sursis.infra.agents.resumed`, which a delegated inner agent's
-run uses too.
+One concern per module, each a collaborator the driver (`drive.AgentRunner`) builds and calls by
+name: `events` (`EventPublisher`: what is published), `stream` (`ResponseStreamer`), `leases`
+(`LeaseKeeper`: persistence points and the lease), `suspend` (`Suspender`: pending calls), `finish`
+(`Finisher`: the run's end); they share `base.RunnerParts`. Beside them: `segment` (what a segment
+starts from and holds back), `failures` (classification), `usage`. What a resumed segment tells the
+model is in `sursis.infra.agents.resumed`, which a delegated inner agent's run uses too.
 """
 
 from sursis.infra.agents.resumed import NotReady, denial_for, unanswered_tool_calls

@@ -3,50 +3,134 @@
 from __future__ import annotations
 
 import asyncio
+import uuid
+from collections.abc import Mapping
 from contextlib import AsyncExitStack, suppress
+from datetime import timedelta
 from functools import partial
 
 import structlog
 from opentelemetry.trace import Span, Status, StatusCode
 from pydantic_ai import Agent
-from pydantic_ai.exceptions import (
-    UsageLimitExceeded,
-)
-from pydantic_ai.messages import (
-    ModelResponse,
-    TextPart,
-)
+from pydantic_ai.exceptions import UsageLimitExceeded
+from pydantic_ai.messages import ModelResponse, TextPart
+from pydantic_ai.models import Model
 from pydantic_ai.tools import DeferredToolRequests, DeferredToolResults, ToolDenied
 from pydantic_ai.usage import UsageLimits
 
-from sursis.domain.ports import UnitOfWork
+from sursis.domain.clock import Clock
+from sursis.domain.errors import ServiceError
+from sursis.domain.ports import UnitOfWork, UnitOfWorkFactory
 from sursis.domain.records import Run, RunError
 from sursis.domain.states import RunStatus
 from sursis.infra.agents import approved_args, deps_state
 from sursis.infra.agents.agent_deps import DepsFactoryFailed, OpenedDeps
-from sursis.infra.agents.resumed import (
-    NotReady,
-    deferred_results,
-    policy_denial,
-    unanswered_tool_calls,
-)
-from sursis.infra.agents.run_deps import RunDeps, current_run_deps
+from sursis.infra.agents.declarations import AgentDefinition
+from sursis.infra.agents.resumed import NotReady, deferred_results, policy_denial, unanswered_tool_calls
+from sursis.infra.agents.run_deps import PreApprovalPolicy, RunDeps, current_run_deps
 from sursis.infra.db.held import GuardFailed
 from sursis.infra.faults import crash_point
-from sursis.infra.runner.agents import ServedAgent
-from sursis.infra.runner.base import log
-from sursis.infra.runner.events import Announced
-from sursis.infra.runner.failures import is_transient_database_error, run_failure
-from sursis.infra.runner.leases import CancelRequested, Interrupted, LeaseLost, Leases
+from sursis.infra.history import MessageLogCache
+from sursis.infra.notifier import LocalRunNotifier
+from sursis.infra.runner.agents import ServedAgent, serve_agent
+from sursis.infra.runner.base import RunnerParts, Timeouts, log
+from sursis.infra.runner.events import Announced, EventPublisher
+from sursis.infra.runner.failures import is_transient_database_error
+from sursis.infra.runner.finish import Finisher
+from sursis.infra.runner.leases import CancelRequested, Interrupted, LeaseKeeper, LeaseLost
 from sursis.infra.runner.segment import Held, Segment, SegmentStart, is_final_answer, output_text, run_info
-from sursis.infra.runner.stream import Streaming
-from sursis.infra.runner.suspend import Suspending
+from sursis.infra.runner.stream import ResponseStreamer
+from sursis.infra.runner.suspend import Suspender
 from sursis.infra.runner.usage import usage_record
-from sursis.infra.telemetry import context_from, segment_attributes
+from sursis.infra.telemetry import Telemetry, context_from, segment_attributes
 
 
-class AgentRunner(Suspending, Leases, Streaming):
-    """Runs one segment of a claimed run and leaves the run suspended, completed, failed or cancelled."""
+class AgentRunner:
+    """Runs one segment of a claimed run and leaves the run suspended, completed, failed or cancelled.
+
+    Its collaborators, built here from the same parts: `events` publishes, `streamer` streams a
+    response as it arrives, `leases` stores progress under the lease, `suspender` and `finisher`
+    end the segment.
+    """
+
+    def __init__(
+        self,
+        uow: UnitOfWorkFactory,
+        definitions: Mapping[str, AgentDefinition],
+        model: Model,
+        notifier: LocalRunNotifier,
+        *,
+        clock: Clock,
+        step_limit: int,
+        timeouts: Timeouts,
+        lease: timedelta,
+        policy: PreApprovalPolicy | None = None,
+        telemetry: Telemetry | None = None,
+        delta_interval: float = 0.1,
+        history_cache_messages: int = 2_000,
+        history_turns: int = 0,
+    ) -> None:
+        self._telemetry = telemetry = telemetry or Telemetry.disabled()
+        parts = RunnerParts(uow, clock, notifier, telemetry.metrics, dict(definitions))
+        self._uow, self._clock, self._notifier, self._definitions = uow, clock, notifier, parts.definitions
+        # A segment shows the model its own turn and `history_turns` before it: the cache keeps those.
+        self._logs = MessageLogCache(
+            history_cache_messages, keep_turns=history_turns + 1 if history_turns else 0
+        )
+        self._history_turns = history_turns
+        self._served = {
+            name: serve_agent(d, d.model if isinstance(d.model, Model) else model, telemetry)
+            for name, d in definitions.items()
+        }
+        self._agents = {
+            name: served.runnable(d.mcp.connect if d.mcp is not None else None)
+            for (name, served), d in zip(self._served.items(), definitions.values(), strict=True)
+        }
+        self._agent_deps = {name: s.deps for name, s in self._served.items() if s.deps is not None}
+        self._step_limit = step_limit
+        self._policy = policy or PreApprovalPolicy()
+        self.events = EventPublisher(parts)
+        self.streamer = ResponseStreamer(parts, self.events, delta_interval)
+        self.leases = LeaseKeeper(parts, self.events, lease)
+        self.finisher = Finisher(parts, self.events, step_limit)
+        self.suspender = Suspender(parts, self.events, self.finisher, timeouts.as_mapping())
+
+    def log_position(self, conversation_id: uuid.UUID) -> int | None:
+        """How far this runner has read the conversation's log (None: not kept)."""
+        return self._logs.position(conversation_id)
+
+    def log_positions(self) -> dict[uuid.UUID, int]:
+        """How far this runner has read the logs of recently run conversations (`claim_next`)."""
+        return self._logs.positions()
+
+    async def fail_unreadable(self, run: Run, owner: str, exc: ServiceError) -> RunStatus:
+        """Fail a run the worker just claimed whose log does not open (`encryption_key_unavailable`
+        or `encrypted_value_unreadable`, naming the key): no attempt can succeed until the key is
+        back, so the run is not left `running` or re-queued; the conversation is freed."""
+        with structlog.contextvars.bound_contextvars(
+            run_id=str(run.id), conversation_id=str(run.conversation_id)
+        ):
+            status = await self.finisher.finish(
+                run, owner, [], RunStatus.FAILED, run.usage, error=RunError(exc.code, exc.message)
+            )
+        await self._notifier.run_changed(run.id)
+        return status
+
+    async def give_up(self, run: Run, owner: str, attempts: int) -> RunStatus:
+        """Fail a run the worker just claimed whose last `attempts` segments all ended without
+        reaching a persistence point; the conversation is freed."""
+        with structlog.contextvars.bound_contextvars(
+            run_id=str(run.id), conversation_id=str(run.conversation_id)
+        ):
+            log.error("run.segment_attempts_exhausted", attempts=attempts)
+            error = RunError(
+                "segment_attempts_exhausted",
+                f"{attempts} attempts in a row to continue this run ended without progress; "
+                "details are in the service logs; the conversation stays usable",
+            )
+            status = await self.finisher.finish(run, owner, [], RunStatus.FAILED, run.usage, error=error)
+        await self._notifier.run_changed(run.id)
+        return status
 
     async def run_segment(
         self,
@@ -101,7 +185,7 @@ class AgentRunner(Suspending, Leases, Streaming):
                 span.record_exception(exc)
                 span.set_attribute("sursis.run.abandoned", True)
                 log.warning("run.segment_abandoned", error_class=type(exc).__name__, error=str(exc)[:300])
-                await self._release_after_blip(run, owner)
+                await self.leases.release_after_blip(run, owner)
                 return None
             span.set_attribute("sursis.run.status", status.value)
             if status is RunStatus.FAILED:
@@ -143,7 +227,7 @@ class AgentRunner(Suspending, Leases, Streaming):
             try:
                 own_deps = deps if opened is None else await stack.enter_async_context(opened)
             except DepsFactoryFailed as exc:
-                return await self._deps_failed(run, owner, span, exc)
+                return await self.finisher.deps_failed(run, owner, span, exc)
             if opened is not None and segment.start.started:
                 await deps_state.restore(self._uow, run.id, own_deps)
             token = current_run_deps.set(deps)
@@ -166,17 +250,17 @@ class AgentRunner(Suspending, Leases, Streaming):
                             # Shutting down: store what is held back and give the run back here.
                             new = agent_run.new_messages()
                             if len(new) > held.persisted and not is_final_answer(new[-1]):
-                                await self._before_effect(segment)
+                                await self.leases.before_effect(segment)
                         if Agent.is_model_request_node(node):
                             # Tool results reach the log with the next response; announce them now.
-                            await self._publish_request(run, node.request, announced)
+                            await self.events.publish_request(run, node.request, announced)
                             if streams:
                                 async with node.stream(agent_run.ctx) as stream:
-                                    await self._stream_response(run, stream, announced)
+                                    await self.streamer.stream_response(run, stream, announced)
                         elif Agent.is_call_tools_node(node) and not streams:
                             # Asked for whole (the run does not stream, or its model cannot):
                             # its text arrives as one delta.
-                            await self._deliver_response(run, node.model_response, announced)
+                            await self.streamer.deliver_response(run, node.model_response, announced)
                     result = agent_run.result
                     held.usage = run.usage.add(usage_record(agent_run.usage))
                     new = agent_run.new_messages()[held.persisted :]
@@ -187,19 +271,19 @@ class AgentRunner(Suspending, Leases, Streaming):
                 ):
                     await deps_state.keep(self._uow, run.id, own_deps)
             except (CancelRequested, UsageLimitExceeded) as exc:
-                return await self._stopped(segment, exc)
+                return await self.finisher.stopped(segment, exc)
             except (LeaseLost, Interrupted):
                 raise
             except Exception as exc:
                 if is_transient_database_error(exc):
                     raise
-                return await self._failed(segment, exc, opened)
+                return await self.finisher.failed(segment, exc, opened)
         if result is None:
             raise RuntimeError("agent run ended without a result")
         output = result.output
         if isinstance(output, DeferredToolRequests):
-            return await self._suspend(run, owner, new, output, held.usage, announced)
-        return await self._finish(
+            return await self.suspender.suspend(run, owner, new, output, held.usage, announced)
+        return await self.finisher.finish(
             run, owner, new, RunStatus.COMPLETED, held.usage, output=output_text(output), announced=announced
         )
 
@@ -213,7 +297,7 @@ class AgentRunner(Suspending, Leases, Streaming):
             # same agents (`--agents`, SURSIS_AGENTS).
             log.error("run.agent_not_served", agent=run.agent)
             error = RunError("agent_not_served", f"agent {run.agent!r} is not served by the worker")
-            return await self._finish(run, owner, [], RunStatus.FAILED, run.usage, error=error)
+            return await self.finisher.finish(run, owner, [], RunStatus.FAILED, run.usage, error=error)
         if start is None:
             async with self._uow.reader() as uow:
                 start = await self.read_segment(uow, run)
@@ -225,7 +309,7 @@ class AgentRunner(Suspending, Leases, Streaming):
             return results
         remaining = self._step_limit - run.usage.requests
         if remaining <= 0:
-            return await self._step_limit_reached(run, owner, [], run.usage)
+            return await self.finisher.step_limit_reached(run, owner, [], run.usage)
         mcp = self._definitions[run.agent].mcp
         if mcp is not None:
             await mcp.connect()  # once per process; again after the server died
@@ -244,13 +328,13 @@ class AgentRunner(Suspending, Leases, Streaming):
         if started and history and isinstance(history[-1], ModelResponse) and not tail:
             # A crash after the final answer was stored but before the run was marked done.
             text = "".join(p.content for p in history[-1].parts if isinstance(p, TextPart))
-            return await self._finish(run, owner, [], RunStatus.COMPLETED, run.usage, output=text)
+            return await self.finisher.finish(run, owner, [], RunStatus.COMPLETED, run.usage, output=text)
         # Calls left by an earlier run that ended (cancelled, failed) were never performed.
         abandoned = start.producer is not None and start.producer.status.finished
         results = deferred_results(tail, start.pending, abandoned, raw=served.raw_results)
         if (forged := approved_args.mismatches(tail, results, start.recorded)) and not abandoned:
             # Nothing of the segment runs: an approved call would run with other arguments.
-            return await self._refuse_forged(run, owner, forged)
+            return await self.finisher.refuse_forged(run, owner, forged)
         if forged and results is not None:
             # Left by a run that failed on them: the model of a later turn is told they did not run.
             for found in forged:
@@ -272,81 +356,12 @@ class AgentRunner(Suspending, Leases, Streaming):
             uow=self._uow,
             clock=self._clock,
             policy=self._policy,
-            progress=self._progress_sink(run),
+            progress=self.streamer.progress_sink(run),
             agents=self._agents,
             agent_deps=self._agent_deps,
             run_info=run_info(run),
             tracer=self._telemetry.tracer,
             announced=segment.announced,
-            before_effect=partial(self._before_effect, segment),
+            before_effect=partial(self.leases.before_effect, segment),
             outcomes={p.tool_call_id: segment.start.recorded.get(p.tool_call_id) for p in segment.start.tail},
         )
-
-    async def _before_effect(self, segment: Segment) -> None:
-        """Store the messages held back, before anything acts on them; a cancel stops here.
-
-        The calls of one response run concurrently: the first stores the response, the
-        others wait for it (and for its answer to a cancel) instead of storing it again.
-        """
-        held, run = segment.held, segment.run
-        agent_run = held.agent_run
-        if agent_run is None:
-            return
-        async with held.persisting:
-            new = agent_run.new_messages()
-            if len(new) > held.persisted:
-                held.usage = run.usage.add(usage_record(agent_run.usage))
-                held.cancel_seen = await self._persist(
-                    run, segment.owner, new[held.persisted :], held.usage, segment.announced, segment.stopping
-                )
-                held.persisted = len(new)
-        if held.cancel_seen:
-            raise CancelRequested()
-
-    async def _deps_failed(self, run: Run, owner: str, span: Span, exc: DepsFactoryFailed) -> RunStatus:
-        """The run failed: the agent's deps factory failed to open its deps."""
-        # The factory's error text may hold a URL with its credentials: masked in the trace
-        # as in the log line (whose fields and traceback the log configuration masks).
-        span.add_event("exception", {"exception.type": type(exc).__name__, **exc.masked()})
-        log.error("run.deps_failed", error=str(exc), exc_info=exc.__cause__)
-        error = RunError("deps_failed", f"{exc.summary}; details are in the service logs")
-        return await self._finish(run, owner, [], RunStatus.FAILED, run.usage, error=error)
-
-    async def _stopped(self, segment: Segment, exc: CancelRequested | UsageLimitExceeded) -> RunStatus:
-        """The run's end when its agent stopped on a cancel or on the step limit."""
-        run, owner, held = segment.run, segment.owner, segment.held
-        if isinstance(exc, CancelRequested):
-            return await self._finish(run, owner, [], RunStatus.CANCELLED, held.usage)
-        return await self._step_limit_reached(run, owner, held.unsaved(), held.usage, segment.announced)
-
-    async def _failed(self, segment: Segment, exc: Exception, opened: OpenedDeps | None) -> RunStatus:
-        """The run failed on an error of its agent (or of a tool that the tool wrapper let through)."""
-        segment.span.record_exception(exc)
-        failure = run_failure(exc)
-        if approved_args.refusal(exc) is None:  # a refusal was logged where it was made
-            log.exception("run.segment_error", error=failure.message)
-        if opened is not None:
-            opened.failure = exc
-        held = segment.held
-        return await self._finish(
-            segment.run,
-            segment.owner,
-            held.unsaved(),
-            RunStatus.FAILED,
-            held.usage,
-            error=failure,
-            announced=segment.announced,
-        )
-
-    async def _refuse_forged(
-        self,
-        run: Run,
-        owner: str,
-        forged: list[approved_args.Mismatch],
-    ) -> RunStatus:
-        """Fail the run on approved calls whose arguments changed, with a finding for each."""
-        for found in forged:
-            approved_args.logged(found)
-        findings = [f.audit_entry(run.workspace, run.conversation_id, run.id) for f in forged]
-        error = approved_args.run_error(forged)
-        return await self._finish(run, owner, [], RunStatus.FAILED, run.usage, error=error, findings=findings)

@@ -28,7 +28,7 @@ from sursis.domain.sanitize import sanitize
 from sursis.domain.tools import Executor
 from sursis.infra.agents.declarations import AgentDefinition
 from sursis.infra.history import encode
-from sursis.infra.runner.base import RunnerBase
+from sursis.infra.runner.base import RunnerParts
 
 
 def _tool_outcome(content: Any, failed: bool) -> dict[str, Any]:
@@ -144,11 +144,14 @@ def dumps(value: Any) -> str:
     return json.dumps(value, default=str)
 
 
-class EventPublishing(RunnerBase):
+class EventPublisher:
     """Publishing a segment's events, in the caller's transaction or in one of their own."""
 
+    def __init__(self, parts: RunnerParts) -> None:
+        self._uow, self._clock, self._definitions = parts.uow, parts.clock, parts.definitions
+
     @staticmethod
-    async def _append(
+    async def append(
         uow: UnitOfWork,
         run: Run,
         messages: Sequence[ModelMessage],
@@ -156,7 +159,7 @@ class EventPublishing(RunnerBase):
         announced: set[str] | None,
     ) -> int | None:
         """Store messages in the caller's transaction; the new last seq (None: nothing stored).
-        Call `_appended` with it once the transaction has committed."""
+        Call `appended` with it once the transaction has committed."""
         if not messages:
             return None
         after = announced.last_seq if isinstance(announced, Announced) else None
@@ -166,11 +169,11 @@ class EventPublishing(RunnerBase):
         )
 
     @staticmethod
-    def _appended(announced: set[str] | None, last_seq: int | None) -> None:
+    def appended(announced: set[str] | None, last_seq: int | None) -> None:
         if last_seq is not None and isinstance(announced, Announced):
             announced.last_seq = last_seq
 
-    async def _publish_messages(
+    async def publish_messages(
         self,
         uow: UnitOfWork,
         run: Run,
@@ -179,10 +182,10 @@ class EventPublishing(RunnerBase):
         announced: set[str] | None = None,
     ) -> None:
         """`tool.call` and `tool.result` events for messages stored in the same transaction."""
-        for event_type, data in self._tool_events(run, messages, announced):
+        for event_type, data in self.tool_events(run, messages, announced):
             await publish(uow, run.conversation_id, run.workspace, event_type, data, now)
 
-    def _tool_events(
+    def tool_events(
         self, run: Run, messages: Sequence[ModelMessage], announced: set[str] | None = None
     ) -> list[tuple[EventType, dict[str, Any]]]:
         """The events messages stand for; results already announced before the request went to
@@ -192,12 +195,12 @@ class EventPublishing(RunnerBase):
             return held
         return held + message_events(run.id, messages, self._definitions[run.agent], announced)
 
-    async def _publish_request(self, run: Run, request: ModelRequest, announced: set[str]) -> None:
-        await self._publish_now(
+    async def publish_request(self, run: Run, request: ModelRequest, announced: set[str]) -> None:
+        await self.publish_now(
             run, message_events(run.id, [request], self._definitions[run.agent], announced)
         )
 
-    async def _publish_now(self, run: Run, events: Sequence[tuple[EventType, dict[str, Any]]]) -> None:
+    async def publish_now(self, run: Run, events: Sequence[tuple[EventType, dict[str, Any]]]) -> None:
         """Events that describe no stored change, in a transaction of their own."""
         if not events:
             return

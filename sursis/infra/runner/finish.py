@@ -6,27 +6,35 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, Literal
 
-import structlog
-from pydantic_ai.messages import (
-    ModelMessage,
-)
+from opentelemetry.trace import Span
+from pydantic_ai.exceptions import UsageLimitExceeded
+from pydantic_ai.messages import ModelMessage
 
 from sursis.domain import run_lifecycle
-from sursis.domain.errors import ServiceError
 from sursis.domain.ports import UnitOfWork
 from sursis.domain.records import AuditEntry, Run, RunError, Usage
 from sursis.domain.run_lifecycle import ToolEvents
 from sursis.domain.states import RunStatus
+from sursis.infra.agents import approved_args
+from sursis.infra.agents.agent_deps import DepsFactoryFailed, OpenedDeps
 from sursis.infra.db.held import GuardFailed
-from sursis.infra.runner.base import ACTOR, log
-from sursis.infra.runner.events import EventPublishing
-from sursis.infra.runner.leases import LeaseLost
+from sursis.infra.runner.base import ACTOR, RunnerParts, log
+from sursis.infra.runner.events import EventPublisher
+from sursis.infra.runner.failures import run_failure
+from sursis.infra.runner.leases import CancelRequested, LeaseLost
+from sursis.infra.runner.segment import Segment
 
 
-class Ending(EventPublishing):
-    """A run's end: its last messages, the final status, the audit row, the closing events."""
+class Finisher:
+    """A run's end: its last messages, the final status, the audit row, the closing events; and
+    why a segment ends a run (a cancel, the step limit, an error, a refusal)."""
 
-    async def _step_limit_reached(
+    def __init__(self, parts: RunnerParts, events: EventPublisher, step_limit: int) -> None:
+        self._uow, self._clock, self._metrics = parts.uow, parts.clock, parts.metrics
+        self.events = events
+        self._step_limit = step_limit
+
+    async def step_limit_reached(
         self,
         run: Run,
         owner: str,
@@ -34,7 +42,7 @@ class Ending(EventPublishing):
         usage: Usage,
         announced: set[str] | None = None,
     ) -> RunStatus:
-        return await self._finish(
+        return await self.finish(
             run,
             owner,
             messages,
@@ -48,7 +56,7 @@ class Ending(EventPublishing):
             ),
         )
 
-    async def _finish(
+    async def finish(
         self,
         run: Run,
         owner: str,
@@ -64,7 +72,7 @@ class Ending(EventPublishing):
         """End the run; `findings` are audit rows written in the same transaction (what a refusal
         found, e.g. `integrity.args_mismatch`)."""
         now = self._clock()
-        tool_events = self._tool_events(run, messages, announced)
+        tool_events = self.events.tool_events(run, messages, announced)
         completing = status is RunStatus.COMPLETED
 
         try:
@@ -89,7 +97,7 @@ class Ending(EventPublishing):
                     # A cancel that came after the last persistence point still wins; the answer
                     # stays in the log.
                     status, output = RunStatus.CANCELLED, None
-                    last_seq = await self._end_cancelled(
+                    last_seq = await self.end_cancelled(
                         uow, run, owner, messages, usage, now, announced, tool_events
                     )
                 if last_seq is False:
@@ -102,27 +110,27 @@ class Ending(EventPublishing):
                 if not (completing and await uow.runs.cancel_requested(run.id)):
                     raise LeaseLost() from None
                 status, output = RunStatus.CANCELLED, None
-                last_seq = await self._end_cancelled(
+                last_seq = await self.end_cancelled(
                     uow, run, owner, messages, usage, now, announced, tool_events
                 )
                 if last_seq is False:
                     raise LeaseLost() from None
                 await uow.commit()
-        return self._ended(
+        return self.ended(
             announced, last_seq, status, error=error.code if error else None, usage=usage.to_json()
         )
 
-    def _ended(
+    def ended(
         self, announced: set[str] | None, last_seq: int | None, status: RunStatus, **logged: Any
     ) -> RunStatus:
         """After the end's commit: the stored messages counted as announced, the status counted and
         logged (`run.<status>`, with `logged`)."""
-        self._appended(announced, last_seq)
+        self.events.appended(announced, last_seq)
         self._metrics.run_status(status)
         log.info(f"run.{status.value}", **logged)
         return status
 
-    async def _end_cancelled(
+    async def end_cancelled(
         self,
         uow: UnitOfWork,
         run: Run,
@@ -169,12 +177,12 @@ class Ending(EventPublishing):
         """Write the run's end in the caller's transaction: the final status, the audit row, the
         conversation freed, its last messages and the closing events.
 
-        Returns the log's new last seq (None: no message stored; see `_appended`), or False, having
+        Returns the log's new last seq (None: no message stored; see `appended`), or False, having
         written nothing, when the lease is no longer `owner`'s (or, with `unless_cancel_requested`,
         a cancel was requested).
         """
         if tool_events is None:
-            tool_events = self._tool_events(run, messages, announced)
+            tool_events = self.events.tool_events(run, messages, announced)
         match status:
             case RunStatus.COMPLETED:
                 ended = await run_lifecycle.complete(
@@ -200,39 +208,52 @@ class Ending(EventPublishing):
                 raise ValueError(f"a segment does not end a run as {status.value} (error: {error})")
         if not ended:
             return False
-        return await self._append(uow, run, messages, now, announced)
+        return await self.events.append(uow, run, messages, now, announced)
 
-    async def fail_unreadable(self, run: Run, owner: str, exc: ServiceError) -> RunStatus:
-        """Fail a run the worker just claimed whose log does not open (`encryption_key_unavailable`
-        or `encrypted_value_unreadable`, naming the key): no attempt can succeed until the key is
-        back, so the run is not left `running` or re-queued; the conversation is freed."""
-        with structlog.contextvars.bound_contextvars(
-            run_id=str(run.id), conversation_id=str(run.conversation_id)
-        ):
-            status = await self._finish(
-                run, owner, [], RunStatus.FAILED, run.usage, error=RunError(exc.code, exc.message)
-            )
-        await self._notifier.run_changed(run.id)
-        return status
+    async def deps_failed(self, run: Run, owner: str, span: Span, exc: DepsFactoryFailed) -> RunStatus:
+        """The run failed: the agent's deps factory failed to open its deps."""
+        # The factory's error text may hold a URL with its credentials: masked in the trace
+        # as in the log line (whose fields and traceback the log configuration masks).
+        span.add_event("exception", {"exception.type": type(exc).__name__, **exc.masked()})
+        log.error("run.deps_failed", error=str(exc), exc_info=exc.__cause__)
+        error = RunError("deps_failed", f"{exc.summary}; details are in the service logs")
+        return await self.finish(run, owner, [], RunStatus.FAILED, run.usage, error=error)
 
-    async def give_up(self, run: Run, owner: str, attempts: int) -> RunStatus:
-        """Fail a run the worker just claimed whose last `attempts` segments all ended without
-        reaching a persistence point; the conversation is freed."""
-        with structlog.contextvars.bound_contextvars(
-            run_id=str(run.id), conversation_id=str(run.conversation_id)
-        ):
-            log.error("run.segment_attempts_exhausted", attempts=attempts)
-            status = await self._finish(
-                run,
-                owner,
-                [],
-                RunStatus.FAILED,
-                run.usage,
-                error=RunError(
-                    "segment_attempts_exhausted",
-                    f"{attempts} attempts in a row to continue this run ended without progress; "
-                    "details are in the service logs; the conversation stays usable",
-                ),
-            )
-        await self._notifier.run_changed(run.id)
-        return status
+    async def stopped(self, segment: Segment, exc: CancelRequested | UsageLimitExceeded) -> RunStatus:
+        """The run's end when its agent stopped on a cancel or on the step limit."""
+        run, owner, held = segment.run, segment.owner, segment.held
+        if isinstance(exc, CancelRequested):
+            return await self.finish(run, owner, [], RunStatus.CANCELLED, held.usage)
+        return await self.step_limit_reached(run, owner, held.unsaved(), held.usage, segment.announced)
+
+    async def failed(self, segment: Segment, exc: Exception, opened: OpenedDeps | None) -> RunStatus:
+        """The run failed on an error of its agent (or of a tool that the tool wrapper let through)."""
+        segment.span.record_exception(exc)
+        failure = run_failure(exc)
+        if approved_args.refusal(exc) is None:  # a refusal was logged where it was made
+            log.exception("run.segment_error", error=failure.message)
+        if opened is not None:
+            opened.failure = exc
+        held = segment.held
+        return await self.finish(
+            segment.run,
+            segment.owner,
+            held.unsaved(),
+            RunStatus.FAILED,
+            held.usage,
+            error=failure,
+            announced=segment.announced,
+        )
+
+    async def refuse_forged(
+        self,
+        run: Run,
+        owner: str,
+        forged: list[approved_args.Mismatch],
+    ) -> RunStatus:
+        """Fail the run on approved calls whose arguments changed, with a finding for each."""
+        for found in forged:
+            approved_args.logged(found)
+        findings = [f.audit_entry(run.workspace, run.conversation_id, run.id) for f in forged]
+        error = approved_args.run_error(forged)
+        return await self.finish(run, owner, [], RunStatus.FAILED, run.usage, error=error, findings=findings)

@@ -6,17 +6,17 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Sequence
+from datetime import timedelta
 
-from pydantic_ai.messages import (
-    ModelMessage,
-    ModelResponse,
-)
+from pydantic_ai.messages import ModelMessage, ModelResponse
 
 from sursis.domain.records import Run, Usage
 from sursis.infra.faults import crash_point
-from sursis.infra.runner.base import log
-from sursis.infra.runner.events import EventPublishing
+from sursis.infra.runner.base import RunnerParts, log
+from sursis.infra.runner.events import EventPublisher
 from sursis.infra.runner.failures import is_transient_database_error
+from sursis.infra.runner.segment import Segment
+from sursis.infra.runner.usage import usage_record
 
 RELEASE_RETRY_SECONDS = (0.1, 0.2, 0.5, 1.0)
 """The waits between attempts to give a run back after a lost connection (the last one repeats)."""
@@ -34,10 +34,15 @@ class Interrupted(Exception):
     """The worker is shutting down: the segment stopped at a persistence point."""
 
 
-class Leases(EventPublishing):
+class LeaseKeeper:
     """Persistence points that renew the lease, and giving a run back at once after a lost connection."""
 
-    async def _release_after_blip(self, run: Run, owner: str) -> bool:
+    def __init__(self, parts: RunnerParts, events: EventPublisher, lease: timedelta) -> None:
+        self._uow, self._clock, self._notifier = parts.uow, parts.clock, parts.notifier
+        self.events = events
+        self._lease = lease
+
+    async def release_after_blip(self, run: Run, owner: str) -> bool:
         """Give the run back to the queue as soon as the database answers again.
 
         A segment that lost its connection kept nothing of its failed transaction; waiting for its
@@ -70,7 +75,7 @@ class Leases(EventPublishing):
                     await self._notifier.run_queued(run.id)
             return released
 
-    async def _persist(
+    async def persist(
         self,
         run: Run,
         owner: str,
@@ -85,12 +90,33 @@ class Leases(EventPublishing):
             if not await uow.runs.record_progress(run.id, owner, usage, now, now + self._lease):
                 raise LeaseLost()
             cancel = await uow.runs.cancel_requested(run.id)
-            last_seq = await self._append(uow, run, messages, now, announced)
-            await self._publish_messages(uow, run, messages, now, announced)
+            last_seq = await self.events.append(uow, run, messages, now, announced)
+            await self.events.publish_messages(uow, run, messages, now, announced)
             await uow.commit()
-        self._appended(announced, last_seq)
+        self.events.appended(announced, last_seq)
         if any(isinstance(m, ModelResponse) for m in messages):
             crash_point("model_response_persisted")
         if stopping.is_set() and not cancel:
             raise Interrupted()
         return cancel
+
+    async def before_effect(self, segment: Segment) -> None:
+        """Store the messages held back, before anything acts on them; a cancel stops here.
+
+        The calls of one response run concurrently: the first stores the response, the
+        others wait for it (and for its answer to a cancel) instead of storing it again.
+        """
+        held, run = segment.held, segment.run
+        agent_run = held.agent_run
+        if agent_run is None:
+            return
+        async with held.persisting:
+            new = agent_run.new_messages()
+            if len(new) > held.persisted:
+                held.usage = run.usage.add(usage_record(agent_run.usage))
+                held.cancel_seen = await self.persist(
+                    run, segment.owner, new[held.persisted :], held.usage, segment.announced, segment.stopping
+                )
+                held.persisted = len(new)
+        if held.cancel_seen:
+            raise CancelRequested()

@@ -20,14 +20,19 @@ from pydantic_core import to_jsonable_python
 from sursis.domain.events import EventType, publish
 from sursis.domain.records import Run
 from sursis.infra.agents.run_deps import ProgressSink
-from sursis.infra.runner.base import log
-from sursis.infra.runner.events import Announced, EventPublishing, message_events
+from sursis.infra.runner.base import RunnerParts, log
+from sursis.infra.runner.events import Announced, EventPublisher, message_events
 
 
-class Streaming(EventPublishing):
+class ResponseStreamer:
     """Text deltas, provider tool calls and tool progress, published while the segment runs."""
 
-    async def _stream_response(self, run: Run, stream: Any, announced: set[str]) -> None:
+    def __init__(self, parts: RunnerParts, events: EventPublisher, delta_interval: float) -> None:
+        self._uow, self._clock, self._definitions = parts.uow, parts.clock, parts.definitions
+        self.events = events
+        self._delta_interval = delta_interval
+
+    async def stream_response(self, run: Run, stream: Any, announced: set[str]) -> None:
         """Publish a streamed model response as it arrives.
 
         Text becomes `message.delta` events: deltas arriving within `delta_interval` of each
@@ -57,7 +62,7 @@ class Streaming(EventPublishing):
                 if events and pending:
                     await self._publish_delta(run, "".join(pending))
                     pending.clear()
-                await self._publish_now(run, events)
+                await self.events.publish_now(run, events)
                 continue
             if text:
                 pending.append(text)
@@ -72,14 +77,14 @@ class Streaming(EventPublishing):
             else:
                 await self._publish_delta(run, text)
 
-    async def _deliver_response(self, run: Run, response: ModelResponse, announced: set[str]) -> None:
+    async def deliver_response(self, run: Run, response: ModelResponse, announced: set[str]) -> None:
         """Publish a response asked for whole (a model that does not stream) as a stream of it
         would be: its provider tool calls and results, then its text as one delta, held for the
         transaction that stores the response."""
         definition = self._definitions[run.agent]
         provided = [p for p in response.parts if isinstance(p, NativeToolCallPart | NativeToolReturnPart)]
         if provided:
-            await self._publish_now(
+            await self.events.publish_now(
                 run, message_events(run.id, [ModelResponse(parts=provided)], definition, announced)
             )
         text = "".join(p.content for p in response.parts if isinstance(p, TextPart))
@@ -102,7 +107,7 @@ class Streaming(EventPublishing):
             )
             await uow.commit()
 
-    def _progress_sink(self, run: Run) -> ProgressSink:
+    def progress_sink(self, run: Run) -> ProgressSink:
         definition = self._definitions[run.agent]
 
         async def sink(tool_name: str, tool_call_id: str, progress: Any) -> None:

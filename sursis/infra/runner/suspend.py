@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 
-from pydantic_ai.messages import (
-    ModelMessage,
-)
+from pydantic_ai.messages import ModelMessage
 from pydantic_ai.tools import DeferredToolRequests
 
 from sursis.domain import run_lifecycle
@@ -17,17 +15,30 @@ from sursis.domain.records import PendingCall, Run, Usage
 from sursis.domain.run_lifecycle import ToolEvents
 from sursis.domain.sanitize import pending_args_hash
 from sursis.domain.states import PendingStatus, RunStatus
-from sursis.domain.tools import Executor, ToolApprovalRequest
+from sursis.domain.tools import Executor, PendingKind, ToolApprovalRequest
 from sursis.infra.agents.nested import deferred_targets
 from sursis.infra.db.held import GuardFailed
-from sursis.infra.runner.base import ACTOR, log
-from sursis.infra.runner.finish import Ending
+from sursis.infra.runner.base import ACTOR, RunnerParts, log
+from sursis.infra.runner.events import EventPublisher
+from sursis.infra.runner.finish import Finisher
 from sursis.infra.runner.leases import LeaseLost
 from sursis.infra.telemetry import current_trace_context
 
 
-class Suspending(Ending):
+class Suspender:
     """A segment that ends with deferred tool calls leaves the run suspended on them."""
+
+    def __init__(
+        self,
+        parts: RunnerParts,
+        events: EventPublisher,
+        finisher: Finisher,
+        timeouts: Mapping[PendingKind, timedelta],
+    ) -> None:
+        self._uow, self._clock, self._definitions = parts.uow, parts.clock, parts.definitions
+        self.events = events
+        self.finisher = finisher
+        self._timeouts = timeouts
 
     async def _requester(self, run: Run) -> str | None:
         """The key that caused this segment's calls: the one that posted the message or created the
@@ -43,7 +54,7 @@ class Suspending(Ending):
             return run.started_by
         return latest.resolved_by
 
-    async def _suspend(
+    async def suspend(
         self,
         run: Run,
         owner: str,
@@ -54,7 +65,7 @@ class Suspending(Ending):
     ) -> RunStatus:
         now = self._clock()
         calls = self._pending_calls(run, output, now, await self._requester(run))
-        tool_events = self._tool_events(run, messages, announced)
+        tool_events = self.events.tool_events(run, messages, announced)
         try:
             async with self._uow() as uow:
                 suspended = await run_lifecycle.suspend(
@@ -73,7 +84,7 @@ class Suspending(Ending):
                     return await self._not_suspended(
                         uow, run, owner, messages, calls, usage, now, announced, tool_events
                     )
-                last_seq = await self._append(uow, run, messages, now, announced)
+                last_seq = await self.events.append(uow, run, messages, now, announced)
                 await uow.commit()
         except GuardFailed:
             # On PostgreSQL the suspension was held to the commit, which found the lease gone or a
@@ -91,7 +102,7 @@ class Suspending(Ending):
                 kind=call.kind.value,
                 expires_at=call.expires_at.isoformat(),
             )
-        return self._ended(
+        return self.finisher.ended(
             announced, last_seq, RunStatus.SUSPENDED, pending=len(calls), usage=usage.to_json()
         )
 
@@ -157,13 +168,13 @@ class Suspending(Ending):
         # Cancelled after the last persistence point: nobody is asked. The calls stay
         # unanswered in the log and the next message tells the model they were not performed.
         details = {"calls_not_requested": len(calls)}
-        last_seq = await self._end_cancelled(
+        last_seq = await self.finisher.end_cancelled(
             uow, run, owner, messages, usage, now, announced, tool_events, details
         )
         if last_seq is False:
             raise LeaseLost()
         await uow.commit()
-        return self._ended(announced, last_seq, RunStatus.CANCELLED, usage=usage.to_json(), **details)
+        return self.finisher.ended(announced, last_seq, RunStatus.CANCELLED, usage=usage.to_json(), **details)
 
 
 def _wait_for(policy: PolicyDecision | None, declared: timedelta) -> timedelta:
