@@ -10,6 +10,7 @@ from datetime import timedelta
 
 from pydantic_ai.messages import ModelMessage, ModelResponse
 
+from sursis.domain.errors import Error
 from sursis.domain.records import Run, Usage
 from sursis.infra.faults import crash_point
 from sursis.infra.runner.base import RunnerParts, log
@@ -22,16 +23,22 @@ RELEASE_RETRY_SECONDS = (0.1, 0.2, 0.5, 1.0)
 """The waits between attempts to give a run back after a lost connection (the last one repeats)."""
 
 
-class LeaseLost(Exception):
+class LeaseLost(Error):
     """Another worker owns the run now; stop without writing."""
 
+    code = "lease_lost"
 
-class CancelRequested(Exception):
+
+class CancelRequested(Error):
     """A cancel was requested: the segment stored what it held and ends the run as cancelled."""
 
+    code = "cancel_requested"
 
-class Interrupted(Exception):
+
+class Interrupted(Error):
     """The worker is shutting down: the segment stopped at a persistence point."""
+
+    code = "interrupted"
 
 
 class LeaseKeeper:
