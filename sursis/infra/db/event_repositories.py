@@ -25,6 +25,7 @@ from sursis.infra.db.held import (
     Guard,
     GuardFailed,
     encode_rows,
+    failed_guard,
     guard_statement,
     held_params,
     take_guard,
@@ -185,6 +186,8 @@ class SqlEventRepository:
                 self._undelivered.append(_stored(int(event_id or 0), event))
 
     async def _flush_postgres(self, audit: Sequence[dict[str, Any]], alone: bool) -> None:
+        if failed_guard(self._session):
+            raise GuardFailed()
         tables = take_held(self._session)
         guard = take_guard(self._session)
         if audit:
