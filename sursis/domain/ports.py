@@ -264,6 +264,16 @@ class AuditRepository(Protocol):
     """Append-only: there is no update or delete, by design."""
 
     async def append(self, entry: AuditEntry, now: datetime) -> None: ...
+    async def append_unless_newest(
+        self, entry: AuditEntry, now: datetime, *, among: tuple[str, ...], naming: str, unless: str
+    ) -> bool:
+        """`append`, as the transaction's first statement held to the commit, if the newest row of
+        the entry's conversation among the actions `among` whose details name the tool call
+        `naming` is not `unless`: True, and the commit raises `HeldConditionFailed` (nothing
+        written) if it is, or if the store cannot tell it there. False, nothing appended: the
+        store cannot hold it (read with `search`, then `append`)."""
+        ...
+
     async def flush(self) -> None:
         """Write the rows appended so far now rather than at commit."""
         ...

@@ -562,6 +562,11 @@ class FakeAudit(_Repository):
         rows = (await self._uow.write()).audit
         rows.append(replace(entry, id=len(rows) + 1, at=now))
 
+    async def append_unless_newest(
+        self, entry: AuditEntry, now: datetime, *, among: tuple[str, ...], naming: str, unless: str
+    ) -> bool:
+        return False
+
     async def search(self, workspace: str | None, query: AuditQuery) -> list[AuditEntry]:
         q = query
 

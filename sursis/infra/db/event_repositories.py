@@ -217,9 +217,10 @@ class SqlEventRepository:
         if alone:  # nothing was sent before: the connection is taken in autocommit
             await self._session.connection(execution_options=AUTOCOMMIT)
         written = await self._write_held(tuple(inserts), bool(held), guard, alone, params)
-        if gated and not written and alone:
+        if gated and not written and alone and held:
             # Nothing written: an event to deliver, or the guard. The statement goes again, in a
             # transaction this time (the autocommit connection goes back to the pool unused).
+            # Without events it was the guard alone: nothing to send again.
             await self._session.rollback()
             written = await self._write_held(tuple(inserts), bool(held), guard, False, params)
         if gated and not written:
