@@ -41,7 +41,7 @@ async def queue_or_hand_off(
     conversation. `actor` (with its `role`) is recorded as the run's starter. With `hand_off` (a
     reserved slot of this process) the run is written leased to that slot, as its claim would leave
     it, with the claim's audit row and event, and what its first segment starts from is read in the
-        same transaction (`hand_off.py`). `stream` None: the run streams if it came from `web`. `seen`:
+    same transaction (`hand_off.py`). `stream` None: the run streams if it came from `web`. `seen`:
     the conversation as a read before this transaction saw it; the claim may then be held to the
     commit, which raises `HeldConditionFailed` if the row changed since (`claim_active_run`)."""
     run = Run.queued(
