@@ -44,13 +44,14 @@ message (2: the conversation read with its log, in autocommit; the conversation 
 the guard of the statement that writes the run leased with its audit rows and events: the whole
 transaction, no `BEGIN`/`COMMIT`) and the suspension (1: one statement, the whole transaction).
 Server transactions: 3, the read's and one per commit (the first turn adds the 3 policy reads)."""
-RESUME_ROUND_TRIPS = 14
-"""The decision's transaction (6: `BEGIN`, the call read, decided with the run leased to this
-process's worker and its log read, the pending calls with their outcomes, audit rows and events,
-`COMMIT`), the tool's effect (7: `BEGIN`, its own 3, its outcome, its event, `COMMIT`), the end (1).
-Server transactions: 3. An approval turn: 17 round trips in 6 server transactions and 5 commits (20
-before the message's transaction was one statement; 23 before the conversation's claim read the
-log, and the decision leased the run and read the log, in the same statement); counted
+RESUME_ROUND_TRIPS = 13
+"""The decision's transaction (5: `BEGIN`, the call read, decided with the run leased to this
+process's worker, its log and the pending calls it resumes with and their outcomes read, audit
+rows and events, `COMMIT`), the tool's effect (7: `BEGIN`, its own 3, its outcome, its event,
+`COMMIT`), the end (1). Server transactions: 3. An approval turn: 16 round trips in 6 server
+transactions and 5 commits (17 before the decision read the resumed calls, 20 before the message's
+transaction was one statement; 23 before the conversation's claim read the log, and the decision
+leased the run and read the log, in the same statement); counted
 the same way, a turn whose segments are claimed sends 28 in 7 (34 before a suspension and an end
 were one statement each)."""
 

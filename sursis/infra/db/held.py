@@ -69,6 +69,11 @@ def hold(session: AsyncSession, target: sa.Table | HeldUpdate, rows: Sequence[di
     held.setdefault(target, []).extend(rows)
 
 
+def held(session: AsyncSession) -> bool:
+    """Whether the transaction holds a write (or a guard) it has not sent yet."""
+    return bool(session.info.get(HELD_KEY)) or GUARD_KEY in session.info
+
+
 def take_held(session: AsyncSession) -> Held:
     held: Held = session.info.pop(HELD_KEY, {})
     return held
