@@ -10,8 +10,15 @@ from sursis.domain.agent_ports import RunNotifier, ToolCatalog
 from sursis.domain.approval_votes import with_approval
 from sursis.domain.clock import Clock, utcnow
 from sursis.domain.errors import NotFound, ValidationFailed
-from sursis.domain.hand_off import RunHandOff
-from sursis.domain.ports import NoMetrics, ServiceMetrics, UnitOfWork, UnitOfWorkFactory
+from sursis.domain.hand_off import RunHandOff, SegmentStartRead
+from sursis.domain.ports import (
+    HeldConditionFailed,
+    NoMetrics,
+    SeenConversation,
+    ServiceMetrics,
+    UnitOfWork,
+    UnitOfWorkFactory,
+)
 from sursis.domain.records import Conversation, Principal, Run, StoredMessage
 from sursis.domain.retention import raise_if_purged
 from sursis.domain.run_queue import check_content, queue_or_hand_off
@@ -124,21 +131,36 @@ class ConversationService:
         check_content(content, self.max_content_chars)
         now = self.clock()
         lease = self.hand_off.reserve() if self.hand_off is not None else None
+        hand_off = None if lease is None or self.hand_off is None else (self.hand_off, lease)
         try:
-            async with self.uow() as uow:
-                conversation = await visible_conversation(uow, principal, conversation_id)
-                run, start = await queue_or_hand_off(
-                    uow,
-                    principal.id,
-                    conversation,
-                    content,
-                    now,
-                    channel,
-                    role=principal.role.value,
-                    hand_off=None if lease is None or self.hand_off is None else (self.hand_off, lease),
-                    stream=stream,
-                )
-                await uow.commit()
+            log_after = hand_off[0].log_position(conversation_id) if hand_off is not None else None
+            async with self.uow.reader() as reader:
+                read = await _visible_seen(reader, principal, conversation_id, log_after)
+
+            async def queue(seen: SeenConversation | None) -> tuple[Run, SegmentStartRead | None]:
+                async with self.uow() as uow:
+                    queued = await queue_or_hand_off(
+                        uow,
+                        principal.id,
+                        conversation,
+                        content,
+                        now,
+                        channel,
+                        role=principal.role.value,
+                        hand_off=hand_off,
+                        stream=stream,
+                        seen=seen,
+                    )
+                    await uow.commit()
+                return queued
+
+            conversation = read.conversation
+            try:
+                # A free conversation is claimed by the transaction's one statement, held to its
+                # commit, as long as its row is still the one read (the log read with it current).
+                run, start = await queue(read if conversation.active_run_id is None else None)
+            except HeldConditionFailed:
+                run, start = await queue(None)  # changed since: claimed in a transaction of its own
         except BaseException:
             if lease is not None and self.hand_off is not None:
                 self.hand_off.cancel(lease)
@@ -151,11 +173,26 @@ class ConversationService:
         return run
 
 
+async def _visible_seen(
+    uow: UnitOfWork, principal: Principal, conversation_id: uuid.UUID, log_after: int | None
+) -> SeenConversation:
+    """`visible_conversation`, as a claim in a later transaction may require it unchanged."""
+    seen = await uow.conversations.seen(conversation_id, log_after)
+    await _visible(uow, principal, conversation_id, seen.conversation if seen is not None else None)
+    assert seen is not None  # `_visible` raised otherwise
+    return seen
+
+
 async def visible_conversation(
     uow: UnitOfWork, principal: Principal, conversation_id: uuid.UUID
 ) -> Conversation:
     """The conversation, if the principal may converse in its workspace; `NotFound` otherwise."""
-    conversation = await uow.conversations.get(conversation_id)
+    return await _visible(uow, principal, conversation_id, await uow.conversations.get(conversation_id))
+
+
+async def _visible(
+    uow: UnitOfWork, principal: Principal, conversation_id: uuid.UUID, conversation: Conversation | None
+) -> Conversation:
     if conversation is None:
         await raise_if_purged(uow, principal, conversation_id)
     if conversation is None or not principal.can_see(conversation.workspace):

@@ -12,12 +12,14 @@ from typing import Any, Protocol, Self
 from sursis.domain.access_ports import ApiKeyRepository, AuthorizationRepository
 from sursis.domain.approvers import ApproverRepository
 from sursis.domain.channel_ports import ChannelRepository
+from sursis.domain.conversation_ports import ConversationRepository as ConversationRepository
+from sursis.domain.conversation_ports import HeldConditionFailed as HeldConditionFailed
+from sursis.domain.conversation_ports import SeenConversation as SeenConversation
 from sursis.domain.customer_ports import WorkspaceRepository
 from sursis.domain.event_ports import EventRepository, OutboxRepository, WebhookRepository
 from sursis.domain.records import (
     AuditEntry,
     AuditQuery,
-    Conversation,
     PendingCall,
     Run,
     RunError,
@@ -39,35 +41,6 @@ class LeaseAhead:
     owner: str
     until: datetime
     log_after: int
-
-
-class ConversationRepository(Protocol):
-    async def add(self, conversation: Conversation) -> None: ...
-    async def get(self, conversation_id: uuid.UUID) -> Conversation | None: ...
-    async def purged(self, conversation_id: uuid.UUID) -> str | None:
-        """The workspace of a conversation retention purged (its tombstone); None otherwise."""
-        ...
-
-    async def forks(self, conversation_id: uuid.UUID) -> list[Conversation]:
-        """The conversations forked from this one, oldest first."""
-        ...
-
-    async def claim_active_run(
-        self,
-        conversation_id: uuid.UUID,
-        run_id: uuid.UUID,
-        now: datetime,
-        *,
-        log_after: int | None = None,
-    ) -> bool:
-        """Set the active run only if there is none; False when another run holds it. With
-        `log_after` (the seq of its log the caller has read up to), the log after it may be read by
-        the same statement, for this transaction's next `messages.read` of it."""
-        ...
-
-    async def release_active_run(
-        self, conversation_id: uuid.UUID, run_id: uuid.UUID, now: datetime
-    ) -> None: ...
 
 
 class MessageRepository(Protocol):
@@ -291,6 +264,16 @@ class AuditRepository(Protocol):
     """Append-only: there is no update or delete, by design."""
 
     async def append(self, entry: AuditEntry, now: datetime) -> None: ...
+    async def append_unless_newest(
+        self, entry: AuditEntry, now: datetime, *, among: tuple[str, ...], naming: str, unless: str
+    ) -> bool:
+        """`append`, as the transaction's first statement held to the commit, if the newest row of
+        the entry's conversation among the actions `among` whose details name the tool call
+        `naming` is not `unless`: True, and the commit raises `HeldConditionFailed` (nothing
+        written) if it is, or if the store cannot tell it there. False, nothing appended: the
+        store cannot hold it (read with `search`, then `append`)."""
+        ...
+
     async def flush(self) -> None:
         """Write the rows appended so far now rather than at commit."""
         ...

@@ -9,7 +9,7 @@ from typing import Any
 from sursis.domain.errors import RunActive, ValidationFailed
 from sursis.domain.events import publish_run_status
 from sursis.domain.hand_off import RunHandOff, SegmentStartRead, SlotLease, leased
-from sursis.domain.ports import UnitOfWork
+from sursis.domain.ports import SeenConversation, UnitOfWork
 from sursis.domain.records import AuditEntry, Conversation, PendingCall, Run
 from sursis.domain.states import PendingStatus, RunStatus
 
@@ -35,12 +35,15 @@ async def queue_or_hand_off(
     role: str | None = None,
     hand_off: tuple[RunHandOff, SlotLease] | None = None,
     stream: bool | None = None,
+    seen: SeenConversation | None = None,
 ) -> tuple[Run, SegmentStartRead | None]:
     """The queued run of `content`, or `RunActive` (nothing written) while another run holds the
     conversation. `actor` (with its `role`) is recorded as the run's starter. With `hand_off` (a
     reserved slot of this process) the run is written leased to that slot, as its claim would leave
     it, with the claim's audit row and event, and what its first segment starts from is read in the
-    same transaction (`hand_off.py`). `stream` None: the run streams if it came from `web`."""
+    same transaction (`hand_off.py`). `stream` None: the run streams if it came from `web`. `seen`:
+    the conversation as a read before this transaction saw it; the claim may then be held to the
+    commit, which raises `HeldConditionFailed` if the row changed since (`claim_active_run`)."""
     run = Run.queued(
         conversation.id,
         conversation.workspace,
@@ -53,7 +56,10 @@ async def queue_or_hand_off(
         stream=stream,
     )
     log_after = hand_off[0].log_position(conversation.id) if hand_off is not None else None
-    if not await uow.conversations.claim_active_run(conversation.id, run.id, now, log_after=log_after):
+    claimed = await uow.conversations.claim_active_run(
+        conversation.id, run.id, now, log_after=log_after, seen=seen
+    )
+    if not claimed:
         fresh = await uow.conversations.get(conversation.id)
         active = fresh.active_run_id if fresh else None
         pending = await uow.pending.for_run(active, PendingStatus.AWAITING) if active else []

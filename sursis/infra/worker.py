@@ -20,7 +20,7 @@ from sursis.domain.clock import Clock
 from sursis.domain.encryption import EncryptedValueUnreadable, EncryptionKeyUnavailable, UnsealedValue
 from sursis.domain.events import publish_run_status
 from sursis.domain.hand_off import SegmentStartRead, SlotLease
-from sursis.domain.ports import UnitOfWork, UnitOfWorkFactory
+from sursis.domain.ports import HeldConditionFailed, UnitOfWork, UnitOfWorkFactory
 from sursis.domain.records import AuditEntry, Run
 from sursis.domain.states import RunStatus
 from sursis.infra.faults import crash_point
@@ -281,8 +281,8 @@ class Worker:
         """
         try:
             return await self._runner.read_segment(uow, run), None
-        except sa_exc.SQLAlchemyError:
-            raise
+        except (sa_exc.SQLAlchemyError, HeldConditionFailed):
+            raise  # the transaction's own failures (a held claim that did not hold) are its caller's
         except (EncryptionKeyUnavailable, EncryptedValueUnreadable) as exc:
             log.error("worker.segment_start_unreadable", run_id=str(run.id), code=exc.code, error=exc.message)
             if isinstance(exc, UnsealedValue) and not exc.recorded:

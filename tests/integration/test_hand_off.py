@@ -35,19 +35,23 @@ SUSPEND_COMMITS = 2
 RESUME_COMMITS = 3
 """The decision, with the run leased again (and the resumed segment's start read); the tool's
 effect with its outcome; the end."""
-SUSPEND_ROUND_TRIPS = 6
+MESSAGE_READERS = 1
+"""The message's conversation read (with its log after what the worker holds) by a reader, before
+the transaction that takes it."""
+SUSPEND_ROUND_TRIPS = 3
 """PostgreSQL, what the driver sends once each statement is prepared on its connection: the
-message's transaction (5: `BEGIN`, the conversation read, taken with the log after what the worker
-holds, the run leased with its audit rows and events, `COMMIT`) and the suspension (1: one
-statement, the whole transaction, no `BEGIN`/`COMMIT`). Server transactions: 2, one per commit
-(the first turn adds the 3 policy reads)."""
-RESUME_ROUND_TRIPS = 14
-"""The decision's transaction (6: `BEGIN`, the call read, decided with the run leased to this
-process's worker and its log read, the pending calls with their outcomes, audit rows and events,
-`COMMIT`), the tool's effect (7: `BEGIN`, its own 3, its outcome, its event, `COMMIT`), the end (1).
-Server transactions: 3. An approval turn: 20 round trips in 5 server transactions and 5 commits (23
-before the conversation's claim read the log, and the decision leased the run and read the log, in
-the same statement); counted
+message (2: the conversation read with its log, in autocommit; the conversation taken, held as
+the guard of the statement that writes the run leased with its audit rows and events: the whole
+transaction, no `BEGIN`/`COMMIT`) and the suspension (1: one statement, the whole transaction).
+Server transactions: 3, the read's and one per commit (the first turn adds the 3 policy reads)."""
+RESUME_ROUND_TRIPS = 13
+"""The decision's transaction (5: `BEGIN`, the call read, decided with the run leased to this
+process's worker, its log and the pending calls it resumes with and their outcomes read, audit
+rows and events, `COMMIT`), the tool's effect (7: `BEGIN`, its own 3, its outcome, its event,
+`COMMIT`), the end (1). Server transactions: 3. An approval turn: 16 round trips in 6 server
+transactions and 5 commits (17 before the decision read the resumed calls, 20 before the message's
+transaction was one statement; 23 before the conversation's claim read the log, and the decision
+leased the run and read the log, in the same statement); counted
 the same way, a turn whose segments are claimed sends 28 in 7 (34 before a suspension and an end
 were one statement each)."""
 
@@ -116,12 +120,12 @@ async def _three_turns(container: Container, seeded: str, sent: RoundTrips) -> N
         await asyncio.sleep(0.05)  # the segment's last commit is in; nothing else may follow
         assert len(commits) == SUSPEND_COMMITS, f"turn {turn}: suspend path"
         readers = 2 if turn == 0 else 0  # the workspace's policy and ladder, read once
-        assert len(begins) == SUSPEND_COMMITS + readers, f"turn {turn}: suspend path"
+        assert len(begins) == SUSPEND_COMMITS + MESSAGE_READERS + readers, f"turn {turn}: suspend path"
         assert not [s for s in statements if "claimed" in s], "a handed-off run is not claimed"
         if dialect == "postgresql":
             first = POLICY_READ if turn == 0 else 0
             assert sent.round_trips() == SUSPEND_ROUND_TRIPS + first, (turn, sent.ours)
-            assert sent.transactions() == SUSPEND_COMMITS + first, (turn, sent.ours)
+            assert sent.transactions() == SUSPEND_COMMITS + MESSAGE_READERS + first, (turn, sent.ours)
             assert_prepared_once_by_name(sent)
 
         async with container.uow() as uow:

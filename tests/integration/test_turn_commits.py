@@ -30,14 +30,15 @@ the run's end with the tool's result message, the final answer, its last text de
 closing events."""
 
 
-SUSPEND_STATEMENTS = {"sqlite": 15, "postgresql": 6}
-"""SQLite: message (5: the conversation read and taken, the run, its audit row, its event), claim
+SUSPEND_STATEMENTS = {"sqlite": 15, "postgresql": 5}
+"""SQLite: message (5: the conversation read, then taken, the run, its audit row, its event), claim
 with the segment's start (4: the run, the log, audit, event), suspension (6: the run, the pending call, one look-up for webhooks or channel bindings, messages,
 audit rows, events).
 
 PostgreSQL holds every write whose outcome nobody reads to the transaction's last statement
 (`held`), which also answers the delivery look-up, and a claim reads the run's log in the same
-statement: message (3: the conversation read and taken; the run, audit and event), claim (2: the
+statement: message (2: the conversation read; taken, as the guard of the statement that writes the
+run, audit and event), claim (2: the
 run with its log; audit and event), suspension (1: the run's state, conditional on the lease, as the
 guard of the statement that writes the pending call, messages, audit and events). Each event's
 insert there also takes the conversation's lock and sends the notifications.
@@ -58,28 +59,31 @@ events), claim (3: the run
 with its log, the pending calls with their stored outcomes; audit and event), the tool's effect (5: its own 3, the
 outcome; the event), the end (1: the run's end, conditional on the lease, guarding the conversation
 freed, messages, audit, events)."""
-SUSPEND_TRANSACTIONS = 3
-"""Message, claim (the segment's start read in it), suspension; the first turn adds the policy reads
-(readers: a deferred BEGIN on SQLite; on PostgreSQL autocommit, which SQLAlchemy still counts)."""
+SUSPEND_TRANSACTIONS = 4
+"""The message's conversation read (a reader), the message, claim (the segment's start read in it),
+suspension; the first turn adds the policy reads (readers: a deferred BEGIN on SQLite; on
+PostgreSQL autocommit, which SQLAlchemy still counts)."""
 RESUME_TRANSACTIONS = 4
 
-SUSPEND_ROUND_TRIPS = 10
+SUSPEND_ROUND_TRIPS = 7
 """PostgreSQL, what the driver sends (`round_trips`) once each statement is prepared on its
-connection: message (5: `BEGIN`, the conversation read, taken, the run with its audit row and
-event, `COMMIT`), claim (4: `BEGIN`, the claim with the log, audit and event, `COMMIT`),
+connection: message (2: the conversation read in autocommit; taken, held as the guard of the
+statement that writes the run with its audit row and event, sent without `BEGIN` and `COMMIT`), claim (4: `BEGIN`, the claim with the log, audit and event, `COMMIT`),
 suspension (1: one statement, the whole transaction, sent without `BEGIN` and `COMMIT`). The first
 turn adds the policy reads (3, each a reader's statement in autocommit)."""
-SUSPEND_SERVER_TRANSACTIONS = 3
-"""The message's and the claim's transactions, and the suspension's statement (a transaction of
-its own on the server); the first turn adds the 3 policy reads."""
+SUSPEND_SERVER_TRANSACTIONS = 4
+"""The message's read and statement, the claim's transaction, and the suspension's statement (each
+statement outside `BEGIN` a transaction of its own on the server); the first turn adds the 3 policy
+reads."""
 RESUME_ROUND_TRIPS = 18
 """Resolve (5: `BEGIN`, the call read, decided with the run re-queued, audit and events,
 `COMMIT`), claim (5: `BEGIN`, the claim with the log, the pending calls with their outcomes, audit
 and event, `COMMIT`), the tool's effect (7: `BEGIN`, its own 3, its outcome, its event, `COMMIT`),
 the end (1: one statement)."""
 RESUME_SERVER_TRANSACTIONS = 4
-"""Resolve, claim, the tool's effect, and the end's statement: with the suspension's 3, 7 server
-transactions in an approval turn (17 before a state change was one statement and a direct
+"""Resolve, claim, the tool's effect, and the end's statement: with the suspension's 4, 8 server
+transactions in an approval turn (7 before the message's transaction was one statement, its read
+one of its own; 17 before a state change was one statement and a direct
 session's statements were named; the first turn's policy reads add 3)."""
 
 

@@ -25,7 +25,7 @@ from sursis.domain.channel_records import ChannelBinding, DigestItem
 from sursis.domain.customer_ports import WorkspaceRepository
 from sursis.domain.delivery import DELIVERED_EVENT_TYPES, deliver
 from sursis.domain.event_records import OutboxItem, StoredEvent, Webhook
-from sursis.domain.ports import LeaseAhead, OpsRepository, UnitOfWork, UnitOfWorkFactory
+from sursis.domain.ports import LeaseAhead, OpsRepository, SeenConversation, UnitOfWork, UnitOfWorkFactory
 from sursis.domain.records import (
     AuditEntry,
     AuditQuery,
@@ -170,6 +170,7 @@ class FakeConversations(_Repository):
         now: datetime,
         *,
         log_after: int | None = None,
+        seen: SeenConversation | None = None,
     ) -> bool:
         rows = (await self._uow.write()).conversations
         found = rows.get(conversation_id)
@@ -177,6 +178,10 @@ class FakeConversations(_Repository):
             return False
         rows[conversation_id] = replace(found, active_run_id=run_id, updated_at=now)
         return True
+
+    async def seen(self, conversation_id: uuid.UUID, log_after: int | None) -> SeenConversation | None:
+        found = await self.get(conversation_id)
+        return SeenConversation(found) if found is not None else None
 
     async def release_active_run(self, conversation_id: uuid.UUID, run_id: uuid.UUID, now: datetime) -> None:
         rows = (await self._uow.write()).conversations
@@ -556,6 +561,11 @@ class FakeAudit(_Repository):
     async def append(self, entry: AuditEntry, now: datetime) -> None:
         rows = (await self._uow.write()).audit
         rows.append(replace(entry, id=len(rows) + 1, at=now))
+
+    async def append_unless_newest(
+        self, entry: AuditEntry, now: datetime, *, among: tuple[str, ...], naming: str, unless: str
+    ) -> bool:
+        return False
 
     async def search(self, workspace: str | None, query: AuditQuery) -> list[AuditEntry]:
         q = query

@@ -23,7 +23,7 @@ import structlog
 from pydantic_ai.exceptions import CallDeferred
 from pydantic_ai.messages import ToolCallPart
 
-from sursis.domain.ports import AuditRepository
+from sursis.domain.ports import AuditRepository, HeldConditionFailed
 from sursis.domain.records import AuditEntry, AuditQuery
 from sursis.domain.tools import PendingKind, ToolSpec
 from sursis.infra.agents.compat import call_deferred
@@ -119,18 +119,36 @@ class DispatchMark:
         or redispatched call); a call of the segment's own model response never was. `resumes`,
         asked only of a call in doubt: whether it is not in doubt after all (it resumes what it
         ran exactly once); then it runs without a new mark."""
-        if again and await self.in_doubt(deps, call.tool_call_id):
-            if resumes is not None and await resumes():
-                return
-            structlog.get_logger(self.logger).warning(
-                f"{self.name}.outcome_unknown", tool_name=spec.name, tool_call_id=call.tool_call_id
-            )
-            raise self.doubt(spec)
         details: dict[str, Any] = {"tool_call_id": call.tool_call_id, "tool_name": spec.name}
         if self.names_server:
             details |= {"server": spec.server, "schema_digest": spec.schema_digest}
-        async with deps.uow() as uow:
-            entry = deps.audit_entry(self.action, f"agent:{deps.agent_name}", details)
-            await uow.audit.append(entry, deps.clock())
-            await uow.commit()
+        entry = deps.audit_entry(self.action, f"agent:{deps.agent_name}", details)
+        if not (again and await self._marked_unless_in_doubt(deps, entry, call.tool_call_id)):
+            if again and await self.in_doubt(deps, call.tool_call_id):
+                if resumes is not None and await resumes():
+                    return
+                structlog.get_logger(self.logger).warning(
+                    f"{self.name}.outcome_unknown", tool_name=spec.name, tool_call_id=call.tool_call_id
+                )
+                raise self.doubt(spec)
+            async with deps.uow() as uow:
+                await uow.audit.append(entry, deps.clock())
+                await uow.commit()
         crash_point(f"{self.name}_dispatched:{spec.name}")
+
+    async def _marked_unless_in_doubt(self, deps: RunDeps, entry: AuditEntry, tool_call_id: str) -> bool:
+        """The mark written by the statement that asks whether the call is in doubt, where the
+        store can (`AuditRepository.append_unless_newest`); False, nothing written: in doubt, or
+        not told there (`in_doubt` tells)."""
+        async with deps.uow() as uow:
+            among = (self.action, *self.settled_by)
+            held = await uow.audit.append_unless_newest(
+                entry, deps.clock(), among=among, naming=tool_call_id, unless=self.action
+            )
+            if not held:
+                return False
+            try:
+                await uow.commit()
+            except HeldConditionFailed:
+                return False
+        return True

@@ -25,6 +25,7 @@ from sursis.infra.db.held import (
     Guard,
     GuardFailed,
     encode_rows,
+    failed_guard,
     guard_statement,
     held_params,
     take_guard,
@@ -185,6 +186,8 @@ class SqlEventRepository:
                 self._undelivered.append(_stored(int(event_id or 0), event))
 
     async def _flush_postgres(self, audit: Sequence[dict[str, Any]], alone: bool) -> None:
+        if failed_guard(self._session):
+            raise GuardFailed()
         tables = take_held(self._session)
         guard = take_guard(self._session)
         if audit:
@@ -214,9 +217,10 @@ class SqlEventRepository:
         if alone:  # nothing was sent before: the connection is taken in autocommit
             await self._session.connection(execution_options=AUTOCOMMIT)
         written = await self._write_held(tuple(inserts), bool(held), guard, alone, params)
-        if gated and not written and alone:
+        if gated and not written and alone and held:
             # Nothing written: an event to deliver, or the guard. The statement goes again, in a
             # transaction this time (the autocommit connection goes back to the pool unused).
+            # Without events it was the guard alone: nothing to send again.
             await self._session.rollback()
             written = await self._write_held(tuple(inserts), bool(held), guard, False, params)
         if gated and not written:

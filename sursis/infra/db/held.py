@@ -36,10 +36,11 @@ from sqlalchemy.dialects import postgresql
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import Session
 
-from sursis.domain.errors import Error
+from sursis.domain.ports import HeldConditionFailed
 
 HELD_KEY = "sursis.held"
 GUARD_KEY = "sursis.guard"
+GUARD_FAILED_KEY = "sursis.guard_failed"
 BEGUN_KEY = "sursis.begun"
 READ_AHEAD_KEY = "sursis.log_read_ahead"
 _DIALECT = postgresql.dialect()  # type: ignore[no-untyped-call]
@@ -68,6 +69,11 @@ def hold(session: AsyncSession, target: sa.Table | HeldUpdate, rows: Sequence[di
     held.setdefault(target, []).extend(rows)
 
 
+def held(session: AsyncSession) -> bool:
+    """Whether the transaction holds a write (or a guard) it has not sent yet."""
+    return bool(session.info.get(HELD_KEY)) or GUARD_KEY in session.info
+
+
 def take_held(session: AsyncSession) -> Held:
     held: Held = session.info.pop(HELD_KEY, {})
     return held
@@ -87,8 +93,10 @@ def begun(session: AsyncSession) -> bool:
     return bool(session.info.get(BEGUN_KEY))
 
 
-class GuardFailed(Error):
-    """The held state change matched no row (`hold_guard`): the transaction wrote nothing."""
+class GuardFailed(HeldConditionFailed):
+    """The held state change matched no row (`hold_guard`): the transaction wrote nothing. Once
+    raised, the transaction writes nothing more: what it held is dropped, and its commit raises
+    again (`failed_guard`), so a caller that met it in a read cannot commit the rest unguarded."""
 
     code = "guard_failed"
 
@@ -124,6 +132,11 @@ def take_guard(session: AsyncSession) -> Guard | None:
     return guard
 
 
+def failed_guard(session: AsyncSession) -> bool:
+    """Whether the transaction's held guard matched no row (`flush_held`): it may write nothing."""
+    return bool(session.info.get(GUARD_FAILED_KEY))
+
+
 def guard_statement(guard: Guard, cte: bool) -> Any:
     """The guard as a statement of its own, or (`cte`) as the text of the CTE `guard`."""
     if cte:
@@ -135,8 +148,12 @@ async def flush_held(session: AsyncSession) -> None:
     """Write everything held now, in the order first held, before the transaction reads or changes
     a table that may be held. A held guard runs first, as a statement of its own; one that matches
     no row raises `GuardFailed` (the caller's transaction rolls back)."""
+    if failed_guard(session):
+        raise GuardFailed()
     guard = take_guard(session)
     if guard is not None and not (await session.execute(guard_statement(guard, False), guard.params)).first():
+        session.info[GUARD_FAILED_KEY] = True
+        take_held(session)
         raise GuardFailed()
     for target, rows in take_held(session).items():
         if isinstance(target, HeldUpdate):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from datetime import datetime
 from typing import Any
 
@@ -11,6 +12,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from sursis.domain.encryption import Cipher
 from sursis.domain.records import AuditEntry, AuditQuery
 from sursis.infra.db import tables as t
+from sursis.infra.db.held import Guard, hold_guard, may_guard
 from sursis.infra.db.repositories.base import SqlRepository
 from sursis.infra.db.rows import record_from_row, row_values
 from sursis.infra.db.sealing import AUDIT_LOG
@@ -43,6 +45,29 @@ class SqlAuditRepository(SqlRepository):
             },
         )
 
+    async def append_unless_newest(
+        self, entry: AuditEntry, now: datetime, *, among: tuple[str, ...], naming: str, unless: str
+    ) -> bool:
+        cipher = self._cipher
+        if (
+            entry.conversation_id is None
+            or not may_guard(self._session)
+            or cipher.active_key_id is not None
+            or cipher.refuses_plaintext
+        ):
+            return False
+        params: dict[str, Any] = {
+            "g_conversation_id": entry.conversation_id,
+            "g_workspace": entry.workspace,
+            "g_naming": naming,
+            "g_unless": unless,
+        }
+        params |= {f"g_among_{i}": action for i, action in enumerate(among)}
+        sql, types = _unless_newest_guard(len(among))
+        hold_guard(self._session, Guard(sql, params, types))
+        await self.append(entry, now)
+        return True
+
     def take_held(self) -> list[dict[str, Any]]:
         """The held rows, sealed, for a writer that sends them with other rows (the events')."""
         held, self._held = self._held, []
@@ -73,6 +98,34 @@ class SqlAuditRepository(SqlRepository):
         order = c.id.desc() if query.newest_first else c.id
         rows = await self._session.execute(select.order_by(order).limit(query.limit))
         return [audit_entry(row, self._cipher) for row in rows]
+
+
+@functools.cache
+def _unless_newest_guard(actions: int) -> tuple[str, tuple[tuple[str, Any], ...]]:
+    """PostgreSQL: `append_unless_newest`'s condition as a held guard (`held.Guard`), a row when it
+    holds. The newest row of the conversation among the actions that names the call, or that is
+    sealed (its details a JSON string, not an object: whether it names the call cannot be told in
+    SQL), must be a plaintext row of another action than `g_unless`, or there must be none; the
+    conversation's index serves it newest first."""
+    among = ", ".join(f":g_among_{i}" for i in range(actions))
+    sql = (
+        "SELECT 1 AS ok WHERE NOT EXISTS (SELECT 1 FROM ("
+        "SELECT m.action, jsonb_typeof(m.details) = 'object' AS plain FROM audit_log m "
+        "WHERE m.conversation_id = :g_conversation_id AND m.workspace = :g_workspace "
+        f"AND m.action IN ({among}) AND (jsonb_typeof(m.details) <> 'object' "
+        "OR m.details -> 'tool_call_id' = to_jsonb(CAST(:g_naming AS text))) "
+        "ORDER BY m.id DESC LIMIT 1) newest "
+        "WHERE NOT newest.plain OR newest.action = :g_unless)"
+    )
+    c = t.audit_log.c
+    types: tuple[tuple[str, Any], ...] = (
+        ("g_conversation_id", c.conversation_id.type),
+        ("g_workspace", c.workspace.type),
+        ("g_naming", sa.Text()),
+        ("g_unless", c.action.type),
+        *((f"g_among_{i}", c.action.type) for i in range(actions)),
+    )
+    return sql, types
 
 
 def audit_entry(row: Any, cipher: Cipher) -> AuditEntry:

@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
+import functools
 import uuid
 from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
 
+from sursis.domain.ports import SeenConversation
 from sursis.domain.records import (
     Conversation,
 )
 from sursis.infra.db import tables as t
-from sursis.infra.db.held import HeldUpdate, hold, holds, read_ahead
+from sursis.infra.db.held import Guard, HeldUpdate, hold, hold_guard, holds, may_guard, read_ahead
 from sursis.infra.db.repositories.base import HeldSqlRepository
 from sursis.infra.db.repositories.run_statements import LOG_COLUMNS
 from sursis.infra.db.retention_tables import purged_conversations
@@ -55,6 +57,41 @@ the row, so the update, which waits for that run's transaction and then re-reads
 nothing, and the claim is made again by `_CLAIM_ACTIVE_RUN` alone, the log read after it. Only the
 run holding the conversation appends to its log, so a row unchanged since the snapshot means a log
 unchanged since then."""
+_VERSION = sa.literal_column("CAST(conversations.xmin AS text)", sa.Text()).label("version")
+
+
+@functools.cache
+def _seen_statement(with_log: bool) -> Any:
+    """PostgreSQL: the conversation, its row's version (`xmin`), and with `with_log` its log after
+    `log_after` read in the same statement (one row a message, one with no message when none)."""
+    if not with_log:
+        return sa.select(t.conversations, _VERSION).where(_c.id == sa.bindparam("conversation_id"))
+    m = t.messages.c
+    log = sa.and_(m.conversation_id == _c.id, m.seq > sa.bindparam("log_after", type_=sa.Integer()))
+    return (
+        sa.select(t.conversations, _VERSION, *(m[name].label(f"log_{name}") for name in LOG_COLUMNS))
+        .select_from(t.conversations.outerjoin(t.messages, log))
+        .where(_c.id == sa.bindparam("conversation_id"))
+        .order_by(m.seq)
+    )
+
+
+_CLAIM_GUARD = (
+    "UPDATE conversations SET active_run_id = :g_run_id, updated_at = :g_now "
+    "WHERE id = :g_conversation_id AND active_run_id IS NULL AND CAST(xmin AS text) = :g_version "
+    "RETURNING id"
+)
+"""PostgreSQL: the claim held to the commit (`held.Guard`), holding only if the conversation's row is
+still the version a read of an earlier statement saw (`SqlConversationRepository.seen`): a run that
+took and freed the conversation since, its log written, changed the row, and the claim writes
+nothing. Only the run holding the conversation appends to its log, so a row unchanged since the
+read means a log unchanged since then."""
+_CLAIM_GUARD_TYPES = (
+    ("g_run_id", _c.active_run_id.type),
+    ("g_now", _c.updated_at.type),
+    ("g_conversation_id", _c.id.type),
+    ("g_version", sa.Text()),
+)
 _RELEASE_ACTIVE_RUN = (
     t.conversations.update()
     .where(_c.id == sa.bindparam("b_conversation_id"), _c.active_run_id == sa.bindparam("b_run_id"))
@@ -103,7 +140,15 @@ class SqlConversationRepository(HeldSqlRepository):
         now: datetime,
         *,
         log_after: int | None = None,
+        seen: SeenConversation | None = None,
     ) -> bool:
+        if seen is not None and seen.version is not None and may_guard(self._session):
+            if isinstance(seen.log, tuple):
+                read_ahead(self._session, conversation_id, *seen.log)
+            guarded = {"g_run_id": run_id, "g_now": now, "g_conversation_id": conversation_id}
+            guarded["g_version"] = seen.version
+            hold_guard(self._session, Guard(_CLAIM_GUARD, guarded, _CLAIM_GUARD_TYPES))
+            return True
         params: dict[str, Any] = {"b_conversation_id": conversation_id, "b_run_id": run_id, "b_now": now}
         if log_after is not None and self._postgres:
             rows = await self._rows(_CLAIM_WITH_LOG, {**params, "b_log_after": log_after})
@@ -119,6 +164,28 @@ class SqlConversationRepository(HeldSqlRepository):
                 read_ahead(self._session, conversation_id, log_after, log)
                 return True
         return await self._count(_CLAIM_ACTIVE_RUN, params) == 1
+
+    async def seen(self, conversation_id: uuid.UUID, log_after: int | None) -> SeenConversation | None:
+        if not self._postgres:
+            found = await self.get(conversation_id)
+            return SeenConversation(found) if found is not None else None
+        params: dict[str, Any] = {"conversation_id": conversation_id}
+        if log_after is not None:
+            params["log_after"] = log_after
+        rows = await self._rows(_seen_statement(log_after is not None), params)
+        if not rows:
+            return None
+        first = rows[0]._mapping
+        conversation = Conversation(**{c.name: first[c.name] for c in t.conversations.c})
+        log = None
+        if log_after is not None:
+            kept = [
+                {"conversation_id": conversation_id, **{n: row._mapping[f"log_{n}"] for n in LOG_COLUMNS}}
+                for row in rows
+                if row._mapping["log_seq"] is not None
+            ]
+            log = (log_after, kept)
+        return SeenConversation(conversation, first["version"], log)
 
     async def release_active_run(self, conversation_id: uuid.UUID, run_id: uuid.UUID, now: datetime) -> None:
         if holds(self._session):

@@ -67,9 +67,10 @@ class SqlMessageRepository(SqlRepository):
         return int(value or 0)
 
     async def read(self, conversation_id: uuid.UUID, after_seq: int = 0) -> list[StoredMessage]:
-        await flush_held(self._session)
+        # A log read ahead is the whole tail (appending to it drops it): nothing held to write first.
         kept = take_read_ahead(self._session, conversation_id, after_seq)
         if kept is not None:
             return [StoredMessage(**MESSAGES.open(self._cipher, OpenedRow(row))) for row in kept]
+        await flush_held(self._session)
         rows = await self._fetch(_READ, {"conversation_id": conversation_id, "after_seq": after_seq})
         return [StoredMessage(**MESSAGES.open(self._cipher, row)) for row in rows]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -21,11 +21,15 @@ from sursis.domain.tools import Category, Executor, PendingKind
 from sursis.infra.db import approver_tables as ap
 from sursis.infra.db import tables as t
 from sursis.infra.db.approver_tables import route_row
-from sursis.infra.db.held import hold, holds
+from sursis.infra.db.held import held, hold, holds
 from sursis.infra.db.repositories.base import HeldSqlRepository, rowcount
+from sursis.infra.db.repositories.decision_statements import (
+    OUTCOMES_AHEAD_KEY,
+    covered,
+    decide_and_lease_statement,
+    decided_row,
+)
 from sursis.infra.db.repositories.run_statements import (
-    LOG_COLUMNS,
-    lease_on_last_awaiting_statement,
     resolve_one_awaiting_statement,
 )
 from sursis.infra.db.repositories.runs import keep_leased
@@ -129,40 +133,7 @@ def _decide_statement() -> Any:
 _DECIDE = _decide_statement()
 
 
-def _decide_and_lease_statement() -> Any:
-    """PostgreSQL: `_DECIDE`, and the run, when the decision is the last it awaited, leased to
-    `b_owner` (`lease_on_last_awaiting_statement`) rather than re-queued, with its conversation's log
-    after `b_log_after`: the decision, the re-queue, the lease and the segment's log in one
-    statement. Always one row or more: the first says whether the decision won (`decided`) and the
-    run's new status (none when the run was not suspended); a leased run's log, one row a message.
-    The log is read in the statement's snapshot: the run was suspended until this statement, and
-    only the segment holding its lease appends to its conversation."""
-    decided = _TRANSITION[True].returning(_c.run_id).cte("decided")
-    leased = lease_on_last_awaiting_statement(sa.select(decided.c.run_id).scalar_subquery()).cte("leased")
-    answer = sa.select(
-        sa.select(sa.func.count()).select_from(decided).scalar_subquery().label("decided")
-    ).subquery("answer")
-    m = t.messages.c
-    after = sa.bindparam("b_log_after", type_=sa.Integer())
-    log = sa.and_(
-        leased.c.status == RunStatus.RUNNING.value,
-        m.conversation_id == leased.c.conversation_id,
-        m.seq > after,
-    )
-    joined = answer.outerjoin(leased, sa.true()).outerjoin(t.messages, log)
-    return (
-        sa.select(
-            answer.c.decided,
-            leased,
-            after.label("log_after"),
-            *(m[name].label(f"log_{name}") for name in LOG_COLUMNS),
-        )
-        .select_from(joined)
-        .order_by(m.seq)
-    )
-
-
-_DECIDE_AND_LEASE = _decide_and_lease_statement()
+_DECIDE_AND_LEASE = decide_and_lease_statement(_TRANSITION[True])
 
 
 def _with_outcomes_statement() -> Any:
@@ -266,13 +237,25 @@ class SqlPendingCallRepository(HeldSqlRepository):
         if not self._postgres:
             found = await self.by_tool_call_ids(conversation_id, ids)
             return found, await SqlToolCallRepository(self._session).for_ids(conversation_id, ids)
+        ahead = self._session.info.pop(OUTCOMES_AHEAD_KEY, None)
+        wanted = set(ids)
+        fresh = not held(self._session)
+        if ahead is not None and ahead[0] == conversation_id and wanted <= ahead[1] and fresh:
+            # Read by the decision's statement; nothing written since but what it decided.
+            rows = [r for r in ahead[2] if r._mapping["p_tool_call_id"] in wanted]
+            return self._with_outcomes(rows, lambda m: OpenedRow(decided_row(m, ahead[3])))
         rows = await self._rows(_WITH_OUTCOMES, {"conversation_id": conversation_id, "ids": list(ids)})
+        return self._with_outcomes(rows, lambda m: _side(m, "p_", t.pending_calls))
+
+    def _with_outcomes(
+        self, rows: Sequence[Any], pending_side: Callable[[Any], OpenedRow]
+    ) -> tuple[list[PendingCall], dict[str, ToolCallRecord]]:
         calls: dict[uuid.UUID, PendingCall] = {}
         outcomes: dict[str, ToolCallRecord] = {}
         for row in rows:
             m = row._mapping
             if m["p_correlation_id"] is not None and m["p_correlation_id"] not in calls:
-                call = _pending_from_row(_side(m, "p_", t.pending_calls), self._cipher)
+                call = _pending_from_row(pending_side(m), self._cipher)
                 calls[call.correlation_id] = call
             if m["t_id"] is not None and m["t_tool_call_id"] not in outcomes:
                 outcomes[m["t_tool_call_id"]] = tool_call_from_row(_side(m, "t_", t.tool_calls), self._cipher)
@@ -332,7 +315,11 @@ class SqlPendingCallRepository(HeldSqlRepository):
                 return None
             if first["status"] != RunStatus.RUNNING.value:
                 return False
-            keep_leased(self._session, rows, self._cipher)
+            calls = [r for r in rows if r._mapping["p_correlation_id"] is not None]
+            logged = [r for r in rows if r._mapping["p_correlation_id"] is None]
+            keep_leased(self._session, logged, self._cipher)
+            if first["seen_awaiting"] == 1:  # the calls it read are current (`decide_and_lease_statement`)
+                self._session.info[OUTCOMES_AHEAD_KEY] = (call.conversation_id, covered(calls), calls, params)
             return True
         if self._postgres:
             [(decided, status)] = await self._rows(_DECIDE, params)

@@ -1,0 +1,95 @@
+"""PostgreSQL: the decision that frees a suspended run's last awaiting call, the run leased to the
+deciding process's worker, and what its segment starts from (its log, the calls it resumes with and
+their outcomes), in one statement (`PendingCallRepository.decide(lease=)`)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import sqlalchemy as sa
+
+from sursis.domain.states import RunStatus
+from sursis.infra.db import tables as t
+from sursis.infra.db.repositories.run_statements import LOG_COLUMNS, lease_on_last_awaiting_statement
+
+OUTCOMES_AHEAD_KEY = "sursis.outcomes_ahead"
+
+
+def decide_and_lease_statement(transition: Any) -> Any:
+    """`transition` (the call's conditional update), and the run, when the decision is the last it
+    awaited, leased to `b_owner` (`lease_on_last_awaiting_statement`) rather than re-queued, with
+    its conversation's log after `b_log_after`. Always one row or more: each says whether the
+    decision won (`decided`) and the run's new status (none when the run was not suspended); a
+    leased run's log, one row a message (`log_*`); then the pending calls of the conversation whose
+    tool call ids are those of the run's pending calls, each with its stored outcome (`p_*`,
+    `t_*`), ordered by creation.
+
+    Everything is read in the statement's snapshot. The log is current: the run was suspended
+    until this statement, and only the segment holding its lease appends to its conversation. The
+    calls are current, but for the one decided here (the caller puts in what it wrote), when the
+    snapshot saw that call as the run's only awaiting one (`seen_awaiting` 1): every other call of
+    the run was decided, and committed, before it, and a decided call does not change again; a
+    suspended run's segment records no outcome. A decision that raced another of the same run's
+    calls sees more (the other's commit may be later than the snapshot): then the calls are read
+    again by a statement of their own (`with_outcomes`)."""
+    p, o, r = t.pending_calls, t.tool_calls, t.runs
+    decided = transition.returning(p.c.run_id).cte("decided")
+    run_id = sa.select(decided.c.run_id).scalar_subquery()
+    leased = lease_on_last_awaiting_statement(run_id).cte("leased")
+    seen_awaiting = sa.select(r.c.awaiting_count).where(r.c.id == run_id).scalar_subquery()
+    answer = sa.select(
+        sa.select(sa.func.count()).select_from(decided).scalar_subquery().label("decided"),
+        seen_awaiting.label("seen_awaiting"),
+    ).subquery("answer")
+    m = t.messages.c
+    after = sa.bindparam("b_log_after", type_=sa.Integer())
+    running = leased.c.status == RunStatus.RUNNING.value
+    log = sa.and_(running, m.conversation_id == leased.c.conversation_id, m.seq > after)
+    head = [answer.c.decided, answer.c.seen_awaiting, leased, after.label("log_after")]
+    logged = [m[name].label(f"log_{name}") for name in LOG_COLUMNS]
+    calls = [c.label(f"p_{c.name}") for c in p.c] + [c.label(f"t_{c.name}") for c in o.c]
+
+    def nulls(columns: Sequence[Any]) -> list[Any]:
+        return [sa.cast(sa.null(), c.type).label(c.name) for c in columns]
+
+    of_run = sa.select(p.c.tool_call_id).where(p.c.run_id == leased.c.id).correlate(leased)
+    named = p.alias("named")
+    resumed = sa.and_(
+        running,
+        answer.c.seen_awaiting == 1,
+        named.c.conversation_id == leased.c.conversation_id,
+        named.c.tool_call_id.in_(of_run),
+    )
+    outcome = sa.and_(
+        o.c.conversation_id == named.c.conversation_id, o.c.tool_call_id == named.c.tool_call_id
+    )
+    named_calls = [named.c[c.name].label(f"p_{c.name}") for c in p.c] + [c.label(f"t_{c.name}") for c in o.c]
+    with_log = sa.select(*head, *logged, *nulls(calls)).select_from(
+        answer.outerjoin(leased, sa.true()).outerjoin(t.messages, log)
+    )
+    with_calls = sa.select(*head, *nulls(logged), *named_calls).select_from(
+        answer.join(leased, sa.true()).join(named, resumed).outerjoin(o, outcome)
+    )
+    both = sa.union_all(with_log, with_calls).subquery("decision")
+    return sa.select(both).order_by(both.c.log_seq, both.c.p_created_at)
+
+
+def decided_row(mapping: Any, params: dict[str, Any]) -> dict[str, Any]:
+    """A call's `p_*` columns as the statement read them, under their own names, with what the
+    decision wrote when it is the call decided (`params`: the transition's)."""
+    row = {c.name: mapping[f"p_{c.name}"] for c in t.pending_calls.c}
+    if row["correlation_id"] == params["b_correlation_id"]:
+        row |= {
+            "status": params["b_status"],
+            "resolved_by": params["b_resolved_by"],
+            "reason": params["b_reason"],
+            "resolution": params["b_resolution"],
+            "resolved_at": params["b_now"],
+        }
+    return row
+
+
+def covered(rows: Sequence[Any]) -> frozenset[str]:
+    """The tool call ids whose calls and outcomes `rows` hold whole."""
+    return frozenset(r._mapping["p_tool_call_id"] for r in rows if r._mapping["p_correlation_id"] is not None)
