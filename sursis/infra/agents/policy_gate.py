@@ -1,8 +1,8 @@
 """The first link of the tool path: the policy point's decision on a call, acted on before it runs.
 
 The point is asked (failing closed); a pre-approval and a `notify` are written down before the call
-runs (an approver of a `notify` call is told), a denied call runs a typed error in place of its tool,
-and an ask is handed on to the suspension link. A call on an operator's approval is not asked again:
+runs (`clearances`), a denied call runs a typed error in place of its tool, and an ask is handed on
+to the suspension link. A call on an operator's approval is not asked again:
 its arguments are checked against the approved ones and it runs on the decision that asked for it.
 """
 
@@ -17,16 +17,13 @@ from pydantic_ai.messages import ToolCallPart
 from pydantic_core import to_jsonable_python
 
 from sursis.domain.authorizations import UnsealedPreApproval
-from sursis.domain.decision_seal import SEAL
 from sursis.domain.errors import ToolPolicyError
-from sursis.domain.events import EventType, publish
 from sursis.domain.policies import authorization_of, governed, unavailable
 from sursis.domain.policy_decisions import PolicyDecision, PolicyEffect
-from sursis.domain.sanitize import args_hash, sanitize
+from sursis.domain.sanitize import args_hash
 from sursis.domain.tools import ToolSpec
 from sursis.infra.agents.approved_args import Mismatch, check_dispatch, refuse
-from sursis.infra.agents.call_marks import AUTO_APPROVED, NOTIFIED
-from sursis.infra.agents.lift_seals import facts_of_lift, lift_sealer
+from sursis.infra.agents.clearances import recorded
 from sursis.infra.agents.redispatch import cleared_before
 from sursis.infra.agents.run_deps import RunDeps
 from sursis.infra.agents.tool_chain import POLICY, ToolCall, ToolLink, WrapperLink
@@ -73,7 +70,7 @@ class PolicyGate(WrapperLink):
         if decision.effect is PolicyEffect.ASK:
             call.asks = decision
             return
-        if not await _cleared(deps, spec, part, args, decision):
+        if not await recorded(deps, spec, part, args, decision):
             call.asks = unavailable(spec)
             return
         if decision.effect is PolicyEffect.DENY:
@@ -105,80 +102,3 @@ def denied(decision: PolicyDecision) -> WrapToolExecuteHandler:
         raise ToolPolicyError(f"Denied by policy: {reason}", code="POLICY_DENIED")
 
     return deny
-
-
-async def _cleared(
-    deps: RunDeps, spec: ToolSpec, call: ToolCallPart, args: Mapping[str, Any], decision: PolicyDecision
-) -> bool:
-    """A pre-approval and a notify written down before the call runs (a call they cleared is not
-    asked again after a crash); False when that cannot be recorded: the call is asked instead."""
-    authorization = authorization_of(decision)
-    try:
-        if authorization is not None:
-            await _audit_auto_approval(deps, spec, call, args, authorization)
-        elif decision.effect is PolicyEffect.NOTIFY:
-            await notify(deps, spec, call.tool_call_id, args, decision)
-    except Exception:
-        event = "pre_approval.unavailable" if authorization is not None else "policy.unavailable"
-        log.exception(event, tool_name=spec.name, tool_call_id=call.tool_call_id)
-        return False
-    return True
-
-
-async def notify(
-    deps: RunDeps, spec: ToolSpec, tool_call_id: str, args: Mapping[str, Any], decision: PolicyDecision
-) -> None:
-    """A call that runs now, its approvers told after: an audit row and a `policy.notified` event,
-    committed before it runs (so a crash after it does not tell them twice)."""
-    jsonable = to_jsonable_python(dict(args))
-    if deps.before_effect is not None:
-        await deps.before_effect()
-    now = deps.clock()
-    details = {
-        "tool_name": spec.name,
-        "tool_call_id": tool_call_id,
-        "args_summary": sanitize(jsonable),
-        "args_hash": args_hash(spec.name, jsonable),
-        "policy": decision.to_json(),
-    }
-    async with deps.uow() as uow:
-        await uow.audit.append(
-            deps.audit_entry(NOTIFIED, f"policy:{decision.rule or 'default'}", details), now
-        )
-        event = {"run_id": str(deps.run_id), "agent": deps.agent_name, **details}
-        await publish(uow, deps.conversation_id, deps.workspace, EventType.POLICY_NOTIFIED, event, now)
-        await uow.commit()
-
-
-async def _audit_auto_approval(
-    deps: RunDeps, spec: ToolSpec, call: ToolCallPart, args: Mapping[str, Any], authorization: str
-) -> None:
-    jsonable = to_jsonable_python(dict(args))
-    if deps.before_effect is not None:
-        await deps.before_effect()
-    now = deps.clock()
-    hashed = args_hash(spec.name, jsonable)
-    async with deps.uow() as uow:
-        details = {
-            "tool_name": spec.name,
-            "tool_call_id": call.tool_call_id,
-            "authorization_id": authorization,
-            "args_summary": sanitize(jsonable),
-            "args_hash": hashed,
-        }
-        seal = lift_sealer(deps).seal(
-            facts_of_lift(deps, call.tool_call_id, spec.name, hashed, authorization)
-        )
-        if seal is not None:
-            details[SEAL] = seal
-        await uow.audit.append(
-            deps.audit_entry(AUTO_APPROVED, f"authorization:{authorization}", details), now
-        )
-        await uow.commit()
-    log.info(
-        "pre_approval.covered",
-        tool_name=spec.name,
-        tool_call_id=call.tool_call_id,
-        authorization_id=authorization,
-        run_id=str(deps.run_id),
-    )
