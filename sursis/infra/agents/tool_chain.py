@@ -6,8 +6,9 @@ pydantic-ai's wrapper toolsets do (a link holds `next` and calls it at most once
 (`suspension.Suspension`), its dispatch (`dispatched.Dispatched`: a stored outcome replayed, or the
 dispatch marked), its execution (`tool_execution.Execution`), the record of its outcome
 (`call_outcomes.OutcomeRecord`) and its telemetry (`call_telemetry.CallTelemetry`).
-`observed.ObservedTools` assembles the chain and hands it each call. A link returns the call's
-outcome in the `{"ok": ...}` convention; the entry turns it into what the model is told.
+`observed.tool_path` assembles the chain; `observed.ObservedTools` hands it each call. A link
+returns the call's outcome in the `{"ok": ...}` convention; the entry turns it into what the model
+is told.
 """
 
 from __future__ import annotations
