@@ -31,7 +31,8 @@ from sursis.domain.records import AuditQuery
 from sursis.domain.sanitize import args_hash
 from sursis.domain.states import RunStatus
 from sursis.infra.agents.approved_args import ApprovedArgsMismatch
-from sursis.infra.agents.policy_gate import AUTO_APPROVED, cleared_before
+from sursis.infra.agents.call_marks import AUTO_APPROVED
+from sursis.infra.agents.redispatch import cleared_before
 from sursis.infra.agents.run_deps import PreApprovalPolicy, RunDeps
 from sursis.infra.db import tables as t
 from sursis.infra.encryption.decision_seal import sealer_of

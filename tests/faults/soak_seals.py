@@ -9,7 +9,7 @@ recorded an outcome) of a gated tool (`GATED`: `replay_dlq_event`, `transfer`) e
   with the soak's keyring through `SqlPendingCallRepository`, which works out
   `PendingCall.seal_problem` (ask seal, decision seal, sealed votes meeting the sealed route); or
 - was allowed without asking by a pre-approval: its `pending.auto_approved` row carries a lift seal
-  that checks (`domain/decision_seal.lift_facts`), as `policy_gate.cleared_before` checks it.
+  that checks (`domain/decision_seal.lift_facts`), as `redispatch.cleared_before` checks it.
 
 A gated call with neither (no pending call, one that is not approved, or a seal that does not
 check) is reported. Tools that are not gated (`list_dlq_events`, a `read` tool) run without a
@@ -34,7 +34,7 @@ import sqlalchemy as sa
 from sursis.domain.decision_seal import SEAL, lift_facts
 from sursis.domain.records import AuditQuery
 from sursis.domain.states import PendingStatus
-from sursis.infra.agents.policy_gate import AUTO_APPROVED
+from sursis.infra.agents.call_marks import AUTO_APPROVED
 from sursis.infra.db import tables as t
 from sursis.infra.db.engine import create_engine
 from sursis.infra.db.sealing import AUDIT_LOG, PENDING_CALLS, TOOL_CALLS, SealedTable

@@ -30,6 +30,11 @@ from sursis.infra.agents.compat import call_deferred
 from sursis.infra.agents.run_deps import RunDeps
 from sursis.infra.faults import crash_point
 
+AUTO_APPROVED = "pending.auto_approved"
+"""Audit action of a call a pre-approval (a standing authorization) cleared; where decisions are
+sealed its details carry the lift's seal (`domain/decision_seal.lift_facts`)."""
+NOTIFIED = "policy.notified"
+"""Audit action (and event type) of a call the policy let run with its approvers told after."""
 REVIEW = "review"
 """Deferral metadata: what a gated tool asks the person deciding to check (a JSON object); the
 pending call shows it with the call's arguments under this key."""

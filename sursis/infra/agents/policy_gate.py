@@ -1,43 +1,80 @@
-"""What the tool wrapper does with the policy point: ask it (failing closed), act on its decision
-before the call runs (an ask suspends it, a pre-approval and a `notify` are written down first), tell
-approvers of a `notify` call, make a denied call's typed error, and tell whether an earlier dispatch
-of a redispatched call already passed the gate."""
+"""The first link of the tool path: the policy point's decision on a call, acted on before it runs.
+
+The point is asked (failing closed); a pre-approval and a `notify` are written down before the call
+runs (`clearances`), a denied call runs a typed error in place of its tool, and an ask is handed on
+to the suspension link. A call on an operator's approval is not asked again:
+its arguments are checked against the approved ones and it runs on the decision that asked for it.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Protocol
 
 import structlog
 from pydantic_ai.capabilities.abstract import WrapToolExecuteHandler
-from pydantic_ai.exceptions import ApprovalRequired
 from pydantic_ai.messages import ToolCallPart
 from pydantic_core import to_jsonable_python
 
 from sursis.domain.authorizations import UnsealedPreApproval
-from sursis.domain.decision_seal import SEAL, lift_facts
-from sursis.domain.encryption import Cipher
 from sursis.domain.errors import ToolPolicyError
-from sursis.domain.events import EventType, publish
-from sursis.domain.policies import authorization_of, unavailable
+from sursis.domain.policies import authorization_of, governed, unavailable
 from sursis.domain.policy_decisions import PolicyDecision, PolicyEffect
-from sursis.domain.sanitize import args_hash, sanitize
-from sursis.domain.tools import PendingKind, ToolSpec
-from sursis.infra.agents.approved_args import Mismatch, refuse
-from sursis.infra.agents.call_marks import newest_mark_entry
+from sursis.domain.sanitize import args_hash
+from sursis.domain.tools import ToolSpec
+from sursis.infra.agents.approved_args import Mismatch, check_dispatch, refuse
+from sursis.infra.agents.clearances import recorded
+from sursis.infra.agents.redispatch import cleared_before
 from sursis.infra.agents.run_deps import RunDeps
-from sursis.infra.encryption.decision_seal import DecisionSealer, sealer_of
+from sursis.infra.agents.tool_chain import POLICY, ToolCall, ToolLink, WrapperLink
 
 log = structlog.get_logger("sursis.tools")
 
-NOTIFIED = "policy.notified"
-"""Audit action (and event type) of a call the policy let run with its approvers told after."""
-AUTO_APPROVED = "pending.auto_approved"
-"""Audit action of a call a pre-approval (a standing authorization) cleared; where decisions are
-sealed its details carry the lift's seal (`domain/decision_seal.lift_facts`)."""
-POLICY = "policy"
-"""Deferral metadata: the policy decision that asks for the call (`PolicyDecision.to_json()`); the
-pending call keeps it."""
+
+class ServerReview(Protocol):
+    """Who reviews the decision on a call of a discovered server's tool (its MCP servers')."""
+
+    def review(self, spec: ToolSpec, decision: PolicyDecision) -> PolicyDecision:
+        """The decision, asked instead when the tool is not what was accepted."""
+        ...
+
+
+class PolicyGate(WrapperLink):
+    """The policy gate: the call's decision, found and acted on, then the next link."""
+
+    __slots__ = ("_servers",)
+
+    def __init__(self, next: ToolLink, servers: ServerReview | None = None) -> None:
+        super().__init__(next)
+        self._servers = servers
+
+    async def __call__(self, call: ToolCall) -> Any:
+        if call.ctx.tool_call_approved and not call.redispatched:
+            await check_dispatch(call.deps, call.call, call.metadata, call.args)
+            # The decision that asked for the call; the approval answered it.
+            stamped = call.metadata.get(POLICY)
+            call.decision = PolicyDecision.from_json(stamped) if isinstance(stamped, Mapping) else None
+        elif governed(call.spec):
+            await self._gate(call)
+        return await self.next(call)
+
+    async def _gate(self, call: ToolCall) -> None:
+        deps, spec, part, args = call.deps, call.spec, call.call, call.args
+        decision = await decide(deps, spec, part, args)
+        if self._servers is not None and spec.server is not None:
+            decision = self._servers.review(spec, decision)
+        cleared = decision.effect is PolicyEffect.ALLOW and authorization_of(decision) is None
+        if not cleared and call.redispatched and await cleared_before(deps, part, args):
+            return  # An earlier dispatch passed the gate (it ran, or was cleared): not asked again.
+        call.decision = decision
+        if decision.effect is PolicyEffect.ASK:
+            call.asks = decision
+            return
+        if not await recorded(deps, spec, part, args, decision):
+            call.asks = unavailable(spec)
+            return
+        if decision.effect is PolicyEffect.DENY:
+            call.handler, call.denied = denied(decision), True
 
 
 async def decide(
@@ -57,31 +94,6 @@ async def decide(
         return unavailable(spec)
 
 
-async def notify(
-    deps: RunDeps, spec: ToolSpec, tool_call_id: str, args: Mapping[str, Any], decision: PolicyDecision
-) -> None:
-    """A call that runs now, its approvers told after: an audit row and a `policy.notified` event,
-    committed before it runs (so a crash after it does not tell them twice)."""
-    jsonable = to_jsonable_python(dict(args))
-    if deps.before_effect is not None:
-        await deps.before_effect()
-    now = deps.clock()
-    details = {
-        "tool_name": spec.name,
-        "tool_call_id": tool_call_id,
-        "args_summary": sanitize(jsonable),
-        "args_hash": args_hash(spec.name, jsonable),
-        "policy": decision.to_json(),
-    }
-    async with deps.uow() as uow:
-        await uow.audit.append(
-            deps.audit_entry(NOTIFIED, f"policy:{decision.rule or 'default'}", details), now
-        )
-        event = {"run_id": str(deps.run_id), "agent": deps.agent_name, **details}
-        await publish(uow, deps.conversation_id, deps.workspace, EventType.POLICY_NOTIFIED, event, now)
-        await uow.commit()
-
-
 def denied(decision: PolicyDecision) -> WrapToolExecuteHandler:
     """The handler of a denied call: it raises the typed error the model is shown."""
 
@@ -90,100 +102,3 @@ def denied(decision: PolicyDecision) -> WrapToolExecuteHandler:
         raise ToolPolicyError(f"Denied by policy: {reason}", code="POLICY_DENIED")
 
     return deny
-
-
-async def apply(
-    deps: RunDeps, spec: ToolSpec, call: ToolCallPart, args: Mapping[str, Any], decision: PolicyDecision
-) -> None:
-    """Act on a decision before the call runs: an ask suspends it; a pre-approval and a notify
-    are written down first (a call they cleared is not asked again after a crash)."""
-    if decision.effect is PolicyEffect.ASK:
-        raise ApprovalRequired(metadata={"kind": PendingKind.APPROVAL.value, POLICY: decision.to_json()})
-    authorization = authorization_of(decision)
-    try:
-        if authorization is not None:
-            await _audit_auto_approval(deps, spec, call, args, authorization)
-        elif decision.effect is PolicyEffect.NOTIFY:
-            await notify(deps, spec, call.tool_call_id, args, decision)
-    except Exception:
-        # Fail closed: a clearance that cannot be recorded asks for the call instead.
-        event = "pre_approval.unavailable" if authorization is not None else "policy.unavailable"
-        log.exception(event, tool_name=spec.name, tool_call_id=call.tool_call_id)
-        raise ApprovalRequired(
-            metadata={"kind": PendingKind.APPROVAL.value, POLICY: unavailable(spec).to_json()}
-        ) from None
-
-
-async def cleared_before(deps: RunDeps, call: ToolCallPart, args: Mapping[str, Any]) -> bool:
-    """Whether an earlier dispatch of this call (a segment that died) already passed the gate.
-
-    A redispatched call carries no approval of its own, so the gate is asked again, unless the
-    call has a stored outcome (it ran; the wrapper replays it) or a pre-approval (or a `notify`
-    rule) was recorded for it. That recorded clearance holds, like an operator's approval: the
-    call is not gated a second time and no second `pending.auto_approved` (`policy.notified`)
-    row is written, even if the authorization or the policy has changed since. Where decisions are
-    sealed, a recorded lift holds only when its seal checks for this call and these arguments;
-    otherwise nothing runs and the run fails (`approved_args.refuse`).
-    """
-    async with deps.uow() as uow:
-        if await uow.tool_calls.get(deps.conversation_id, call.tool_call_id) is not None:
-            return True
-        marks = (AUTO_APPROVED, NOTIFIED)
-        mark = await newest_mark_entry(uow.audit, deps, call.tool_call_id, marks)
-    if mark is None:
-        return False
-    if mark.action == AUTO_APPROVED:
-        sealer = _sealer(deps)
-        if sealer.enabled:
-            authorization = str(mark.details.get("authorization_id"))
-            hashed = args_hash(call.tool_name, to_jsonable_python(dict(args)))
-            facts = _lift_facts(deps, call.tool_call_id, call.tool_name, hashed, authorization)
-            problem = sealer.problem(facts, mark.details.get(SEAL), "pre-approval's lift")
-            if problem is not None:
-                await refuse(deps, Mismatch.unsealed_lift(call, hashed, authorization, problem))
-    return True
-
-
-def _sealer(deps: RunDeps) -> DecisionSealer:
-    """The decision sealer of the keyring the segment's units of work hold (off without one)."""
-    cipher: Cipher | None = getattr(deps.uow, "cipher", None)
-    return sealer_of(cipher) if cipher is not None else DecisionSealer.off()
-
-
-def _lift_facts(
-    deps: RunDeps, tool_call_id: str, tool_name: str, hashed: str, authorization: str
-) -> dict[str, Any]:
-    conversation = str(deps.conversation_id)
-    return lift_facts(deps.workspace, conversation, tool_call_id, tool_name, hashed, authorization)
-
-
-async def _audit_auto_approval(
-    deps: RunDeps, spec: ToolSpec, call: ToolCallPart, args: Mapping[str, Any], authorization: str
-) -> None:
-    jsonable = to_jsonable_python(dict(args))
-    if deps.before_effect is not None:
-        await deps.before_effect()
-    now = deps.clock()
-    hashed = args_hash(spec.name, jsonable)
-    async with deps.uow() as uow:
-        details = {
-            "tool_name": spec.name,
-            "tool_call_id": call.tool_call_id,
-            "authorization_id": authorization,
-            "args_summary": sanitize(jsonable),
-            "args_hash": hashed,
-        }
-        seal = _sealer(deps).seal(_lift_facts(deps, call.tool_call_id, spec.name, hashed, authorization))
-        if seal is not None:
-            details[SEAL] = seal
-        await uow.audit.append(
-            deps.audit_entry(AUTO_APPROVED, f"authorization:{authorization}", details), now
-        )
-        await uow.commit()
-    log.info(
-        "pre_approval.covered",
-        tool_name=spec.name,
-        tool_call_id=call.tool_call_id,
-        authorization_id=authorization,
-        run_id=str(deps.run_id),
-    )

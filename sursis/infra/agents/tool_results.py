@@ -11,17 +11,21 @@ the files come back as files and the model is shown the same request as on the f
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import Any
 
 import structlog
 from pydantic import TypeAdapter
 from pydantic_ai import ToolReturn
+from pydantic_ai.exceptions import ToolFailed
 from pydantic_ai.messages import AudioUrl, BinaryContent, DocumentUrl, ImageUrl, UploadedFile, VideoUrl
 from pydantic_core import PydanticSerializationError, to_jsonable_python
 
 from sursis.domain.errors import ToolTerminalError, ok_result
 
+EDITED_NOTE = "args_edited_by_operator"
+"""Key, in a success that ran on arguments an operator edited, of what they were."""
 TOOL_RETURN = "tool_return"
 """Key of a stored success holding what a `ToolReturn` adds to its result: `content` (sent to the
 model beside the result) and `metadata` (kept for the application, never sent)."""
@@ -108,3 +112,41 @@ def with_note(result: Any, note: str) -> ToolReturn[Any]:
         metadata=result.metadata,
         tools=result.tools,
     )
+
+
+def failure_message(payload: Mapping[str, Any]) -> str:
+    return json.dumps(payload, default=str)
+
+
+def failure_text(payload: Mapping[str, Any]) -> str:
+    """A failure as an adopted agent's model reads it: pydantic-ai puts it in `{"error": ...}`
+    itself, so it is plain text (`ToolTransientError MCP_SERVER_UNAVAILABLE: ...`), not JSON."""
+    error = payload.get("error")
+    if not isinstance(error, Mapping):
+        return str(error)
+    return f"{error.get('class')} {error.get('code')}: {error.get('message')}"
+
+
+def told(payload: Any, *, raw: bool = False) -> Any:
+    """What the model is told of an outcome: the `{"ok": ...}` envelope (a failure is a
+    `ToolFailed` either way), or, for an adopted agent (`raw`), a success as its tool returned it,
+    with an operator's edit of the arguments told beside it."""
+    if not raw:
+        return _enveloped(payload)
+    if isinstance(payload, dict) and payload.get("ok") is False:
+        raise ToolFailed(failure_text(payload))
+    if not (isinstance(payload, dict) and payload.get("ok") is True):
+        return _enveloped(payload)
+    result = shown_result(payload)
+    edited = payload.get(EDITED_NOTE)
+    if edited is None:
+        return result
+    ran_with = json.dumps(edited, default=str)
+    note = f"An operator edited this call's arguments before it ran; it ran with {ran_with}."
+    return with_note(result, note)
+
+
+def _enveloped(payload: Any) -> Any:
+    if isinstance(payload, dict) and payload.get("ok") is False:
+        raise ToolFailed(failure_message(payload))
+    return payload
