@@ -28,10 +28,10 @@ if TYPE_CHECKING:
         ToolUserError,
         ValidationFailed,
     )
-    from sursis.domain.event_records import StoredEvent as Event
-    from sursis.domain.keys import IssuedKey
+    from sursis.domain.identity.keys import IssuedKey
     from sursis.domain.records import Conversation, PendingCall, Run
-    from sursis.domain.runs import RunView
+    from sursis.domain.records.event_records import StoredEvent as Event
+    from sursis.domain.runs.runs import RunView
     from sursis.domain.states import Decision, PendingStatus, RunStatus
     from sursis.domain.tools import Approval, Category, Executor, PendingKind, ToolSpec
     from sursis.infra.agents.adopted import ToolOptions, adopt
@@ -46,7 +46,7 @@ _EXPORTS: dict[str, tuple[str, str]] = {
     "configure_logging": ("sursis.app.logging", "configure_logging"),
     "settle_collector": ("sursis.app.collector", "settle_collector"),
     "Role": ("sursis.domain.access", "Role"),
-    "IssuedKey": ("sursis.domain.keys", "IssuedKey"),
+    "IssuedKey": ("sursis.domain.identity.keys", "IssuedKey"),
     "AgentDefinition": ("sursis.infra.agents.declarations", "AgentDefinition"),
     "DeclaredTool": ("sursis.infra.agents.declarations", "DeclaredTool"),
     "adopt": ("sursis.infra.agents.adopted", "adopt"),
@@ -63,8 +63,8 @@ _EXPORTS: dict[str, tuple[str, str]] = {
     "Conversation": ("sursis.domain.records", "Conversation"),
     "Run": ("sursis.domain.records", "Run"),
     "PendingCall": ("sursis.domain.records", "PendingCall"),
-    "Event": ("sursis.domain.event_records", "StoredEvent"),
-    "RunView": ("sursis.domain.runs", "RunView"),
+    "Event": ("sursis.domain.records.event_records", "StoredEvent"),
+    "RunView": ("sursis.domain.runs.runs", "RunView"),
     "Decision": ("sursis.domain.states", "Decision"),
     "PendingStatus": ("sursis.domain.states", "PendingStatus"),
     "RunStatus": ("sursis.domain.states", "RunStatus"),

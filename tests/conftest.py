@@ -22,7 +22,7 @@ from sursis.app.main import create_app
 from sursis.app.settings import Settings
 from sursis.domain.access import Role
 from sursis.domain.clock import utcnow
-from sursis.domain.keys import IssuedKey, KeyService
+from sursis.domain.identity.keys import IssuedKey, KeyService
 from sursis.domain.records import Principal
 from sursis.infra.db.engine import create_engine
 from sursis.infra.db.migrations import upgrade

@@ -43,14 +43,14 @@ from pydantic import BaseModel, ConfigDict, StrictBool, ValidationError
 from pydantic.alias_generators import to_camel
 
 from sursis.domain.access import Permission
+from sursis.domain.approvals.pending_calls import EXPIRY_ACTOR, PendingCallService, Resolution
 from sursis.domain.approvers import AlreadyVoted
-from sursis.domain.conversations import ConversationService
+from sursis.domain.conversations.conversations import ConversationService
 from sursis.domain.errors import Error, NotFound, ServiceError, Stale, ValidationFailed
-from sursis.domain.event_records import StoredEvent
-from sursis.domain.events import EventService
-from sursis.domain.pending_calls import EXPIRY_ACTOR, PendingCallService, Resolution
+from sursis.domain.events.events import EventService
 from sursis.domain.records import PendingCall, Principal
-from sursis.domain.runs import RunService, RunView
+from sursis.domain.records.event_records import StoredEvent
+from sursis.domain.runs.runs import RunService, RunView
 from sursis.domain.states import Decision, PendingStatus, RunStatus
 from sursis.domain.tools import PendingKind
 from sursis.infra.notifier import LocalRunNotifier

@@ -22,8 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from sursis.app.storage import Storage
-from sursis.domain.audit_chain import row_content
-from sursis.domain.audit_checkpoint import Checkpoint, CheckpointSigner
+from sursis.domain.audit.audit_chain import row_content
+from sursis.domain.audit.audit_checkpoint import Checkpoint, CheckpointSigner
 from sursis.domain.errors import ServiceError
 from sursis.domain.records import AuditEntry
 from sursis.infra.checkpoint_log import checkpoint_record

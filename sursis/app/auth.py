@@ -25,7 +25,7 @@ from opentelemetry import trace
 from sursis.app.oidc import CSRF_HEADER, SESSION_COOKIE, CsrfRefused, PeopleSignIn
 from sursis.domain.access import Permission
 from sursis.domain.errors import Unauthenticated
-from sursis.domain.keys import KEY_PREFIX, hash_key
+from sursis.domain.identity.keys import KEY_PREFIX, hash_key
 from sursis.domain.records import Principal
 
 SECURITY_SCHEME = "ApiKey"

@@ -28,22 +28,22 @@ from sursis.app.wiring.storage import StorageParts, check_storage, wire_storage
 from sursis.app.wiring.telemetry import telemetry_config as telemetry_config
 from sursis.app.wiring.telemetry import wire_telemetry
 from sursis.app.wiring.worlds import wire_worlds
-from sursis.domain.agents import AgentCatalogService
-from sursis.domain.approval_requests import ApprovalRequestService
-from sursis.domain.approver_admin import ApproverService
-from sursis.domain.authorizations import PreApprovalService
+from sursis.domain.agents.agents import AgentCatalogService
+from sursis.domain.agents.mcp_pins import McpPinService
+from sursis.domain.approvals.approval_requests import ApprovalRequestService
+from sursis.domain.approvals.approver_admin import ApproverService
+from sursis.domain.approvals.pending_calls import PendingCallService
 from sursis.domain.channels.admin import ChannelAdminService
 from sursis.domain.channels.slack import SlackInbound
-from sursis.domain.conversations import ConversationService
+from sursis.domain.conversations.conversations import ConversationService
+from sursis.domain.conversations.fork_service import ForkService
 from sursis.domain.customer.intake import EventIntakeService
-from sursis.domain.events import EventService
-from sursis.domain.fork_service import ForkService
-from sursis.domain.mcp_pins import McpPinService
-from sursis.domain.pending_calls import PendingCallService
-from sursis.domain.policy_service import PolicyService
-from sursis.domain.policy_simulation import PolicySimulation
-from sursis.domain.runs import RunService
-from sursis.domain.webhooks import WebhookService
+from sursis.domain.events.events import EventService
+from sursis.domain.events.webhooks import WebhookService
+from sursis.domain.policy.authorizations import PreApprovalService
+from sursis.domain.policy.policy_service import PolicyService
+from sursis.domain.policy.policy_simulation import PolicySimulation
+from sursis.domain.runs.runs import RunService
 from sursis.infra.agents.declarations import AgentDefinition, DeclaredToolCatalog
 from sursis.infra.agents.models import BuiltModels
 from sursis.infra.agents.run_deps import PreApprovalPolicy

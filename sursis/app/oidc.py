@@ -4,7 +4,7 @@ Why here and not a key: a person leaves the company the day the provider says so
 the groups the provider already knows. The ID token is checked by `joserfc` (signature against the
 provider's JWKS, `iss`, `aud`, `exp`, `nonce`), never by hand; the provider's groups are mapped to a
 role and a workspace by the provisioning rules (`SURSIS_OIDC_GROUPS` and the rules admins store,
-`sursis.domain.people`), read at sign-in and at each refresh; when the ID token names no groups,
+`sursis.domain.identity.people`), read at sign-in and at each refresh; when the ID token names no groups,
 they are read from the provider's userinfo endpoint.
 
 Sign-ins in progress and sessions are kept in the database by the hash of their `state` and
@@ -26,7 +26,7 @@ import structlog
 from sursis.app.oidc_provider import IdentityProvider, ProviderUnreachable, SignInFailed, groups_of, pkce_pair
 from sursis.domain.access import Role
 from sursis.domain.errors import Forbidden, Unauthenticated
-from sursis.domain.people import (
+from sursis.domain.identity.people import (
     PeopleUnitOfWorkFactory,
     PersonSession,
     PersonSessionRepository,

@@ -19,12 +19,12 @@ from sursis.app.container import Container, build_container
 from sursis.app.logging import quiet_unless_configured
 from sursis.app.settings import Settings
 from sursis.domain.access import Role
+from sursis.domain.approvals.pending_calls import PendingCursor, Resolution
 from sursis.domain.clock import utcnow
-from sursis.domain.event_records import StoredEvent
-from sursis.domain.keys import IssuedKey
-from sursis.domain.pending_calls import PendingCursor, Resolution
+from sursis.domain.identity.keys import IssuedKey
 from sursis.domain.records import Conversation, PendingCall, Principal, Run
-from sursis.domain.runs import RunView
+from sursis.domain.records.event_records import StoredEvent
+from sursis.domain.runs.runs import RunView
 from sursis.domain.states import Decision, PendingStatus
 from sursis.domain.tools import PendingKind
 from sursis.infra.agents.declarations import AgentDefinition

@@ -230,7 +230,7 @@ class Settings(BaseSettings):
     @classmethod
     def _check_oidc_groups(cls, value: dict[str, dict[str, str]]) -> dict[str, dict[str, str]]:
         """Each rule names a role a person may have: refused at start, not at the first sign-in."""
-        from sursis.domain.people import rules_from_setting
+        from sursis.domain.identity.people import rules_from_setting
 
         rules_from_setting(value)
         return value

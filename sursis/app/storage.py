@@ -15,9 +15,9 @@ from sursis.app.wiring.storage import build_audit_chain as build_audit_chain
 from sursis.app.wiring.storage import build_cipher as build_cipher
 from sursis.app.wiring.storage import build_unit_of_work as build_unit_of_work
 from sursis.app.wiring.storage import check_storage, wire_storage
-from sursis.domain.audit_verify import AuditChainService
-from sursis.domain.keys import KeyService
-from sursis.domain.retention import RetentionService
+from sursis.domain.identity.keys import KeyService
+from sursis.domain.retention.audit_verify import AuditChainService
+from sursis.domain.retention.retention import RetentionService
 from sursis.infra.db.encryption_state import EncryptionState
 from sursis.infra.db.uow import SqlUnitOfWorkFactory
 from sursis.infra.encryption import AesGcmCipher

@@ -17,8 +17,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from sursis.domain.audit_checkpoint import Checkpoint, CheckpointLogUnusable
-from sursis.domain.keys import WORKSPACE
+from sursis.domain.audit.audit_checkpoint import Checkpoint, CheckpointLogUnusable
+from sursis.domain.identity.keys import WORKSPACE
 
 TAIL_BYTES = 64 * 1024
 """How much of a file's end is read to find its newest line (a line is about 400 bytes)."""

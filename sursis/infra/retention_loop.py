@@ -8,8 +8,8 @@ from dataclasses import dataclass
 
 import structlog
 
-from sursis.domain.audit_verify import AuditChainService
-from sursis.domain.retention import RetentionService
+from sursis.domain.retention.audit_verify import AuditChainService
+from sursis.domain.retention.retention import RetentionService
 from sursis.infra.notifier import LocalRunNotifier
 from sursis.infra.wakeup import Hearing
 

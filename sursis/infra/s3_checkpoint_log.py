@@ -19,8 +19,8 @@ import json
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sursis.domain.audit_checkpoint import Checkpoint, CheckpointLogUnusable
-from sursis.domain.keys import WORKSPACE
+from sursis.domain.audit.audit_checkpoint import Checkpoint, CheckpointLogUnusable
+from sursis.domain.identity.keys import WORKSPACE
 from sursis.infra.checkpoint_log import checkpoint_record, parse_checkpoint
 
 

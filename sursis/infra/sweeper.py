@@ -8,10 +8,10 @@ from dataclasses import dataclass
 
 import structlog
 
+from sursis.domain.approvals.pending_calls import EXPIRY_ACTOR, expire_overdue_call
 from sursis.domain.clock import Clock
-from sursis.domain.escalation import advance_routes
-from sursis.domain.events import publish_pending_resolved, publish_run_status
-from sursis.domain.pending_calls import EXPIRY_ACTOR, expire_overdue_call
+from sursis.domain.events.events import publish_pending_resolved, publish_run_status
+from sursis.domain.notifications.escalation import advance_routes
 from sursis.domain.ports import UnitOfWorkFactory
 from sursis.domain.records import PendingCall
 from sursis.domain.states import PendingStatus, RunStatus

@@ -17,10 +17,10 @@ import httpx
 import structlog
 
 from sursis.domain.errors import Error
-from sursis.domain.event_records import OutboxItem, Webhook
-from sursis.domain.events import WEBHOOK_TOPIC_PREFIX
+from sursis.domain.events.events import WEBHOOK_TOPIC_PREFIX
+from sursis.domain.events.webhooks import SIGNATURE_HEADER, is_private_host, sign
 from sursis.domain.ports import UnitOfWorkFactory
-from sursis.domain.webhooks import SIGNATURE_HEADER, is_private_host, sign
+from sursis.domain.records.event_records import OutboxItem, Webhook
 from sursis.infra.faults import crash_point
 from sursis.infra.notifier import LocalRunNotifier
 from sursis.infra.wakeup import Hearing

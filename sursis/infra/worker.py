@@ -18,7 +18,7 @@ from sqlalchemy import exc as sa_exc
 
 from sursis.domain.clock import Clock
 from sursis.domain.encryption import EncryptedValueUnreadable, EncryptionKeyUnavailable, UnsealedValue
-from sursis.domain.events import publish_run_status
+from sursis.domain.events.events import publish_run_status
 from sursis.domain.hand_off import SegmentStartRead, SlotLease
 from sursis.domain.ports import HeldConditionFailed, UnitOfWork, UnitOfWorkFactory
 from sursis.domain.records import AuditEntry, Run

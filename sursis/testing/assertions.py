@@ -7,7 +7,7 @@ from typing import Any
 
 from sursis.app.service import Service
 from sursis.domain.records import PendingCall
-from sursis.domain.runs import RunView
+from sursis.domain.runs.runs import RunView
 from sursis.domain.states import Decision
 
 

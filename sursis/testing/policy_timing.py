@@ -18,9 +18,9 @@ import cedarpy
 from sursis.app.schemas.policies import ApprovalPolicyIn
 from sursis.app.service import Service
 from sursis.domain.access import Role
-from sursis.domain.authorization_cache import AuthorizationCache
 from sursis.domain.clock import utcnow
-from sursis.domain.policy_cache import PolicyCache
+from sursis.domain.policy.authorization_cache import AuthorizationCache
+from sursis.domain.policy.policy_cache import PolicyCache
 from sursis.domain.records import Principal
 from sursis.infra.agents.run_deps import RunDeps
 from sursis.infra.db.uow import SqlUnitOfWorkFactory

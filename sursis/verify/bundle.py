@@ -1,8 +1,8 @@
 """The audit bundle's format: its files, and the bytes each signature and hash is computed over.
 
 Imports only the standard library: `sursis.verify` runs where nothing but `cryptography` is
-installed. The service's own definitions (`domain/audit_chain.py`, `domain/audit_checkpoint.py`,
-`domain/decision_seal.py`) are the reference; the export tests check that a bundle built from a
+installed. The service's own definitions (`domain/audit/audit_chain.py`, `domain/audit/audit_checkpoint.py`,
+`domain/approvals/decision_seal.py`) are the reference; the export tests check that a bundle built from a
 real chain verifies here, so the two cannot drift apart unnoticed.
 """
 

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from sursis.app.main import create_app
-from sursis.domain.keys import IssuedKey
+from sursis.domain.identity.keys import IssuedKey
 from tests.ag_ui.helpers import REPLAY
 from tests.api.live import serve
 from tests.conftest import make_settings

@@ -9,7 +9,7 @@ from litestar.testing import AsyncTestClient
 
 from sursis.app.main import create_app
 from sursis.app.routes import ag_ui_support
-from sursis.domain.keys import IssuedKey
+from sursis.domain.identity.keys import IssuedKey
 from tests.conftest import bearer, make_settings
 
 

@@ -21,7 +21,7 @@ from structlog.testing import capture_logs
 from sursis import Service, ToolOptions, adopt
 from sursis.domain.errors import error_result
 from sursis.domain.records import ToolCallMetadata, ToolCallRecord
-from sursis.domain.runs import RunView
+from sursis.domain.runs.runs import RunView
 from sursis.infra.agents.compat import call_deferred
 from sursis.testing import ScriptedModel, settle
 

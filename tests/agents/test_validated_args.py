@@ -22,7 +22,7 @@ from pydantic_ai.tools import DeferredToolRequests, ToolDefinition
 from sursis import Service, ToolOptions, adopt
 from sursis.app.main import create_app
 from sursis.domain.access import Role
-from sursis.domain.integrity import ARGS_MISMATCH
+from sursis.domain.audit.integrity import ARGS_MISMATCH
 from sursis.domain.records import AuditQuery
 from sursis.domain.sanitize import args_hash, pending_args_hash
 from sursis.infra.agents.declarations import AgentDefinition

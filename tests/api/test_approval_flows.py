@@ -7,7 +7,7 @@ from typing import Any
 
 from litestar.testing import AsyncTestClient
 
-from sursis.domain.keys import IssuedKey
+from sursis.domain.identity.keys import IssuedKey
 from tests.api.http_calls import conversation, create_conversation, get_run, post_message, resolve, tool_calls
 from tests.conftest import call, script
 

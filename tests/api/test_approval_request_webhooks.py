@@ -7,7 +7,7 @@ import json
 import time
 
 from sursis.domain.access import Role
-from sursis.domain.webhooks import verify
+from sursis.domain.events.webhooks import verify
 from tests.api.conftest import LiveFactory
 from tests.api.live import Receiver, serve
 from tests.conftest import KeyMaker, bearer

@@ -14,10 +14,10 @@ from litestar.testing import AsyncTestClient
 
 from sursis.app.container import Container
 from sursis.domain.access import Role
-from sursis.domain.approval_request_records import Filing
+from sursis.domain.approvals.approval_request_records import Filing
 from sursis.domain.clock import utcnow
 from sursis.domain.records import Principal
-from sursis.domain.retention import RetentionPolicy, RetentionService
+from sursis.domain.retention.retention import RetentionPolicy, RetentionService
 from sursis.domain.sanitize import args_hash
 from sursis.infra.db.approval_request_tables import approval_requests
 from sursis.infra.db.engine import create_engine
@@ -223,7 +223,7 @@ async def test_a_policy_that_cannot_decide_asks(container: Container) -> None:
 async def test_a_sampled_rung_asks_every_filed_request(container: Container) -> None:
     """An agent outside could file again until a draw let it through: under a `sampled` rung each
     of its requests waits for a person."""
-    from sursis.domain.policies import LadderLevel
+    from sursis.domain.policy.policies import LadderLevel
 
     await container.policies.move(
         ADMIN, "default", "replay_dlq_event", level=LadderLevel.SAMPLED, one_in=2, ceiling=LadderLevel.AUTO

@@ -23,7 +23,7 @@ import pytest
 from litestar.testing import AsyncTestClient
 
 from sursis.app.main import create_app
-from sursis.domain.keys import IssuedKey
+from sursis.domain.identity.keys import IssuedKey
 from tests.api.conftest import LiveFactory
 from tests.api.http_calls import create_conversation, post_message
 from tests.conftest import KeyMaker, bearer, call, make_settings, script

@@ -17,7 +17,7 @@ from litestar.testing import AsyncTestClient
 from sursis.app.cli import run
 from sursis.app.container import Container
 from sursis.app.main import create_app
-from sursis.domain.keys import IssuedKey
+from sursis.domain.identity.keys import IssuedKey
 from sursis.infra.db.engine import create_engine
 from tests.conftest import SETUP, KeyMaker, bearer, eventually, make_settings
 

@@ -17,7 +17,7 @@ from litestar.testing import AsyncTestClient
 
 from sursis.app.main import create_app
 from sursis.app.storage import build_cipher
-from sursis.domain.keys import IssuedKey
+from sursis.domain.identity.keys import IssuedKey
 from sursis.infra.db.engine import create_engine
 from sursis.infra.db.rotation import PLAINTEXT_KEY, key_counts, rotate, rows_to_rotate
 from sursis.infra.db.tables import metadata

@@ -20,11 +20,11 @@ from structlog.testing import capture_logs
 from sursis.app.cli import run
 from sursis.app.main import create_app
 from sursis.app.settings import Settings
-from sursis.domain.audit_verify import AuditChainService
 from sursis.domain.clock import utcnow
 from sursis.domain.encryption import EncryptionRefused, KeyManager
-from sursis.domain.keys import IssuedKey
+from sursis.domain.identity.keys import IssuedKey
 from sursis.domain.records import AuditEntry
+from sursis.domain.retention.audit_verify import AuditChainService
 from sursis.infra.db.engine import create_engine
 from sursis.infra.db.uow import SqlUnitOfWorkFactory
 from sursis.infra.encryption import AesGcmCipher, LocalKeyring

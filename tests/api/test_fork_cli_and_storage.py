@@ -12,7 +12,7 @@ from litestar.testing import AsyncTestClient
 
 from sursis.client import AsyncClient
 from sursis.domain.clock import utcnow
-from sursis.domain.keys import IssuedKey
+from sursis.domain.identity.keys import IssuedKey
 from sursis.infra.db import tables as t
 from sursis.infra.db.engine import create_engine
 from tests.api.conftest import LiveFactory

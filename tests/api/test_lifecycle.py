@@ -14,7 +14,7 @@ from sqlalchemy.exc import TimeoutError as PoolTimeout
 from sursis.app.container import build_container
 from sursis.app.main import create_app
 from sursis.domain.clock import utcnow
-from sursis.domain.keys import IssuedKey
+from sursis.domain.identity.keys import IssuedKey
 from sursis.infra.db.tables import pending_calls
 from tests.api.http_calls import conversation, create_conversation, get_run, post_message, resolve, tool_calls
 from tests.conftest import admin_headers, call, make_settings, script

@@ -13,7 +13,7 @@ from litestar.testing import AsyncTestClient
 from pydantic import ValidationError
 
 from sursis.app.main import create_app
-from sursis.domain.keys import IssuedKey
+from sursis.domain.identity.keys import IssuedKey
 from tests.api.conftest import LiveFactory
 from tests.api.oidc_provider import LocalProvider, sign_in, start_provider
 from tests.api.test_pending_cli import sursis

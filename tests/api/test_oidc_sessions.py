@@ -18,7 +18,7 @@ from litestar.testing import AsyncTestClient
 
 from sursis.app.main import create_app
 from sursis.app.oidc_provider import IdentityProvider, OidcConfig, SignInFailed
-from sursis.domain.keys import IssuedKey
+from sursis.domain.identity.keys import IssuedKey
 from sursis.infra.db.engine import create_engine
 from sursis.infra.db.people_tables import person_sessions, person_sign_ins
 from tests.api.oidc_provider import LocalProvider, provider_redirect, sign_in, start_provider

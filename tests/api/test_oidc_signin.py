@@ -11,7 +11,7 @@ import pytest
 from litestar.testing import AsyncTestClient
 
 from sursis.app.main import create_app
-from sursis.domain.keys import IssuedKey
+from sursis.domain.identity.keys import IssuedKey
 from tests.api.http_calls import create_conversation, post_message
 from tests.api.oidc_provider import LocalProvider, provider_redirect, sign_in, start_provider
 from tests.conftest import bearer, call, make_settings, script

@@ -9,7 +9,7 @@ from litestar.testing import AsyncTestClient
 
 from sursis.app.openapi_contract import codes_for
 from sursis.app.schemas import WORKSPACE_PATTERN
-from sursis.domain.people import GROUP
+from sursis.domain.identity.people import GROUP
 
 PROBLEM = "application/problem+json"
 

@@ -9,7 +9,7 @@ from typing import Any
 from litestar.testing import AsyncTestClient
 
 from sursis.app.main import create_app
-from sursis.domain.keys import IssuedKey
+from sursis.domain.identity.keys import IssuedKey
 from tests.api.http_calls import conversation, create_conversation, get_run, post_message, resolve
 from tests.conftest import KeyMaker, admin_headers, bearer, call, eventually, make_settings, script
 

@@ -11,8 +11,8 @@ from structlog.testing import capture_logs
 
 from sursis.app.container import build_container
 from sursis.app.main import create_app
-from sursis.domain.access_records import Authorization
 from sursis.domain.clock import utcnow
+from sursis.domain.records.access_records import Authorization
 from sursis.infra.agents.policy import StoredPreApprovalPolicy
 from sursis.infra.db.engine import create_engine
 from sursis.infra.db.uow import SqlUnitOfWorkFactory

@@ -12,7 +12,7 @@ import sqlalchemy as sa
 from litestar.testing import AsyncTestClient
 
 from sursis.domain.clock import utcnow
-from sursis.domain.retention import PURGED
+from sursis.domain.retention.retention import PURGED
 from sursis.infra.db import tables as t
 from sursis.infra.db.engine import create_engine
 from tests.api.http_calls import create_conversation, post_message

@@ -11,8 +11,8 @@ import pytest
 from litestar.testing import AsyncTestClient
 
 from sursis.domain.clock import utcnow
-from sursis.domain.event_records import Webhook
-from sursis.domain.webhooks import verify
+from sursis.domain.events.webhooks import verify
+from sursis.domain.records.event_records import Webhook
 from sursis.infra.db.engine import create_engine
 from sursis.infra.db.uow import SqlUnitOfWorkFactory
 from tests.api.conftest import LiveFactory

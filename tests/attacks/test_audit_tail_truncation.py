@@ -25,8 +25,8 @@ from sursis.app.cli import run
 from sursis.app.main import create_app
 from sursis.app.settings import Settings
 from sursis.app.storage import build_audit_chain, build_unit_of_work
-from sursis.domain.audit_chain import Breach
-from sursis.domain.audit_verify import AuditChainService
+from sursis.domain.audit.audit_chain import Breach
+from sursis.domain.retention.audit_verify import AuditChainService
 from sursis.infra.db.engine import create_engine
 from sursis.infra.encryption.signing import write_signing_key
 from tests.conftest import admin_headers, make_settings

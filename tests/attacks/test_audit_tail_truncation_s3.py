@@ -24,7 +24,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from sursis.app.cli import run as run_cli
 from sursis.app.settings import Settings
-from sursis.domain.audit_chain import Breach
+from sursis.domain.audit.audit_chain import Breach
 from sursis.infra.db.engine import create_engine
 from sursis.infra.encryption.signing import write_signing_key
 from sursis.verify.__main__ import main as verify_main

@@ -4,7 +4,7 @@ value is its table, column and row, so the copy does not open, and the refusal n
 
 from __future__ import annotations
 
-from sursis.domain.keys import IssuedKey
+from sursis.domain.identity.keys import IssuedKey
 from tests.api.test_encryption_at_rest import app_client, approved_turn, new_key
 from tests.attacks.sql_rights import execute
 

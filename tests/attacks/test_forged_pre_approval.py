@@ -24,9 +24,9 @@ from pydantic_ai.messages import ToolCallPart
 from sursis.app.cli import run as run_cli
 from sursis.app.container import Container, build_container
 from sursis.domain.access import Role
+from sursis.domain.approvals.decision_seal import lift_facts
+from sursis.domain.audit.integrity import DECISION_UNSEALED
 from sursis.domain.clock import utcnow
-from sursis.domain.decision_seal import lift_facts
-from sursis.domain.integrity import DECISION_UNSEALED
 from sursis.domain.records import AuditQuery
 from sursis.domain.sanitize import args_hash
 from sursis.domain.states import RunStatus

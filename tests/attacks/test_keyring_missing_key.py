@@ -11,7 +11,7 @@ import pytest
 
 from sursis.app.cli import run
 from sursis.domain.encryption import EncryptionRefused
-from sursis.domain.keys import IssuedKey
+from sursis.domain.identity.keys import IssuedKey
 from tests.api.http_calls import create_conversation, post_message
 from tests.api.test_encryption_at_rest import app_client, new_key
 from tests.attacks.sql_rights import execute

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 
-from sursis.domain.keys import IssuedKey
+from sursis.domain.identity.keys import IssuedKey
 from tests.api.http_calls import create_conversation, get_run, post_message, resolve
 from tests.api.test_encryption_at_rest import app_client, approved_turn, new_key
 from tests.attacks.sql_rights import execute, findings

@@ -4,7 +4,7 @@ API shows them in the clear, and a call they cover still runs without asking."""
 
 from __future__ import annotations
 
-from sursis.domain.keys import IssuedKey
+from sursis.domain.identity.keys import IssuedKey
 from tests.api.http_calls import create_conversation, post_message
 from tests.api.test_encryption_at_rest import app_client, new_key, tables_holding
 from tests.attacks.sql_rights import execute

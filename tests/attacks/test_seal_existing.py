@@ -12,7 +12,7 @@ import json
 import pytest
 
 from sursis.app.cli import run
-from sursis.domain.keys import IssuedKey
+from sursis.domain.identity.keys import IssuedKey
 from tests.api.test_encryption_at_rest import app_client, approved_turn, new_key
 from tests.attacks.sql_rights import execute, findings
 from tests.conftest import make_settings

@@ -19,7 +19,7 @@ from sursis.app.cli import run
 from sursis.app.main import create_app
 from sursis.app.settings import Settings
 from sursis.app.storage import build_audit_chain, build_unit_of_work
-from sursis.domain.audit_checkpoint import AuditSigningKeyRequired
+from sursis.domain.audit.audit_checkpoint import AuditSigningKeyRequired
 from sursis.infra.db.engine import create_engine
 from sursis.infra.encryption.signing import write_signing_key
 from tests.conftest import make_settings

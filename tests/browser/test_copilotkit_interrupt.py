@@ -17,7 +17,7 @@ import pytest
 from playwright.async_api import Browser, Route, expect
 
 from sursis.app.main import create_app
-from sursis.domain.keys import IssuedKey
+from sursis.domain.identity.keys import IssuedKey
 from tests.ag_ui.helpers import REPLAY
 from tests.api.live import serve
 from tests.browser.conftest import ARTIFACTS

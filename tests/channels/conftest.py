@@ -12,7 +12,7 @@ import pytest
 from litestar.testing import AsyncTestClient
 
 from sursis.app.main import create_app
-from sursis.domain.keys import IssuedKey
+from sursis.domain.identity.keys import IssuedKey
 from tests.api.live import serve
 from tests.channels.slack_fake import BOT_TOKEN, SIGNING_SECRET, TEAM, FakeSlack, sign
 from tests.conftest import KeyMaker, bearer, make_settings

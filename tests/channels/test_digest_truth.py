@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from sursis.app.container import Container, build_container
-from sursis.domain.pending_calls import Resolution
+from sursis.domain.approvals.pending_calls import Resolution
 from sursis.domain.records import PendingCall
 from sursis.domain.states import Decision, PendingStatus
 from tests.channels.smtp_fake import bodies, smtp_server

@@ -11,14 +11,14 @@ import pytest
 from sursis.app.channel_wiring import channel_loops
 from sursis.app.container import Container, build_container
 from sursis.domain.access import Role
-from sursis.domain.channel_records import BindingKind, ChannelBinding, DigestItemKind
+from sursis.domain.approvals.pending_calls import Resolution
 from sursis.domain.channels.fanout import digest_item
 from sursis.domain.clock import utcnow
-from sursis.domain.customer_records import PlatformEvent, PlatformEventType
 from sursis.domain.errors import ValidationFailed
-from sursis.domain.event_records import StoredEvent
-from sursis.domain.pending_calls import Resolution
 from sursis.domain.records import Principal
+from sursis.domain.records.channel_records import BindingKind, ChannelBinding, DigestItemKind
+from sursis.domain.records.customer_records import PlatformEvent, PlatformEventType
+from sursis.domain.records.event_records import StoredEvent
 from sursis.domain.states import Decision, PendingStatus
 from sursis.infra.channels.email_digest import DigestSender, window_end
 from tests.channels.smtp_fake import bodies, smtp_server

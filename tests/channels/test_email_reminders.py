@@ -6,8 +6,8 @@ from __future__ import annotations
 from datetime import timedelta
 
 from sursis.app.container import build_container
-from sursis.domain.escalation import advance_routes
-from sursis.domain.policies import PolicyRule
+from sursis.domain.notifications.escalation import advance_routes
+from sursis.domain.policy.policies import PolicyRule
 from sursis.domain.policy_decisions import ApprovalRoute, PolicyEffect
 from sursis.domain.states import PendingStatus
 from tests.channels.smtp_fake import bodies, smtp_server

@@ -33,7 +33,7 @@ def resolve(name: str) -> object:
 def test_the_map_names_the_root_and_each_step_of_an_approval_turn() -> None:
     named = set(names(MODULE))
     assert "sursis.app.container:build_container" in named
-    assert "sursis.domain.pending_calls:PendingCallService.resolve_pending" in named
+    assert "sursis.domain.approvals.pending_calls:PendingCallService.resolve_pending" in named
     assert len(named) >= 40, "the map lost most of its names: the pattern no longer finds them?"
     assert names(FILE), "the map names no file"
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from sursis.domain.people import PersonSession, SignIn
+from sursis.domain.identity.people import PersonSession, SignIn
 
 
 class FakePersonSessions:

@@ -31,7 +31,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from sursis.domain.decision_seal import SEAL, lift_facts
+from sursis.domain.approvals.decision_seal import SEAL, lift_facts
 from sursis.domain.records import AuditQuery
 from sursis.domain.states import PendingStatus
 from sursis.infra.agents.call_marks import AUTO_APPROVED

@@ -11,7 +11,7 @@ import pytest
 import sqlalchemy as sa
 
 from sursis.app.container import Container, build_container
-from sursis.domain.pending_calls import Resolution
+from sursis.domain.approvals.pending_calls import Resolution
 from sursis.domain.records import Principal
 from sursis.domain.states import Decision, RunStatus
 from sursis.infra.db import tables as t

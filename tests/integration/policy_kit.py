@@ -9,7 +9,7 @@ from typing import Any
 from pydantic_ai import Agent, RunContext
 
 from sursis import Service
-from sursis.domain.policies import PolicyRule
+from sursis.domain.policy.policies import PolicyRule
 from sursis.domain.policy_decisions import ApprovalRoute, PolicyEffect
 from sursis.domain.tools import Category, ToolSpec
 from sursis.infra.agents.adopted import ToolOptions, adopt

@@ -18,12 +18,12 @@ from pydantic_ai import RunContext
 from sqlalchemy.exc import DBAPIError
 
 from sursis.app.container import Container, agent_definitions, build_container
+from sursis.domain.approvals.pending_calls import Resolution
 from sursis.domain.clock import utcnow
 from sursis.domain.errors import Forbidden
-from sursis.domain.keys import IssuedKey
-from sursis.domain.pending_calls import Resolution
+from sursis.domain.identity.keys import IssuedKey
 from sursis.domain.records import AuditEntry, AuditQuery, Conversation, Principal, Run
-from sursis.domain.runs import RunView
+from sursis.domain.runs.runs import RunView
 from sursis.domain.states import Decision, RunStatus
 from sursis.domain.tools import Category, ToolSpec
 from sursis.infra.agents.declarations import AgentDefinition, DeclaredTool

@@ -23,11 +23,11 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from sursis.app.cli import run
 from sursis.app.settings import Settings
 from sursis.domain.access import Role
-from sursis.domain.audit_chain import GENESIS, Breach, audit_row_hash
-from sursis.domain.audit_verify import AuditChainService
+from sursis.domain.audit.audit_chain import GENESIS, Breach, audit_row_hash
 from sursis.domain.clock import utcnow
 from sursis.domain.records import AuditEntry, AuditQuery, Principal
-from sursis.domain.retention import RetentionPolicy, RetentionService
+from sursis.domain.retention.audit_verify import AuditChainService
+from sursis.domain.retention.retention import RetentionPolicy, RetentionService
 from sursis.infra.db.engine import create_engine
 from sursis.infra.db.uow import SqlUnitOfWorkFactory
 from sursis.infra.encryption.signing import Ed25519Signer, write_signing_key

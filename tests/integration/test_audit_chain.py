@@ -14,10 +14,10 @@ import sqlalchemy as sa
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from sursis.domain.audit_chain import GENESIS, PURGE_ACTION, Breach
-from sursis.domain.audit_verify import AuditChainService
+from sursis.domain.audit.audit_chain import GENESIS, PURGE_ACTION, Breach
 from sursis.domain.clock import utcnow
 from sursis.domain.records import AuditEntry
+from sursis.domain.retention.audit_verify import AuditChainService
 from sursis.infra.db.engine import create_engine
 from sursis.infra.db.uow import SqlUnitOfWorkFactory
 

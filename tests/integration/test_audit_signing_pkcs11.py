@@ -19,7 +19,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from sursis.app.cli import run as run_cli
 from sursis.app.settings import Settings
 from sursis.app.storage import build_audit_chain, build_unit_of_work
-from sursis.domain.audit_chain import Breach
+from sursis.domain.audit.audit_chain import Breach
 from sursis.infra.db.engine import create_engine
 from sursis.verify.__main__ import main as verify_main
 from tests.conftest import make_settings

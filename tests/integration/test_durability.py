@@ -24,9 +24,9 @@ from structlog.testing import capture_logs
 
 from sursis.app.container import Container, build_container
 from sursis.domain.access import Role
+from sursis.domain.approvals.pending_calls import Resolution
 from sursis.domain.clock import utcnow
 from sursis.domain.errors import Stale
-from sursis.domain.pending_calls import Resolution
 from sursis.domain.records import AuditQuery, PendingCall, Principal, Run
 from sursis.domain.states import Decision, PendingStatus, RunStatus
 from sursis.infra.agents.run_deps import PreApprovalPolicy

@@ -23,7 +23,7 @@ from sursis.app.cli import run as cli
 from sursis.app.main import create_app
 from sursis.domain.clock import utcnow
 from sursis.domain.encryption import EncryptionRefused
-from sursis.domain.keys import IssuedKey
+from sursis.domain.identity.keys import IssuedKey
 from sursis.infra.db.engine import create_engine
 from sursis.infra.db.migrations import upgrade
 from sursis.infra.db.uow import SqlUnitOfWorkFactory
@@ -76,7 +76,7 @@ async def databases() -> AsyncIterator[tuple[str, str]]:
 
 async def admin(url: str) -> IssuedKey:
     from sursis.domain.access import Role
-    from sursis.domain.keys import KeyService
+    from sursis.domain.identity.keys import KeyService
 
     engine = create_engine(url)
     try:

@@ -8,7 +8,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from sursis.app.container import build_container
-from sursis.domain.pending_calls import Resolution
+from sursis.domain.approvals.pending_calls import Resolution
 from sursis.domain.states import Decision, PendingStatus, RunStatus
 from tests.api.test_encryption_at_rest import new_key
 from tests.conftest import make_settings

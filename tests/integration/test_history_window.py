@@ -13,7 +13,7 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 from sursis.app.container import Container, build_container
 from sursis.app.settings import Settings
 from sursis.domain.access import Role
-from sursis.domain.pending_calls import Resolution
+from sursis.domain.approvals.pending_calls import Resolution
 from sursis.domain.records import Principal
 from sursis.domain.states import Decision, PendingStatus, RunStatus
 from sursis.infra.db.tables import outbox, tool_calls

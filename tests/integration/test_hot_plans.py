@@ -21,8 +21,8 @@ from pydantic_ai import Agent
 from sursis import RunStatus, Service
 from sursis.app.container import Container
 from sursis.domain.access import Role
+from sursis.domain.approvals.pending_calls import Resolution
 from sursis.domain.clock import utcnow
-from sursis.domain.pending_calls import Resolution
 from sursis.domain.records import AuditQuery, Principal
 from sursis.domain.states import Decision, PendingStatus
 from sursis.infra.db.engine import create_engine

@@ -15,7 +15,7 @@ from sursis.app.cli import run
 from sursis.app.cli.keys import bootstrap_admin_key
 from sursis.domain.access import Role
 from sursis.domain.errors import Unauthenticated
-from sursis.domain.keys import KEY_PREFIX, KeyService
+from sursis.domain.identity.keys import KEY_PREFIX, KeyService
 from sursis.domain.records import Principal
 from sursis.infra.db.engine import create_engine
 from sursis.infra.db.uow import SqlUnitOfWorkFactory

@@ -11,10 +11,10 @@ import pytest
 
 from sursis import Service
 from sursis.domain.errors import Forbidden, Stale
-from sursis.domain.event_records import StoredEvent
-from sursis.domain.policies import AboveCeiling, InvalidPolicy, LadderLevel
+from sursis.domain.policy.policies import AboveCeiling, InvalidPolicy, LadderLevel
 from sursis.domain.policy_decisions import ApprovalRoute, PolicyEffect, TimeoutOutcome
 from sursis.domain.records import AuditQuery, Principal
+from sursis.domain.records.event_records import StoredEvent
 from sursis.testing import ScriptedModel, expect_pending, resolve_and_settle, settle
 from tests.integration.policy_kit import DIGEST, RAN, model_saw, put_policy, rule, shop_agent
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from sursis.app.container import build_container
-from sursis.domain.policies import PolicyRule
+from sursis.domain.policy.policies import PolicyRule
 from sursis.domain.policy_decisions import PolicyEffect
 from sursis.domain.records import AuditQuery
 from sursis.domain.states import RunStatus

@@ -11,9 +11,9 @@ from datetime import timedelta
 import pytest
 
 from sursis import Service
-from sursis.domain.policies import InvalidPolicy, LadderLevel
+from sursis.domain.policy.policies import InvalidPolicy, LadderLevel
+from sursis.domain.policy.policy_sampling import SAMPLED, SampleDraw
 from sursis.domain.policy_decisions import PolicyEffect
-from sursis.domain.policy_sampling import SAMPLED, SampleDraw
 from sursis.domain.records import AuditQuery, Principal
 from sursis.infra.encryption.call_sampler import KeyedCallSampler
 from sursis.infra.encryption.keyring import load_keyring

@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from sursis import Service
-from sursis.domain.policies import InvalidPolicy
+from sursis.domain.policy.policies import InvalidPolicy
 from sursis.testing import ScriptedModel, expect_pending, resolve_and_settle
 from tests.integration.policy_kit import put_policy, rule, shop_agent
 

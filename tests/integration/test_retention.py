@@ -14,11 +14,11 @@ import sqlalchemy as sa
 
 from sursis.app.container import Container
 from sursis.domain.access import Role
+from sursis.domain.approvals.pending_calls import Resolution
 from sursis.domain.clock import utcnow
 from sursis.domain.errors import Forbidden, NotFound
-from sursis.domain.pending_calls import Resolution
 from sursis.domain.records import AuditQuery, Principal
-from sursis.domain.retention import ConversationPurged, RetentionPolicy, RetentionService
+from sursis.domain.retention.retention import ConversationPurged, RetentionPolicy, RetentionService
 from sursis.domain.states import Decision, PendingStatus
 from sursis.infra.db import channel_tables as ch
 from sursis.infra.db import customer_tables as cu

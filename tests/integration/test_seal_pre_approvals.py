@@ -14,7 +14,7 @@ from litestar.testing import AsyncTestClient
 
 from sursis.app.cli import run
 from sursis.app.main import create_app
-from sursis.domain.keys import IssuedKey
+from sursis.domain.identity.keys import IssuedKey
 from sursis.infra.db import tables as t
 from sursis.infra.db.engine import create_engine
 from tests.api.http_calls import create_conversation, post_message

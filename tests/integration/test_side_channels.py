@@ -14,7 +14,7 @@ import sqlalchemy as sa
 from sursis.domain.access import Role
 from sursis.domain.clock import utcnow
 from sursis.domain.records import Principal
-from sursis.domain.retention import RetentionService
+from sursis.domain.retention.retention import RetentionService
 from sursis.domain.worlds.memory import MemoryKind, MemoryRefused, MemoryTier
 from sursis.infra.db.engine import create_engine
 from sursis.infra.db.uow import SqlUnitOfWorkFactory

@@ -8,8 +8,8 @@ from datetime import timedelta
 
 from sursis.app.container import Container
 from sursis.domain.access import Role
+from sursis.domain.approvals.pending_calls import Resolution
 from sursis.domain.clock import utcnow
-from sursis.domain.pending_calls import Resolution
 from sursis.domain.records import Conversation, PendingCall, Principal, ToolCallMetadata, ToolCallRecord
 from sursis.domain.states import Decision, PendingStatus, RunStatus
 from sursis.domain.tools import Executor, PendingKind

@@ -14,7 +14,7 @@ from pydantic_ai import Agent, ApprovalRequired, RunContext
 
 from sursis import Service
 from sursis.domain.access import Role
-from sursis.domain.pending_calls import Resolution
+from sursis.domain.approvals.pending_calls import Resolution
 from sursis.domain.policy_decisions import ApprovalRoute, Escalation, PolicyDecision, PolicyEffect
 from sursis.domain.records import AuditEntry, AuditQuery, PendingCall, Principal
 from sursis.domain.states import Decision

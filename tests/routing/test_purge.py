@@ -9,7 +9,7 @@ import sqlalchemy as sa
 
 from sursis.domain.clock import utcnow
 from sursis.domain.policy_decisions import ApprovalRoute
-from sursis.domain.retention import RetentionPolicy, RetentionService
+from sursis.domain.retention.retention import RetentionPolicy, RetentionService
 from sursis.domain.reviewer import ReviewerSpec
 from sursis.infra.db import approver_tables as ap
 from sursis.infra.db import review_tables as rv

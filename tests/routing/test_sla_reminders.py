@@ -12,11 +12,11 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from sursis.domain.channel_records import SLACK_TOPIC, ChannelBinding, SlackAddress
-from sursis.domain.escalation import advance_routes
-from sursis.domain.policies import InvalidPolicy, PolicyRule, check_rules
+from sursis.domain.notifications.escalation import advance_routes
+from sursis.domain.policy.policies import InvalidPolicy, PolicyRule, check_rules
 from sursis.domain.policy_decisions import ApprovalRoute, PolicyEffect
 from sursis.domain.records import PendingCall
+from sursis.domain.records.channel_records import SLACK_TOPIC, ChannelBinding, SlackAddress
 from sursis.infra.db import channel_tables as ch
 from sursis.infra.db import tables as t
 from tests.routing.kit import ADMIN, People, routing_service

@@ -19,13 +19,10 @@ from datetime import datetime
 from types import TracebackType
 from typing import Any, Self
 
-from sursis.domain.access_ports import AuthorizationRepository
-from sursis.domain.access_records import ApiKey
-from sursis.domain.channel_records import ChannelBinding, DigestItem
-from sursis.domain.customer_ports import WorkspaceRepository
-from sursis.domain.delivery import DELIVERED_EVENT_TYPES, deliver
-from sursis.domain.event_records import OutboxItem, StoredEvent, Webhook
+from sursis.domain.notifications.delivery import DELIVERED_EVENT_TYPES, deliver
 from sursis.domain.ports import LeaseAhead, OpsRepository, SeenConversation, UnitOfWork, UnitOfWorkFactory
+from sursis.domain.ports.access_ports import AuthorizationRepository
+from sursis.domain.ports.customer_ports import WorkspaceRepository
 from sursis.domain.records import (
     AuditEntry,
     AuditQuery,
@@ -38,6 +35,9 @@ from sursis.domain.records import (
     ToolCallRecord,
     Usage,
 )
+from sursis.domain.records.access_records import ApiKey
+from sursis.domain.records.channel_records import ChannelBinding, DigestItem
+from sursis.domain.records.event_records import OutboxItem, StoredEvent, Webhook
 from sursis.domain.states import PendingStatus, RunStatus
 from sursis.domain.tools import Executor, PendingKind
 

@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 
 from sursis.domain.access import PERMISSIONS, Permission, Role, permission_to_resolve
-from sursis.domain.access_records import Authorization
-from sursis.domain.authorizations import BrokenAuthorization, covers, first_covering
 from sursis.domain.errors import Forbidden
+from sursis.domain.policy.authorizations import BrokenAuthorization, covers, first_covering
 from sursis.domain.records import Principal
+from sursis.domain.records.access_records import Authorization
 from sursis.domain.tools import PendingKind
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)

@@ -10,7 +10,7 @@ import pytest
 from pydantic_ai.messages import ToolCallPart
 from pydantic_ai.tools import DeferredToolResults, ToolApproved, ToolDenied
 
-from sursis.domain.integrity import ARGS_MISMATCH, OUTCOME_MISMATCH
+from sursis.domain.audit.integrity import ARGS_MISMATCH, OUTCOME_MISMATCH
 from sursis.domain.records import PendingCall, ToolCallMetadata, ToolCallRecord
 from sursis.domain.sanitize import args_hash, pending_args_hash
 from sursis.domain.states import PendingStatus

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 from sursis.domain.access import Role
-from sursis.domain.credential_cache import CredentialCache
+from sursis.domain.identity.credential_cache import CredentialCache
 from sursis.domain.records import Principal
 
 NOW = datetime(2026, 11, 26, 12, 0, tzinfo=UTC)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pydantic_ai.messages import ModelRequest, ModelResponse, ToolCallPart, ToolReturnPart, UserPromptPart
 
 from sursis.domain.customer.events import proactive_turn
-from sursis.domain.customer_records import PlatformEvent, PlatformEventType
+from sursis.domain.records.customer_records import PlatformEvent, PlatformEventType
 from sursis.infra.agents.scripted import parse_script
 from sursis.infra.customer.delegation import delegation_position
 from sursis.infra.customer.specialists import SPECIALISTS

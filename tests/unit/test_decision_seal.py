@@ -9,8 +9,8 @@ from dataclasses import replace
 
 from pydantic_ai.messages import ToolCallPart
 
-from sursis.domain.decision_seal import SELF_APPROVAL, VOTES, decision_facts, unmet_route
-from sursis.domain.integrity import DECISION_UNSEALED
+from sursis.domain.approvals.decision_seal import SELF_APPROVAL, VOTES, decision_facts, unmet_route
+from sursis.domain.audit.integrity import DECISION_UNSEALED
 from sursis.domain.policy_decisions import ApprovalRoute, PolicyDecision, PolicyEffect
 from sursis.domain.states import PendingStatus
 from sursis.infra.agents.approved_args import binding, mismatch
@@ -45,7 +45,7 @@ def test_the_seal_key_is_not_the_data_key() -> None:
     import hashlib
     import hmac
 
-    from sursis.domain.decision_seal import canonical
+    from sursis.domain.approvals.decision_seal import canonical
 
     facts = {"v": 1}
     seal = DecisionSealer(LocalKeyring({"k1": K1})).seal(facts)

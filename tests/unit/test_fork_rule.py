@@ -9,8 +9,7 @@ from typing import Any
 
 import pytest
 
-from sursis.domain.errors import ValidationFailed
-from sursis.domain.fork import (
+from sursis.domain.conversations.fork import (
     ForkPointNotATurn,
     ForkPointOutOfRange,
     ForkPointUnsettled,
@@ -18,6 +17,7 @@ from sursis.domain.fork import (
     turn_starts,
     unanswered_calls,
 )
+from sursis.domain.errors import ValidationFailed
 from sursis.domain.records import StoredMessage
 
 CONVERSATION = uuid.uuid4()

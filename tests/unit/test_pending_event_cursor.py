@@ -6,8 +6,8 @@ import uuid
 from collections.abc import Sequence
 from datetime import UTC, datetime
 
-from sursis.domain.event_records import StoredEvent
-from sursis.domain.events import PendingEventCursor
+from sursis.domain.events.events import PendingEventCursor
+from sursis.domain.records.event_records import StoredEvent
 
 AT = datetime(2026, 1, 1, tzinfo=UTC)
 

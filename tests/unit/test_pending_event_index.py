@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from sursis.domain.events import PENDING_EVENT_TYPES
+from sursis.domain.events.events import PENDING_EVENT_TYPES
 from sursis.infra.db.tables import PENDING_EVENTS
 
 

@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from sursis.domain.policies import (
+from sursis.domain.policy.policies import (
     Approver,
     CallFacts,
     InvalidPolicy,

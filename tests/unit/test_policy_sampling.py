@@ -13,10 +13,17 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic_ai.messages import ToolCallPart
 
-from sursis.domain.policies import LadderEntry, LadderLevel, StoredPolicy, WorkspacePolicy, decide_call, lifts
+from sursis.domain.policy.policies import (
+    LadderEntry,
+    LadderLevel,
+    StoredPolicy,
+    WorkspacePolicy,
+    decide_call,
+    lifts,
+)
+from sursis.domain.policy.policy_facts import CallFacts
+from sursis.domain.policy.policy_sampling import SAMPLED, SampleDraw, one_in_error, sample, was_sampled
 from sursis.domain.policy_decisions import ApprovalRoute, PolicyDecision, PolicyEffect
-from sursis.domain.policy_facts import CallFacts
-from sursis.domain.policy_sampling import SAMPLED, SampleDraw, one_in_error, sample, was_sampled
 from sursis.domain.tools import Category, ToolSpec
 from sursis.infra.agents.policy_gate import decide
 from sursis.infra.agents.run_deps import PreApprovalPolicy, RunDeps

@@ -12,11 +12,11 @@ from datetime import UTC, datetime
 
 import pytest
 
-from sursis.domain.channel_records import BindingKind, ChannelBinding
 from sursis.domain.channels.fanout import digest_item, held_for_the_reviewer
-from sursis.domain.event_records import StoredEvent
-from sursis.domain.policies import InvalidPolicy, PolicyRule, check_rules
+from sursis.domain.policy.policies import InvalidPolicy, PolicyRule, check_rules
 from sursis.domain.policy_decisions import ApprovalRoute, PolicyDecision, PolicyEffect
+from sursis.domain.records.channel_records import BindingKind, ChannelBinding
+from sursis.domain.records.event_records import StoredEvent
 from sursis.domain.reviewer import (
     ReviewAnswer,
     ReviewerActs,
@@ -28,7 +28,7 @@ from sursis.domain.reviewer import (
     parse_answer,
     review_prompt,
 )
-from sursis.domain.reviewer_steps import ask_reviewer
+from sursis.domain.reviews.reviewer_steps import ask_reviewer
 from sursis.infra.agents.scripted import parse_script
 
 SPEC = ReviewerSpec("scripted", "Could this change anything?")

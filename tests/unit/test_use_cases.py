@@ -12,14 +12,19 @@ from typing import Any
 
 import pytest
 
-from sursis.domain import run_lifecycle
 from sursis.domain.access import Role
-from sursis.domain.audit import AuditService
-from sursis.domain.conversations import ConversationService
+from sursis.domain.approvals.pending_calls import (
+    EXPIRY_ACTOR,
+    PendingCallService,
+    Resolution,
+    expire_overdue_call,
+)
+from sursis.domain.audit.audit import AuditService
+from sursis.domain.conversations.conversations import ConversationService
 from sursis.domain.errors import ArgsChanged, Forbidden, NotFound, RunActive, Stale, ValidationFailed
-from sursis.domain.pending_calls import EXPIRY_ACTOR, PendingCallService, Resolution, expire_overdue_call
 from sursis.domain.records import AuditQuery, PendingCall, Principal, Run, ToolCallMetadata, Usage
-from sursis.domain.runs import RunService
+from sursis.domain.runs import run_lifecycle
+from sursis.domain.runs.runs import RunService
 from sursis.domain.sanitize import args_hash
 from sursis.domain.states import Decision, PendingStatus, RunStatus
 from sursis.domain.tools import Category, Executor, PendingKind, ToolApprovalRequest, ToolSpec

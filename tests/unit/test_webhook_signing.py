@@ -8,7 +8,7 @@ import hmac
 import pytest
 
 from sursis.domain.errors import ValidationFailed
-from sursis.domain.webhooks import check_events, check_url, sign, verify
+from sursis.domain.events.webhooks import check_events, check_url, sign, verify
 
 SECRET = "whsec_test"
 BODY = b'{"id":7,"type":"run.completed"}'

@@ -238,7 +238,7 @@ def _wait_ready(settings: Settings, args: argparse.Namespace) -> int:
 
 def _demo_seed(settings: Settings, args: argparse.Namespace) -> int:
     from sursis.domain.clock import utcnow
-    from sursis.domain.keys import WORKSPACE
+    from sursis.domain.identity.keys import WORKSPACE
     from sursis.infra.db.migrations import upgrade
     from sursis.infra.demo import demo_event_ids, seed_demo
 

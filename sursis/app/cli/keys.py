@@ -17,7 +17,7 @@ from sursis.domain.access import Role
 if TYPE_CHECKING:
     from sursis.app.settings import Settings
     from sursis.app.storage import Storage
-    from sursis.domain.keys import IssuedKey, KeyService
+    from sursis.domain.identity.keys import IssuedKey, KeyService
     from sursis.domain.records import Principal
 
 T = TypeVar("T")

@@ -15,10 +15,10 @@ from typing import TYPE_CHECKING, TypeVar
 
 if TYPE_CHECKING:
     from sursis.app.settings import Settings
-    from sursis.domain.audit_chain import ChainReport
-    from sursis.domain.audit_verify import AuditChainService
+    from sursis.domain.audit.audit_chain import ChainReport
     from sursis.domain.records import Principal
-    from sursis.domain.retention import RetentionPolicy, RetentionReport, RetentionService
+    from sursis.domain.retention.audit_verify import AuditChainService
+    from sursis.domain.retention.retention import RetentionPolicy, RetentionReport, RetentionService
 
     Services = tuple[RetentionService, AuditChainService]
 
@@ -35,7 +35,7 @@ def _with_services(settings: Settings, use: Callable[[Services], Awaitable[T]]) 
 
 def workspace_name(value: str) -> str:
     """A workspace as every other path takes it: 1-100 letters, digits, `_`, `.` or `-`."""
-    from sursis.domain.keys import WORKSPACE
+    from sursis.domain.identity.keys import WORKSPACE
 
     if not WORKSPACE.match(value):
         raise argparse.ArgumentTypeError(
@@ -46,7 +46,7 @@ def workspace_name(value: str) -> str:
 
 def period_days(value: str) -> int:
     """A whole number of days, 1 to MAX_DAYS, as the API takes it."""
-    from sursis.domain.retention import MAX_DAYS
+    from sursis.domain.retention.retention import MAX_DAYS
 
     if not value.isdigit():
         raise argparse.ArgumentTypeError(f"a whole number of days, 1 to {MAX_DAYS}")
@@ -64,7 +64,7 @@ def hold_reason(value: str) -> str:
 
 def expected_head(value: str) -> tuple[int, str]:
     """`SEQ:HASH`, a head recorded from an earlier `verify`."""
-    from sursis.domain.audit_chain import parse_expected_head
+    from sursis.domain.audit.audit_chain import parse_expected_head
 
     try:
         return parse_expected_head(value)
@@ -107,7 +107,7 @@ def _show(policy: RetentionPolicy) -> None:
 
 
 def _set(settings: Settings, args: argparse.Namespace, who: Principal) -> int:
-    from sursis.domain.retention import RetentionPolicy
+    from sursis.domain.retention.retention import RetentionPolicy
 
     policy = RetentionPolicy(args.workspace, args.conversation_days, args.audit_days)
     _show(_with_services(settings, lambda s: s[0].set_policy(who, policy)))

@@ -7,7 +7,7 @@ from litestar.di import NamedDependency
 
 from sursis.app.routes.provide import services
 from sursis.app.schemas.agents import AgentOut, agent_out
-from sursis.domain.agents import AgentCatalogService
+from sursis.domain.agents.agents import AgentCatalogService
 from sursis.domain.records import Principal
 
 

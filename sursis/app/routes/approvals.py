@@ -23,8 +23,8 @@ from sursis.app.schemas.approvals import (
     approval_out,
 )
 from sursis.domain.access import Permission
-from sursis.domain.approval_request_records import Filing, Outcome
-from sursis.domain.approval_requests import ApprovalRequestService
+from sursis.domain.approvals.approval_request_records import Filing, Outcome
+from sursis.domain.approvals.approval_requests import ApprovalRequestService
 from sursis.domain.clock import utcnow
 from sursis.domain.records import Principal
 

@@ -25,7 +25,7 @@ from sursis.app.schemas.approvers import (
 from sursis.app.schemas.pending import PendingCallOut, pending_out
 from sursis.app.schemas.validation import WorkspaceName
 from sursis.domain.access import Permission
-from sursis.domain.approver_admin import ApproverService
+from sursis.domain.approvals.approver_admin import ApproverService
 from sursis.domain.records import Principal
 
 Workspace = Annotated[

@@ -14,7 +14,7 @@ from litestar.params import FromQuery, QueryParameter
 from sursis.app.routes.provide import services
 from sursis.app.routes.queries import TIMESTAMP_PATTERN, Cursor, parse_timestamp, query_error, refuse_nul
 from sursis.app.schemas import AuditPage, audit_page, decode_audit_cursor
-from sursis.domain.audit import AuditService
+from sursis.domain.audit.audit import AuditService
 from sursis.domain.records import AuditQuery, Principal
 
 MAX_AUDIT_ACTIONS = 20

@@ -13,7 +13,7 @@ from sursis.app.auth import requires
 from sursis.app.routes.provide import services
 from sursis.app.schemas import AuthorizationOut, CreateAuthorization, authorization_out
 from sursis.domain.access import Permission
-from sursis.domain.authorizations import PreApprovalService
+from sursis.domain.policy.authorizations import PreApprovalService
 from sursis.domain.records import Principal
 
 

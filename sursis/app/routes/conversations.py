@@ -22,9 +22,9 @@ from sursis.app.schemas import (
     conversation_out,
     run_out,
 )
-from sursis.domain.conversations import ConversationService
+from sursis.domain.conversations.conversations import ConversationService
 from sursis.domain.records import Principal
-from sursis.domain.runs import RunService
+from sursis.domain.runs.runs import RunService
 
 
 class ConversationController(Controller):

@@ -32,11 +32,11 @@ from sursis.app.schemas import (
 )
 from sursis.app.settings import Settings
 from sursis.domain.access import Permission
-from sursis.domain.conversations import ConversationService
+from sursis.domain.conversations.conversations import ConversationService
 from sursis.domain.encryption import EncryptedValueUnreadable, EncryptionKeyUnavailable
-from sursis.domain.events import EventService
+from sursis.domain.events.events import EventService
+from sursis.domain.events.webhooks import WebhookService
 from sursis.domain.records import Principal
-from sursis.domain.webhooks import WebhookService
 from sursis.infra.notifier import LocalRunNotifier
 
 BATCH = 500

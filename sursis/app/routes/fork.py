@@ -16,9 +16,9 @@ from sursis.app.schemas.conversations import conversation_out
 from sursis.app.schemas.forks import ForkBody, ForkedOut
 from sursis.app.schemas.runs import run_out
 from sursis.domain.access import Permission
-from sursis.domain.fork_service import ForkService
+from sursis.domain.conversations.fork_service import ForkService
 from sursis.domain.records import Principal
-from sursis.domain.runs import RunService
+from sursis.domain.runs.runs import RunService
 
 Wait = Annotated[float, QueryParameter(ge=0, le=3600, description="Long-poll up to this many seconds")]
 

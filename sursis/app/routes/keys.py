@@ -22,7 +22,7 @@ from sursis.app.schemas import (
     principal_out,
 )
 from sursis.domain.access import Permission
-from sursis.domain.keys import KeyService
+from sursis.domain.identity.keys import KeyService
 from sursis.domain.records import Principal
 
 

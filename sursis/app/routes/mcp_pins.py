@@ -13,7 +13,7 @@ from sursis.app.auth import requires
 from sursis.app.routes.provide import services
 from sursis.app.schemas.mcp_pins import AcceptPinIn, McpPinOut
 from sursis.domain.access import Permission
-from sursis.domain.mcp_pins import McpPinService
+from sursis.domain.agents.mcp_pins import McpPinService
 from sursis.domain.records import Principal
 
 Name = Annotated[str, Parameter(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9_.:-]+$")]

@@ -23,9 +23,9 @@ from sursis.app.schemas import (
     resolved_out,
     run_out,
 )
-from sursis.domain.pending_calls import PendingCallService, Resolution
+from sursis.domain.approvals.pending_calls import PendingCallService, Resolution
 from sursis.domain.records import Principal
-from sursis.domain.runs import RunService
+from sursis.domain.runs.runs import RunService
 from sursis.domain.states import Decision, PendingStatus
 from sursis.domain.tools import PendingKind
 

@@ -24,8 +24,8 @@ from sursis.app.schemas.validation import MAX_WORKSPACE_CHARS, WORKSPACE_PATTERN
 from sursis.domain.access import Permission
 from sursis.domain.clock import utcnow
 from sursis.domain.errors import ValidationFailed
-from sursis.domain.policy_service import PolicyService
-from sursis.domain.policy_simulation import PolicySimulation
+from sursis.domain.policy.policy_service import PolicyService
+from sursis.domain.policy.policy_simulation import PolicySimulation
 from sursis.domain.records import Principal
 
 Workspace = Annotated[

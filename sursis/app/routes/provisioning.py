@@ -13,7 +13,7 @@ from sursis.app.auth import requires
 from sursis.app.routes.provide import services
 from sursis.app.schemas.people import ProviderGroup, ProvisioningRuleIn, ProvisioningRuleOut
 from sursis.domain.access import Permission
-from sursis.domain.people import ProvisioningService
+from sursis.domain.identity.people import ProvisioningService
 from sursis.domain.records import Principal
 
 

@@ -15,11 +15,11 @@ from sursis.app.routes.provide import services
 from sursis.app.schemas.retention import ChainOut, HoldIn, HoldOut, PolicyIn, PolicyOut, ReportOut
 from sursis.app.schemas.validation import MAX_WORKSPACE_CHARS, WORKSPACE_PATTERN
 from sursis.domain.access import Permission
-from sursis.domain.audit_chain import EXPECTED_HEAD_PATTERN, parse_expected_head
-from sursis.domain.audit_verify import AuditChainService
+from sursis.domain.audit.audit_chain import EXPECTED_HEAD_PATTERN, parse_expected_head
 from sursis.domain.errors import ValidationFailed
 from sursis.domain.records import Principal
-from sursis.domain.retention import RetentionPolicy, RetentionService
+from sursis.domain.retention.audit_verify import AuditChainService
+from sursis.domain.retention.retention import RetentionPolicy, RetentionService
 
 _NAME = {"min_length": 1, "max_length": MAX_WORKSPACE_CHARS, "pattern": WORKSPACE_PATTERN}
 Workspace = Annotated[str | None, QueryParameter(description="One workspace; all by default", **_NAME)]

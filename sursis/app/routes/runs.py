@@ -13,7 +13,7 @@ from sursis.app.routes.provide import services
 from sursis.app.routes.queries import Wait
 from sursis.app.schemas import RunOut, ToolCallOut, run_out, tool_call_out
 from sursis.domain.records import Principal
-from sursis.domain.runs import RunService
+from sursis.domain.runs.runs import RunService
 
 
 class RunController(Controller):

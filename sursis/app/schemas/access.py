@@ -10,9 +10,9 @@ from pydantic import AwareDatetime, BaseModel, BeforeValidator, ConfigDict, Fiel
 
 from sursis.app.schemas.validation import FromRecord, JsonObject, Strict, UtcDatetime, WorkspaceName
 from sursis.domain.access import Permission
-from sursis.domain.access_records import ApiKey, Authorization
-from sursis.domain.keys import IssuedKey
+from sursis.domain.identity.keys import IssuedKey
 from sursis.domain.records import Principal
+from sursis.domain.records.access_records import ApiKey, Authorization
 
 
 def _object_or_none(value: Any) -> Any:

@@ -6,7 +6,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from sursis.domain.agents import AgentInfo, ToolListing
+from sursis.domain.agents.agents import AgentInfo, ToolListing
 from sursis.domain.tools import Approval, Category, Executor
 
 

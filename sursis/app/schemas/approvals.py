@@ -12,7 +12,7 @@ from pydantic import BaseModel, Field
 from sursis.app.schemas.pending import PendingCallOut, pending_out
 from sursis.app.schemas.validation import JsonObject, Strict, WorkspaceName
 from sursis.domain.access import Permission
-from sursis.domain.approval_request_records import FiledApproval
+from sursis.domain.approvals.approval_request_records import FiledApproval
 from sursis.domain.records import Principal
 
 LABEL_PATTERN = r"^[A-Za-z0-9_.:/-]+$"

@@ -9,8 +9,8 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, Field, RootModel
 
 from sursis.app.schemas.validation import FromRecord, Strict, WorkspaceName
-from sursis.domain.channel_records import ChannelBinding
 from sursis.domain.channels.admin import EMAIL_PATTERN
+from sursis.domain.records.channel_records import ChannelBinding
 
 SlackId = Annotated[str, Field(min_length=1, max_length=50, pattern=r"^[A-Za-z0-9]+$")]
 

@@ -14,7 +14,7 @@ from sursis.app.schemas.policies import PolicyDecisionOut
 from sursis.app.schemas.runs import RunOut, run_out
 from sursis.app.schemas.validation import FromRecord, Strict, WorkspaceName
 from sursis.domain.access import Permission
-from sursis.domain.conversations import ConversationDetail
+from sursis.domain.conversations.conversations import ConversationDetail
 from sursis.domain.records import (
     Conversation,
     Principal,

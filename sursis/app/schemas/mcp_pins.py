@@ -7,7 +7,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from sursis.domain.mcp_pins import McpPin
+from sursis.domain.agents.mcp_pins import McpPin
 
 Digest = str
 

@@ -14,9 +14,9 @@ from sursis.app.schemas.policies import PolicyDecisionOut
 from sursis.app.schemas.reviewer import ReviewOut
 from sursis.app.schemas.validation import FromRecord, JsonObject, JsonValue, Strict, as_utc
 from sursis.domain.access import Permission
+from sursis.domain.approvals.pending_calls import PendingCursor
 from sursis.domain.errors import ValidationFailed
 from sursis.domain.paging import Page
-from sursis.domain.pending_calls import PendingCursor
 from sursis.domain.records import PendingCall, Principal
 from sursis.domain.tools import Category
 

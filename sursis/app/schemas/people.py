@@ -9,7 +9,7 @@ from litestar.params import PathParameter
 from pydantic import Field
 
 from sursis.app.schemas.validation import FromRecord, Strict, WorkspaceName
-from sursis.domain.people import GROUP
+from sursis.domain.identity.people import GROUP
 
 ProviderGroup = Annotated[
     str,

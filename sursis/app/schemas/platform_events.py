@@ -10,7 +10,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from sursis.app.schemas.conversations import ConversationOut, conversation_out
 from sursis.app.schemas.validation import JsonObject, Strict, UtcDatetime, WorkspaceName
-from sursis.domain.customer_records import (
+from sursis.domain.errors import ValidationFailed
+from sursis.domain.records.customer_records import (
     Intake,
     ListedConversation,
     PlatformEvent,
@@ -18,7 +19,6 @@ from sursis.domain.customer_records import (
     Rubric,
     ScanReport,
 )
-from sursis.domain.errors import ValidationFailed
 
 EventId = Annotated[str, Field(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9._:\-]+$")]
 Name = Annotated[str, Field(min_length=1, max_length=100)]

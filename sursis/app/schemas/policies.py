@@ -9,7 +9,7 @@ from pydantic import BaseModel, BeforeValidator, Field, model_validator
 
 from sursis.app.schemas.reviewer import ReviewerIn, ReviewerOut, ReviewerSimulationOut
 from sursis.app.schemas.validation import Strict, UtcDatetime, WorkspaceName
-from sursis.domain.policies import (
+from sursis.domain.policy.policies import (
     MAX_CONDITION_CHARS,
     MAX_RULES,
     RULE_ID,
@@ -19,6 +19,7 @@ from sursis.domain.policies import (
     PolicyRule,
     StoredPolicy,
 )
+from sursis.domain.policy.policy_service import PolicyTool
 from sursis.domain.policy_decisions import (
     ApprovalRoute,
     Escalation,
@@ -26,7 +27,6 @@ from sursis.domain.policy_decisions import (
     PolicyEffect,
     TimeoutOutcome,
 )
-from sursis.domain.policy_service import PolicyTool
 
 MAX_SECONDS = 90 * 24 * 3600
 Seconds = Annotated[float, Field(gt=0, le=MAX_SECONDS)]

@@ -9,8 +9,8 @@ from typing import Annotated
 from pydantic import BeforeValidator, Field
 
 from sursis.app.schemas.validation import FromRecord, Strict, WorkspaceName
-from sursis.domain.audit_chain import ChainReport
-from sursis.domain.retention import MAX_DAYS, RetentionReport
+from sursis.domain.audit.audit_chain import ChainReport
+from sursis.domain.retention.retention import MAX_DAYS, RetentionReport
 
 
 def _whole_number(value: object) -> object:

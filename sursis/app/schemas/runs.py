@@ -14,7 +14,7 @@ from sursis.domain.records import (
     Run,
     Usage,
 )
-from sursis.domain.runs import RunView
+from sursis.domain.runs.runs import RunView
 
 
 class UsageOut(BaseModel):

@@ -10,7 +10,7 @@ from pydantic import AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field
 from pydantic_core import to_jsonable_python
 
 from sursis.domain.errors import ValidationFailed
-from sursis.domain.webhooks import WEBHOOK_URL_PATTERN
+from sursis.domain.events.webhooks import WEBHOOK_URL_PATTERN
 
 
 def jsonable(value: Any) -> Any:

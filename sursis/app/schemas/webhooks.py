@@ -9,8 +9,8 @@ from typing import Annotated
 from pydantic import Field
 
 from sursis.app.schemas.validation import FromRecord, Strict, WebhookUrl, WorkspaceName
-from sursis.domain.event_records import Webhook
-from sursis.domain.events import WEBHOOK_EVENT_TYPES
+from sursis.domain.events.events import WEBHOOK_EVENT_TYPES
+from sursis.domain.records.event_records import Webhook
 
 WebhookEventName = Annotated[
     str,

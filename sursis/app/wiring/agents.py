@@ -15,9 +15,9 @@ from sursis.app.settings import Settings
 from sursis.app.wiring import INNER
 from sursis.app.wiring.storage import StorageParts
 from sursis.app.wiring.worlds import WorldParts
-from sursis.domain.agents import AgentCatalogService
+from sursis.domain.agents.agents import AgentCatalogService
+from sursis.domain.agents.mcp_pins import McpPinService
 from sursis.domain.clock import utcnow
-from sursis.domain.mcp_pins import McpPinService
 from sursis.infra.agents.assistant import assistant_agent
 from sursis.infra.agents.declarations import AgentDefinition, DeclaredToolCatalog
 from sursis.infra.agents.models import BuiltModels

@@ -14,13 +14,13 @@ from sursis.app.wiring.policy import PolicyParts
 from sursis.app.wiring.runtime import RuntimeParts
 from sursis.app.wiring.storage import StorageParts
 from sursis.app.wiring.telemetry import TelemetryParts
-from sursis.domain.approval_requests import ApprovalRequestService
+from sursis.domain.approvals.approval_requests import ApprovalRequestService
+from sursis.domain.approvals.pending_calls import PendingCallService
 from sursis.domain.clock import utcnow
-from sursis.domain.conversations import ConversationService
-from sursis.domain.events import ClientPresence, EventService
-from sursis.domain.fork_service import ForkService
-from sursis.domain.pending_calls import PendingCallService
-from sursis.domain.runs import RunService
+from sursis.domain.conversations.conversations import ConversationService
+from sursis.domain.conversations.fork_service import ForkService
+from sursis.domain.events.events import ClientPresence, EventService
+from sursis.domain.runs.runs import RunService
 from sursis.infra.db.errors import database_unreachable
 from sursis.infra.policy.external import ExternalPolicyPoint
 

@@ -11,7 +11,7 @@ from sursis.app.settings import Settings
 from sursis.app.wiring import INNER
 from sursis.app.wiring.storage import StorageParts
 from sursis.domain.clock import utcnow
-from sursis.domain.webhooks import WebhookService
+from sursis.domain.events.webhooks import WebhookService
 from sursis.infra.supervisor import Loop
 from sursis.infra.webhook_delivery import DeliveryPolicy, WebhookDeliverer
 

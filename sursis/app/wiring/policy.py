@@ -11,14 +11,14 @@ from sursis.app.wiring import INNER
 from sursis.app.wiring.agents import AgentParts
 from sursis.app.wiring.reviewer import reviewer_loop
 from sursis.app.wiring.storage import StorageParts
-from sursis.domain.approver_admin import ApproverService
-from sursis.domain.authorization_cache import AuthorizationCache
-from sursis.domain.authorizations import PreApprovalService
+from sursis.domain.approvals.approver_admin import ApproverService
 from sursis.domain.clock import utcnow
 from sursis.domain.notified_cache import Invalidations
-from sursis.domain.policy_cache import AllInvalidations, PolicyCache
-from sursis.domain.policy_service import PolicyService
-from sursis.domain.policy_simulation import PolicySimulation
+from sursis.domain.policy.authorization_cache import AuthorizationCache
+from sursis.domain.policy.authorizations import PreApprovalService
+from sursis.domain.policy.policy_cache import AllInvalidations, PolicyCache
+from sursis.domain.policy.policy_service import PolicyService
+from sursis.domain.policy.policy_simulation import PolicySimulation
 from sursis.domain.tools import ToolSpec
 from sursis.infra.agents.declarations import DeclaredToolCatalog
 from sursis.infra.agents.models import BuiltModels

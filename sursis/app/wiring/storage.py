@@ -14,16 +14,16 @@ import structlog
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from sursis.app.settings import Settings
-from sursis.domain.audit import AuditService
-from sursis.domain.audit_checkpoint import CheckpointLog, CheckpointLogUnusable, CheckpointSigner
-from sursis.domain.audit_verify import AuditChainService
+from sursis.domain.audit.audit import AuditService
+from sursis.domain.audit.audit_checkpoint import CheckpointLog, CheckpointLogUnusable, CheckpointSigner
 from sursis.domain.clock import utcnow
-from sursis.domain.credential_cache import CredentialCache
-from sursis.domain.keys import NO_WORKSPACE, KeyService
+from sursis.domain.identity.credential_cache import CredentialCache
+from sursis.domain.identity.keys import NO_WORKSPACE, KeyService
+from sursis.domain.identity.people import ProvisioningService, rules_from_setting
 from sursis.domain.notified_cache import Invalidations
-from sursis.domain.people import ProvisioningService, rules_from_setting
 from sursis.domain.records import AuditEntry
-from sursis.domain.retention import RetentionService
+from sursis.domain.retention.audit_verify import AuditChainService
+from sursis.domain.retention.retention import RetentionService
 from sursis.infra.checkpoint_log import FileCheckpointLog
 from sursis.infra.db import tables as t
 from sursis.infra.db.encryption_state import EncryptionState, check_encryption

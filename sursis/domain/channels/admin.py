@@ -8,10 +8,10 @@ from collections.abc import Callable
 from datetime import datetime
 
 from sursis.domain.access import Permission
-from sursis.domain.channel_records import ChannelBinding, SlackAddress, SlackIdentity
 from sursis.domain.errors import NotFound, ValidationFailed
 from sursis.domain.ports import UnitOfWorkFactory
 from sursis.domain.records import Principal
+from sursis.domain.records.channel_records import ChannelBinding, SlackAddress, SlackIdentity
 
 # An ASCII address as HTML's `type=email` takes it, with a dot in the domain: the same in Python's
 # `re` and in the OpenAPI document's ECMAScript regex (no `\s`, whose meaning differs).

@@ -10,15 +10,15 @@ from __future__ import annotations
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from sursis.domain.channel_records import (
+from sursis.domain.channels.fanout import enqueue_slack_notice
+from sursis.domain.records import PendingCall
+from sursis.domain.records.channel_records import (
     BindingKind,
     ChannelBinding,
     DigestItem,
     DigestItemKind,
     SlackAddress,
 )
-from sursis.domain.channels.fanout import enqueue_slack_notice
-from sursis.domain.records import PendingCall
 
 if TYPE_CHECKING:
     from sursis.domain.ports import UnitOfWork
@@ -43,7 +43,7 @@ async def notify_target(uow: UnitOfWork, call: PendingCall, target: str, now: da
 
 
 async def _slack(uow: UnitOfWork, call: PendingCall, channel: str, now: datetime) -> bool:
-    from sursis.domain.events import pending_created_data
+    from sursis.domain.events.events import pending_created_data
 
     teams = [
         b.slack.team_id

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from sursis.domain.channel_records import (
+from sursis.domain.records.channel_records import (
     SLACK_TOPIC,
     BindingKind,
     ChannelBinding,
@@ -21,7 +21,7 @@ from sursis.domain.channel_records import (
     DigestItemKind,
     SlackAddress,
 )
-from sursis.domain.event_records import Outgoing, StoredEvent
+from sursis.domain.records.event_records import Outgoing, StoredEvent
 
 if TYPE_CHECKING:
     from sursis.domain.ports import UnitOfWork

@@ -15,19 +15,19 @@ from enum import StrEnum
 from typing import Any
 
 from sursis.domain.access import Permission
-from sursis.domain.agent_ports import RunNotifier
-from sursis.domain.channel_records import (
+from sursis.domain.agents.agent_ports import RunNotifier
+from sursis.domain.approvals.pending_calls import PendingCallService, Resolution
+from sursis.domain.errors import Conflict, Forbidden, NotFound, RunActive, Stale, ValidationFailed
+from sursis.domain.ports import UnitOfWork, UnitOfWorkFactory
+from sursis.domain.records import Conversation, PendingCall, Principal
+from sursis.domain.records.channel_records import (
     SLACK_TOPIC,
     Channel,
     ChannelBinding,
     SlackAddress,
 )
-from sursis.domain.errors import Conflict, Forbidden, NotFound, RunActive, Stale, ValidationFailed
-from sursis.domain.event_records import Outgoing
-from sursis.domain.pending_calls import PendingCallService, Resolution
-from sursis.domain.ports import UnitOfWork, UnitOfWorkFactory
-from sursis.domain.records import Conversation, PendingCall, Principal
-from sursis.domain.run_queue import check_content, queue_or_hand_off
+from sursis.domain.records.event_records import Outgoing
+from sursis.domain.runs.run_queue import check_content, queue_or_hand_off
 from sursis.domain.states import Decision, PendingStatus
 
 UNMAPPED_NOTICE = (

@@ -1,2 +1,12 @@
 """The customer context: a workspace's scans, evaluation framework and onboarding, the platform
 events that bring them, and the conversations those events start."""
+
+from sursis.domain.customer import (
+    events,
+    intake,
+)
+
+__all__ = [
+    "events",
+    "intake",
+]

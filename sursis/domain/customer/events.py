@@ -12,7 +12,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from sursis.domain.customer_records import PlatformEvent, PlatformEventType
+from sursis.domain.records.customer_records import PlatformEvent, PlatformEventType
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,15 +8,20 @@ from datetime import datetime
 from typing import Any
 
 from sursis.domain.access import Permission
-from sursis.domain.agent_ports import RunNotifier
+from sursis.domain.agents.agent_ports import RunNotifier
 from sursis.domain.clock import Clock, utcnow
 from sursis.domain.customer.events import proactive_turn
-from sursis.domain.customer_records import Intake, ListedConversation, PlatformEvent, PlatformEventType
 from sursis.domain.errors import NotFound
-from sursis.domain.events import EventType, publish, publish_run_status
+from sursis.domain.events.events import EventType, publish, publish_run_status
 from sursis.domain.paging import Page
 from sursis.domain.ports import UnitOfWork, UnitOfWorkFactory
 from sursis.domain.records import AuditEntry, Conversation, Principal, Run
+from sursis.domain.records.customer_records import (
+    Intake,
+    ListedConversation,
+    PlatformEvent,
+    PlatformEventType,
+)
 from sursis.domain.states import RunStatus
 
 CUSTOMER_AGENT = "customer"

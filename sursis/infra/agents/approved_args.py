@@ -33,8 +33,8 @@ from pydantic_ai.messages import ToolCallPart
 from pydantic_ai.tools import DeferredToolResults, ToolApproved
 from pydantic_core import to_jsonable_python
 
+from sursis.domain.audit.integrity import ARGS_MISMATCH, DECISION_UNSEALED, OUTCOME_MISMATCH
 from sursis.domain.errors import Error
-from sursis.domain.integrity import ARGS_MISMATCH, DECISION_UNSEALED, OUTCOME_MISMATCH
 from sursis.domain.records import AuditEntry, PendingCall, RunError, ToolCallRecord
 from sursis.domain.sanitize import args_hash, pending_args_hash
 from sursis.infra.agents.run_deps import RunDeps
@@ -46,7 +46,7 @@ APPROVED = "approved_args"
 CODE = "approved_args_mismatch"
 UNSEALED_CODE = "decision_seal_invalid"
 """The run's error when an approved call's decision is not sealed by the service, or its sealed votes
-do not meet its sealed route (`domain/decision_seal.py`)."""
+do not meet its sealed route (`domain/approvals/decision_seal.py`)."""
 ACTOR = "system:worker"
 _ROW_CHANGED = "the pending call's arguments do not hash to the args_hash its deciders saw"
 _LOG_CHANGED = "the arguments about to run are not the ones approved"

@@ -7,7 +7,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from sursis.domain.events import EventType, publish
+from sursis.domain.events.events import EventType, publish
 from sursis.domain.records import ToolCallMetadata, ToolCallRecord
 from sursis.domain.tools import ToolSpec
 from sursis.infra.agents.effects import committed, result_event

@@ -12,9 +12,9 @@ import structlog
 from pydantic_ai.messages import ToolCallPart
 from pydantic_core import to_jsonable_python
 
-from sursis.domain.decision_seal import SEAL
-from sursis.domain.events import EventType, publish
-from sursis.domain.policies import authorization_of
+from sursis.domain.approvals.decision_seal import SEAL
+from sursis.domain.events.events import EventType, publish
+from sursis.domain.policy.policies import authorization_of
 from sursis.domain.policy_decisions import PolicyDecision, PolicyEffect
 from sursis.domain.sanitize import args_hash, sanitize
 from sursis.domain.tools import ToolSpec

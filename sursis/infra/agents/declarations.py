@@ -15,7 +15,7 @@ from pydantic_ai.models import Model
 from pydantic_ai.native_tools import AbstractNativeTool
 from pydantic_core import to_jsonable_python
 
-from sursis.domain.agents import AgentInfo, ToolInfo
+from sursis.domain.agents.agents import AgentInfo, ToolInfo
 from sursis.domain.errors import ToolDeclarationError, ValidationFailed
 from sursis.domain.tools import Category, Executor, ToolSpec
 from sursis.infra.agents.models import model_label

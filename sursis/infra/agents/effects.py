@@ -14,7 +14,7 @@ from pydantic_ai import RunContext
 from pydantic_core import to_jsonable_python
 
 from sursis.domain.errors import Error
-from sursis.domain.events import EventType, publish
+from sursis.domain.events.events import EventType, publish
 from sursis.domain.policy_decisions import PolicyDecision
 from sursis.domain.ports import UnitOfWork
 from sursis.domain.records import ToolCallMetadata, ToolCallRecord

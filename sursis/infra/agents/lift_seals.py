@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sursis.domain.decision_seal import lift_facts
+from sursis.domain.approvals.decision_seal import lift_facts
 from sursis.domain.encryption import Cipher
 from sursis.infra.agents.run_deps import RunDeps
 from sursis.infra.encryption.decision_seal import DecisionSealer, sealer_of

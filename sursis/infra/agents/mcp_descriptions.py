@@ -2,7 +2,7 @@
 
 `schema_digest` (description and input schema) is what a policy rule pins; `tool_digest` covers
 everything the server says about the tool (name, title, description, input and output schema,
-annotations) and is what the database pins (`sursis.domain.mcp_pins`); a tool whose description
+annotations) and is what the database pins (`sursis.domain.agents.mcp_pins`); a tool whose description
 changed since it was accepted is asked (`changed_review`).
 """
 
@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
-from sursis.domain.policies import SCHEMA_CHANGED
+from sursis.domain.policy.policies import SCHEMA_CHANGED
 from sursis.domain.policy_decisions import ApprovalRoute, PolicyDecision, PolicyEffect
 from sursis.domain.tools import Approval, Category, Executor, ToolSpec
 

@@ -14,7 +14,7 @@ committed) before it is sent: when a crashed segment's call comes back without a
 the mark says the server may have received it, and the call becomes a pending call "outcome unknown"
 for a person instead of a second call. A `read` tool's call is sent again.
 
-What a server says about a tool is pinned in the database (`sursis.domain.mcp_pins`): the digest of
+What a server says about a tool is pinned in the database (`sursis.domain.agents.mcp_pins`): the digest of
 everything it says (`tool_digest`: name, title, description, input and output schema, annotations).
 A tool whose description differs from the accepted one is asked, in every process and after
 restarts, until an admin accepts the new description. Each server is isolated (`mcp_isolation`): one

@@ -8,9 +8,9 @@ from typing import Any
 
 from pydantic_core import to_jsonable_python
 
-from sursis.domain.authorization_cache import AuthorizationCache
-from sursis.domain.authorizations import sealed_covering
-from sursis.domain.policies import own_pre_approvals_count
+from sursis.domain.policy.authorization_cache import AuthorizationCache
+from sursis.domain.policy.authorizations import sealed_covering
+from sursis.domain.policy.policies import own_pre_approvals_count
 from sursis.domain.policy_decisions import PolicyDecision
 from sursis.domain.ports import UnitOfWorkFactory
 from sursis.domain.tools import ToolSpec

@@ -16,9 +16,9 @@ from pydantic_ai.capabilities.abstract import WrapToolExecuteHandler
 from pydantic_ai.messages import ToolCallPart
 from pydantic_core import to_jsonable_python
 
-from sursis.domain.authorizations import UnsealedPreApproval
 from sursis.domain.errors import ToolPolicyError
-from sursis.domain.policies import authorization_of, governed, unavailable
+from sursis.domain.policy.authorizations import UnsealedPreApproval
+from sursis.domain.policy.policies import authorization_of, governed, unavailable
 from sursis.domain.policy_decisions import PolicyDecision, PolicyEffect
 from sursis.domain.sanitize import args_hash
 from sursis.domain.tools import ToolSpec

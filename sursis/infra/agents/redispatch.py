@@ -22,7 +22,7 @@ from pydantic_ai.toolsets import WrapperToolset
 from pydantic_ai.toolsets.abstract import ToolsetTool
 from pydantic_core import to_jsonable_python
 
-from sursis.domain.decision_seal import SEAL
+from sursis.domain.approvals.decision_seal import SEAL
 from sursis.domain.sanitize import args_hash
 from sursis.infra.agents.approved_args import Mismatch, refuse
 from sursis.infra.agents.call_marks import AUTO_APPROVED, NOTIFIED, newest_mark_entry

@@ -22,8 +22,8 @@ from pydantic_ai.messages import (
 )
 from pydantic_ai.tools import DeferredToolResults, ToolApproved, ToolDenied
 
+from sursis.domain.approvals.pending_calls import TIMEOUT_DECISION
 from sursis.domain.errors import Error, ToolPolicyError, ok_result
-from sursis.domain.pending_calls import TIMEOUT_DECISION
 from sursis.domain.records import PendingCall
 from sursis.domain.states import PendingStatus
 from sursis.domain.tools import PendingKind

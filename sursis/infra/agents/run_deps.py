@@ -13,11 +13,11 @@ import structlog
 from opentelemetry import trace
 from pydantic_ai import RunContext
 
-from sursis.domain.authorizations import UnsealedPreApproval
 from sursis.domain.clock import Clock
-from sursis.domain.policies import default_decision, lifts, pre_approved
+from sursis.domain.policy.authorizations import UnsealedPreApproval
+from sursis.domain.policy.policies import default_decision, lifts, pre_approved
+from sursis.domain.policy.policy_sampling import CallSampler, SampleDraw, sample
 from sursis.domain.policy_decisions import PolicyDecision
-from sursis.domain.policy_sampling import CallSampler, SampleDraw, sample
 from sursis.domain.ports import UnitOfWorkFactory
 from sursis.domain.records import AuditEntry, ToolCallRecord
 from sursis.domain.tools import ToolSpec

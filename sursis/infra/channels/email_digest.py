@@ -23,10 +23,10 @@ from email.utils import format_datetime, make_msgid
 import aiosmtplib
 import structlog
 
-from sursis.domain.audit import actor_names
-from sursis.domain.channel_records import Digest, DigestEnd, DigestItem, DigestItemKind
+from sursis.domain.audit.audit import actor_names
 from sursis.domain.ports import UnitOfWork, UnitOfWorkFactory
 from sursis.domain.records import PendingCall
+from sursis.domain.records.channel_records import Digest, DigestEnd, DigestItem, DigestItemKind
 from sursis.infra.faults import crash_point
 
 log = structlog.get_logger("sursis.channels.email")

@@ -22,12 +22,12 @@ import structlog
 from slack_sdk.errors import SlackApiError, SlackClientError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from sursis.domain.audit import actor_names
-from sursis.domain.channel_records import SLACK_TOPIC, ChannelBinding, SlackPost
+from sursis.domain.audit.audit import actor_names
 from sursis.domain.channels.escalation import OPENS_THREAD
 from sursis.domain.errors import Error
-from sursis.domain.event_records import OutboxItem
 from sursis.domain.ports import UnitOfWork, UnitOfWorkFactory
+from sursis.domain.records.channel_records import SLACK_TOPIC, ChannelBinding, SlackPost
+from sursis.domain.records.event_records import OutboxItem
 from sursis.domain.sanitize import sanitize
 from sursis.infra.channels import slack_messages as msg
 from sursis.infra.faults import crash_point

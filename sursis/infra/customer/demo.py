@@ -5,8 +5,8 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any
 
-from sursis.domain.customer_records import Rubric, ScanReport
 from sursis.domain.ports import UnitOfWorkFactory
+from sursis.domain.records.customer_records import Rubric, ScanReport
 
 RUBRICS: list[dict[str, Any]] = [
     {"name": "faithfulness", "description": "Answers stay within the retrieved sources.", "threshold": 0.8},

@@ -11,8 +11,8 @@ import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from sursis.domain.access import Role
-from sursis.domain.access_records import ApiKey, Authorization
-from sursis.domain.decision_seal import pre_approval_facts
+from sursis.domain.approvals.decision_seal import pre_approval_facts
+from sursis.domain.records.access_records import ApiKey, Authorization
 from sursis.infra.db import tables as t
 from sursis.infra.db.repositories.base import SqlRepository
 from sursis.infra.db.rows import row_values

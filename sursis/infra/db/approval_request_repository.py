@@ -9,7 +9,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from sursis.domain.approval_request_records import ApprovalRequest, Outcome
+from sursis.domain.approvals.approval_request_records import ApprovalRequest, Outcome
 from sursis.domain.states import PendingStatus
 from sursis.infra.db.approval_request_tables import approval_requests
 from sursis.infra.db.repositories.base import HeldSqlRepository, rowcount

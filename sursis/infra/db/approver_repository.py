@@ -11,6 +11,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy import exc as sa_exc
 
+from sursis.domain.approvals.decision_seal import vote_facts
 from sursis.domain.approvers import (
     ApprovalDelegation,
     ApproverGroup,
@@ -18,7 +19,6 @@ from sursis.domain.approvers import (
     RouteStep,
     Vote,
 )
-from sursis.domain.decision_seal import vote_facts
 from sursis.domain.states import PendingStatus
 from sursis.infra.db import approver_tables as ap
 from sursis.infra.db import tables as t

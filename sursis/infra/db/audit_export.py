@@ -14,10 +14,10 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from sursis.domain.approvals.decision_seal import SEAL, ask_facts, decision_facts, vote_facts
 from sursis.domain.approvers import Vote
-from sursis.domain.audit_chain import ChainHead, ChainLink
-from sursis.domain.audit_checkpoint import Checkpoint
-from sursis.domain.decision_seal import SEAL, ask_facts, decision_facts, vote_facts
+from sursis.domain.audit.audit_chain import ChainHead, ChainLink
+from sursis.domain.audit.audit_checkpoint import Checkpoint
 from sursis.domain.policy_decisions import PolicyDecision
 from sursis.domain.records import PendingCall
 from sursis.domain.states import PendingStatus

@@ -10,7 +10,8 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from sursis.domain.channel_records import (
+from sursis.domain.encryption import Cipher
+from sursis.domain.records.channel_records import (
     BindingKind,
     ChannelBinding,
     Digest,
@@ -21,7 +22,6 @@ from sursis.domain.channel_records import (
     SlackIdentity,
     SlackPost,
 )
-from sursis.domain.encryption import Cipher
 from sursis.infra.db import channel_tables as ch
 from sursis.infra.db.event_repositories import forget_delivery_targets
 from sursis.infra.db.repositories.base import SqlRepository, rowcount

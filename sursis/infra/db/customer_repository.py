@@ -9,7 +9,8 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from sursis.domain.customer_records import (
+from sursis.domain.records import Conversation
+from sursis.domain.records.customer_records import (
     Intake,
     ListedConversation,
     PlatformEvent,
@@ -17,7 +18,6 @@ from sursis.domain.customer_records import (
     Rubric,
     ScanReport,
 )
-from sursis.domain.records import Conversation
 from sursis.infra.db import customer_tables as c
 from sursis.infra.db import tables as t
 from sursis.infra.db.repositories.base import SqlRepository, rowcount

@@ -12,11 +12,11 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from sursis.domain.channel_records import BindingKind
-from sursis.domain.delivery import DELIVERED_EVENT_TYPES
 from sursis.domain.encryption import Cipher
-from sursis.domain.event_records import StoredEvent, Webhook
-from sursis.domain.events import PENDING_EVENT_TYPES, EventType
+from sursis.domain.events.events import PENDING_EVENT_TYPES, EventType
+from sursis.domain.notifications.delivery import DELIVERED_EVENT_TYPES
+from sursis.domain.records.channel_records import BindingKind
+from sursis.domain.records.event_records import StoredEvent, Webhook
 from sursis.domain.states import RunStatus
 from sursis.infra.db import channel_tables as ch
 from sursis.infra.db import tables as t

@@ -8,8 +8,8 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from sursis.domain.channel_records import BindingKind
-from sursis.domain.delivery import DELIVERED_EVENT_TYPES
+from sursis.domain.notifications.delivery import DELIVERED_EVENT_TYPES
+from sursis.domain.records.channel_records import BindingKind
 
 NOTIFY_CHANNEL = "sursis_events"
 PENDING_CHANNEL = "sursis_pending"

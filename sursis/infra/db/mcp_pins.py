@@ -1,4 +1,4 @@
-"""The pinned descriptions of MCP tools in SQL (`sursis.domain.mcp_pins`).
+"""The pinned descriptions of MCP tools in SQL (`sursis.domain.agents.mcp_pins`).
 
 Each method is its own transaction: a pin is read or written as a process meets a tool, outside
 any segment's unit of work, and an admin's acceptance commits with its audit row.
@@ -12,7 +12,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from sursis.domain.mcp_pins import ACCEPTED, FIRST_SEEN, McpPin, PinCheck
+from sursis.domain.agents.mcp_pins import ACCEPTED, FIRST_SEEN, McpPin, PinCheck
 from sursis.domain.records import AuditEntry, Principal
 from sursis.infra.db.mcp_pin_tables import mcp_tool_pins
 from sursis.infra.db.repositories.base import dialect_insert, rowcount

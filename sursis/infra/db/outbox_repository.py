@@ -7,7 +7,7 @@ from datetime import datetime
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from sursis.domain.event_records import OutboxItem, Outgoing
+from sursis.domain.records.event_records import OutboxItem, Outgoing
 from sursis.infra.db import tables as t
 from sursis.infra.db.repositories.base import session_cipher
 from sursis.infra.db.sealing import DEAD_LETTERS, OUTBOX

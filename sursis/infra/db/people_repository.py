@@ -8,7 +8,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from sursis.domain.access import Role
-from sursis.domain.people import PersonSession, ProvisioningRule, SignIn
+from sursis.domain.identity.people import PersonSession, ProvisioningRule, SignIn
 from sursis.domain.records import Principal
 from sursis.infra.db import people_tables as p
 from sursis.infra.db.repositories.base import SqlRepository, rowcount

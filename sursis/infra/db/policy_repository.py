@@ -9,9 +9,9 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.exc import IntegrityError
 
-from sursis.domain.policies import LadderEntry, LadderLevel, PolicyRule, StoredPolicy
+from sursis.domain.policy.policies import LadderEntry, LadderLevel, PolicyRule, StoredPolicy
+from sursis.domain.policy.policy_ports import RecordedCall
 from sursis.domain.policy_decisions import PolicyDecision, PolicyEffect
-from sursis.domain.policy_ports import RecordedCall
 from sursis.domain.tools import Category, PendingKind
 from sursis.infra.db import policy_tables as p
 from sursis.infra.db import tables as t

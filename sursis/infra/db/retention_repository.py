@@ -12,7 +12,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from sursis.domain.retention import LegalHold, RetentionPolicy
+from sursis.domain.retention.retention import LegalHold, RetentionPolicy
 from sursis.infra.db import approver_tables as ap
 from sursis.infra.db import channel_tables as ch
 from sursis.infra.db import customer_tables as cu

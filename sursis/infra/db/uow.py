@@ -10,8 +10,8 @@ from typing import Self
 
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
-from sursis.domain.delivery import deliver
 from sursis.domain.encryption import Cipher, UnsealedValue
+from sursis.domain.notifications.delivery import deliver
 from sursis.infra.db.access_repositories import SqlApiKeyRepository, SqlAuthorizationRepository
 from sursis.infra.db.approval_request_repository import SqlApprovalRequestRepository
 from sursis.infra.db.approver_repository import SqlApproverRepository

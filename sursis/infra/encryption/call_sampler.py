@@ -16,9 +16,9 @@ import hashlib
 import hmac
 import os
 
-from sursis.domain.decision_seal import canonical
+from sursis.domain.approvals.decision_seal import canonical
 from sursis.domain.encryption import Cipher, KeyManager
-from sursis.domain.policy_sampling import SampleDraw
+from sursis.domain.policy.policy_sampling import SampleDraw
 
 _LABEL = b"sursis/call-sample/v1"
 

@@ -18,7 +18,7 @@ import hmac
 from collections.abc import Mapping
 from typing import Any
 
-from sursis.domain.decision_seal import canonical
+from sursis.domain.approvals.decision_seal import canonical
 from sursis.domain.encryption import Cipher, EncryptionKeyUnavailable, KeyManager
 from sursis.infra.encryption.keyring import LocalKeyring
 

@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from sursis.domain.decision_seal import canonical
+from sursis.domain.approvals.decision_seal import canonical
 from sursis.domain.encryption import KeyManager
 from sursis.infra.encryption.decision_seal import DecisionSealer
 from sursis.infra.encryption.pkcs11_signer import pkcs11_module, token_session

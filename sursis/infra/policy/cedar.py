@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
-from sursis.domain.policies import CallFacts, InvalidPolicy, Matches, PolicyRule, WorkspacePolicy
+from sursis.domain.policy.policies import CallFacts, InvalidPolicy, Matches, PolicyRule, WorkspacePolicy
 
 NAMESPACE = "Sursis"
 GENERIC_ACTION = "call"

@@ -9,12 +9,18 @@ import uuid
 import structlog
 from pydantic_core import to_jsonable_python
 
-from sursis.domain.approval_request_records import Filing
-from sursis.domain.authorizations import UnsealedPreApproval
+from sursis.domain.approvals.approval_request_records import Filing
 from sursis.domain.clock import Clock
-from sursis.domain.policies import CallFacts, default_decision, lifts, own_pre_approvals_count, pre_approved
+from sursis.domain.policy.authorizations import UnsealedPreApproval
+from sursis.domain.policy.policies import (
+    CallFacts,
+    default_decision,
+    lifts,
+    own_pre_approvals_count,
+    pre_approved,
+)
+from sursis.domain.policy.policy_sampling import SampleDraw, sample
 from sursis.domain.policy_decisions import PolicyDecision
-from sursis.domain.policy_sampling import SampleDraw, sample
 from sursis.domain.records import Principal
 from sursis.domain.tools import Category, ToolSpec
 from sursis.infra.agents.policy import StoredPreApprovalPolicy

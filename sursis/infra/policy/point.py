@@ -10,12 +10,12 @@ from typing import Any
 
 from pydantic_core import to_jsonable_python
 
-from sursis.domain.authorization_cache import AuthorizationCache
-from sursis.domain.policies import CallFacts, WorkspacePolicy, decide_call, default_decision
-from sursis.domain.policy_cache import PolicyCache
+from sursis.domain.policy.authorization_cache import AuthorizationCache
+from sursis.domain.policy.policies import CallFacts, WorkspacePolicy, decide_call, default_decision
+from sursis.domain.policy.policy_cache import PolicyCache
+from sursis.domain.policy.policy_ports import PolicyUnitOfWorkFactory
+from sursis.domain.policy.policy_sampling import CallSampler
 from sursis.domain.policy_decisions import PolicyDecision
-from sursis.domain.policy_ports import PolicyUnitOfWorkFactory
-from sursis.domain.policy_sampling import CallSampler
 from sursis.domain.tools import ToolSpec
 from sursis.infra.agents.policy import StoredPreApprovalPolicy
 from sursis.infra.agents.run_deps import RunDeps

@@ -25,10 +25,10 @@ from pydantic_ai import Agent
 from pydantic_ai.models import Model
 from pydantic_ai.usage import UsageLimits
 
+from sursis.domain.approvals.pending_calls import Resolution
 from sursis.domain.clock import Clock
 from sursis.domain.errors import ServiceError, Stale
 from sursis.domain.message_parts import logged_parts
-from sursis.domain.pending_calls import Resolution
 from sursis.domain.ports import UnitOfWork, UnitOfWorkFactory
 from sursis.domain.records import PendingCall, Principal, StoredMessage
 from sursis.domain.reviewer import (
@@ -45,7 +45,7 @@ from sursis.domain.reviewer import (
     parse_answer,
     review_prompt,
 )
-from sursis.domain.reviewer_steps import (
+from sursis.domain.reviews.reviewer_steps import (
     ask_reviewer,
     record_late_verdict,
     record_verdict,

@@ -21,7 +21,7 @@ from pydantic_ai.messages import (
 )
 from pydantic_core import to_jsonable_python
 
-from sursis.domain.events import EventType, publish
+from sursis.domain.events.events import EventType, publish
 from sursis.domain.ports import UnitOfWork
 from sursis.domain.records import Run
 from sursis.domain.sanitize import sanitize

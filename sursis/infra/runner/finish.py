@@ -10,10 +10,10 @@ from opentelemetry.trace import Span
 from pydantic_ai.exceptions import UsageLimitExceeded
 from pydantic_ai.messages import ModelMessage
 
-from sursis.domain import run_lifecycle
 from sursis.domain.ports import UnitOfWork
 from sursis.domain.records import AuditEntry, Run, RunError, Usage
-from sursis.domain.run_lifecycle import ToolEvents
+from sursis.domain.runs import run_lifecycle
+from sursis.domain.runs.run_lifecycle import ToolEvents
 from sursis.domain.states import RunStatus
 from sursis.infra.agents import approved_args
 from sursis.infra.agents.agent_deps import DepsFactoryFailed, OpenedDeps

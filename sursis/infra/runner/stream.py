@@ -17,7 +17,7 @@ from pydantic_ai.messages import (
 )
 from pydantic_core import to_jsonable_python
 
-from sursis.domain.events import EventType, publish
+from sursis.domain.events.events import EventType, publish
 from sursis.domain.records import Run
 from sursis.infra.agents.run_deps import ProgressSink
 from sursis.infra.runner.base import RunnerParts, log

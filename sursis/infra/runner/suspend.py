@@ -8,11 +8,11 @@ from datetime import datetime, timedelta
 from pydantic_ai.messages import ModelMessage
 from pydantic_ai.tools import DeferredToolRequests
 
-from sursis.domain import run_lifecycle
 from sursis.domain.policy_decisions import PolicyDecision
 from sursis.domain.ports import UnitOfWork
 from sursis.domain.records import PendingCall, Run, Usage
-from sursis.domain.run_lifecycle import ToolEvents
+from sursis.domain.runs import run_lifecycle
+from sursis.domain.runs.run_lifecycle import ToolEvents
 from sursis.domain.sanitize import pending_args_hash
 from sursis.domain.states import PendingStatus, RunStatus
 from sursis.domain.tools import Executor, PendingKind, ToolApprovalRequest

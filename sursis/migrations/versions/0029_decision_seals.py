@@ -2,7 +2,7 @@
 
 A decision is evidence, not a flag: where a keyring is configured the service seals the route a call
 was asked with (`ask_seal`), each vote (`seal`) and each decision (inside the sealed `resolution`),
-and the worker runs an approved call only when those seals check (`domain/decision_seal.py`).
+and the worker runs an approved call only when those seals check (`domain/approvals/decision_seal.py`).
 Existing rows have no seal: calls approved before the upgrade and not yet run are refused where
 decisions are sealed (docs/audit.md: drain them first).
 

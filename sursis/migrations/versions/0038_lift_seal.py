@@ -3,7 +3,7 @@
 A pre-approval lets a call run without asking anyone, so it is a decision like an approval: where a
 keyring is configured the service seals what it grants (workspace, tool, argument match, who
 created it, when, until when) in the write that stores it, and the worker lifts an ask only with a
-pre-approval whose seal checks (`domain/decision_seal.py`). Existing rows have no seal: where
+pre-approval whose seal checks (`domain/approvals/decision_seal.py`). Existing rows have no seal: where
 decisions are sealed they no longer lift an ask; re-create them after the upgrade
 (docs/audit.md).
 

@@ -7,8 +7,8 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from sursis.domain.audit_chain import GENESIS, ChainHead, ChainLink, audit_row_hash
-from sursis.domain.audit_checkpoint import Checkpoint
+from sursis.domain.audit.audit_chain import GENESIS, ChainHead, ChainLink, audit_row_hash
+from sursis.domain.audit.audit_checkpoint import Checkpoint
 from sursis.domain.encryption import EncryptedValueUnreadable, EncryptionKeyUnavailable
 from sursis.domain.records import AuditEntry
 from sursis.infra.db import retention_tables as r

@@ -10,8 +10,14 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.dialects.postgresql import ARRAY
 
-from sursis.domain.approval_votes import new_route_state
-from sursis.domain.decision_seal import SEAL, ask_facts, decision_facts, needs_decision_seal, unmet_route
+from sursis.domain.approvals.approval_votes import new_route_state
+from sursis.domain.approvals.decision_seal import (
+    SEAL,
+    ask_facts,
+    decision_facts,
+    needs_decision_seal,
+    unmet_route,
+)
 from sursis.domain.encryption import Cipher
 from sursis.domain.policy_decisions import PolicyDecision
 from sursis.domain.ports import LeaseAhead
@@ -56,7 +62,7 @@ def _pending_from_row(row: Any, cipher: Cipher) -> PendingCall:
 
 def _seal_problem(sealer: DecisionSealer, call: PendingCall, ask_seal: str | None) -> str | None:
     """Why an approved call may not run: its ask or decision seal does not check, or the sealed
-    votes do not meet the sealed route (`domain/decision_seal.py`)."""
+    votes do not meet the sealed route (`domain/approvals/decision_seal.py`)."""
     problem = sealer.problem(ask_facts(call), ask_seal, "ask")
     if problem is not None:
         return f"{problem}: the route or arguments it was asked with are not the stored ones"
