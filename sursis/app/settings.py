@@ -230,6 +230,8 @@ class Settings(BaseSettings):
     @classmethod
     def _check_oidc_groups(cls, value: dict[str, dict[str, str]]) -> dict[str, dict[str, str]]:
         """Each rule names a role a person may have: refused at start, not at the first sign-in."""
+        if not value:  # nothing to check: the identity context is not loaded for it
+            return value
         from sursis.domain.identity.people import rules_from_setting
 
         rules_from_setting(value)

@@ -191,3 +191,34 @@ def test_serve_loads_the_otlp_exporters_only_with_an_endpoint(tmp_path: Path) ->
     assert loaded_by_command(tmp_path, argv, watched) == {"litestar"}
     exporting = loaded_by_command(tmp_path, argv, watched, OTEL_EXPORTER_OTLP_ENDPOINT="http://127.0.0.1:9")
     assert exporting == set(watched)
+
+
+MIGRATE_TWICE = (
+    "import sys\n"
+    "from sursis.app.cli import main\n"
+    "code = main(['migrate'])\n"
+    "print(code, ' '.join(m for m in ('alembic', 'mako', 'sursis.domain.identity') if m in sys.modules))\n"
+)
+
+
+def test_migrate_on_a_database_at_the_head_only_reads_its_revision(tmp_path: Path) -> None:
+    """What a deploy runs before each start: the first `migrate` applies the scripts through
+    Alembic; the next finds the database at the head and loads neither Alembic, Mako nor the
+    identity context (the OIDC groups setting is empty), and prints the same line."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SURSIS_")}
+    env["SURSIS_DATABASE_URL"] = f"sqlite+aiosqlite:///{tmp_path / 'sursis.db'}"
+    runs = [
+        subprocess.run(
+            [sys.executable, "-c", MIGRATE_TWICE],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.splitlines()
+        for _ in range(2)
+    ]
+    first, second = runs
+    assert first[0].startswith("migrated ") and first[0].endswith(" to head")
+    assert first[1].split() == ["0", "alembic", "mako"]
+    assert second == [first[0], "0 "]

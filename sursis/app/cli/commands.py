@@ -64,10 +64,12 @@ def _with_agents(settings: Settings, args: argparse.Namespace) -> tuple[Settings
 
 def _serve(settings: Settings, args: argparse.Namespace) -> int:
     import uvicorn
+    from uvicorn.config import STARTUP_FAILURE
 
     from sursis.app.http_protocols import ProblemHttpToolsProtocol
     from sursis.app.main import create_app
     from sursis.app.processes import refuse_sqlite
+    from sursis.app.quiet_server import serve
     from sursis.infra.db.engine import is_sqlite
     from sursis.infra.db.migrations import upgrade
 
@@ -113,7 +115,8 @@ def _serve(settings: Settings, args: argparse.Namespace) -> int:
     else:
         app = create_app(settings)
         settle_collector()
-        uvicorn.run(app, **options)
+        if not serve(app, options):
+            return STARTUP_FAILURE  # what `uvicorn.run` exits with when the server did not start
     return 0
 
 
@@ -188,14 +191,31 @@ def _worker(settings: Settings, args: argparse.Namespace) -> int:
     return 0
 
 
+def _at_head(url: str, current: Any, head: Any) -> bool:
+    """Whether the database is at the migrations' head; an unreachable one is left to Alembic, whose
+    error `migrate` reports."""
+    import asyncio
+
+    from sursis.infra.db.readiness import DatabaseNotReady
+
+    try:
+        return bool(asyncio.run(current(url)) == head())
+    except DatabaseNotReady:
+        return False
+
+
 def _migrate(settings: Settings, _: argparse.Namespace) -> int:
     from sqlalchemy import exc
 
     from sursis.infra.db.migrations import upgrade
+    from sursis.infra.db.readiness import current_revision, head_revision
 
     require_location(settings.database_url)
     try:
-        upgrade(settings.database_url)
+        # A database at the head (what a deploy meets before almost every start) is only read: Alembic,
+        # its script directory and every migration script are not loaded for it.
+        if not _at_head(settings.database_url, current_revision, head_revision):
+            upgrade(settings.database_url)
     except (OSError, exc.DBAPIError) as error:
         reason = str(getattr(error, "orig", None) or error).splitlines()[0][:200]
         print(f"sursis: cannot migrate {shown_url(settings.database_url)}: {reason}", file=sys.stderr)
