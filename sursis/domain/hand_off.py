@@ -53,6 +53,11 @@ class RunHandOff(Protocol):
         segment's start (`ConversationRepository.claim_active_run`, `RunRepository.lease`)."""
         ...
 
+    def log_positions(self) -> dict[uuid.UUID, int]:
+        """`log_position` of every conversation this process keeps the log of, for a read that
+        learns the conversation as it reads (`PendingCallRepository.seen_for_decision`)."""
+        ...
+
     async def read_start(self, uow: UnitOfWork, run: Run) -> SegmentStartRead:
         """In the caller's transaction, before it holds any write back: what the segment of the
         leased `run` starts from (its log, the calls it resumes with and their outcomes)."""

@@ -148,6 +148,9 @@ class Worker:
     def log_position(self, conversation_id: uuid.UUID) -> int:
         return self._runner.log_position(conversation_id) or 0
 
+    def log_positions(self) -> dict[uuid.UUID, int]:
+        return self._runner.log_positions()
+
     async def read_start(self, uow: UnitOfWork, run: Run) -> StartRead:
         return await self._read_start(uow, run)
 

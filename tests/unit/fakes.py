@@ -20,7 +20,14 @@ from types import TracebackType
 from typing import Any, Self
 
 from sursis.domain.notifications.delivery import DELIVERED_EVENT_TYPES, deliver
-from sursis.domain.ports import LeaseAhead, OpsRepository, SeenConversation, UnitOfWork, UnitOfWorkFactory
+from sursis.domain.ports import (
+    LeaseAhead,
+    OpsRepository,
+    SeenConversation,
+    SeenDecision,
+    UnitOfWork,
+    UnitOfWorkFactory,
+)
 from sursis.domain.ports.access_ports import AuthorizationRepository
 from sursis.domain.ports.customer_ports import WorkspaceRepository
 from sursis.domain.records import (
@@ -486,6 +493,7 @@ class FakePending(_Repository):
         reason: str | None,
         resolution: dict[str, Any] | None,
         lease: LeaseAhead | None = None,
+        seen: SeenDecision | None = None,
     ) -> bool | None:
         won = await self.transition(
             call.correlation_id,
@@ -497,6 +505,11 @@ class FakePending(_Repository):
             before_expiry=True,
         )
         return await self._uow.runs.resolve_one_awaiting(call.run_id, now) if won else None
+
+    async def seen_for_decision(
+        self, correlation_id: uuid.UUID, log_from: Mapping[uuid.UUID, int]
+    ) -> SeenDecision | None:
+        return None  # decided in a transaction of its own, as on SQLite
 
     async def overdue(self, now: datetime, limit: int) -> list[PendingCall]:
         rows = (await self._uow.read()).pending.values()

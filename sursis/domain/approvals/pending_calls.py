@@ -23,7 +23,15 @@ from sursis.domain.errors import ArgsChanged, NotFound, Stale
 from sursis.domain.events.events import EventType, publish, publish_pending_resolved, run_status_data
 from sursis.domain.hand_off import RunHandOff, SegmentStartRead, SlotLease
 from sursis.domain.paging import Page
-from sursis.domain.ports import LeaseAhead, NoMetrics, ServiceMetrics, UnitOfWork, UnitOfWorkFactory
+from sursis.domain.ports import (
+    HeldConditionFailed,
+    LeaseAhead,
+    NoMetrics,
+    SeenDecision,
+    ServiceMetrics,
+    UnitOfWork,
+    UnitOfWorkFactory,
+)
 from sursis.domain.records import AuditEntry, PendingCall, Principal, Run
 from sursis.domain.sanitize import args_hash as compute_args_hash
 from sursis.domain.states import Decision, PendingStatus, RunStatus, decide
@@ -106,7 +114,16 @@ class PendingCallService:
         """
         handing = _Handing(self.hand_off.reserve() if self.hand_off is not None else None)
         try:
-            resolved = await self._resolve(principal, correlation_id, resolution, handing)
+            seen = await self._seen(correlation_id, handing)
+            try:
+                resolved = await self._resolve(principal, correlation_id, resolution, handing, seen)
+            except HeldConditionFailed:
+                if seen is None:
+                    raise
+                # The run changed since it was read (another decision, a cancel): the one statement
+                # wrote nothing, so the decision is made again in a transaction of its own.
+                handing.run = handing.start = None
+                resolved = await self._resolve(principal, correlation_id, resolution, handing, None)
         finally:
             # Not handed (no run re-queued, a stale decision, a rolled back transaction): the slot
             # is free again. A lease committed but never handed runs out and is swept.
@@ -114,12 +131,26 @@ class PendingCallService:
                 self.hand_off.cancel(handing.lease)
         return resolved
 
+    async def _seen(self, correlation_id: uuid.UUID, handing: _Handing) -> SeenDecision | None:
+        """The call read before the decision's transaction, where a slot of this process waits to
+        run what it resumes: with its run awaiting it alone, the decision, the run's lease and their
+        audit rows and events may then be that transaction's one statement (`pending.decide`)."""
+        if handing.lease is None or self.hand_off is None:
+            return None
+        async with self.uow.reader() as reader:
+            return await reader.pending.seen_for_decision(correlation_id, self.hand_off.log_positions())
+
     async def _resolve(
-        self, principal: Principal, correlation_id: uuid.UUID, resolution: Resolution, handing: _Handing
+        self,
+        principal: Principal,
+        correlation_id: uuid.UUID,
+        resolution: Resolution,
+        handing: _Handing,
+        seen: SeenDecision | None,
     ) -> PendingCall:
         now = self.clock()
         async with self.uow() as uow:
-            call, target = await self._open_call(uow, principal, correlation_id, resolution, now)
+            call, target = await self._open_call(uow, principal, correlation_id, resolution, now, seen)
             route = routed(call.policy) if call.kind is PendingKind.APPROVAL else None
             self_approved = False
             approving = resolution.decision is Decision.APPROVE
@@ -141,7 +172,17 @@ class PendingCallService:
                 record[SELF_APPROVAL] = True
             if ballot is not None:
                 record[VOTES] = ballot.sealed_votes()
-            requeued = await self._decided(uow, principal, call, target, resolution, record, now, handing)
+            requeued = await self._decided(
+                uow,
+                principal,
+                call,
+                target,
+                resolution,
+                record,
+                now,
+                handing,
+                seen if ballot is None else None,
+            )
             approval = None
             if route is not None and ballot is not None:
                 await record_vote(uow, call, ballot, route.quorum, now)
@@ -176,10 +217,11 @@ class PendingCallService:
         correlation_id: uuid.UUID,
         resolution: Resolution,
         now: datetime,
+        seen: SeenDecision | None = None,
     ) -> tuple[PendingCall, PendingStatus]:
-        """The call the principal may decide now, and the status the decision gives it; a call
-        decided already is `Stale`, one past its expiry is expired here."""
-        call = await _visible_call(uow, principal, correlation_id)
+        """The call the principal may decide now (as `seen` read it, else read here), and the status
+        the decision gives it; a call decided already is `Stale`, one past its expiry is expired here."""
+        call = await _visible_call(uow, principal, correlation_id, seen)
         principal.require(permission_to_resolve(call.kind))
         await _require_may_answer(uow, principal, call)
         if call.status is not PendingStatus.AWAITING:
@@ -203,6 +245,7 @@ class PendingCallService:
         record: dict[str, Any],
         now: datetime,
         handing: _Handing,
+        seen: SeenDecision | None = None,
     ) -> bool:
         """The conditional update of the call; True when it re-queued the run (then leased to the
         reserved slot). One that lost a race is `Stale` (or expired here, past its expiry)."""
@@ -218,6 +261,7 @@ class PendingCallService:
             reason=resolution.reason,
             resolution=record,
             lease=lease,
+            seen=seen,
         )
         if requeued is None:
             fresh = await uow.pending.get(call.correlation_id) or call
@@ -326,9 +370,12 @@ async def _vote_counted(
     return counted
 
 
-async def _visible_call(uow: UnitOfWork, principal: Principal, correlation_id: uuid.UUID) -> PendingCall:
-    """The call, if its workspace is the principal's (or the principal is an admin); else `NotFound`."""
-    call = await uow.pending.get(correlation_id)
+async def _visible_call(
+    uow: UnitOfWork, principal: Principal, correlation_id: uuid.UUID, seen: SeenDecision | None = None
+) -> PendingCall:
+    """The call (as `seen` read it, else read now), if its workspace is the principal's (or the
+    principal is an admin); else `NotFound`."""
+    call = seen.call if seen is not None else await uow.pending.get(correlation_id)
     if call is None or not principal.can_see(call.workspace):
         raise NotFound("pending call not found")
     return call

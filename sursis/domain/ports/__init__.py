@@ -43,6 +43,16 @@ class LeaseAhead:
     log_after: int
 
 
+@dataclass(frozen=True, slots=True)
+class SeenDecision:
+    """A pending call as a reader saw it before a decision (`PendingCallRepository.seen_for_decision`),
+    and, when its run awaited it alone, what the decision's one statement holds on and the resumed
+    segment starts from (`ahead`: the store's, opaque here)."""
+
+    call: PendingCall
+    ahead: object = None
+
+
 class MessageRepository(Protocol):
     async def append(
         self,
@@ -217,11 +227,25 @@ class PendingCallRepository(Protocol):
         reason: str | None,
         resolution: dict[str, Any] | None,
         lease: LeaseAhead | None = None,
+        seen: SeenDecision | None = None,
     ) -> bool | None:
         """A person's decision: `transition(..., before_expiry=True)` and, when it wins,
         `runs.resolve_one_awaiting(call.run_id)`, in one statement where the database allows it.
         None for the loser; else whether the decision re-queued the run. With `lease`, a run it
-        re-queues may be leased by the same statement, for this transaction's `runs.lease` of it."""
+        re-queues may be leased by the same statement, for this transaction's `runs.lease` of it.
+        With `seen` too, read before the transaction with the run awaiting this call alone, the
+        decision and the lease may be held to the commit, as the transaction's one statement that
+        holds only while the run is still the one read: then True, and the commit raises
+        `HeldConditionFailed` if it did not hold (nothing written)."""
+        ...
+
+    async def seen_for_decision(
+        self, correlation_id: uuid.UUID, log_from: Mapping[uuid.UUID, int]
+    ) -> SeenDecision | None:
+        """The call, read outside a transaction, with what a decision that frees its run's last
+        awaiting call needs (the run, its log after the position `log_from` names for its
+        conversation, the calls it resumes with): None when not found, or where the store reads a
+        decision in its own transaction."""
         ...
 
     async def overdue(self, now: datetime, limit: int) -> list[PendingCall]: ...
@@ -392,6 +416,7 @@ __all__ = [
     "OpsRepository",
     "PendingCallRepository",
     "RunRepository",
+    "SeenDecision",
     "ServiceMetrics",
     "ToolCallRepository",
     "UnitOfWork",

@@ -8,9 +8,11 @@ from collections.abc import Sequence
 from typing import Any
 
 import sqlalchemy as sa
+from sqlalchemy.dialects.postgresql import JSONB
 
-from sursis.domain.states import RunStatus
+from sursis.domain.states import PendingStatus, RunStatus
 from sursis.infra.db import tables as t
+from sursis.infra.db.held import HeldUpdate
 from sursis.infra.db.repositories.run_statements import LOG_COLUMNS, lease_on_last_awaiting_statement
 
 OUTCOMES_AHEAD_KEY = "sursis.outcomes_ahead"
@@ -93,3 +95,103 @@ def decided_row(mapping: Any, params: dict[str, Any]) -> dict[str, Any]:
 def covered(rows: Sequence[Any]) -> frozenset[str]:
     """The tool call ids whose calls and outcomes `rows` hold whole."""
     return frozenset(r._mapping["p_tool_call_id"] for r in rows if r._mapping["p_correlation_id"] is not None)
+
+
+def seen_for_decision_statement() -> Any:
+    """PostgreSQL, read before a decision's transaction (`PendingCallRepository.seen_for_decision`):
+    the call (`c_*`), its run (under the run's own column names), and, when the run is suspended
+    awaiting that call alone (`alone`), what its resumed segment starts from, as
+    `decide_and_lease_statement` answers it: the conversation's log after the seq `b_log_from` names
+    for it (0 when it names none; `log_*`), then the calls the run resumes with and their stored
+    outcomes (`p_*`, `t_*`), ordered by creation.
+
+    None of that changes before a decision that finds the run still so (`decision_guard`): only the
+    segment holding the run's lease appends to its conversation, every other call of the run was
+    decided already and a decided call does not change again, and a suspended run's segment
+    records no outcome."""
+    p, o, r = t.pending_calls, t.tool_calls, t.runs
+    correlation_id = sa.bindparam("b_correlation_id", type_=p.c.correlation_id.type)
+    call = sa.select(p).where(p.c.correlation_id == correlation_id).cte("the_call")
+    run = sa.select(r).where(r.c.id == sa.select(call.c.run_id).scalar_subquery()).cte("the_run")
+    known = sa.cast(sa.bindparam("b_log_from", type_=sa.Text()), JSONB)
+    after = sa.func.coalesce(sa.cast(known[sa.cast(run.c.conversation_id, sa.Text)].astext, sa.Integer), 0)
+    alone = sa.and_(
+        run.c.status == RunStatus.SUSPENDED.value,
+        run.c.awaiting_count == 1,
+        call.c.status == PendingStatus.AWAITING.value,
+    )
+    head = [*(c.label(f"c_{c.name}") for c in call.c), *run.c, after.label("log_after"), alone.label("alone")]
+    m = t.messages.c
+    logged = [m[name].label(f"log_{name}") for name in LOG_COLUMNS]
+    named = p.alias("named")
+    of_run = sa.select(p.c.tool_call_id).where(p.c.run_id == run.c.id).correlate(run)
+    outcome = sa.and_(
+        o.c.conversation_id == named.c.conversation_id, o.c.tool_call_id == named.c.tool_call_id
+    )
+    named_calls = [named.c[c.name].label(f"p_{c.name}") for c in p.c] + [c.label(f"t_{c.name}") for c in o.c]
+    calls = [c.label(f"p_{c.name}") for c in p.c] + [c.label(f"t_{c.name}") for c in o.c]
+
+    def nulls(columns: Sequence[Any]) -> list[Any]:
+        return [sa.cast(sa.null(), c.type).label(c.name) for c in columns]
+
+    the_run = call.join(run, sa.true())
+    log = sa.and_(alone, m.conversation_id == run.c.conversation_id, m.seq > after)
+    resumed = sa.and_(
+        alone, named.c.conversation_id == run.c.conversation_id, named.c.tool_call_id.in_(of_run)
+    )
+    with_log = sa.select(*head, *logged, *nulls(calls)).select_from(the_run.outerjoin(t.messages, log))
+    with_calls = sa.select(*head, *nulls(logged), *named_calls).select_from(
+        the_run.join(named, resumed).outerjoin(o, outcome)
+    )
+    both = sa.union_all(with_log, with_calls).subquery("seen")
+    return sa.select(both).order_by(both.c.log_seq, both.c.p_created_at)
+
+
+_AWAITING = PendingStatus.AWAITING.value
+_SUSPENDED = RunStatus.SUSPENDED.value
+_RUNNING = RunStatus.RUNNING.value
+
+DECISION_GUARD = (
+    "UPDATE pending_calls SET status = :g_status, resolved_by = :g_resolved_by, reason = :g_reason, "
+    "resolution = :g_resolution, resolved_at = :g_now "
+    f"WHERE correlation_id = :g_correlation_id AND status = '{_AWAITING}' AND expires_at > :g_now "
+    "AND EXISTS (SELECT 1 FROM runs r WHERE r.id = pending_calls.run_id "
+    f"AND r.status = '{_SUSPENDED}' AND r.awaiting_count = 1 AND r.segment = :g_segment) "
+    "RETURNING run_id"
+)
+"""A person's decision as the held guard (`held.Guard`) of a transaction that is one statement: the
+call's transition (before its expiry), holding only while its run is the one read
+(`seen_for_decision_statement`): suspended, awaiting this call alone, in the same segment. Then
+the decision frees the run's last awaiting call, and `LEASE_AFTER_DECISION` leases the run."""
+
+DECISION_GUARD_TYPES: tuple[tuple[str, Any], ...] = (
+    *(
+        (f"g_{name}", t.pending_calls.c[name].type)
+        for name in ("status", "resolved_by", "reason", "resolution")
+    ),
+    ("g_now", t.pending_calls.c.resolved_at.type),
+    ("g_correlation_id", t.pending_calls.c.correlation_id.type),
+    ("g_segment", t.runs.c.segment.type),
+)
+
+
+def _when_last(value: str, otherwise: str) -> str:
+    return f"CASE WHEN r.awaiting_count = 1 THEN {value} ELSE {otherwise} END"
+
+
+LEASE_AFTER_DECISION = HeldUpdate(
+    "leased",
+    "UPDATE runs r SET awaiting_count = r.awaiting_count - 1, "
+    f"status = {_when_last(repr(_RUNNING), 'r.status')}, "
+    f"lease_owner = {_when_last('x.owner', 'r.lease_owner')}, "
+    f"lease_expires_at = {_when_last('x.until', 'r.lease_expires_at')}, "
+    f"segment = {_when_last('r.segment + 1', 'r.segment')}, "
+    f"claims = {_when_last('r.claims + 1', 'r.claims')}, "
+    "updated_at = x.at "
+    "FROM jsonb_to_recordset(CAST(:{param} AS JSONB)) "
+    "AS x(id uuid, owner varchar, until timestamptz, at timestamptz) "
+    f"WHERE r.id = x.id AND r.status = '{_SUSPENDED}' AND r.awaiting_count > 0",
+)
+"""`lease_on_last_awaiting_statement`, held after `DECISION_GUARD` (written only if the guard held):
+the run's awaiting count down by one and, at its last call, the run leased to `owner` until
+`until`, one more segment, one more claim."""

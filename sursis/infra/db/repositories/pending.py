@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -20,25 +22,29 @@ from sursis.domain.approvals.decision_seal import (
 )
 from sursis.domain.encryption import Cipher
 from sursis.domain.policy_decisions import PolicyDecision
-from sursis.domain.ports import LeaseAhead
-from sursis.domain.records import PendingCall, ToolCallRecord
+from sursis.domain.ports import LeaseAhead, SeenDecision
+from sursis.domain.records import PendingCall, Run, ToolCallRecord
 from sursis.domain.states import PendingStatus, RunStatus
 from sursis.domain.tools import Category, Executor, PendingKind
 from sursis.infra.db import approver_tables as ap
 from sursis.infra.db import tables as t
 from sursis.infra.db.approver_tables import route_row
-from sursis.infra.db.held import held, hold, holds
+from sursis.infra.db.held import Guard, held, hold, hold_guard, holds, may_guard
 from sursis.infra.db.repositories.base import HeldSqlRepository, rowcount
 from sursis.infra.db.repositories.decision_statements import (
+    DECISION_GUARD,
+    DECISION_GUARD_TYPES,
+    LEASE_AFTER_DECISION,
     OUTCOMES_AHEAD_KEY,
     covered,
     decide_and_lease_statement,
     decided_row,
+    seen_for_decision_statement,
 )
 from sursis.infra.db.repositories.run_statements import (
     resolve_one_awaiting_statement,
 )
-from sursis.infra.db.repositories.runs import keep_leased
+from sursis.infra.db.repositories.runs import keep_leased, run_from_row
 from sursis.infra.db.repositories.tool_calls import SqlToolCallRepository, tool_call_from_row
 from sursis.infra.db.rows import row_values
 from sursis.infra.db.sealing import PENDING_CALLS, OpenedRow
@@ -140,6 +146,16 @@ _DECIDE = _decide_statement()
 
 
 _DECIDE_AND_LEASE = decide_and_lease_statement(_TRANSITION[True])
+_SEEN_FOR_DECISION = seen_for_decision_statement()
+
+
+@dataclass(frozen=True)
+class _SeenAhead:
+    """`SeenDecision.ahead` on PostgreSQL: the run read (awaiting the call alone) and the rows of
+    `seen_for_decision_statement` (its log, the calls it resumes with and their outcomes)."""
+
+    run: Run
+    rows: list[Any]
 
 
 def _with_outcomes_statement() -> Any:
@@ -245,7 +261,8 @@ class SqlPendingCallRepository(HeldSqlRepository):
             return found, await SqlToolCallRepository(self._session).for_ids(conversation_id, ids)
         ahead = self._session.info.pop(OUTCOMES_AHEAD_KEY, None)
         wanted = set(ids)
-        fresh = not held(self._session)
+        # Nothing written since the read but what the decision writes (its own writes held with it).
+        fresh = not held(self._session) or (ahead is not None and ahead[4])
         if ahead is not None and ahead[0] == conversation_id and wanted <= ahead[1] and fresh:
             # Read by the decision's statement; nothing written since but what it decided.
             rows = [r for r in ahead[2] if r._mapping["p_tool_call_id"] in wanted]
@@ -302,6 +319,7 @@ class SqlPendingCallRepository(HeldSqlRepository):
         reason: str | None,
         resolution: dict[str, Any] | None,
         lease: LeaseAhead | None = None,
+        seen: SeenDecision | None = None,
     ) -> bool | None:
         row = {"correlation_id": call.correlation_id}
         resolution = _sealed_resolution(self._cipher, call, target, resolved_by, resolution)
@@ -313,6 +331,13 @@ class SqlPendingCallRepository(HeldSqlRepository):
             "b_resolution": PENDING_CALLS.seal_value(self._cipher, "resolution", resolution, row),
             "b_now": now,
         }
+        if (
+            self._postgres
+            and lease is not None
+            and seen is not None
+            and self._hold_decision(seen, lease, params)
+        ):
+            return True
         if self._postgres and lease is not None:
             params |= {"b_owner": lease.owner, "b_lease_until": lease.until, "b_log_after": lease.log_after}
             rows = await self._rows(_DECIDE_AND_LEASE, params)
@@ -325,7 +350,13 @@ class SqlPendingCallRepository(HeldSqlRepository):
             logged = [r for r in rows if r._mapping["p_correlation_id"] is None]
             keep_leased(self._session, logged, self._cipher)
             if first["seen_awaiting"] == 1:  # the calls it read are current (`decide_and_lease_statement`)
-                self._session.info[OUTCOMES_AHEAD_KEY] = (call.conversation_id, covered(calls), calls, params)
+                self._session.info[OUTCOMES_AHEAD_KEY] = (
+                    call.conversation_id,
+                    covered(calls),
+                    calls,
+                    params,
+                    False,
+                )
             return True
         if self._postgres:
             [(decided, status)] = await self._rows(_DECIDE, params)
@@ -334,6 +365,48 @@ class SqlPendingCallRepository(HeldSqlRepository):
             return None
         found = (await self._execute(_RESOLVE_ONE_AWAITING, {"b_run_id": call.run_id, "b_now": now})).first()
         return found is not None and found[0] == RunStatus.QUEUED.value
+
+    def _hold_decision(self, seen: SeenDecision, lease: LeaseAhead, params: dict[str, Any]) -> bool:
+        """The decision and the run's lease held to the commit as the transaction's one statement
+        (`DECISION_GUARD`, `LEASE_AFTER_DECISION`), when the reader saw the run awaiting this call
+        alone and nothing was sent yet; what the resumed segment starts from kept for this
+        transaction's reads of it (`runs.lease`, the log, the calls and their outcomes)."""
+        if not isinstance(seen.ahead, _SeenAhead) or not may_guard(self._session):
+            return False
+        run, rows = seen.ahead.run, seen.ahead.rows
+        now = params["b_now"]
+        guard = {f"g_{name[2:]}": value for name, value in params.items()}
+        hold_guard(
+            self._session, Guard(DECISION_GUARD, guard | {"g_segment": run.segment}, DECISION_GUARD_TYPES)
+        )
+        hold(
+            self._session,
+            LEASE_AFTER_DECISION,
+            [{"id": run.id, "owner": lease.owner, "until": lease.until, "at": now}],
+        )
+        calls = [r for r in rows if r._mapping["p_correlation_id"] is not None]
+        logged = [r for r in rows if r._mapping["p_correlation_id"] is None]
+        keep_leased(self._session, logged, self._cipher, leased_to=(lease.owner, lease.until, now))
+        self._session.info[OUTCOMES_AHEAD_KEY] = (run.conversation_id, covered(calls), calls, params, True)
+        return True
+
+    async def seen_for_decision(
+        self, correlation_id: uuid.UUID, log_from: Mapping[uuid.UUID, int]
+    ) -> SeenDecision | None:
+        if not self._postgres:
+            return None
+        params = {
+            "b_correlation_id": correlation_id,
+            "b_log_from": json.dumps({str(k): v for k, v in log_from.items()}),
+        }
+        rows = await self._rows(_SEEN_FOR_DECISION, params)
+        if not rows:
+            return None
+        first = rows[0]._mapping
+        call = _pending_from_row(_side(first, "c_", t.pending_calls), self._cipher)
+        if not first["alone"]:
+            return SeenDecision(call)
+        return SeenDecision(call, _SeenAhead(run_from_row(rows[0], self._cipher), rows))
 
     async def overdue(self, now: datetime, limit: int) -> list[PendingCall]:
         c = t.pending_calls.c

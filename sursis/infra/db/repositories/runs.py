@@ -44,11 +44,36 @@ from sursis.infra.telemetry import current_trace_context
 LEASED_KEY = "sursis.leased_ahead"
 
 
-def keep_leased(session: AsyncSession, rows: list[Any], cipher: Cipher) -> None:
+def keep_leased(
+    session: AsyncSession,
+    rows: list[Any],
+    cipher: Cipher,
+    *,
+    leased_to: tuple[str, datetime, datetime] | None = None,
+) -> None:
     """The run another statement of the transaction leased (`with_log`'s rows: the decision's,
     `PendingCallRepository.decide`), kept for the transaction's `lease` of it, and its log for the
-    next read of it."""
-    session.info[LEASED_KEY] = _with_read_ahead(session, rows, cipher)
+    next read of it. `leased_to` (owner, until, now): the rows are the run as read before a lease
+    that its commit writes (a decision held to its commit); it is kept as that lease leaves it."""
+    run = _with_read_ahead(session, rows, cipher)
+    if leased_to is not None:
+        owner, until, now = leased_to
+        run = dataclasses.replace(
+            run,
+            status=RunStatus.RUNNING,
+            awaiting_count=run.awaiting_count - 1,
+            lease_owner=owner,
+            lease_expires_at=until,
+            segment=run.segment + 1,
+            claims=run.claims + 1,
+            updated_at=now,
+        )
+    session.info[LEASED_KEY] = run
+
+
+def run_from_row(row: Any, cipher: Cipher) -> Run:
+    """A run from a row holding its columns under their own names (and maybe others)."""
+    return _run_from_row(row, cipher)
 
 
 def _with_read_ahead(session: AsyncSession, rows: list[Any], cipher: Cipher) -> Run:
