@@ -19,15 +19,16 @@ settle_collector()
 print(json.dumps([before, [gc.get_threshold(), gc.get_freeze_count()]]))
 """
 
-# `sursis serve` as the command runs it, up to the point where uvicorn would take over.
+# `sursis serve` as the command runs it, up to the point where the HTTP server would take over.
 SERVE = """
 import gc, json, sys
-import uvicorn
+import sursis.app.quiet_server
 
-def run(app, **options):
+def serve(app, options):
     print(json.dumps([type(app).__name__, gc.get_threshold(), gc.get_freeze_count()]))
+    return True
 
-uvicorn.run = run
+sursis.app.quiet_server.serve = serve
 from sursis.app.cli import main
 sys.exit(main(["serve", "--port", "0", "--agents", "assistant"]))
 """

@@ -12,7 +12,6 @@ from sursis.domain.approvals import (
     approver_admin,
     decision_seal,
     pending_calls,
-    pending_expiry,
 )
 
 __all__ = [
@@ -22,5 +21,4 @@ __all__ = [
     "approver_admin",
     "decision_seal",
     "pending_calls",
-    "pending_expiry",
 ]

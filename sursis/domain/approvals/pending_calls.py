@@ -1,5 +1,5 @@
 """Pending calls as operators and users decide them: read, list, resolve (their expiry:
-`pending_expiry`)."""
+`_pending_expiry`)."""
 
 from __future__ import annotations
 
@@ -10,12 +10,12 @@ from typing import Any
 
 from sursis.domain.access import Permission, permission_to_resolve
 from sursis.domain.agents.agent_ports import RunNotifier, ToolCatalog
+from sursis.domain.approvals._pending_expiry import EXPIRY_ACTOR as EXPIRY_ACTOR
+from sursis.domain.approvals._pending_expiry import TIMEOUT_DECISION as TIMEOUT_DECISION
+from sursis.domain.approvals._pending_expiry import expire_overdue_call as expire_overdue_call
+from sursis.domain.approvals._pending_expiry import timeout_denies
 from sursis.domain.approvals.approval_votes import Ballot, cast, own_approval, record_vote, with_approval
 from sursis.domain.approvals.decision_seal import SELF_APPROVAL, VOTES
-from sursis.domain.approvals.pending_expiry import EXPIRY_ACTOR as EXPIRY_ACTOR
-from sursis.domain.approvals.pending_expiry import TIMEOUT_DECISION as TIMEOUT_DECISION
-from sursis.domain.approvals.pending_expiry import expire_overdue_call as expire_overdue_call
-from sursis.domain.approvals.pending_expiry import timeout_denies
 from sursis.domain.approvers import routed
 from sursis.domain.audit.audit import actor_names
 from sursis.domain.clock import Clock, utcnow

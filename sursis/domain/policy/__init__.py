@@ -12,13 +12,10 @@ from sursis.domain.policy import (
     policies,
     policy_cache,
     policy_facts,
-    policy_ladder,
     policy_ports,
-    policy_rules,
     policy_sampling,
     policy_service,
     policy_simulation,
-    reviewer_simulation,
 )
 
 __all__ = [
@@ -27,11 +24,8 @@ __all__ = [
     "policies",
     "policy_cache",
     "policy_facts",
-    "policy_ladder",
     "policy_ports",
-    "policy_rules",
     "policy_sampling",
     "policy_service",
     "policy_simulation",
-    "reviewer_simulation",
 ]

@@ -7,7 +7,7 @@ the outcome so far is `ask`, a stored pre-approval covering the call turns it in
 allow or notify for an MCP tool holds only for the schema digest it was written against; otherwise
 the call is asked with the flag `schema_changed` (or `schema_unpinned`).
 
-The rules, the ladder and the facts a condition reads live in `policy_rules`, `policy_ladder` and
+The rules, the ladder and the facts a condition reads live in `_policy_rules`, `_policy_ladder` and
 `policy_facts`; their names are exported here too.
 """
 
@@ -16,15 +16,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from sursis.domain.policy.policy_facts import (
-    Approver,
-    CallFacts,
-    ConditionEvaluator,
-    Matches,
-    WorkspacePolicy,
-)
-from sursis.domain.policy.policy_ladder import AboveCeiling, LadderEntry, LadderLevel
-from sursis.domain.policy.policy_rules import (
+from sursis.domain.policy._policy_ladder import AboveCeiling, LadderEntry, LadderLevel
+from sursis.domain.policy._policy_rules import (
     ABOVE_CEILING,
     AUTHORIZATION_PREFIX,
     CEILING_PREFIX,
@@ -42,6 +35,13 @@ from sursis.domain.policy.policy_rules import (
     PolicyRule,
     StoredPolicy,
     check_rules,
+)
+from sursis.domain.policy.policy_facts import (
+    Approver,
+    CallFacts,
+    ConditionEvaluator,
+    Matches,
+    WorkspacePolicy,
 )
 from sursis.domain.policy.policy_sampling import MIN_ONE_IN
 from sursis.domain.policy_decisions import ApprovalRoute, PolicyDecision, PolicyEffect

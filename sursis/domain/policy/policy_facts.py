@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
 
-from sursis.domain.policy.policy_ladder import LadderEntry, LadderLevel
-from sursis.domain.policy.policy_rules import CEILING_PREFIX, LADDER_PREFIX, PolicyRule, StoredPolicy
+from sursis.domain.policy._policy_ladder import LadderEntry, LadderLevel
+from sursis.domain.policy._policy_rules import CEILING_PREFIX, LADDER_PREFIX, PolicyRule, StoredPolicy
 from sursis.domain.policy_decisions import PolicyEffect
 from sursis.domain.tools import Category
 

@@ -12,6 +12,7 @@ from typing import Any
 
 from sursis.domain.access import Permission
 from sursis.domain.message_parts import logged_parts
+from sursis.domain.policy._reviewer_simulation import MAX_REVIEWS, simulate_reviews
 from sursis.domain.policy.authorizations import first_covering, not_by_requester
 from sursis.domain.policy.policies import (
     CallFacts,
@@ -26,7 +27,6 @@ from sursis.domain.policy.policies import (
 from sursis.domain.policy.policy_ports import PolicyUnitOfWorkFactory, RecordedCall
 from sursis.domain.policy.policy_sampling import CallSampler, SampleDraw, sample, was_sampled
 from sursis.domain.policy.policy_service import PolicyService
-from sursis.domain.policy.reviewer_simulation import MAX_REVIEWS, simulate_reviews
 from sursis.domain.policy_decisions import PolicyDecision, PolicyEffect
 from sursis.domain.records import Principal, StoredMessage
 from sursis.domain.reviewer import ReviewerModel, ReviewerSpec, ReviewTally

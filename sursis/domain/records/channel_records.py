@@ -6,7 +6,7 @@ to every binding. A binding without a conversation belongs to a workspace: an em
 the digest of all its conversations, a Slack channel gets a thread for each conversation the
 service starts on its own (from a platform event).
 
-The records sit beside the unit of work's ports (as `channel_ports`, which names them) rather than
+The records sit beside the unit of work's ports (as `_channel_ports`, which names them) rather than
 in `channels/`, so that `ports` need not import the channels package.
 """
 
