@@ -28,8 +28,8 @@ from sursis.domain.ports import (
     UnitOfWork,
     UnitOfWorkFactory,
 )
-from sursis.domain.ports.access_ports import AuthorizationRepository
-from sursis.domain.ports.customer_ports import WorkspaceRepository
+from sursis.domain.ports._access_ports import AuthorizationRepository
+from sursis.domain.ports._customer_ports import WorkspaceRepository
 from sursis.domain.records import (
     AuditEntry,
     AuditQuery,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic_ai.messages import ModelRequest, ModelResponse, ToolCallPart, ToolReturnPart, UserPromptPart
 
-from sursis.domain.customer.events import proactive_turn
+from sursis.domain.customer._events import proactive_turn
 from sursis.domain.records.customer_records import PlatformEvent, PlatformEventType
 from sursis.infra.agents.scripted import parse_script
 from sursis.infra.customer.delegation import delegation_position

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from sursis.domain.conversations.fork import (
+from sursis.domain.conversations._fork import (
     ForkPointNotATurn,
     ForkPointOutOfRange,
     ForkPointUnsettled,

@@ -13,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic_ai.messages import ToolCallPart
 
+from sursis.domain.policy._policy_facts import CallFacts
 from sursis.domain.policy.policies import (
     LadderEntry,
     LadderLevel,
@@ -21,7 +22,6 @@ from sursis.domain.policy.policies import (
     decide_call,
     lifts,
 )
-from sursis.domain.policy.policy_facts import CallFacts
 from sursis.domain.policy.policy_sampling import SAMPLED, SampleDraw, one_in_error, sample, was_sampled
 from sursis.domain.policy_decisions import ApprovalRoute, PolicyDecision, PolicyEffect
 from sursis.domain.tools import Category, ToolSpec

@@ -6,12 +6,10 @@ that defines them (`sursis.domain.conversations.<module>`). See README.md."""
 
 from sursis.domain.conversations import (
     conversations,
-    fork,
     fork_service,
 )
 
 __all__ = [
     "conversations",
-    "fork",
     "fork_service",
 ]

@@ -11,8 +11,8 @@ from operator import itemgetter
 from sursis.domain.access import Permission
 from sursis.domain.agents.agent_ports import RunNotifier
 from sursis.domain.clock import Clock, utcnow
+from sursis.domain.conversations._fork import ForkPlan, plan_fork
 from sursis.domain.conversations.conversations import visible_conversation
-from sursis.domain.conversations.fork import ForkPlan, plan_fork
 from sursis.domain.errors import Forbidden
 from sursis.domain.ports import NoMetrics, ServiceMetrics
 from sursis.domain.records import AuditEntry, Conversation, Principal, Run

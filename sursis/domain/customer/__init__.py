@@ -2,11 +2,9 @@
 events that bring them, and the conversations those events start."""
 
 from sursis.domain.customer import (
-    events,
     intake,
 )
 
 __all__ = [
-    "events",
     "intake",
 ]

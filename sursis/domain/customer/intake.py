@@ -10,7 +10,7 @@ from typing import Any
 from sursis.domain.access import Permission
 from sursis.domain.agents.agent_ports import RunNotifier
 from sursis.domain.clock import Clock, utcnow
-from sursis.domain.customer.events import proactive_turn
+from sursis.domain.customer._events import proactive_turn
 from sursis.domain.errors import NotFound
 from sursis.domain.events.events import EventType, publish, publish_run_status
 from sursis.domain.paging import Page

@@ -16,6 +16,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from sursis.domain.policy._policy_facts import (
+    Approver,
+    CallFacts,
+    ConditionEvaluator,
+    Matches,
+    WorkspacePolicy,
+)
 from sursis.domain.policy._policy_ladder import AboveCeiling, LadderEntry, LadderLevel
 from sursis.domain.policy._policy_rules import (
     ABOVE_CEILING,
@@ -35,13 +42,6 @@ from sursis.domain.policy._policy_rules import (
     PolicyRule,
     StoredPolicy,
     check_rules,
-)
-from sursis.domain.policy.policy_facts import (
-    Approver,
-    CallFacts,
-    ConditionEvaluator,
-    Matches,
-    WorkspacePolicy,
 )
 from sursis.domain.policy.policy_sampling import MIN_ONE_IN
 from sursis.domain.policy_decisions import ApprovalRoute, PolicyDecision, PolicyEffect

@@ -10,14 +10,14 @@ from types import TracebackType
 from typing import Any, Protocol, Self
 
 from sursis.domain.approvers import ApproverRepository
+from sursis.domain.ports._access_ports import ApiKeyRepository, AuthorizationRepository
 from sursis.domain.ports._channel_ports import ChannelRepository
 from sursis.domain.ports._conversation_ports import ConversationRepository as ConversationRepository
 from sursis.domain.ports._conversation_ports import HeldConditionFailed as HeldConditionFailed
 from sursis.domain.ports._conversation_ports import SeenConversation as SeenConversation
+from sursis.domain.ports._customer_ports import WorkspaceRepository
 from sursis.domain.ports._event_ports import EventRepository, OutboxRepository, WebhookRepository
 from sursis.domain.ports._reviewer_ports import ReviewRepository
-from sursis.domain.ports.access_ports import ApiKeyRepository, AuthorizationRepository
-from sursis.domain.ports.customer_ports import WorkspaceRepository
 from sursis.domain.records import (
     AuditEntry,
     AuditQuery,
