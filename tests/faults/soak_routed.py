@@ -170,7 +170,9 @@ async def vote(
             shown = (
                 await send(http, "GET", f"{base}/v1/pending/{correlation_id}", headers=people.b[0])
             ).json()
-            if shown.get("status") != "awaiting" or shown.get("escalation_level", 0) >= 1 or stop.is_set():
+            # A call shown without its approval view (`escalation_level` null) has not escalated.
+            escalated = (shown.get("escalation_level") or 0) >= 1
+            if shown.get("status") != "awaiting" or escalated or stop.is_set():
                 break
             await asyncio.sleep(0.2)
         voters = people.b

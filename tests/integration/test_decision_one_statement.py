@@ -26,8 +26,7 @@ from sursis.domain.records import Principal
 from sursis.domain.states import Decision, PendingStatus, RunStatus
 from sursis.infra.db import tables as t
 from sursis.infra.db.repositories.pending import SqlPendingCallRepository
-from tests.conftest import make_settings
-from tests.integration.test_hand_off import QUIET, _settled
+from tests.integration.test_hand_off import _settled, quiet_settings
 from tests.integration.test_turn_commits import GATED
 
 ADMIN = Principal(id="admin:test", role=Role.ADMIN, workspace=None)
@@ -39,19 +38,7 @@ DECIDED = ("pending.approved", "pending.denied")
 async def container(seeded: str) -> AsyncIterator[Container]:
     if not seeded.startswith("postgresql"):
         pytest.skip("SQLite reads and decides in one transaction")
-    settings = make_settings(
-        seeded,
-        policy_cache_seconds=QUIET,
-        worker_concurrency=2,
-        worker_poll_seconds=QUIET,
-        sweep_seconds=QUIET,
-        lease_seconds=60,
-        webhook_poll_seconds=QUIET,
-        channel_poll_seconds=QUIET,
-        reviewer_poll_seconds=QUIET,
-        retention_sweep_seconds=QUIET,
-    )
-    built = build_container(settings)
+    built = build_container(quiet_settings(seeded))
     await built.start(run_worker=True)
     yield built
     await built.close()

@@ -15,6 +15,7 @@ import pytest
 import sqlalchemy as sa
 
 from sursis.app.container import Container, build_container
+from sursis.app.settings import Settings
 from sursis.domain.access import Role
 from sursis.domain.approvals.pending_calls import Resolution
 from sursis.domain.records import Principal
@@ -61,9 +62,10 @@ the same way, a turn whose segments are claimed sends 28 in 7 (34 before a suspe
 were one statement each)."""
 
 
-@pytest.fixture
-async def container(seeded: str) -> AsyncIterator[Container]:
-    settings = make_settings(
+def quiet_settings(seeded: str) -> Settings:
+    """A worker of two slots whose background loops never wake on their own: only the turn's own
+    transactions happen."""
+    return make_settings(
         seeded,
         policy_cache_seconds=QUIET,
         worker_concurrency=2,
@@ -75,7 +77,11 @@ async def container(seeded: str) -> AsyncIterator[Container]:
         reviewer_poll_seconds=QUIET,
         retention_sweep_seconds=QUIET,
     )
-    built = build_container(settings)
+
+
+@pytest.fixture
+async def container(seeded: str) -> AsyncIterator[Container]:
+    built = build_container(quiet_settings(seeded))
     await built.start(run_worker=True)
     if isinstance(built.notifier, PostgresRunNotifier):
         await asyncio.wait_for(built.notifier.listening.wait(), 10)
