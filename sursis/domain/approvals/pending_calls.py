@@ -10,6 +10,13 @@ from typing import Any
 
 from sursis.domain.access import Permission, permission_to_resolve
 from sursis.domain.agents.agent_ports import RunNotifier, ToolCatalog
+from sursis.domain.approvals._decision_checks import (
+    publish_resolution,
+    require_may_answer,
+    stale_answer,
+    visible_call,
+    vote_counted,
+)
 from sursis.domain.approvals._pending_expiry import EXPIRY_ACTOR as EXPIRY_ACTOR
 from sursis.domain.approvals._pending_expiry import TIMEOUT_DECISION as TIMEOUT_DECISION
 from sursis.domain.approvals._pending_expiry import expire_overdue_call as expire_overdue_call
@@ -17,10 +24,8 @@ from sursis.domain.approvals._pending_expiry import timeout_denies
 from sursis.domain.approvals.approval_votes import Ballot, cast, own_approval, record_vote, with_approval
 from sursis.domain.approvals.decision_seal import SELF_APPROVAL, VOTES
 from sursis.domain.approvers import routed
-from sursis.domain.audit.audit import actor_names
 from sursis.domain.clock import Clock, utcnow
-from sursis.domain.errors import ArgsChanged, NotFound, Stale
-from sursis.domain.events.events import EventType, publish, publish_pending_resolved, run_status_data
+from sursis.domain.errors import ArgsChanged, Stale
 from sursis.domain.hand_off import RunHandOff, SegmentStartRead, SlotLease
 from sursis.domain.paging import Page
 from sursis.domain.ports import (
@@ -76,7 +81,7 @@ class PendingCallService:
 
     async def get_pending(self, principal: Principal, correlation_id: uuid.UUID) -> PendingCall:
         async with self.uow.reader() as uow:
-            call = await _visible_call(uow, principal, correlation_id)
+            call = await visible_call(uow, principal, correlation_id)
             principal.require(Permission.CONVERSE)
             return (await with_approval(uow, principal, [call], self.clock()))[0]
 
@@ -162,7 +167,7 @@ class PendingCallService:
                     uow, principal, call, route, resolution.decision, resolution.reason, resolution.args, now
                 )
                 if not ballot.decides:
-                    return await _vote_counted(uow, principal, call, ballot, route.quorum, now)
+                    return await vote_counted(uow, principal, call, ballot, route.quorum, now)
             record, details = self._checked(call, resolution)
             if ballot is not None and ballot.vote.on_behalf_of is not None:
                 record["on_behalf_of"] = ballot.vote.on_behalf_of
@@ -193,7 +198,7 @@ class PendingCallService:
                 ),
                 now,
             )
-            await _publish_resolution(uow, call, target, principal.id, requeued, now)
+            await publish_resolution(uow, call, target, principal.id, requeued, now)
             if handing.run is not None and self.hand_off is not None:
                 await self.hand_off.record_start(uow, handing.run, now)
             await uow.commit()
@@ -221,11 +226,11 @@ class PendingCallService:
     ) -> tuple[PendingCall, PendingStatus]:
         """The call the principal may decide now (as `seen` read it, else read here), and the status
         the decision gives it; a call decided already is `Stale`, one past its expiry is expired here."""
-        call = await _visible_call(uow, principal, correlation_id, seen)
+        call = await visible_call(uow, principal, correlation_id, seen)
         principal.require(permission_to_resolve(call.kind))
-        await _require_may_answer(uow, principal, call)
+        await require_may_answer(uow, principal, call)
         if call.status is not PendingStatus.AWAITING:
-            raise await _stale(uow, call)
+            raise await stale_answer(uow, call)
         if call.expires_at <= now:
             raise await self._expire_late(uow, call, now)
         target = decide(call.kind, resolution.decision)
@@ -267,7 +272,7 @@ class PendingCallService:
             fresh = await uow.pending.get(call.correlation_id) or call
             if fresh.status is PendingStatus.AWAITING:
                 raise await self._expire_late(uow, fresh, now)
-            raise await _stale(uow, fresh)
+            raise await stale_answer(uow, fresh)
         if requeued:
             await self._lease(uow, call, now, handing)
         return requeued
@@ -307,8 +312,8 @@ class PendingCallService:
         have expired it (the run resumes and the model is told), and the decision is `Stale`."""
         expiry = await expire_overdue_call(uow, call, now)
         if expiry is None:
-            return await _stale(uow, await uow.pending.get(call.correlation_id) or call)
-        await _publish_resolution(uow, call, expiry.status, EXPIRY_ACTOR, expiry.run_requeued, now)
+            return await stale_answer(uow, await uow.pending.get(call.correlation_id) or call)
+        await publish_resolution(uow, call, expiry.status, EXPIRY_ACTOR, expiry.run_requeued, now)
         await uow.commit()
         await self._after_commit(call, expiry.status, expiry.run_requeued, now)
         outcome = "was denied by its route (nobody decided)" if timeout_denies(call) else "expired"
@@ -355,66 +360,3 @@ _AUDIT_ACTIONS = {
 
 def _cursor(call: PendingCall) -> PendingCursor:
     return call.created_at, call.correlation_id
-
-
-async def _vote_counted(
-    uow: UnitOfWork, principal: Principal, call: PendingCall, ballot: Ballot, quorum: int, now: datetime
-) -> PendingCall:
-    """A vote that does not decide the call yet: counted and committed; the call stays awaiting."""
-    fresh = await uow.pending.get(call.correlation_id) or call
-    if fresh.status is not PendingStatus.AWAITING:
-        raise await _stale(uow, fresh)
-    await record_vote(uow, call, ballot, quorum, now)
-    counted = (await with_approval(uow, principal, [call], now))[0]
-    await uow.commit()
-    return counted
-
-
-async def _visible_call(
-    uow: UnitOfWork, principal: Principal, correlation_id: uuid.UUID, seen: SeenDecision | None = None
-) -> PendingCall:
-    """The call (as `seen` read it, else read now), if its workspace is the principal's (or the
-    principal is an admin); else `NotFound`."""
-    call = seen.call if seen is not None else await uow.pending.get(correlation_id)
-    if call is None or not principal.can_see(call.workspace):
-        raise NotFound("pending call not found")
-    return call
-
-
-async def _publish_resolution(
-    uow: UnitOfWork, call: PendingCall, status: PendingStatus, actor: str, requeued: bool, now: datetime
-) -> None:
-    """`pending.resolved`, and `run.status` queued when the resolution re-queued the run."""
-    await publish_pending_resolved(uow, call, status.value, actor, now)
-    if requeued:
-        await publish(
-            uow,
-            call.conversation_id,
-            call.workspace,
-            EventType.RUN_STATUS,
-            run_status_data(call.run_id, RunStatus.QUEUED.value),
-            now,
-        )
-
-
-async def _require_may_answer(uow: UnitOfWork, principal: Principal, call: PendingCall) -> None:
-    """Answers (elicitation, client execution) belong to the conversation's creator; whoever may
-    answer any conversation's calls (operators, admins) skips the lookup."""
-    if call.kind is PendingKind.APPROVAL or principal.may(Permission.ANSWER_ANY):
-        return
-    conversation = await uow.conversations.get(call.conversation_id)
-    principal.require_may_answer(conversation.created_by if conversation else None)
-
-
-async def _stale(uow: UnitOfWork, call: PendingCall) -> Stale:
-    """The loser's answer says who decided and when, so a person can tell what happened."""
-    names = await actor_names(uow, [call.resolved_by])
-    return Stale(
-        f"the pending call is already {call.status.value}",
-        extra={
-            "pending_status": call.status.value,
-            "resolved_by": call.resolved_by,
-            "resolved_by_name": names.get(call.resolved_by or ""),
-            "resolved_at": call.resolved_at.isoformat() if call.resolved_at else None,
-        },
-    )

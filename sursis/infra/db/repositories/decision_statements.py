@@ -5,15 +5,21 @@ their outcomes), in one statement (`PendingCallRepository.decide(lease=)`)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.dialects.postgresql import ARRAY, JSONB
+from sqlalchemy.ext.asyncio import AsyncSession
 
+from sursis.domain.encryption import Cipher
+from sursis.domain.ports import LeaseAhead, SeenDecision
+from sursis.domain.records import PendingCall, Run
 from sursis.domain.states import PendingStatus, RunStatus
 from sursis.infra.db import tables as t
-from sursis.infra.db.held import HeldUpdate
+from sursis.infra.db.held import Guard, HeldUpdate, hold, hold_guard, may_guard
 from sursis.infra.db.repositories.run_statements import LOG_COLUMNS, lease_on_last_awaiting_statement
+from sursis.infra.db.repositories.runs import keep_leased, run_from_row
 
 OUTCOMES_AHEAD_KEY = "sursis.outcomes_ahead"
 
@@ -195,3 +201,63 @@ LEASE_AFTER_DECISION = HeldUpdate(
 """`lease_on_last_awaiting_statement`, held after `DECISION_GUARD` (written only if the guard held):
 the run's awaiting count down by one and, at its last call, the run leased to `owner` until
 `until`, one more segment, one more claim."""
+
+
+def with_outcomes_statement() -> Any:
+    """PostgreSQL: the pending calls and the stored outcomes of the ids in `ids`, one row per pair
+    (columns `p_*` and `t_*`, either side empty), ordered by the calls' creation."""
+    ids = (
+        sa.func.unnest(sa.bindparam("ids", type_=ARRAY(sa.String())))
+        .table_valued("tool_call_id")
+        .render_derived(name="ids")
+    )
+    p, o = t.pending_calls, t.tool_calls
+    conversation = sa.bindparam("conversation_id", type_=sa.Uuid())
+    joined = ids.outerjoin(
+        p, sa.and_(p.c.conversation_id == conversation, p.c.tool_call_id == ids.c.tool_call_id)
+    ).outerjoin(o, sa.and_(o.c.conversation_id == conversation, o.c.tool_call_id == ids.c.tool_call_id))
+    columns = [c.label(f"p_{c.name}") for c in p.c] + [c.label(f"t_{c.name}") for c in o.c]
+    return sa.select(*columns).select_from(joined).order_by(p.c.created_at)
+
+
+WITH_OUTCOMES = with_outcomes_statement()
+SEEN_FOR_DECISION = seen_for_decision_statement()
+
+
+@dataclass(frozen=True)
+class SeenAhead:
+    """`SeenDecision.ahead` on PostgreSQL: the run read (awaiting the call alone) and the rows of
+    `seen_for_decision_statement` (its log, the calls it resumes with and their outcomes)."""
+
+    run: Run
+    rows: list[Any]
+
+
+def seen_decision(call: PendingCall, rows: list[Any], cipher: Cipher) -> SeenDecision:
+    """The call as `SEEN_FOR_DECISION` read it, with what it read ahead when the run awaited it alone."""
+    if not rows[0]._mapping["alone"]:
+        return SeenDecision(call)
+    return SeenDecision(call, SeenAhead(run_from_row(rows[0], cipher), rows))
+
+
+def hold_decision(
+    session: AsyncSession, cipher: Cipher, seen: SeenDecision, lease: LeaseAhead, params: dict[str, Any]
+) -> bool:
+    """The decision (`params`: the transition's) and the run's lease held to the commit as the
+    transaction's one statement (`DECISION_GUARD`, `LEASE_AFTER_DECISION`), when the reader saw the
+    run awaiting this call alone and nothing was sent yet; what the resumed segment starts from kept
+    for this transaction's reads of it (`runs.lease`, the log, the calls and their outcomes)."""
+    if not isinstance(seen.ahead, SeenAhead) or not may_guard(session):
+        return False
+    run, rows = seen.ahead.run, seen.ahead.rows
+    now = params["b_now"]
+    guard = {f"g_{name[2:]}": value for name, value in params.items()} | {"g_segment": run.segment}
+    hold_guard(session, Guard(DECISION_GUARD, guard, DECISION_GUARD_TYPES))
+    hold(
+        session, LEASE_AFTER_DECISION, [{"id": run.id, "owner": lease.owner, "until": lease.until, "at": now}]
+    )
+    calls = [r for r in rows if r._mapping["p_correlation_id"] is not None]
+    logged = [r for r in rows if r._mapping["p_correlation_id"] is None]
+    keep_leased(session, logged, cipher, leased_to=(lease.owner, lease.until, now))
+    session.info[OUTCOMES_AHEAD_KEY] = (run.conversation_id, covered(calls), calls, params, True)
+    return True

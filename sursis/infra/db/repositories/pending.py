@@ -5,12 +5,10 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.dialects.postgresql import ARRAY
 
 from sursis.domain.approvals.approval_votes import new_route_state
 from sursis.domain.approvals.decision_seal import (
@@ -23,28 +21,28 @@ from sursis.domain.approvals.decision_seal import (
 from sursis.domain.encryption import Cipher
 from sursis.domain.policy_decisions import PolicyDecision
 from sursis.domain.ports import LeaseAhead, SeenDecision
-from sursis.domain.records import PendingCall, Run, ToolCallRecord
+from sursis.domain.records import PendingCall, ToolCallRecord
 from sursis.domain.states import PendingStatus, RunStatus
 from sursis.domain.tools import Category, Executor, PendingKind
 from sursis.infra.db import approver_tables as ap
 from sursis.infra.db import tables as t
 from sursis.infra.db.approver_tables import route_row
-from sursis.infra.db.held import Guard, held, hold, hold_guard, holds, may_guard
+from sursis.infra.db.held import held, hold, holds
 from sursis.infra.db.repositories.base import HeldSqlRepository, rowcount
 from sursis.infra.db.repositories.decision_statements import (
-    DECISION_GUARD,
-    DECISION_GUARD_TYPES,
-    LEASE_AFTER_DECISION,
     OUTCOMES_AHEAD_KEY,
+    SEEN_FOR_DECISION,
+    WITH_OUTCOMES,
     covered,
     decide_and_lease_statement,
     decided_row,
-    seen_for_decision_statement,
+    hold_decision,
+    seen_decision,
 )
 from sursis.infra.db.repositories.run_statements import (
     resolve_one_awaiting_statement,
 )
-from sursis.infra.db.repositories.runs import keep_leased, run_from_row
+from sursis.infra.db.repositories.runs import keep_leased
 from sursis.infra.db.repositories.tool_calls import SqlToolCallRepository, tool_call_from_row
 from sursis.infra.db.rows import row_values
 from sursis.infra.db.sealing import PENDING_CALLS, OpenedRow
@@ -146,36 +144,8 @@ _DECIDE = _decide_statement()
 
 
 _DECIDE_AND_LEASE = decide_and_lease_statement(_TRANSITION[True])
-_SEEN_FOR_DECISION = seen_for_decision_statement()
 
 
-@dataclass(frozen=True)
-class _SeenAhead:
-    """`SeenDecision.ahead` on PostgreSQL: the run read (awaiting the call alone) and the rows of
-    `seen_for_decision_statement` (its log, the calls it resumes with and their outcomes)."""
-
-    run: Run
-    rows: list[Any]
-
-
-def _with_outcomes_statement() -> Any:
-    """PostgreSQL: the pending calls and the stored outcomes of the ids in `ids`, one row per pair
-    (columns `p_*` and `t_*`, either side empty), ordered by the calls' creation."""
-    ids = (
-        sa.func.unnest(sa.bindparam("ids", type_=ARRAY(sa.String())))
-        .table_valued("tool_call_id")
-        .render_derived(name="ids")
-    )
-    p, o = t.pending_calls, t.tool_calls
-    conversation = sa.bindparam("conversation_id", type_=sa.Uuid())
-    joined = ids.outerjoin(
-        p, sa.and_(p.c.conversation_id == conversation, p.c.tool_call_id == ids.c.tool_call_id)
-    ).outerjoin(o, sa.and_(o.c.conversation_id == conversation, o.c.tool_call_id == ids.c.tool_call_id))
-    columns = [c.label(f"p_{c.name}") for c in p.c] + [c.label(f"t_{c.name}") for c in o.c]
-    return sa.select(*columns).select_from(joined).order_by(p.c.created_at)
-
-
-_WITH_OUTCOMES = _with_outcomes_statement()
 _RESOLVE_ONE_AWAITING = resolve_one_awaiting_statement(sa.bindparam("b_run_id"))
 
 
@@ -267,7 +237,7 @@ class SqlPendingCallRepository(HeldSqlRepository):
             # Read by the decision's statement; nothing written since but what it decided.
             rows = [r for r in ahead[2] if r._mapping["p_tool_call_id"] in wanted]
             return self._with_outcomes(rows, lambda m: OpenedRow(decided_row(m, ahead[3])))
-        rows = await self._rows(_WITH_OUTCOMES, {"conversation_id": conversation_id, "ids": list(ids)})
+        rows = await self._rows(WITH_OUTCOMES, {"conversation_id": conversation_id, "ids": list(ids)})
         return self._with_outcomes(rows, lambda m: _side(m, "p_", t.pending_calls))
 
     def _with_outcomes(
@@ -335,7 +305,7 @@ class SqlPendingCallRepository(HeldSqlRepository):
             self._postgres
             and lease is not None
             and seen is not None
-            and self._hold_decision(seen, lease, params)
+            and hold_decision(self._session, self._cipher, seen, lease, params)
         ):
             return True
         if self._postgres and lease is not None:
@@ -366,30 +336,6 @@ class SqlPendingCallRepository(HeldSqlRepository):
         found = (await self._execute(_RESOLVE_ONE_AWAITING, {"b_run_id": call.run_id, "b_now": now})).first()
         return found is not None and found[0] == RunStatus.QUEUED.value
 
-    def _hold_decision(self, seen: SeenDecision, lease: LeaseAhead, params: dict[str, Any]) -> bool:
-        """The decision and the run's lease held to the commit as the transaction's one statement
-        (`DECISION_GUARD`, `LEASE_AFTER_DECISION`), when the reader saw the run awaiting this call
-        alone and nothing was sent yet; what the resumed segment starts from kept for this
-        transaction's reads of it (`runs.lease`, the log, the calls and their outcomes)."""
-        if not isinstance(seen.ahead, _SeenAhead) or not may_guard(self._session):
-            return False
-        run, rows = seen.ahead.run, seen.ahead.rows
-        now = params["b_now"]
-        guard = {f"g_{name[2:]}": value for name, value in params.items()}
-        hold_guard(
-            self._session, Guard(DECISION_GUARD, guard | {"g_segment": run.segment}, DECISION_GUARD_TYPES)
-        )
-        hold(
-            self._session,
-            LEASE_AFTER_DECISION,
-            [{"id": run.id, "owner": lease.owner, "until": lease.until, "at": now}],
-        )
-        calls = [r for r in rows if r._mapping["p_correlation_id"] is not None]
-        logged = [r for r in rows if r._mapping["p_correlation_id"] is None]
-        keep_leased(self._session, logged, self._cipher, leased_to=(lease.owner, lease.until, now))
-        self._session.info[OUTCOMES_AHEAD_KEY] = (run.conversation_id, covered(calls), calls, params, True)
-        return True
-
     async def seen_for_decision(
         self, correlation_id: uuid.UUID, log_from: Mapping[uuid.UUID, int]
     ) -> SeenDecision | None:
@@ -399,14 +345,11 @@ class SqlPendingCallRepository(HeldSqlRepository):
             "b_correlation_id": correlation_id,
             "b_log_from": json.dumps({str(k): v for k, v in log_from.items()}),
         }
-        rows = await self._rows(_SEEN_FOR_DECISION, params)
+        rows = await self._rows(SEEN_FOR_DECISION, params)
         if not rows:
             return None
-        first = rows[0]._mapping
-        call = _pending_from_row(_side(first, "c_", t.pending_calls), self._cipher)
-        if not first["alone"]:
-            return SeenDecision(call)
-        return SeenDecision(call, _SeenAhead(run_from_row(rows[0], self._cipher), rows))
+        call = _pending_from_row(_side(rows[0]._mapping, "c_", t.pending_calls), self._cipher)
+        return seen_decision(call, rows, self._cipher)
 
     async def overdue(self, now: datetime, limit: int) -> list[PendingCall]:
         c = t.pending_calls.c
