@@ -26,6 +26,7 @@ from typing import Any
 import httpx
 import sqlalchemy as sa
 from common import CLUSTER_SETTINGS, Processes, engine_for, fresh_database
+from http_load import CpuMeter, cpu_seconds
 
 from sursis import Service
 
@@ -87,6 +88,10 @@ async def post_burst(
     statuses: dict[int, int] = {}
     retries = {"count": 0}
     limits = httpx.Limits(max_connections=connections)
+    # At most one request in flight per connection: httpcore's pool scans its whole queue each time
+    # a request ends, so a thousand requests queued in it cost this client seconds of CPU on the
+    # service's own cores, where a sender on another machine would cost it none.
+    in_flight = asyncio.Semaphore(connections)
     async with httpx.AsyncClient(timeout=120, headers=headers, limits=limits) as client:
 
         async def post(body: dict[str, Any]) -> None:
@@ -94,7 +99,8 @@ async def post_burst(
             status = 0
             for _ in range(20):
                 try:
-                    status = (await client.post(f"{base}/v1/events", json=body)).status_code
+                    async with in_flight:
+                        status = (await client.post(f"{base}/v1/events", json=body)).status_code
                 except httpx.TransportError:
                     status = -1
                 if status not in (-1, 503):
@@ -178,13 +184,18 @@ async def main(url: str, events: int, workers: int) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as logs:
         processes = Processes(url, Path(logs), settings=CLUSTER_SETTINGS)
         try:
-            _, base = await processes.serve(worker=False)
-            for _ in range(workers):
-                processes.worker(concurrency=4)
+            api, base = await processes.serve(worker=False)
+            pids = [api.pid] + [processes.worker(concurrency=4).pid for _ in range(workers)]
+            await asyncio.sleep(2)  # the workers' start-up is not the burst's
+            meter = CpuMeter(pids, url)
+            await meter.start()
+            before = {pid: cpu_seconds(pid) or 0.0 for pid in pids}
             started = time.perf_counter()
             posted = await post_burst(base, headers, events)
             counts, drained = await wait_settled(url)
             whole = time.perf_counter() - started
+            each = [round((cpu_seconds(pid) or 0.0) - before[pid], 1) for pid in pids]
+            _, own, postgres, load = await meter.stop()
             others = await runs_not_completed(url)
         finally:
             processes.stop_all()
@@ -196,6 +207,13 @@ async def main(url: str, events: int, workers: int) -> dict[str, Any]:
         "end_to_end_events_per_s": round(events / whole, 1),
         "counts": counts,
         "runs_not_completed": others,
+        "cpu_seconds": {
+            "api": each[0],
+            "workers": each[1:],
+            "bench_client": round(own, 1),
+            "postgres": None if postgres is None else round(postgres, 1),
+        },
+        "load_average": round(load, 2),
     }
 
 
@@ -219,6 +237,12 @@ if __name__ == "__main__":
         f"stored {counts['events']} events, {counts['conversations']} conversations for "
         f"{result['worthy']} conversation-worthy events, runs {counts['runs_completed']}/{counts['runs']} "
         f"completed, {counts['runs_unsettled']} unsettled"
+    )
+    cpu = result["cpu_seconds"]
+    print(
+        f"CPU seconds, first post to settled: api {cpu['api']}, workers {cpu['workers']}, "
+        f"this client {cpu['bench_client']}, PostgreSQL backends {cpu['postgres']} "
+        f"(load average {result['load_average']}, {os.cpu_count()} cores)"
     )
     for run in result["runs_not_completed"]:
         print(f"  not completed: {run['agent']} {run['status']} {run['error']}")
