@@ -9,6 +9,9 @@ path) and compare the JSON lines; CPU time, unlike wall time, barely moves with 
 `--settled-collector`: settle the garbage collector once the service is open, as `sursis serve` and
 `sursis worker` do (`sursis.settle_collector`); without it, Python's defaults, as in an app that
 embeds the service. `gc_ms_per_turn` is the CPU spent in collections.
+`postgres_ms_per_turn` is the CPU of the database's backends over the measured turns (from `/proc`, the
+server on this machine), split into the client backends (the service's connections) and the rest
+(autovacuum workers and the like, which work off what the turns wrote).
 `--gate`: after the warm turns, print `READY` and wait for a line on standard input before the
 measured turns (`bench/profile_native.py` attaches its sampler there, so start-up is not sampled).
 """
@@ -25,6 +28,9 @@ import tempfile
 import time
 from pathlib import Path
 
+import sqlalchemy as sa
+from common import engine_for
+from http_load import cpu_seconds
 from turn_ours import OursSide, log_to_file
 
 DEFAULT_PG_URL = "postgresql+asyncpg://postgres@127.0.0.1:5432/bench"
@@ -45,6 +51,30 @@ class CollectorTime:
         else:
             self.seconds += time.process_time() - self._started
             self.collections[info["generation"]] += 1
+
+
+async def backend_cpu(url: str) -> dict[int, tuple[str, float]]:
+    """Every backend of `url`'s database but this query's: its type and CPU seconds so far."""
+    engine = engine_for(url)
+    try:
+        async with engine.connect() as conn:
+            query = (
+                "SELECT pid, backend_type FROM pg_stat_activity "
+                "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+            )
+            rows = (await conn.execute(sa.text(query))).all()
+    finally:
+        await engine.dispose()
+    return {pid: (kind, cpu) for pid, kind in rows if (cpu := cpu_seconds(pid)) is not None}
+
+
+def backend_delta(before: dict[int, tuple[str, float]], after: dict[int, tuple[str, float]]) -> dict[str, float]:
+    """CPU seconds by backend type between two readings (a backend that came in between from zero)."""
+    spent: dict[str, float] = {}
+    for pid, (kind, cpu) in after.items():
+        start = before.get(pid, (kind, 0.0))[1]
+        spent[kind] = spent.get(kind, 0.0) + cpu - start
+    return spent
 
 
 async def main() -> None:
@@ -73,11 +103,13 @@ async def main() -> None:
         if args.gate:
             print("READY", flush=True)
             await asyncio.to_thread(sys.stdin.readline)
+        backends = await backend_cpu(url)
         gc.callbacks.append(collecting)
         cpu, wall = time.process_time(), time.perf_counter()
         for _ in range(args.turns):
             await side.turn(conversation)
         cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
+        postgres = backend_delta(backends, await backend_cpu(url))
         gc.callbacks.remove(collecting)
         statements = side.statements() - statements
     finally:
@@ -86,6 +118,10 @@ async def main() -> None:
         json.dumps(
             {
                 "cpu_ms_per_turn": round(cpu * 1000 / args.turns, 2),
+                "postgres_ms_per_turn": round(sum(postgres.values()) * 1000 / args.turns, 2),
+                "postgres_ms_per_turn_by_backend": {
+                    kind: round(spent * 1000 / args.turns, 2) for kind, spent in sorted(postgres.items())
+                },
                 "wall_ms_per_turn": round(wall * 1000 / args.turns, 2),
                 "statements_per_turn": round(statements / args.turns, 2),
                 "commits": side.commit_counts(),

@@ -82,13 +82,15 @@ class WebhookDeliverer:
 
     async def run(self, stopping: asyncio.Event) -> None:
         """A pass, then a wait for events (deliveries are written with them) or for a retry this
-        process scheduled to fall due (`wakeup.py`)."""
+        process scheduled to fall due (`wakeup.py`). The HTTP client is made for the first delivery:
+        a process whose webhooks never fire loads no TLS context and no connection pool."""
         hearing = self._hearing or Hearing(LocalRunNotifier(), self._poll)
-        async with httpx.AsyncClient(headers={"User-Agent": USER_AGENT}, follow_redirects=False) as http:
+        client = _FirstUse()
+        try:
             with hearing.wakeup(self._poll) as wakeup:
                 while not stopping.is_set():
                     try:
-                        delivered = await self.run_once(http)
+                        delivered = await self.run_once(client.get)
                     except Exception:
                         log.exception("webhooks.loop_error")
                         delivered = 0
@@ -96,15 +98,19 @@ class WebhookDeliverer:
                         retry_at, self._retry_at = self._retry_at, None
                         due_in = None if retry_at is None else (retry_at - self._clock()).total_seconds()
                         await wakeup.wait(stopping, due_in=due_in)
+        finally:
+            await client.aclose()
 
-    async def run_once(self, http: httpx.AsyncClient) -> int:
-        """Attempt every due delivery once; returns how many were attempted."""
+    async def run_once(self, client: Callable[[], httpx.AsyncClient]) -> int:
+        """Attempt every due delivery once, through `client()` (asked only when one is due);
+        returns how many were attempted."""
         now = self._clock()
         lease_until = now + timedelta(seconds=self._policy.timeout + 30)
         async with self._uow() as uow:
             items = await uow.outbox.claim_due(WEBHOOK_TOPIC_PREFIX, now, lease_until, self._batch)
             await uow.commit()
         if items:
+            http = client()
             outcomes = await asyncio.gather(
                 *(self._deliver(http, item) for item in items), return_exceptions=True
             )
@@ -219,3 +225,19 @@ class WebhookDeliverer:
         absolute = copy.deepcopy(event)
         absolute["data"]["links"] = {k: base.rstrip("/") + str(v) for k, v in links.items()}
         return absolute
+
+
+class _FirstUse:
+    """The deliverer's HTTP client, made when it is first asked for, closed with the loop."""
+
+    def __init__(self) -> None:
+        self._http: httpx.AsyncClient | None = None
+
+    def get(self) -> httpx.AsyncClient:
+        if self._http is None:
+            self._http = httpx.AsyncClient(headers={"User-Agent": USER_AGENT}, follow_redirects=False)
+        return self._http
+
+    async def aclose(self) -> None:
+        if self._http is not None:
+            await self._http.aclose()

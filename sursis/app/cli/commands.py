@@ -106,6 +106,7 @@ def _serve(settings: Settings, args: argparse.Namespace) -> int:
         "log_config": None,
         "access_log": False,
         "http": ProblemHttpToolsProtocol,
+        "ws": "none",  # the API has no WebSocket route: the websockets library is not loaded
         "timeout_graceful_shutdown": 5,
     }
     if args.workers > 1:
