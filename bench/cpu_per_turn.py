@@ -53,7 +53,11 @@ class CollectorTime:
             self.collections[info["generation"]] += 1
 
 
-async def backend_cpu(url: str) -> dict[int, tuple[str, float]]:
+Readings = dict[int, tuple[str, float]]
+"""Backend pid: its type and CPU seconds so far."""
+
+
+async def backend_cpu(url: str) -> Readings:
     """Every backend of `url`'s database but this query's: its type and CPU seconds so far."""
     engine = engine_for(url)
     try:
@@ -68,7 +72,7 @@ async def backend_cpu(url: str) -> dict[int, tuple[str, float]]:
     return {pid: (kind, cpu) for pid, kind in rows if (cpu := cpu_seconds(pid)) is not None}
 
 
-def backend_delta(before: dict[int, tuple[str, float]], after: dict[int, tuple[str, float]]) -> dict[str, float]:
+def backend_delta(before: Readings, after: Readings) -> dict[str, float]:
     """CPU seconds by backend type between two readings (a backend that came in between from zero)."""
     spent: dict[str, float] = {}
     for pid, (kind, cpu) in after.items():
