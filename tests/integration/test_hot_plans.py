@@ -8,6 +8,7 @@ its own parameters, as PostgreSQL plans it for them.
 
 from __future__ import annotations
 
+import re
 import sys
 import uuid
 from datetime import timedelta
@@ -26,6 +27,7 @@ from sursis.domain.clock import utcnow
 from sursis.domain.records import AuditQuery, Principal
 from sursis.domain.states import Decision, PendingStatus
 from sursis.infra.db.engine import create_engine
+from sursis.infra.db.repositories.audit import _unless_newest_guard
 from tests.conftest import call, script
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -232,6 +234,48 @@ async def test_an_old_conversations_resume_reads_its_own_rows(database_url: str)
         for generic in (False, True):  # the first executions' plans, then the prepared statement's
             e = await explain(engine, "resume", mark.statement, mark.parameters, generic=generic)
             assert e.rows_removed is not None and e.rows_removed < 100, e.text
-            assert "ix_audit_log_conversation_id_id" in e.text, e.text
+            assert "ix_audit_log_call_marks" in e.text or "ix_audit_log_conversation_id_id" in e.text, e.text
+    finally:
+        await engine.dispose()
+
+
+async def test_a_new_calls_dispatch_guard_reads_no_earlier_calls_marks(database_url: str) -> None:
+    """Before an at-most-once call runs, the statement that writes its dispatch mark asks whether
+    the call's newest mark is a dispatch. A call with no mark of those actions yet, in a
+    conversation with 1,000 earlier calls' marks, is answered by index lookups that read none of
+    them (the partial indexes of migration 0039), in the plans made for its parameters and in the
+    prepared statement's generic plan."""
+    conversation = uuid.uuid4()
+    await execute(
+        database_url,
+        "INSERT INTO audit_log (at, actor, action, workspace, conversation_id, details) "
+        "SELECT now(), 'agent:payer', (ARRAY['tool.dispatched', 'pending.requested'])[1 + g % 2], "
+        ":workspace, :id, jsonb_build_object('tool_call_id', 'earlier_' || (g / 2)) "
+        "FROM generate_series(0, 1999) AS g",
+        {"workspace": LARGE, "id": conversation},
+        then_analyze=True,
+    )
+    sql, _ = _unless_newest_guard(2)
+    params = {
+        "g_conversation_id": conversation,
+        "g_workspace": LARGE,
+        "g_naming": "a_new_call",
+        "g_unless": "tool.dispatched",
+        "g_among_0": "tool.dispatched",
+        "g_among_1": "pending.requested",
+    }
+    names = list(dict.fromkeys(re.findall(r":(g_\w+)", sql)))
+    positional = re.sub(r":(g_\w+)", lambda m: f"${names.index(m.group(1)) + 1}", sql)
+    engine = create_engine(database_url)
+    try:
+        async with engine.connect() as conn:
+            [[holds]] = (await conn.execute(sa.text(sql), params)).all()
+        assert holds == 1, "no mark names the call: the guard holds"
+        for generic in (False, True):
+            e = await explain(
+                engine, "dispatch guard", positional, [params[n] for n in names], generic=generic
+            )
+            assert e.rows_removed is not None and e.rows_removed < 10, e.text
+            assert "ix_audit_log_call_marks" in e.text and "ix_audit_log_sealed_rows" in e.text, e.text
     finally:
         await engine.dispose()

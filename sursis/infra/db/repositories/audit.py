@@ -105,16 +105,26 @@ def _unless_newest_guard(actions: int) -> tuple[str, tuple[tuple[str, Any], ...]
     """PostgreSQL: `append_unless_newest`'s condition as a held guard (`held.Guard`), a row when it
     holds. The newest row of the conversation among the actions that names the call, or that is
     sealed (its details a JSON string, not an object: whether it names the call cannot be told in
-    SQL), must be a plaintext row of another action than `g_unless`, or there must be none; the
-    conversation's index serves it newest first."""
+    SQL), must be a plaintext row of another action than `g_unless`, or there must be none. Each
+    of the two is one index lookup, newest first (`ix_audit_log_call_marks`,
+    `ix_audit_log_sealed_rows`, migration 0039), whatever the conversation's length: a call with
+    no mark yet reads no row."""
     among = ", ".join(f":g_among_{i}" for i in range(actions))
+    candidates = (
+        f"m.conversation_id = :g_conversation_id AND m.workspace = :g_workspace AND m.action IN ({among})"
+    )
     sql = (
         "SELECT 1 AS ok WHERE NOT EXISTS (SELECT 1 FROM ("
-        "SELECT m.action, jsonb_typeof(m.details) = 'object' AS plain FROM audit_log m "
-        "WHERE m.conversation_id = :g_conversation_id AND m.workspace = :g_workspace "
-        f"AND m.action IN ({among}) AND (jsonb_typeof(m.details) <> 'object' "
-        "OR m.details -> 'tool_call_id' = to_jsonb(CAST(:g_naming AS text))) "
-        "ORDER BY m.id DESC LIMIT 1) newest "
+        "(SELECT m.id, m.action, true AS plain FROM audit_log m "
+        f"WHERE {candidates} AND m.details ? 'tool_call_id' "
+        "AND m.details ->> 'tool_call_id' = CAST(:g_naming AS text) "
+        "AND m.details -> 'tool_call_id' = to_jsonb(CAST(:g_naming AS text)) "
+        "ORDER BY m.id DESC LIMIT 1) "
+        "UNION ALL "
+        "(SELECT m.id, m.action, false AS plain FROM audit_log m "
+        f"WHERE {candidates} AND jsonb_typeof(m.details) <> 'object' "
+        "ORDER BY m.id DESC LIMIT 1) "
+        "ORDER BY id DESC LIMIT 1) newest "
         "WHERE NOT newest.plain OR newest.action = :g_unless)"
     )
     c = t.audit_log.c

@@ -61,13 +61,13 @@ def decide_and_lease_statement(transition: Any) -> Any:
     def nulls(columns: Sequence[Any]) -> list[Any]:
         return [sa.cast(sa.null(), c.type).label(c.name) for c in columns]
 
-    of_run = sa.select(p.c.tool_call_id).where(p.c.run_id == leased.c.id).correlate(leased)
+    mine = calls_of_run(leased)
     named = p.alias("named")
     resumed = sa.and_(
         running,
         answer.c.seen_awaiting == 1,
         named.c.conversation_id == leased.c.conversation_id,
-        named.c.tool_call_id.in_(of_run),
+        named.c.tool_call_id == mine.c.tool_call_id,
     )
     outcome = sa.and_(
         o.c.conversation_id == named.c.conversation_id, o.c.tool_call_id == named.c.tool_call_id
@@ -77,10 +77,19 @@ def decide_and_lease_statement(transition: Any) -> Any:
         answer.outerjoin(leased, sa.true()).outerjoin(t.messages, log)
     )
     with_calls = sa.select(*head, *nulls(logged), *named_calls).select_from(
-        answer.join(leased, sa.true()).join(named, resumed).outerjoin(o, outcome)
+        answer.join(leased, sa.true()).join(mine, sa.true()).join(named, resumed).outerjoin(o, outcome)
     )
     both = sa.union_all(with_log, with_calls).subquery("decision")
     return sa.select(both).order_by(both.c.log_seq, both.c.p_created_at)
+
+
+def calls_of_run(run: Any) -> Any:
+    """The tool call ids of `run`'s pending calls, once each, as a lateral subquery: the calls the
+    run resumes with are then looked up by (conversation, call id), one index lookup each, instead
+    of every call of the conversation read and filtered by them (a cost that grew with the
+    conversation's length)."""
+    p = t.pending_calls
+    return sa.select(p.c.tool_call_id).where(p.c.run_id == run.c.id).distinct().lateral("mine")
 
 
 def decided_row(mapping: Any, params: dict[str, Any]) -> dict[str, Any]:
@@ -130,7 +139,7 @@ def seen_for_decision_statement() -> Any:
     m = t.messages.c
     logged = [m[name].label(f"log_{name}") for name in LOG_COLUMNS]
     named = p.alias("named")
-    of_run = sa.select(p.c.tool_call_id).where(p.c.run_id == run.c.id).correlate(run)
+    mine = calls_of_run(run)
     outcome = sa.and_(
         o.c.conversation_id == named.c.conversation_id, o.c.tool_call_id == named.c.tool_call_id
     )
@@ -143,11 +152,11 @@ def seen_for_decision_statement() -> Any:
     the_run = call.join(run, sa.true())
     log = sa.and_(alone, m.conversation_id == run.c.conversation_id, m.seq > after)
     resumed = sa.and_(
-        alone, named.c.conversation_id == run.c.conversation_id, named.c.tool_call_id.in_(of_run)
+        alone, named.c.conversation_id == run.c.conversation_id, named.c.tool_call_id == mine.c.tool_call_id
     )
     with_log = sa.select(*head, *logged, *nulls(calls)).select_from(the_run.outerjoin(t.messages, log))
     with_calls = sa.select(*head, *nulls(logged), *named_calls).select_from(
-        the_run.join(named, resumed).outerjoin(o, outcome)
+        the_run.join(mine, sa.true()).join(named, resumed).outerjoin(o, outcome)
     )
     both = sa.union_all(with_log, with_calls).subquery("seen")
     return sa.select(both).order_by(both.c.log_seq, both.c.p_created_at)
