@@ -11,7 +11,9 @@ path) and compare the JSON lines; CPU time, unlike wall time, barely moves with 
 embeds the service. `gc_ms_per_turn` is the CPU spent in collections.
 `postgres_ms_per_turn` is the CPU of the database's backends over the measured turns (from `/proc`, the
 server on this machine), split into the client backends (the service's connections) and the rest
-(autovacuum workers and the like, which work off what the turns wrote).
+(autovacuum workers and the like, which work off what the turns wrote). The tables are analyzed after the
+warm turns, as autovacuum would have done by then (a server may run without it, as this project's CI
+machine does): the planner then sees a conversation as long as the warm turns made it.
 `--gate`: after the warm turns, print `READY` and wait for a line on standard input before the
 measured turns (`bench/profile_native.py` attaches its sampler there, so start-up is not sampled).
 """
@@ -55,6 +57,16 @@ class CollectorTime:
 
 Readings = dict[int, tuple[str, float]]
 """Backend pid: its type and CPU seconds so far."""
+
+
+async def analyze(url: str) -> None:
+    """Planner statistics for every table, as autovacuum keeps them."""
+    engine = engine_for(url)
+    try:
+        async with engine.connect() as conn:
+            await (await conn.execution_options(isolation_level="AUTOCOMMIT")).execute(sa.text("ANALYZE"))
+    finally:
+        await engine.dispose()
 
 
 async def backend_cpu(url: str) -> Readings:
@@ -103,6 +115,7 @@ async def main() -> None:
         conversation = await side.new_conversation()
         for _ in range(args.warm):
             await side.turn(conversation)
+        await analyze(url)
         statements = side.statements()
         if args.gate:
             print("READY", flush=True)
