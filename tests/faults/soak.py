@@ -29,6 +29,7 @@ import random
 import subprocess
 import sys
 import time
+from collections.abc import Awaitable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -275,6 +276,19 @@ async def settle(http: httpx.AsyncClient, base: str, run_id: str, stop: asyncio.
             return None
 
 
+async def finished(what: str, waiting: Awaitable[Any], seconds: float = 240) -> None:
+    """`waiting` done within `seconds` of the traffic's end; else every task still pending is
+    printed with where it waits, and the soak fails there instead of hanging."""
+    try:
+        await asyncio.wait_for(asyncio.shield(waiting), seconds)
+    except TimeoutError:
+        current = asyncio.current_task()
+        for task in asyncio.all_tasks():
+            if task is not current and not task.done():
+                task.print_stack(limit=12)
+        raise AssertionError(f"{what} did not end within {seconds:.0f} s of the traffic's end") from None
+
+
 async def drain(database_url: str, seconds: float) -> None:
     """No more kills: wait until no run is queued or running and every webhook row is delivered."""
     engine = create_engine(database_url)
@@ -482,8 +496,8 @@ async def soak(database_url: str, kills: int, workers: int, conversations: int, 
                     print(f"  {time.monotonic() - started:6.0f}s  kills {tally.total_kills}", flush=True)
                 handed.stop_crashing()
                 traffic_stop.set()
-                await asyncio.gather(*loops)
-                await handed.traffic_done()
+                await finished("the conversations' loops", asyncio.gather(*loops))
+                await finished("the hand-off loops", handed.traffic_done())
                 await drain(database_url, 120)
                 await drain(handed.database_url, 120)
                 stop.set()

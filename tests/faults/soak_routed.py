@@ -138,6 +138,10 @@ async def routed_loop(
         if run is None:
             return
         while run["status"] == "suspended":
+            if stop.is_set():
+                # The traffic is over: a call still waiting stays so (the drain waits for queued and
+                # running runs only), rather than polling until a quorum route's timeout decides it.
+                return
             correlation_id = run["pending"][0]["correlation_id"]
             if kind != "timeout":  # a timeout turn waits for the sweeper to deny it
                 await vote(http, base, send, people, tally, correlation_id, kind, stop)
