@@ -258,10 +258,7 @@ class AgUiRun:
             except AlreadyVoted:
                 continue  # a replay of this approver's counted vote: the call waits for the others
             except Stale as exc:
-                expired = (
-                    exc.extra.get("pending_status") in {"expired", "denied"} and "expires_at" in exc.extra
-                )
-                raise RunRefused("interrupt_expired" if expired else "interrupt_stale", exc.message) from exc
+                raise stale_refusal(exc) from exc
         assert run_id is not None
         return run_id
 
@@ -366,6 +363,20 @@ def _resolution(entry: ResumeEntry) -> Resolution:
 
 
 _DECIDED = {Decision.APPROVE: PendingStatus.APPROVED, Decision.DENY: PendingStatus.DENIED}
+
+
+def stale_refusal(exc: Stale) -> RunRefused:
+    """A decision that found its call no longer awaiting: `interrupt_expired` when the call's
+    deadline decided it, whether this decision found it past (`expires_at`) or the sweeper got
+    there first (`resolved_by` the sweeper), as `_check_replay` tells it; `interrupt_stale` else."""
+    extra = exc.extra
+    expired = (
+        extra.get("pending_status") in {PendingStatus.EXPIRED.value, PendingStatus.DENIED.value}
+        and "expires_at" in extra
+    ) or (
+        extra.get("pending_status") == PendingStatus.EXPIRED.value or extra.get("resolved_by") == EXPIRY_ACTOR
+    )
+    return RunRefused("interrupt_expired" if expired else "interrupt_stale", exc.message)
 
 
 def _check_replay(call: PendingCall, resolution: Resolution, principal: Principal) -> None:
