@@ -367,15 +367,11 @@ _DECIDED = {Decision.APPROVE: PendingStatus.APPROVED, Decision.DENY: PendingStat
 
 def stale_refusal(exc: Stale) -> RunRefused:
     """A decision that found its call no longer awaiting: `interrupt_expired` when the call's
-    deadline decided it, whether this decision found it past (`expires_at`) or the sweeper got
-    there first (`resolved_by` the sweeper), as `_check_replay` tells it; `interrupt_stale` else."""
+    deadline decided it (expired, or resolved by the expiry actor: this decision found it past
+    `expires_at`, or the sweeper got there first), as `_check_replay` tells it; `interrupt_stale` else."""
     extra = exc.extra
-    expired = (
-        extra.get("pending_status") in {PendingStatus.EXPIRED.value, PendingStatus.DENIED.value}
-        and "expires_at" in extra
-    ) or (
-        extra.get("pending_status") == PendingStatus.EXPIRED.value or extra.get("resolved_by") == EXPIRY_ACTOR
-    )
+    status, decider = extra.get("pending_status"), extra.get("resolved_by")
+    expired = status == PendingStatus.EXPIRED.value or decider == EXPIRY_ACTOR
     return RunRefused("interrupt_expired" if expired else "interrupt_stale", exc.message)
 
 
