@@ -32,7 +32,7 @@ from pathlib import Path
 
 import sqlalchemy as sa
 from common import engine_for
-from http_load import cpu_seconds
+from http_load import backends, cpu_seconds
 from turn_ours import OursSide, log_to_file
 
 DEFAULT_PG_URL = "postgresql+asyncpg://postgres@127.0.0.1:5432/bench"
@@ -71,17 +71,8 @@ async def analyze(url: str) -> None:
 
 async def backend_cpu(url: str) -> Readings:
     """Every backend of `url`'s database but this query's: its type and CPU seconds so far."""
-    engine = engine_for(url)
-    try:
-        async with engine.connect() as conn:
-            query = (
-                "SELECT pid, backend_type FROM pg_stat_activity "
-                "WHERE datname = current_database() AND pid <> pg_backend_pid()"
-            )
-            rows = (await conn.execute(sa.text(query))).all()
-    finally:
-        await engine.dispose()
-    return {pid: (kind, cpu) for pid, kind in rows if (cpu := cpu_seconds(pid)) is not None}
+    found = await backends(url) or {}
+    return {pid: (kind, cpu) for pid, kind in found.items() if (cpu := cpu_seconds(pid)) is not None}
 
 
 def backend_delta(before: Readings, after: Readings) -> dict[str, float]:

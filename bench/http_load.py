@@ -156,22 +156,22 @@ def cpu_seconds(pid: int) -> float | None:
     return (int(fields[11]) + int(fields[12])) / TICKS
 
 
-async def backend_pids(url: str) -> list[int] | None:
-    """The PostgreSQL backends connected to `url`'s database (but this query's), if they are
-    processes of this machine; else None."""
+async def backends(url: str) -> dict[int, str] | None:
+    """The PostgreSQL backends connected to `url`'s database (but this query's), each pid with its
+    `backend_type`, if they are processes of this machine; else None."""
     engine = engine_for(url)
     try:
         async with engine.connect() as conn:
             query = (
-                "SELECT pid FROM pg_stat_activity "
+                "SELECT pid, backend_type FROM pg_stat_activity "
                 "WHERE datname = current_database() AND pid <> pg_backend_pid()"
             )
-            pids = [int(p) for p in (await conn.execute(sa.text(query))).scalars()]
+            found = {int(pid): str(kind) for pid, kind in (await conn.execute(sa.text(query))).all()}
             own = int((await conn.execute(sa.text("SELECT pg_backend_pid()"))).scalar_one())
             local = is_local_postgres(own)  # while this backend is still there
     finally:
         await engine.dispose()
-    return pids if local else None
+    return found if local else None
 
 
 def is_local_postgres(pid: int) -> bool:
@@ -197,10 +197,10 @@ class CpuMeter:
     async def _backend_cpu(self) -> dict[int, float] | None:
         if self.url is None or is_sqlite(self.url):
             return None
-        pids = await backend_pids(self.url)
-        if pids is None:
+        found = await backends(self.url)
+        if found is None:
             return None
-        return {pid: cpu for pid in pids if (cpu := cpu_seconds(pid)) is not None}
+        return {pid: cpu for pid in found if (cpu := cpu_seconds(pid)) is not None}
 
     async def start(self) -> None:
         self._backends = await self._backend_cpu()
