@@ -70,11 +70,6 @@ async def before_request(request: Request[Any, Any, Any]) -> Response[None] | No
     return answer_options(request)
 
 
-def document_contract_on_startup(app: Litestar) -> None:
-    """Runs after the lifespan has built the container, whose catalog names the agents and tools."""
-    openapi_contract.install(app, app.state.container.catalog)
-
-
 def print_mcp_banner(catalog: DeclaredToolCatalog) -> None:
     """One start-up line per MCP server that cannot be reached, once the servers were tried."""
     for line in catalog.unavailable_servers():
@@ -145,7 +140,6 @@ def create_app(
         route_handlers=handlers,
         state=State({"people": None}),
         lifespan=[serving(settings, service, observed, oidc)],
-        on_startup=[document_contract_on_startup],
         middleware=[http_telemetry(observed.telemetry)],
         before_request=before_request,
         dependencies={"principal": Provide(provide_principal, sync_to_thread=False)},
@@ -213,6 +207,7 @@ def openapi_config() -> OpenAPIConfig:
         version="0.1.0",
         description="Agents whose tool calls wait, durably, for a human.",
         path="/schema",
+        openapi_router=openapi_contract.schema_router("/schema", before_request),
         render_plugins=[SwaggerRenderPlugin()],
         components=Components(
             security_schemes={

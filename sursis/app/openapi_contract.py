@@ -11,10 +11,21 @@ error or a new route is documented without a list to keep in step.
 
 from __future__ import annotations
 
+import importlib
+from collections.abc import Awaitable, Callable
 from typing import Any
 
-from litestar import Litestar
-from litestar.openapi.spec import OpenAPI, OpenAPIMediaType, OpenAPIResponse, Operation, Reference, Schema
+from litestar import Litestar, Request, Router
+from litestar.handlers import HTTPRouteHandler
+from litestar.openapi.spec import (
+    OpenAPI,
+    OpenAPIMediaType,
+    OpenAPIResponse,
+    Operation,
+    Reference,
+    RequestBody,
+    Schema,
+)
 from litestar.openapi.spec.enums import OpenAPIType
 from litestar.routes import HTTPRoute
 from pydantic import BaseModel
@@ -24,6 +35,9 @@ from sursis.domain.errors import ServiceError
 from sursis.infra.agents.declarations import DeclaredToolCatalog
 
 PROBLEM_COMPONENT = "Problem"
+REQUEST_MODEL = "sursis.request_model"
+"""A handler's `opt` key: `module:Name` of the pydantic model the handler validates its body with
+itself (a body read as a JSON object, so the model's module loads at first use, not at start-up)."""
 SLACK_SIGNATURE_SCHEME = "SlackSignature"
 """The security scheme of the routes Slack calls: its request signature, not an API key."""
 DESCRIPTIONS = {
@@ -171,15 +185,43 @@ def document_problems(document: OpenAPI) -> None:
 
 
 def install(app: Litestar, catalog: DeclaredToolCatalog) -> None:
-    """Document the problems once the document is built (on startup, before it is first served),
-    and the agents and gated tools of this deployment's catalog."""
-    document_problems(app.openapi_schema)
-    document_request_models(app, app.openapi_schema)
-    document_catalog(app.openapi_schema, catalog)
+    """Document the problems, the request models, and the agents and gated tools of this
+    deployment's catalog in the app's document (Litestar builds it here if it has not yet)."""
+    document = app.openapi_schema
+    document_problems(document)
+    document_request_models(app, document)
+    document_catalog(document, catalog)
+
+
+def schema_router(path: str, first: Callable[[Request[Any, Any, Any]], Awaitable[Any]]) -> Router:
+    """The router Litestar mounts its schema routes on (`/schema`, `/schema/openapi.json`, the
+    Swagger page). Before the first of them answers, the document is built and documented
+    (`install`): built at its first request rather than at start-up, so a process that never serves
+    it does not hold it (about 4 MiB). `first` is the app's own before-request hook, which a
+    router's hook would otherwise replace."""
+    documented: list[bool] = []
+
+    async def document_once(request: Request[Any, Any, Any]) -> Any:
+        if not documented:
+            install(request.app, request.app.state.container.catalog)
+            documented.append(True)
+        return await first(request)
+
+    return Router(path, route_handlers=[], include_in_schema=False, before_request=document_once)
+
+
+def declared_model(handler: HTTPRouteHandler) -> type[BaseModel] | None:
+    """The model named in the handler's `opt` under `REQUEST_MODEL`, imported now."""
+    reference = handler.opt.get(REQUEST_MODEL)
+    if not isinstance(reference, str):
+        return None
+    module, _, name = reference.partition(":")
+    model = getattr(importlib.import_module(module), name)
+    return model if isinstance(model, type) and issubclass(model, BaseModel) else None
 
 
 def request_models(app: Litestar) -> list[type[BaseModel]]:
-    """The pydantic models of every handler's `data` (request body)."""
+    """The pydantic models of every handler's `data` (request body), declared or named in `opt`."""
     found: dict[str, type[BaseModel]] = {}
     for route in app.routes:
         if not isinstance(route, HTTPRoute):
@@ -189,12 +231,15 @@ def request_models(app: Litestar) -> list[type[BaseModel]]:
             model = field.annotation if field is not None else None
             if isinstance(model, type) and issubclass(model, BaseModel):
                 found[model.__name__] = model
+            elif (named := declared_model(handler)) is not None:
+                found[named.__name__] = named
     return list(found.values())
 
 
 def document_request_models(app: Litestar, document: OpenAPI) -> None:
     """Request bodies documented by the JSON schema pydantic validates them with: one place for the
-    check and the document (`additionalProperties: false`, patterns, lengths, enums)."""
+    check and the document (`additionalProperties: false`, patterns, lengths, enums). A body a
+    handler validates itself (`REQUEST_MODEL`) refers to its model's schema too."""
     schemas: dict[str, Any] = dict(document.components.schemas or {})
     for model in request_models(app):
         schema = model.model_json_schema(ref_template="#/components/schemas/{model}", mode="validation")
@@ -202,6 +247,19 @@ def document_request_models(app: Litestar, document: OpenAPI) -> None:
             schemas[name] = definition
         schemas[model.__name__] = schema
     document.components.schemas = schemas
+    for route in app.routes:
+        if not isinstance(route, HTTPRoute) or document.paths is None:
+            continue
+        for handler in route.route_handlers:
+            if (named := declared_model(handler)) is None:
+                continue
+            item = document.paths.get(route.path_format)
+            for method in handler.http_methods:
+                operation = getattr(item, method.lower(), None)
+                body = operation.request_body if isinstance(operation, Operation) else None
+                if isinstance(body, RequestBody):
+                    for media in body.content.values():
+                        media.schema = Reference(ref=f"#/components/schemas/{named.__name__}")
 
 
 def document_catalog(document: OpenAPI, catalog: DeclaredToolCatalog) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import jsonschema_rs
+from litestar._openapi.plugin import OpenAPIPlugin
 from litestar.testing import AsyncTestClient
 
 from sursis.app.openapi_contract import codes_for
@@ -51,6 +52,21 @@ async def test_every_operation_documents_its_problem_responses(client: AsyncTest
                 if codes["properties"]["code"]["enum"] != codes_for(int(status)):
                     missing.append(f"{label}: {status} codes differ")
     assert missing == []
+
+
+async def test_the_document_is_built_at_its_first_request_whichever_page_asks(
+    client: AsyncTestClient[Any],
+) -> None:
+    """Start-up does not build the document (a process that never serves it does not hold it); the
+    Swagger page asked first builds it documented, and the JSON served after it is the same."""
+    plugin = client.app.plugins.get(OpenAPIPlugin)
+    assert plugin._openapi is None, "the document was built at start-up"
+    page = await client.get("/schema/swagger")
+    assert page.status_code == 200
+    assert "Problem404" in page.text
+    document = (await client.get("/schema/openapi.json")).json()
+    assert "Problem404" in document["components"]["schemas"]
+    assert document["paths"]["/v1/pending/{correlation_id}/resolve"]["post"]["responses"]["409"]
 
 
 def test_problem_codes_come_from_the_error_table() -> None:
@@ -107,6 +123,16 @@ async def test_request_bodies_are_documented_as_they_are_validated(client: Async
     assert workspace == {"maxLength": 100, "minLength": 1, "pattern": "^[A-Za-z0-9_.-]+$", "type": "string"}
     extra = await client.post("/v1/conversations", json={"agent": "ops", "surprise": 1})
     assert extra.status_code == 422
+
+
+async def test_a_body_its_handler_validates_is_documented_by_its_model(client: AsyncTestClient[Any]) -> None:
+    """The AG-UI route reads a JSON object and validates it as `RunAgentInput` itself (AG-UI's types
+    load at the first run); the document still gives the model's schema for the body."""
+    document = (await client.get("/schema/openapi.json")).json()
+    body = document["paths"]["/v1/agents/{name}/ag-ui"]["post"]["requestBody"]["content"]
+    assert body["application/json"]["schema"] == {"$ref": "#/components/schemas/RunAgentInput"}
+    run_input = document["components"]["schemas"]["RunAgentInput"]
+    assert {"threadId", "runId", "messages"} <= set(run_input["required"])
 
 
 def param(document: dict[str, Any], path: str, name: str) -> dict[str, Any]:

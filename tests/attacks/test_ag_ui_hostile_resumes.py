@@ -144,6 +144,11 @@ async def test_bad_bodies_are_problems_and_a_key_that_may_not_converse_is_refuse
         assert 400 <= response.status_code < 500, response.text
         assert response.headers["content-type"].startswith("application/problem+json")
         assert response.json()["code"]
+    wrong = await client.post(url, json={"threadId": 1, "runId": "r", "messages": []})
+    assert (wrong.status_code, wrong.json()["code"]) == (422, "validation_failed")
+    assert [e["loc"] for e in wrong.json()["errors"]] == [["threadId"]]
+    listed = await client.post(url, json=[run_input("t", "hi")])
+    assert (listed.status_code, listed.json()["code"]) == (422, "validation_failed")
     garbage = await client.post(url, content=b"\xff{", headers={"Content-Type": "application/json"})
     assert 400 <= garbage.status_code < 500 and garbage.json()["code"]
     unknown = await client.post("/v1/agents/nobody/ag-ui", json=run_input("t", "hi"))

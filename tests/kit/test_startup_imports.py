@@ -3,7 +3,7 @@ the service without Slack or encryption keys imports neither the Slack SDK, aioh
 cryptography (about 17 MiB of resident memory in each process, see docs/performance-history.md); a
 process serving only its own agents loads neither the World Agent, the customer agents, the
 channel senders nor Cedar (until a policy has a condition), and no process loads Rich or Pygments
-for structlog's console or httpx's command line."""
+for structlog's console or httpx's command line, nor AG-UI's types before its first run."""
 
 from __future__ import annotations
 
@@ -30,6 +30,8 @@ SERVED_ONLY = (
     "cedarpy",
     "rich",
     "pygments",
+    "ag_ui.core",
+    "sursis.app.ag_ui",
 )
 PLAIN_AGENT = (
     "from pydantic_ai import Agent\n"
