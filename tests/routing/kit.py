@@ -99,8 +99,13 @@ class People:
 
 
 @asynccontextmanager
-async def routing_service(database_url: str, routes: dict[str, ApprovalRoute]) -> AsyncIterator[People]:
-    async with Service.open(database_url, agents=[payments_agent(routes)], model="scripted") as svc:
+async def routing_service(
+    database_url: str, routes: dict[str, ApprovalRoute], **settings: Any
+) -> AsyncIterator[People]:
+    """The service serving the payments agent; `settings` override `Settings` fields."""
+    async with Service.open(
+        database_url, agents=[payments_agent(routes)], model="scripted", **settings
+    ) as svc:
         yield People(svc)
 
 

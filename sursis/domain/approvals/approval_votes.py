@@ -191,17 +191,29 @@ async def cast(
         )
     approving = decision is Decision.APPROVE
     counted = await uow.approvers.lock_route(call.correlation_id, 1 if approving else 0)
+    read = sum(1 for v in votes if v.decision == Decision.APPROVE.value) + int(approving)
     if counted is None:
         await uow.approvers.add_route(
             a.RouteState(call.correlation_id, call.workspace, approvals=int(approving), created_at=now)
         )
-        counted = sum(1 for v in votes if v.decision == Decision.APPROVE.value) + int(approving)
+        counted = read
+    elif counted != read:
+        # Another approval committed between the read above and the route's row, which now holds
+        # the call's voters in line: the votes this ballot counts (and a decision seals) are read
+        # again, or the seal would cover fewer votes than the quorum it met.
+        votes = await _votes_before(uow, call, voter)
     mine = requester is not None and voter in {requester, requester_person}
     # A reviewer whose rule lets its `no` approve decides the call alone; otherwise it is one vote.
     reviewer = route.reviewer
     outright = reviewer is not None and reviewer.acts is ReviewerActs.APPROVE and voter == reviewer.actor
     decides = not approving or counted >= route.quorum or outright
     return Ballot(vote, counted, decides=decides, self_approval=mine, earlier=tuple(votes))
+
+
+async def _votes_before(uow: UnitOfWork, call: PendingCall, voter: str) -> list[Vote]:
+    """The call's votes as committed now, but `voter`'s own (this transaction's)."""
+    found = (await uow.approvers.votes([call.correlation_id])).get(call.correlation_id, [])
+    return [v for v in found if v.voter != voter]
 
 
 async def record_vote(uow: UnitOfWork, call: PendingCall, ballot: Ballot, quorum: int, now: datetime) -> None:
