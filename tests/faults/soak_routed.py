@@ -142,8 +142,13 @@ async def routed_loop(
                 # The traffic is over: a call still waiting stays so (the drain waits for queued and
                 # running runs only), rather than polling until a quorum route's timeout decides it.
                 return
-            correlation_id = run["pending"][0]["correlation_id"]
-            if kind != "timeout":  # a timeout turn waits for the sweeper to deny it
+            pending = run["pending"][0]
+            correlation_id = pending["correlation_id"]
+            if pending["kind"] == "elicitation":
+                # A kill while the approved transfer ran: its outcome is unknown, and the service
+                # asks a person what the agent should be told instead of running it again.
+                await answer_outcome_unknown(http, base, send, people, tally, pending)
+            elif kind != "timeout":  # a timeout turn waits for the sweeper to deny it
                 await vote(http, base, send, people, tally, correlation_id, kind, stop)
             run = await settle(http, base, run_id, stop)
             if run is None:
@@ -189,10 +194,46 @@ async def vote(
     statuses = sorted(a.status_code for a in answers)
     outcome = "/".join(str(s) for s in statuses)
     tally.vote_outcomes[outcome] += 1
-    codes = sorted(a.json().get("code", "") for a in answers if a.status_code >= 400)
-    refusals = (["already_voted", "self_approval"], ["self_approval", "stale"])
-    if statuses != [200, 200, 403, 409] or codes not in refusals:
+    requester, approvals = answers[0], answers[1:]
+    refused = [a.json().get("code") for a in approvals if a.status_code != 200]
+    # Two approvals, one counted and one deciding; the requester refused as such, or told `stale`
+    # when its press came after the decision; the first approver's second press (either of its two)
+    # refused as a second vote, or `stale`.
+    if (
+        requester.json().get("code") not in REQUESTER_REFUSALS
+        or len(refused) != 1
+        or refused[0] not in REPEAT_REFUSALS
+    ):
+        codes = [a.json().get("code", "") for a in answers if a.status_code >= 400]
         tally.problems.append(f"{correlation_id}: {outcome} {codes}")
+
+
+REQUESTER_REFUSALS = ("self_approval", "stale")
+REPEAT_REFUSALS = ("already_voted", "stale")
+
+
+async def answer_outcome_unknown(
+    http: httpx.AsyncClient,
+    base: str,
+    send: Any,
+    people: Approvers,
+    tally: RoutedTally,
+    pending: dict[str, Any],
+) -> None:
+    """Answer a call whose outcome a kill left unknown, as the person asked to check it would."""
+    if "outcome_unknown" not in (pending.get("args") or {}).get("review", {}):
+        tally.problems.append(f"{pending['correlation_id']}: an elicitation that is no outcome-unknown ask")
+        return
+    answered = await send(
+        http,
+        "POST",
+        f"{base}/v1/pending/{pending['correlation_id']}/resolve",
+        json={"decision": "answer", "result": {"checked_by": "soak", "transferred": "unknown"}},
+        headers=people.a[0],
+    )
+    tally.vote_outcomes[f"outcome_unknown:{answered.status_code}"] += 1
+    if answered.status_code not in (200, 409):
+        tally.problems.append(f"{pending['correlation_id']}: outcome-unknown answer {answered.status_code}")
 
 
 async def check_routed(database_url: str, tally: RoutedTally) -> list[str]:
@@ -209,7 +250,8 @@ async def check_routed(database_url: str, tally: RoutedTally) -> list[str]:
     try:
         assert not tally.problems, f"racing votes not answered 200+200+403+409: {tally.problems[:5]}"
         checked.append(
-            "every racing vote round: one counted, one deciding, the requester 403, the repeat 409"
+            "every racing vote round: one counted, one deciding, the requester 403 (409 once decided), "
+            "the repeat 409"
         )
         await none(
             "the requester never voted (nor a delegate for it)",
