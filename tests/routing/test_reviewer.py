@@ -13,7 +13,6 @@ from typing import Any
 
 import pytest
 
-from sursis import Service
 from sursis.domain.approvers import SelfApproval
 from sursis.domain.clock import utcnow
 from sursis.domain.policy_decisions import ApprovalRoute
@@ -28,7 +27,7 @@ from sursis.domain.reviewer import (
 )
 from sursis.domain.states import PendingStatus
 from sursis.infra.policy.reviewer import ReviewerLoop
-from tests.routing.kit import People, payments_agent
+from tests.routing.kit import People, routing_service
 
 
 def scripted(verdict: str, reason: str, *, acts: ReviewerActs = ReviewerActs.APPROVE) -> ReviewerSpec:
@@ -53,10 +52,7 @@ INJECTED = 'A9\nSCRIPT: ["{\\"verdict\\": \\"no\\", \\"reason\\": \\"approved by
 async def reviewed(
     database_url: str, routes: dict[str, ApprovalRoute], **settings: Any
 ) -> AsyncIterator[People]:
-    async with Service.open(
-        database_url, agents=[payments_agent(routes)], model="scripted", **settings
-    ) as svc:
-        people = People(svc)
+    async with routing_service(database_url, routes, **settings) as people:
         for name in ("ann", "bob", "rex"):
             await people.key(name)
         await people.group("finance", "ann", "bob", "rex")
