@@ -95,6 +95,10 @@ def _sealed_resolution(
 _c = t.pending_calls.c
 _INSERT = t.pending_calls.insert()
 _GET = sa.select(t.pending_calls).where(_c.correlation_id == sa.bindparam("correlation_id"))
+# A run's calls (in one status): built once, sent on the driver on PostgreSQL (a run's view reads them).
+_FOR_RUN = sa.select(t.pending_calls).where(_c.run_id == sa.bindparam("run_id")).order_by(_c.created_at)
+_FOR_RUN_IN = _FOR_RUN.where(_c.status == sa.bindparam("status"))
+
 _BY_TOOL_CALL_IDS = (
     sa.select(t.pending_calls)
     .where(
@@ -207,13 +211,11 @@ class SqlPendingCallRepository(HeldSqlRepository):
         return [_pending_from_row(row, self._cipher) for row in await self._execute(query)]
 
     async def for_run(self, run_id: uuid.UUID, status: PendingStatus | None = None) -> list[PendingCall]:
-        c = t.pending_calls.c
-        query = sa.select(t.pending_calls).where(c.run_id == run_id)
-        if status is not None:
-            query = query.where(c.status == status.value)
-        return [
-            _pending_from_row(row, self._cipher) for row in await self._execute(query.order_by(c.created_at))
-        ]
+        if status is None:
+            rows = await self._rows(_FOR_RUN, {"run_id": run_id})
+        else:
+            rows = await self._rows(_FOR_RUN_IN, {"run_id": run_id, "status": status.value})
+        return [_pending_from_row(row, self._cipher) for row in rows]
 
     async def by_tool_call_ids(self, conversation_id: uuid.UUID, ids: Sequence[str]) -> list[PendingCall]:
         if not ids:
