@@ -39,9 +39,11 @@ def rss_mib(pid: int) -> float:
     return float("nan")
 
 
-async def soak(url: str, turns: int, concurrency: int, every: int) -> dict[str, object]:
+async def soak(
+    url: str, turns: int, concurrency: int, every: int, settings: dict[str, str] | None = None
+) -> dict[str, object]:
     headers = await fresh_database(url)
-    processes = Processes(url, Path(tempfile.mkdtemp(prefix="sursis-memory-")))
+    processes = Processes(url, Path(tempfile.mkdtemp(prefix="sursis-memory-")), dict(settings or {}))
     samples: list[tuple[int, float]] = []
     started_turns = done = 0
     try:
@@ -94,6 +96,13 @@ async def main() -> None:
     parser.add_argument("--concurrency", type=int, default=4)
     parser.add_argument("--every", type=int, default=500, help="read RSS every this many turns")
     parser.add_argument("--quick", action="store_true", help="a smoke run: 100 turns, RSS every 25")
+    parser.add_argument(
+        "--setting",
+        action="append",
+        default=[],
+        metavar="SURSIS_NAME=VALUE",
+        help="a setting `serve` gets (repeatable): what it costs in memory, measured",
+    )
     args = parser.parse_args()
     if args.quick:
         args.turns, args.every = 100, 25
@@ -103,7 +112,8 @@ async def main() -> None:
         f"{args.concurrency} conversations at once; RSS (VmRSS) every {args.every} turns",
         flush=True,
     )
-    summary = await soak(url, args.turns, args.concurrency, args.every)
+    settings = dict(item.split("=", 1) for item in args.setting)
+    summary = await soak(url, args.turns, args.concurrency, args.every, settings)
     summary["memory_floor_mib"] = floor = floor_mib()
     end = summary["memory_rss_end_mib"]
     assert isinstance(end, float)
