@@ -31,7 +31,6 @@ from sursis.infra.db.engine import PoolLimits, create_engine, is_sqlite
 from sursis.infra.db.listen_connection import ListenConnection
 from sursis.infra.db.listener import PgEventListener
 from sursis.infra.db.rotation import SealedValues
-from sursis.infra.db.sqlite_watch import SqliteRunNotifier, database_file
 from sursis.infra.db.uow import EventsListener, PendingListener, RunsListener, SqlUnitOfWorkFactory
 from sursis.infra.db.urls import listen_url
 from sursis.infra.encryption import AesGcmCipher, load_keyring
@@ -112,7 +111,10 @@ def wire_storage(settings: Settings, *, changes: Invalidations | None = None) ->
 
 def sqlite_notifier(settings: Settings, *, watch: bool) -> LocalRunNotifier:
     """On an SQLite file, the watch of its `data_version` (`sqlite_watch.py`) unless wake-ups are
-    off (`SURSIS_DATABASE_LISTEN_URL=off`); in memory, wake-ups inside the process only."""
+    off (`SURSIS_DATABASE_LISTEN_URL=off`); in memory, wake-ups inside the process only. (Imported
+    here: a process on PostgreSQL loads no `sqlite3`.)"""
+    from sursis.infra.db.sqlite_watch import SqliteRunNotifier, database_file
+
     path = database_file(settings.database_url)
     if path is None or not watch:
         return LocalRunNotifier()
@@ -123,11 +125,15 @@ def hears_others(notifier: LocalRunNotifier, listener: PgEventListener | None) -
     """Whether changes made by other processes reach this one now: on PostgreSQL both LISTEN
     subscriptions are up (the queue's, and the events' and pending calls'); on an SQLite file, the
     watch of its `data_version` reads it."""
+    if isinstance(notifier, PostgresRunNotifier):
+        if listener is None:
+            return lambda: False
+        return lambda: notifier.listening.is_set() and listener.listening.is_set()
+    from sursis.infra.db.sqlite_watch import SqliteRunNotifier
+
     if isinstance(notifier, SqliteRunNotifier):
         return notifier.listening.is_set
-    if listener is None or not isinstance(notifier, PostgresRunNotifier):
-        return lambda: False
-    return lambda: notifier.listening.is_set() and listener.listening.is_set()
+    return lambda: False
 
 
 def build_cipher(settings: Settings) -> AesGcmCipher:
