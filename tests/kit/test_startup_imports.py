@@ -48,18 +48,25 @@ BUILD = (
     "settings = Settings()\n"
     "create_app(settings)\n"
     "Service.from_settings(settings)\n"
-    f"print(' '.join(m for m in {(*OPTIONAL, *SERVED_ONLY)!r} if m in sys.modules))\n"
+    "print(' '.join(m for m in sys.argv[1:] if m in sys.modules))\n"
 )
 
 
-def loaded_after_start_up(tmp_path: Path, **settings: str) -> set[str]:
-    """The optional libraries in `sys.modules` once a fresh interpreter has built the app and the
+def loaded_after_start_up(
+    tmp_path: Path, watched: tuple[str, ...] = (*OPTIONAL, *SERVED_ONLY), **settings: str
+) -> set[str]:
+    """The `watched` modules in `sys.modules` once a fresh interpreter has built the app and the
     service (with its worker's loops) from these `SURSIS_*` settings."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("SURSIS_")}
     env["SURSIS_DATABASE_URL"] = f"sqlite+aiosqlite:///{tmp_path / 'sursis.db'}"
     env.update({f"SURSIS_{name.upper()}": value for name, value in settings.items()})
     done = subprocess.run(
-        [sys.executable, "-c", BUILD], cwd=tmp_path, env=env, capture_output=True, text=True, check=False
+        [sys.executable, "-c", BUILD, *watched],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
     )
     assert done.returncode == 0, done.stderr
     return set(done.stdout.split())
@@ -226,34 +233,10 @@ def test_migrate_on_a_database_at_the_head_only_reads_its_revision(tmp_path: Pat
     assert second == [first[0], "0 "]
 
 
-SQLITE_LOADED = (
-    "import sys\n"
-    "from sursis.app.main import create_app\n"
-    "from sursis.app.service import Service\n"
-    "from sursis.app.settings import Settings\n"
-    "create_app(Settings())\n"
-    "Service.from_settings(Settings())\n"
-    "print('sqlite3' in sys.modules, 'sursis.infra.db.sqlite_watch' in sys.modules)\n"
-)
-
-
-def sqlite_loaded(tmp_path: Path, database_url: str) -> str:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SURSIS_")}
-    env.update({"SURSIS_DATABASE_URL": database_url, "SURSIS_AGENTS": "assistant"})
-    done = subprocess.run(
-        [sys.executable, "-c", SQLITE_LOADED],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    return done.stdout.strip()
-
-
 def test_serving_on_postgresql_loads_no_sqlite(tmp_path: Path) -> None:
     """The watch of an SQLite file's `data_version` and `sqlite3` (about 1 MiB) load only where the
     database is an SQLite file; building the app and the service touches no database."""
-    assert sqlite_loaded(tmp_path, "postgresql+asyncpg://postgres@127.0.0.1:9/none") == "False False"
-    assert sqlite_loaded(tmp_path, f"sqlite+aiosqlite:///{tmp_path / 'sursis.db'}") == "True True"
+    watched = ("sqlite3", "sursis.infra.db.sqlite_watch")
+    on_postgresql = "postgresql+asyncpg://postgres@127.0.0.1:9/none"
+    assert loaded_after_start_up(tmp_path, watched, database_url=on_postgresql, agents="assistant") == set()
+    assert loaded_after_start_up(tmp_path, watched, agents="assistant") == set(watched)
