@@ -11,7 +11,7 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
-from sursis.app.settings import Settings
+from sursis.app.context_settings import DeliverySettings
 from sursis.domain.ports import UnitOfWorkFactory
 from sursis.infra.supervisor import Loop
 from sursis.infra.webhook_delivery import DeliveryPolicy
@@ -20,12 +20,12 @@ if TYPE_CHECKING:
     from slack_sdk.web.async_client import AsyncWebClient
 
 
-def inbox_url(settings: Settings) -> str:
+def inbox_url(settings: DeliverySettings) -> str:
     base = settings.public_url or f"http://{settings.host}:{settings.port}"
     return base.rstrip("/") + "/inbox/"
 
 
-def slack_client(settings: Settings) -> AsyncWebClient | None:
+def slack_client(settings: DeliverySettings) -> AsyncWebClient | None:
     if settings.slack_bot_token is None:
         return None
     from slack_sdk.web.async_client import AsyncWebClient
@@ -37,7 +37,9 @@ def slack_client(settings: Settings) -> AsyncWebClient | None:
     )
 
 
-def channel_loops(settings: Settings, uow: UnitOfWorkFactory, clock: Callable[[], datetime]) -> list[Loop]:
+def channel_loops(
+    settings: DeliverySettings, uow: UnitOfWorkFactory, clock: Callable[[], datetime]
+) -> list[Loop]:
     """Slack deliveries reuse the webhook retry settings (attempts, backoff, timeout)."""
     loops: list[Loop] = []
     client = slack_client(settings)

@@ -154,23 +154,26 @@ def build_container(
     model: Model | None = None,
     policy: PreApprovalPolicy | None = None,
 ) -> Container:
-    """Everything wired from `settings`. Illegal tool declarations raise here, at start-up.
+    """Everything wired from `settings`, each context from its own slice of them (its property of
+    `Settings`). Illegal tool declarations raise here, at start-up.
 
     `telemetry`, when given, stays the caller's to shut down; `agents`, `extra_agents` and
     `model` let tests declare their own agents and model; `policy` replaces the stored policy
     point (the default reads the workspace's policy, ladder and `authorizations`): it then decides
     every call, and policies stored over the API have no effect.
     """
-    caches = PolicyCaches.build(settings, policy)
-    storage = wire_storage(settings, changes=caches.invalidations())
-    observed = wire_telemetry(settings, telemetry)
-    worlds = wire_worlds(settings, storage)
-    served = wire_agents(settings, storage, worlds, agents=agents, extra=extra_agents, model=model)
-    decisions = wire_policy(settings, storage, served, caches, policy)
-    deliveries = wire_deliveries(settings, storage)
-    runtime = wire_runtime(settings, storage, observed, served, decisions, worlds, deliveries)
-    inbound = wire_conversations(settings, storage, observed, served, decisions, runtime)
-    channels = wire_channels(settings, storage, inbound)
+    caches = PolicyCaches.build(settings.policy, policy)
+    storage = wire_storage(settings.storage, changes=caches.invalidations())
+    observed = wire_telemetry(settings.telemetry, telemetry)
+    worlds = wire_worlds(settings.worlds, storage)
+    served = wire_agents(
+        settings.agents_served, storage, worlds, agents=agents, extra=extra_agents, model=model
+    )
+    decisions = wire_policy(settings.policy, storage, served, caches, policy)
+    deliveries = wire_deliveries(settings.deliveries, storage)
+    runtime = wire_runtime(settings.runtime, storage, observed, served, decisions, worlds, deliveries)
+    inbound = wire_conversations(settings.conversations, storage, observed, served, decisions, runtime)
+    channels = wire_channels(settings.channels, storage, inbound)
     customer = wire_customer(storage)
     parts = (storage, observed, worlds, served, decisions, deliveries, runtime, inbound, channels, customer)
     return Container(settings=settings, **offered(*parts))

@@ -123,7 +123,9 @@ def create_app(
     if service is None and container is not None:
         service = Service(container)
     # The service's telemetry, or the given one, stays its owner's to shut down.
-    observed = wire_telemetry(settings, service.container.telemetry if service is not None else telemetry)
+    observed = wire_telemetry(
+        settings.telemetry, service.container.telemetry if service is not None else telemetry
+    )
     # Every /v1 controller sits behind the key middleware; health, metrics, the schema and the inbox
     # page (which holds no data: its script calls /v1 with the operator's key) stay open.
     v1 = Router(

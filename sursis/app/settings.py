@@ -5,22 +5,30 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Any
 
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field, SecretStr, field_validator
+from pydantic import AliasChoices, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
-
-class WorkspaceReviewerBudget(BaseModel):
-    """One workspace's reviewer budget in `SURSIS_REVIEWER_BUDGETS`; a key it leaves out keeps the
-    service-wide value. Unknown keys are refused: a misspelled limit would otherwise be no limit."""
-
-    model_config = ConfigDict(extra="forbid", strict=True)
-
-    calls_per_minute: int | None = Field(default=None, ge=0)
-    tokens_per_day: int | None = Field(default=None, ge=0)
+from sursis.app.context_settings import (
+    AgentSettings,
+    ChannelSettings,
+    ConversationSettings,
+    DeliverySettings,
+    PolicySettings,
+    RuntimeSettings,
+    StorageSettings,
+    TelemetrySettings,
+    WorkspaceReviewerBudget,
+    WorldSettings,
+)
+from sursis.app.context_settings import slice_of as _slice
 
 
 class Settings(BaseSettings):
-    """Every knob of the service. Environment variables use the `SURSIS_` prefix."""
+    """Every knob of the service. Environment variables use the `SURSIS_` prefix.
+
+    The one place the settings are read, documented and checked; each context of the service is
+    wired from its own slice of them (`storage`, `agents_served`, ... below: the fields it reads,
+    by the same names), never from the whole."""
 
     model_config = SettingsConfigDict(env_prefix="SURSIS_", env_file=".env", extra="ignore")
 
@@ -225,6 +233,42 @@ class Settings(BaseSettings):
         if self.worker_concurrency is not None:
             return self.worker_concurrency
         return 4 if is_sqlite(self.database_url) else 10
+
+    @property
+    def storage(self) -> StorageSettings:
+        return _slice(StorageSettings, self)
+
+    @property
+    def telemetry(self) -> TelemetrySettings:
+        return _slice(TelemetrySettings, self)
+
+    @property
+    def worlds(self) -> WorldSettings:
+        return _slice(WorldSettings, self)
+
+    @property
+    def agents_served(self) -> AgentSettings:
+        return _slice(AgentSettings, self)
+
+    @property
+    def policy(self) -> PolicySettings:
+        return _slice(PolicySettings, self)
+
+    @property
+    def deliveries(self) -> DeliverySettings:
+        return _slice(DeliverySettings, self)
+
+    @property
+    def runtime(self) -> RuntimeSettings:
+        return _slice(RuntimeSettings, self)
+
+    @property
+    def conversations(self) -> ConversationSettings:
+        return _slice(ConversationSettings, self)
+
+    @property
+    def channels(self) -> ChannelSettings:
+        return _slice(ChannelSettings, self)
 
     @field_validator("oidc_groups")
     @classmethod

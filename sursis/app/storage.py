@@ -50,7 +50,7 @@ async def open_storage(settings: Settings) -> AsyncIterator[Storage]:
     keyring (else `DatabaseNotReady` / `EncryptionRefused`), closed on exit."""
     from sursis.infra.db.readiness import require_head
 
-    parts = wire_storage(settings)  # a malformed keyring is refused first, without a connection
+    parts = wire_storage(settings.storage)  # a malformed keyring is refused first, without a connection
     try:
         await require_head(settings.database_url)
         encryption = await check_storage(parts.uow)

@@ -167,7 +167,7 @@ async def test_rotate_moves_every_value_to_the_new_key_and_the_old_one_can_go(
         plain_cid, _ = await approved_turn(client)
     async with app_client(seeded, admin_key, old) as client:
         cid, _ = await approved_turn(client)
-    cipher = build_cipher(make_settings(seeded, encryption_keys=f"{new},{old}"))
+    cipher = build_cipher(make_settings(seeded, encryption_keys=f"{new},{old}").storage)
     engine = create_engine(seeded)
     try:
         before = await key_counts(engine, cipher)

@@ -56,7 +56,7 @@ async def engine(database_url: str) -> AsyncIterator[AsyncEngine]:
 
 def chain_for(settings: Settings, engine: AsyncEngine) -> AuditChainService:
     """The audit chain service as every process builds it (signing key, external log)."""
-    return build_audit_chain(settings, build_unit_of_work(settings, engine))
+    return build_audit_chain(settings.storage, build_unit_of_work(settings.storage, engine))
 
 
 async def copy_rows(engine: AsyncEngine, workspace: str) -> dict[str, dict[str, Any]]:

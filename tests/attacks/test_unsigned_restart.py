@@ -38,7 +38,7 @@ async def signed_database(database_url: str, tmp_path: Path) -> Settings:
     engine = create_engine(database_url)
     try:
         await write_rows(engine, "alpha", 3)
-        await build_audit_chain(settings, build_unit_of_work(settings, engine)).seal_all()
+        await build_audit_chain(settings.storage, build_unit_of_work(settings.storage, engine)).seal_all()
         await write_rows(engine, "alpha", 2)
     finally:
         await engine.dispose()
@@ -72,7 +72,7 @@ async def test_a_process_that_seals_without_the_key_is_refused_at_start(
             pass
     engine = create_engine(database_url)
     try:
-        chain = build_audit_chain(keyless, build_unit_of_work(keyless, engine))
+        chain = build_audit_chain(keyless.storage, build_unit_of_work(keyless.storage, engine))
         with pytest.raises(AuditSigningKeyRequired):
             await chain.seal_all()
     finally:

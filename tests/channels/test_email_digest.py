@@ -44,7 +44,9 @@ async def drain(container: Container) -> None:
 
 
 def digest_sender(settings: object, uow: object, clock: Callable[[], datetime]) -> DigestSender:
-    [sender] = [loop for loop in channel_loops(settings, uow, clock) if isinstance(loop, DigestSender)]  # type: ignore[arg-type]
+    [sender] = [
+        loop for loop in channel_loops(settings.deliveries, uow, clock) if isinstance(loop, DigestSender)
+    ]  # type: ignore[arg-type]
     return sender
 
 

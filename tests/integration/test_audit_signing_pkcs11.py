@@ -74,7 +74,7 @@ async def test_checkpoints_are_signed_in_the_token_and_check_under_the_public_ke
     assert await cli(settings, "audit", "keygen", "--pkcs11") == 2
     assert "already holds a key labelled" in capsys.readouterr().err
 
-    chain = build_audit_chain(settings, build_unit_of_work(settings, engine))
+    chain = build_audit_chain(settings.storage, build_unit_of_work(settings.storage, engine))
     assert chain.can_sign
     await write_rows(engine, "alpha", 6)
     assert await chain.seal_all() == 6
@@ -113,7 +113,10 @@ async def test_a_bundle_signed_through_the_token_verifies_offline(
 ) -> None:
     public = await keygen(settings, capsys, tmp_path)
     await write_rows(engine, "default", 4)
-    assert await build_audit_chain(settings, build_unit_of_work(settings, engine)).seal_all() == 4
+    assert (
+        await build_audit_chain(settings.storage, build_unit_of_work(settings.storage, engine)).seal_all()
+        == 4
+    )
     out = tmp_path / "bundle"
     assert await cli(settings, "audit", "export", "--workspace", "default", "--out", str(out)) == 0
     capsys.readouterr()

@@ -137,7 +137,7 @@ async def test_every_command_seals_what_it_writes(
     assert MARKER.encode() not in await stored_bytes(database_url)
     engine = create_engine(database_url)
     try:
-        counts = await key_counts(engine, build_cipher(settings))
+        counts = await key_counts(engine, build_cipher(settings.storage))
     finally:
         await engine.dispose()
     plaintext = {f"{c.table}.{c.column}": c.by_key[PLAINTEXT_KEY] for c in counts if c.by_key[PLAINTEXT_KEY]}

@@ -59,7 +59,7 @@ def test_spans_and_metrics_go_to_the_otlp_endpoint_from_the_environment(
     url, received = collector
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", url)
     monkeypatch.setenv("OTEL_SERVICE_NAME", "sursis-under-test")
-    telemetry = build_telemetry(telemetry_config(Settings()))
+    telemetry = build_telemetry(telemetry_config(Settings().telemetry))
     with telemetry.tracer.start_as_current_span("probe.span"):
         telemetry.metrics.run_status(RunStatus.QUEUED)
     telemetry.shutdown()
@@ -78,14 +78,14 @@ def test_spans_and_metrics_go_to_the_otlp_endpoint_from_the_environment(
 def test_console_spans_only_when_asked(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    quiet = build_telemetry(telemetry_config(Settings()))
+    quiet = build_telemetry(telemetry_config(Settings().telemetry))
     with quiet.tracer.start_as_current_span("quiet.span"):
         pass
     quiet.shutdown()
     assert "quiet.span" not in capsys.readouterr().out
 
     monkeypatch.setenv("SURSIS_TRACE_CONSOLE", "1")
-    loud = build_telemetry(telemetry_config(Settings()))
+    loud = build_telemetry(telemetry_config(Settings().telemetry))
     with loud.tracer.start_as_current_span("loud.span"):
         pass
     loud.shutdown()

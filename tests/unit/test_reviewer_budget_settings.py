@@ -34,6 +34,6 @@ def test_a_workspace_budget_overrides_only_what_it_names() -> None:
         reviewer_tokens_per_day=1000,
         reviewer_budgets={"acme": {"calls_per_minute": 0}},
     )
-    of = budget_for(settings)
+    of = budget_for(settings.policy)
     assert (of("acme").calls_per_minute, of("acme").tokens_per_day) == (0, 1000)
     assert (of("other").calls_per_minute, of("other").tokens_per_day) == (30, 1000)

@@ -24,7 +24,7 @@ def check_keyring(settings: Settings) -> None:
     """Raises `KeyringInvalid` (a clear message, no key material) if the configured keyring is malformed."""
     from sursis.app.wiring.storage import build_cipher
 
-    build_cipher(settings)
+    build_cipher(settings.storage)
 
 
 def _status(settings: Settings, args: argparse.Namespace) -> int:
@@ -74,7 +74,7 @@ def _rotate(settings: Settings, args: argparse.Namespace) -> int:
     from sursis.app.wiring.storage import build_cipher
     from sursis.infra.db.rotation import rotate, rows_to_rotate, unsealed_rows
 
-    if build_cipher(settings).active_key_id is None:
+    if build_cipher(settings.storage).active_key_id is None:
         print(
             "sursis: encryption is off: set SURSIS_ENCRYPTION_KEYS (the new key first) to rotate",
             file=sys.stderr,
@@ -122,7 +122,7 @@ def _seal_existing(settings: Settings, args: argparse.Namespace) -> int:
     )
     from sursis.infra.db.rotation import seal_existing, unsealed_rows
 
-    if build_cipher(settings).active_key_id is None:
+    if build_cipher(settings.storage).active_key_id is None:
         print("sursis: encryption is off: set SURSIS_ENCRYPTION_KEYS to seal values", file=sys.stderr)
         return 2
 

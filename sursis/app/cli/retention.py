@@ -258,11 +258,11 @@ def _keygen_in_token(settings: Settings, decision_seal: bool) -> int:
             label = settings.decision_seal_pkcs11_key
             if not label:
                 raise SigningKeyInvalid("set SURSIS_DECISION_SEAL_PKCS11_KEY to the new key's label")
-            module, token, pin = token_parts(settings)
+            module, token, pin = token_parts(settings.storage)
             generate_pkcs11_seal_key(module, token, label, pin)
             print(f"made the decision-seal key {label!r} in the token (it never leaves the token)")
             return 0
-        module, token, key, pin = pkcs11_parts(settings)
+        module, token, key, pin = pkcs11_parts(settings.storage)
         public = generate_pkcs11_key(module, token, key, pin)
     except SigningKeyInvalid as exc:
         print(f"sursis: {exc.message}", file=sys.stderr)

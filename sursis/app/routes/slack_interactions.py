@@ -56,7 +56,7 @@ def provide_slack_web(state: State) -> Any:
     """The Slack Web API client of this app (None without a bot token), made once. (Typed `Any`:
     Litestar reads the annotation at run time, and the client is imported only when configured.)"""
     if "slack_web" not in state:
-        state.slack_web = slack_client(state.container.settings)
+        state.slack_web = slack_client(state.container.settings.deliveries)
     return state.slack_web
 
 

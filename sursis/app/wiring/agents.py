@@ -11,7 +11,7 @@ from datetime import timedelta
 from pydantic_ai.models import Model
 
 from sursis.app.agent_loading import BUILT_IN, check_no_clash, select_agents
-from sursis.app.settings import Settings
+from sursis.app.context_settings import AgentSettings
 from sursis.app.wiring import INNER
 from sursis.app.wiring.storage import StorageParts
 from sursis.app.wiring.worlds import WorldParts
@@ -44,7 +44,7 @@ class AgentParts:
     timeouts: Timeouts = field(metadata=INNER)
 
 
-def timeouts_from(settings: Settings) -> Timeouts:
+def timeouts_from(settings: AgentSettings) -> Timeouts:
     """How long each kind of suspension may wait."""
     return Timeouts(
         approval=timedelta(seconds=settings.approval_timeout_seconds),
@@ -54,7 +54,7 @@ def timeouts_from(settings: Settings) -> Timeouts:
 
 
 def wire_agents(
-    settings: Settings,
+    settings: AgentSettings,
     storage: StorageParts,
     worlds: WorldParts,
     *,
@@ -128,7 +128,7 @@ class ModelChoice:
     for every agent's model.
     """
 
-    def __init__(self, settings: Settings, override: Model | None = None) -> None:
+    def __init__(self, settings: AgentSettings, override: Model | None = None) -> None:
         self._settings = settings
         self._override = override
         key = settings.openai_api_key

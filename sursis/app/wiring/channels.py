@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sursis.app.settings import Settings
+from sursis.app.context_settings import ChannelSettings
 from sursis.app.wiring.conversations import ConversationParts
 from sursis.app.wiring.storage import StorageParts
 from sursis.domain.channels.admin import ChannelAdminService
@@ -21,7 +21,7 @@ class ChannelParts:
 
 
 def wire_channels(
-    settings: Settings, storage: StorageParts, conversations: ConversationParts
+    settings: ChannelSettings, storage: StorageParts, conversations: ConversationParts
 ) -> ChannelParts:
     slack = SlackInbound(
         storage.uow,

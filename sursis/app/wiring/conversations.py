@@ -8,7 +8,7 @@ from datetime import timedelta
 
 import structlog
 
-from sursis.app.settings import Settings
+from sursis.app.context_settings import ConversationSettings
 from sursis.app.wiring.agents import AgentParts
 from sursis.app.wiring.policy import PolicyParts
 from sursis.app.wiring.runtime import RuntimeParts
@@ -47,7 +47,7 @@ def unreachable_while_waiting(exc: BaseException) -> bool:
 
 
 def wire_conversations(
-    settings: Settings,
+    settings: ConversationSettings,
     storage: StorageParts,
     observed: TelemetryParts,
     agents: AgentParts,

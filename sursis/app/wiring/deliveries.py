@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from sursis.app.channel_wiring import channel_loops
-from sursis.app.settings import Settings
+from sursis.app.context_settings import DeliverySettings
 from sursis.app.wiring import INNER
 from sursis.app.wiring.storage import StorageParts
 from sursis.domain.clock import utcnow
@@ -24,7 +24,7 @@ class DeliveryParts:
     """The channels' delivery loops (only those configured: a Slack token, an SMTP host)."""
 
 
-def wire_deliveries(settings: Settings, storage: StorageParts) -> DeliveryParts:
+def wire_deliveries(settings: DeliverySettings, storage: StorageParts) -> DeliveryParts:
     uow = storage.uow
     deliverer = WebhookDeliverer(
         uow,

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 
-from sursis.app.settings import Settings
+from sursis.app.context_settings import PolicySettings
 from sursis.app.wiring import INNER
 from sursis.app.wiring.agents import AgentParts
 from sursis.app.wiring.reviewer import reviewer_loop
@@ -39,7 +39,7 @@ class PolicyCaches:
     states: PolicyCache | None
 
     @classmethod
-    def build(cls, settings: Settings, policy: PreApprovalPolicy | None = None) -> PolicyCaches:
+    def build(cls, settings: PolicySettings, policy: PreApprovalPolicy | None = None) -> PolicyCaches:
         """None when `policy` replaces the stored point, or caching is off (`policy_cache_seconds`)."""
         if settings.policy_cache_seconds <= 0 or policy is not None:
             return cls(None, None)
@@ -113,7 +113,7 @@ def model_problem(models: BuiltModels) -> Callable[[str], str | None]:
 
 
 def wire_policy(
-    settings: Settings,
+    settings: PolicySettings,
     storage: StorageParts,
     agents: AgentParts,
     caches: PolicyCaches,

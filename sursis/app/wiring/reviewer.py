@@ -6,13 +6,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import datetime
 
-from sursis.app.settings import Settings
+from sursis.app.context_settings import PolicySettings
 from sursis.app.wiring.storage import StorageParts
 from sursis.domain.reviewer import ReviewerBudget
 from sursis.infra.policy.reviewer import PydanticAiReviewer, ReviewerLoop
 
 
-def budget_for(settings: Settings) -> Callable[[str], ReviewerBudget]:
+def budget_for(settings: PolicySettings) -> Callable[[str], ReviewerBudget]:
     default = ReviewerBudget(settings.reviewer_calls_per_minute, settings.reviewer_tokens_per_day)
 
     def of(workspace: str) -> ReviewerBudget:
@@ -28,7 +28,10 @@ def budget_for(settings: Settings) -> Callable[[str], ReviewerBudget]:
 
 
 def reviewer_loop(
-    settings: Settings, storage: StorageParts, reviewer: PydanticAiReviewer, clock: Callable[[], datetime]
+    settings: PolicySettings,
+    storage: StorageParts,
+    reviewer: PydanticAiReviewer,
+    clock: Callable[[], datetime],
 ) -> ReviewerLoop:
     return ReviewerLoop(
         storage.uow,

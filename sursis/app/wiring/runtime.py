@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import timedelta
 
-from sursis.app.settings import Settings
+from sursis.app.context_settings import RuntimeSettings
 from sursis.app.wiring.agents import AgentParts
 from sursis.app.wiring.deliveries import DeliveryParts
 from sursis.app.wiring.policy import PolicyParts
@@ -26,7 +26,7 @@ class RuntimeParts:
 
 
 def wire_runtime(
-    settings: Settings,
+    settings: RuntimeSettings,
     storage: StorageParts,
     observed: TelemetryParts,
     agents: AgentParts,

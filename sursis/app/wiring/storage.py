@@ -13,7 +13,7 @@ import sqlalchemy as sa
 import structlog
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from sursis.app.settings import Settings
+from sursis.app.context_settings import StorageSettings
 from sursis.domain.audit.audit import AuditService
 from sursis.domain.audit.audit_checkpoint import CheckpointLog, CheckpointLogUnusable, CheckpointSigner
 from sursis.domain.clock import utcnow
@@ -62,7 +62,7 @@ class StorageParts:
     """Which provider groups sign in as which role and workspace (`SURSIS_OIDC_GROUPS` and stored rules)."""
 
 
-def wire_storage(settings: Settings, *, changes: Invalidations | None = None) -> StorageParts:
+def wire_storage(settings: StorageSettings, *, changes: Invalidations | None = None) -> StorageParts:
     """The storage of one process. `changes` hears of pre-approval and policy changes made by other
     processes (the policy caches). One LISTEN connection per process is shared by every listener;
     nothing connects until the notifier or the listener is started."""
@@ -109,7 +109,7 @@ def wire_storage(settings: Settings, *, changes: Invalidations | None = None) ->
     )
 
 
-def sqlite_notifier(settings: Settings, *, watch: bool) -> LocalRunNotifier:
+def sqlite_notifier(settings: StorageSettings, *, watch: bool) -> LocalRunNotifier:
     """On an SQLite file, the watch of its `data_version` (`sqlite_watch.py`) unless wake-ups are
     off (`SURSIS_DATABASE_LISTEN_URL=off`); in memory, wake-ups inside the process only. (Imported
     here: a process on PostgreSQL loads no `sqlite3`.)"""
@@ -136,7 +136,7 @@ def hears_others(notifier: LocalRunNotifier, listener: PgEventListener | None) -
     return lambda: False
 
 
-def build_cipher(settings: Settings) -> AesGcmCipher:
+def build_cipher(settings: StorageSettings) -> AesGcmCipher:
     """The cipher over the keyring the settings name (no keys: encryption off); its decision
     sealer works in the PKCS#11 token when `SURSIS_DECISION_SEAL_PKCS11_KEY` names a key there."""
     keys = settings.encryption_keys.get_secret_value() if settings.encryption_keys else None
@@ -151,7 +151,7 @@ def build_cipher(settings: Settings) -> AesGcmCipher:
     return cipher
 
 
-def token_parts(settings: Settings) -> tuple[Path, str, str]:
+def token_parts(settings: StorageSettings) -> tuple[Path, str, str]:
     """The PKCS#11 token's module, label and PIN; `SigningKeyInvalid` naming what is missing."""
     module = settings.audit_signing_pkcs11_module
     token, pin = settings.audit_signing_pkcs11_token, settings.audit_signing_pkcs11_pin
@@ -162,7 +162,7 @@ def token_parts(settings: Settings) -> tuple[Path, str, str]:
     return module, token, pin.get_secret_value()
 
 
-def build_signer(settings: Settings) -> CheckpointSigner | None:
+def build_signer(settings: StorageSettings) -> CheckpointSigner | None:
     """The audit signing key: in a PKCS#11 token when one is configured, else the key file."""
     token_only_seals = settings.decision_seal_pkcs11_key is not None and not settings.audit_signing_pkcs11_key
     if settings.audit_signing_pkcs11_module is not None and not token_only_seals:
@@ -171,7 +171,7 @@ def build_signer(settings: Settings) -> CheckpointSigner | None:
     return Ed25519Signer.from_file(path) if path is not None else None
 
 
-def pkcs11_parts(settings: Settings) -> tuple[Path, str, str, str]:
+def pkcs11_parts(settings: StorageSettings) -> tuple[Path, str, str, str]:
     """The token's module, label, key label and PIN; `SigningKeyInvalid` naming what is missing."""
     module, token, pin = token_parts(settings)
     key = settings.audit_signing_pkcs11_key
@@ -184,13 +184,13 @@ def pkcs11_parts(settings: Settings) -> tuple[Path, str, str, str]:
     return module, token, key, pin
 
 
-def build_pkcs11_signer(settings: Settings) -> CheckpointSigner:
+def build_pkcs11_signer(settings: StorageSettings) -> CheckpointSigner:
     from sursis.infra.encryption.pkcs11_signer import Pkcs11Signer
 
     return Pkcs11Signer(*pkcs11_parts(settings))
 
 
-def pool_limits(settings: Settings) -> PoolLimits:
+def pool_limits(settings: StorageSettings) -> PoolLimits:
     """The process's share of the database's connections (docs/operations.md)."""
     return PoolLimits(
         size=settings.db_pool_size,
@@ -199,12 +199,12 @@ def pool_limits(settings: Settings) -> PoolLimits:
     )
 
 
-def build_engine(settings: Settings) -> AsyncEngine:
+def build_engine(settings: StorageSettings) -> AsyncEngine:
     return create_engine(settings.database_url, limits=pool_limits(settings))
 
 
 def build_unit_of_work(
-    settings: Settings,
+    settings: StorageSettings,
     engine: AsyncEngine | None = None,
     *,
     on_events: EventsListener | None = None,
@@ -221,7 +221,7 @@ def _signing_refused(workspace: str, reason: str) -> None:
     log.error("audit.checkpoint_refused", workspace=workspace, reason=reason)
 
 
-def build_checkpoint_log(settings: Settings) -> CheckpointLog | None:
+def build_checkpoint_log(settings: StorageSettings) -> CheckpointLog | None:
     """Where signed checkpoints are also kept outside the database: a bucket, a directory, or none."""
     directory, bucket = settings.audit_checkpoint_dir, settings.audit_checkpoint_s3_bucket
     if bucket is not None and directory is not None:
@@ -240,7 +240,7 @@ def build_checkpoint_log(settings: Settings) -> CheckpointLog | None:
     return FileCheckpointLog(directory) if directory is not None else None
 
 
-def build_audit_chain(settings: Settings, uow: SqlUnitOfWorkFactory) -> AuditChainService:
+def build_audit_chain(settings: StorageSettings, uow: SqlUnitOfWorkFactory) -> AuditChainService:
     return AuditChainService(
         uow,
         utcnow,
@@ -251,7 +251,7 @@ def build_audit_chain(settings: Settings, uow: SqlUnitOfWorkFactory) -> AuditCha
 
 
 def build_retention(
-    settings: Settings, uow: SqlUnitOfWorkFactory, chain: AuditChainService
+    settings: StorageSettings, uow: SqlUnitOfWorkFactory, chain: AuditChainService
 ) -> RetentionService:
     return RetentionService(uow, utcnow, batch=settings.retention_batch, chain=chain)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sursis.app.settings import Settings
+from sursis.app.context_settings import TelemetrySettings
 from sursis.infra.telemetry import Telemetry, TelemetryConfig, build_telemetry
 
 
@@ -15,7 +15,7 @@ class TelemetryParts:
     """Whether whoever closes the container shuts the providers down (it built them)."""
 
 
-def telemetry_config(settings: Settings) -> TelemetryConfig:
+def telemetry_config(settings: TelemetrySettings) -> TelemetryConfig:
     return TelemetryConfig(
         otlp_endpoint=settings.otlp_endpoint,
         otlp_traces_endpoint=settings.otlp_traces_endpoint,
@@ -25,7 +25,7 @@ def telemetry_config(settings: Settings) -> TelemetryConfig:
     )
 
 
-def wire_telemetry(settings: Settings, given: Telemetry | None = None) -> TelemetryParts:
+def wire_telemetry(settings: TelemetrySettings, given: Telemetry | None = None) -> TelemetryParts:
     """`given` stays its owner's to shut down; otherwise the settings' telemetry, owned here."""
     if given is not None:
         return TelemetryParts(given, owns_telemetry=False)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import timedelta
 
-from sursis.app.settings import Settings
+from sursis.app.context_settings import WorldSettings
 from sursis.app.wiring.storage import StorageParts
 from sursis.domain.clock import utcnow
 from sursis.infra.worlds.context import WorldsContext, build_worlds
@@ -17,5 +17,5 @@ class WorldParts:
     worlds: WorldsContext
 
 
-def wire_worlds(settings: Settings, storage: StorageParts) -> WorldParts:
+def wire_worlds(settings: WorldSettings, storage: StorageParts) -> WorldParts:
     return WorldParts(build_worlds(storage.uow, utcnow, lease=timedelta(seconds=settings.lease_seconds)))
