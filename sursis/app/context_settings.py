@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar, overload
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
@@ -24,9 +24,21 @@ class WorkspaceReviewerBudget(BaseModel):
 S = TypeVar("S")
 
 
-def slice_of(cls: type[S], settings: Any) -> S:
-    """`cls` (one of the slices below) with each of its fields read from `settings` by name."""
-    return cls(**{f.name: getattr(settings, f.name) for f in fields(cls)})  # type: ignore[arg-type]
+class SliceOf(Generic[S]):
+    """A context's slice as an attribute of `Settings`: at each read, `kind` (one of the slices
+    below) with each of its fields read from the settings by name."""
+
+    def __init__(self, kind: type[S]) -> None:
+        self._kind = kind
+
+    @overload
+    def __get__(self, settings: None, owner: type[Any]) -> SliceOf[S]: ...
+    @overload
+    def __get__(self, settings: object, owner: type[Any]) -> S: ...
+    def __get__(self, settings: object, owner: type[Any]) -> S | SliceOf[S]:
+        if settings is None:  # read on the class
+            return self
+        return self._kind(**{f.name: getattr(settings, f.name) for f in fields(self._kind)})  # type: ignore[arg-type]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

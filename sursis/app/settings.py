@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, ClassVar
 
 from pydantic import AliasChoices, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
@@ -15,12 +15,12 @@ from sursis.app.context_settings import (
     DeliverySettings,
     PolicySettings,
     RuntimeSettings,
+    SliceOf,
     StorageSettings,
     TelemetrySettings,
     WorkspaceReviewerBudget,
     WorldSettings,
 )
-from sursis.app.context_settings import slice_of as _slice
 
 
 class Settings(BaseSettings):
@@ -234,41 +234,16 @@ class Settings(BaseSettings):
             return self.worker_concurrency
         return 4 if is_sqlite(self.database_url) else 10
 
-    @property
-    def storage(self) -> StorageSettings:
-        return _slice(StorageSettings, self)
-
-    @property
-    def telemetry(self) -> TelemetrySettings:
-        return _slice(TelemetrySettings, self)
-
-    @property
-    def worlds(self) -> WorldSettings:
-        return _slice(WorldSettings, self)
-
-    @property
-    def agents_served(self) -> AgentSettings:
-        return _slice(AgentSettings, self)
-
-    @property
-    def policy(self) -> PolicySettings:
-        return _slice(PolicySettings, self)
-
-    @property
-    def deliveries(self) -> DeliverySettings:
-        return _slice(DeliverySettings, self)
-
-    @property
-    def runtime(self) -> RuntimeSettings:
-        return _slice(RuntimeSettings, self)
-
-    @property
-    def conversations(self) -> ConversationSettings:
-        return _slice(ConversationSettings, self)
-
-    @property
-    def channels(self) -> ChannelSettings:
-        return _slice(ChannelSettings, self)
+    # Each context's slice, built at each read from the fields above (`SliceOf`).
+    storage: ClassVar[SliceOf[StorageSettings]] = SliceOf(StorageSettings)
+    telemetry: ClassVar[SliceOf[TelemetrySettings]] = SliceOf(TelemetrySettings)
+    worlds: ClassVar[SliceOf[WorldSettings]] = SliceOf(WorldSettings)
+    agents_served: ClassVar[SliceOf[AgentSettings]] = SliceOf(AgentSettings)
+    policy: ClassVar[SliceOf[PolicySettings]] = SliceOf(PolicySettings)
+    deliveries: ClassVar[SliceOf[DeliverySettings]] = SliceOf(DeliverySettings)
+    runtime: ClassVar[SliceOf[RuntimeSettings]] = SliceOf(RuntimeSettings)
+    conversations: ClassVar[SliceOf[ConversationSettings]] = SliceOf(ConversationSettings)
+    channels: ClassVar[SliceOf[ChannelSettings]] = SliceOf(ChannelSettings)
 
     @field_validator("oidc_groups")
     @classmethod
