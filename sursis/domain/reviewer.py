@@ -73,10 +73,6 @@ class ReviewerSpec:
         )
 
 
-def is_reviewer(actor: str | None) -> bool:
-    return bool(actor) and str(actor).startswith(REVIEWER_PREFIX)
-
-
 class Verdict(StrEnum):
     """The reviewer's answer to its risk question."""
 

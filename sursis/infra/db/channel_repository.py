@@ -378,9 +378,3 @@ class SqlChannelRepository(SqlRepository):
             .values(status="unknown", last_error="the sending process stopped mid-send; not sent again")
         )
         return rowcount(result)
-
-    async def digest_status(self, digest_id: uuid.UUID) -> str | None:
-        value = await self._session.scalar(
-            sa.select(ch.email_digests.c.status).where(ch.email_digests.c.id == digest_id)
-        )
-        return None if value is None else str(value)

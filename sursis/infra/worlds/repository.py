@@ -21,6 +21,7 @@ from sursis.domain.worlds.rules import (
     TestCase,
     World,
     WorldMode,
+    check_transition,
 )
 from sursis.infra.db.repositories.base import dialect_insert, rowcount
 from sursis.infra.db.world_tables import world_decisions, world_flags, world_rules, world_sessions, worlds
@@ -112,16 +113,6 @@ class SqlWorldRepository:
         postgres = self._session.get_bind().dialect.name == "postgresql"
         insert = dialect_insert(worlds, postgres=postgres).values(**asdict(world)).on_conflict_do_nothing()
         return rowcount(await self._session.execute(insert)) == 1
-
-    async def world_by_domain(self, workspace: str, domain: str) -> World | None:
-        row = (
-            await self._session.execute(
-                sa.select(worlds).where(
-                    worlds.c.workspace == workspace, sa.func.lower(worlds.c.domain) == domain.lower()
-                )
-            )
-        ).first()
-        return _world(row) if row else None
 
     async def get_world(self, world_id: uuid.UUID) -> World | None:
         row = (await self._session.execute(sa.select(worlds).where(worlds.c.id == world_id))).first()
@@ -231,7 +222,9 @@ class SqlWorldRepository:
         now: datetime,
         **values: Any,
     ) -> bool:
-        """One conditional write: the row moves only if it is still in `current`."""
+        """One conditional write: the row moves only if it is still in `current`. A move the rules'
+        life does not allow (`check_transition`) raises `InvalidTransition` before anything is written."""
+        check_transition(current, target)
         result = await self._session.execute(
             world_rules.update()
             .where(
@@ -336,11 +329,3 @@ class SqlWorldRepository:
             )
         ).first()
         return (row.world_id, WorldMode(row.mode)) if row else None
-
-    async def sessions_of(self, world_id: uuid.UUID) -> list[tuple[uuid.UUID, WorldMode, str, datetime]]:
-        rows = await self._session.execute(
-            sa.select(world_sessions)
-            .where(world_sessions.c.world_id == world_id)
-            .order_by(world_sessions.c.created_at)
-        )
-        return [(r.conversation_id, WorldMode(r.mode), r.created_by, r.created_at) for r in rows]
