@@ -39,8 +39,10 @@ run: $(SERVE_STAMP) ## start the API with the in-process worker (SQLite, scripte
 migrate: $(STAMP) ## apply the migrations to SURSIS_DATABASE_URL
 	$(VENV)/bin/sursis migrate
 
-test: $(STAMP) ## run the tests in two processes (SQLite and PostgreSQL on 127.0.0.1:5432), then the example project's own
-	$(VENV)/bin/pytest -q -n 2 --dist loadfile
+# Three processes on two cores: much of the suite waits on the servers, workers and browsers it
+# starts, and a third process uses the cores while the other two wait.
+test: $(STAMP) ## run the tests in three processes (SQLite and PostgreSQL on 127.0.0.1:5432), then the example project's own
+	$(VENV)/bin/pytest -q -n 3 --dist loadfile
 	cd examples/support-desk && ../../$(PY) -m pytest -q
 
 LOCK_VENV := .venv-lock

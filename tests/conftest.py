@@ -35,8 +35,8 @@ models.ALLOW_MODEL_REQUESTS = False
 
 
 def _worker_database(url: str) -> str:
-    """`make test` runs the tests in two processes (pytest-xdist): each gets a database of its own
-    next to the test database (`test_gw0`, `test_gw1`), and so do the databases derived from it."""
+    """`make test` runs the tests in three processes (pytest-xdist): each gets a database of its own
+    next to the test database (`test_gw0` to `test_gw2`), and so do the databases derived from it."""
     worker = os.environ.get("PYTEST_XDIST_WORKER")
     if not worker:
         return url

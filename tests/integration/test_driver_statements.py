@@ -1,19 +1,20 @@
 """A statement executed on the driver (`driver_statements`) behaves as SQLAlchemy's execution of it:
-in the session's transaction, whichever of the two sends the first statement, with SQLAlchemy's
+in the unit of work's transaction, whichever of the two sends the first statement, with SQLAlchemy's
 errors, and a lost connection invalidated."""
 
 from __future__ import annotations
 
+import functools
+
 import pytest
 import sqlalchemy as sa
-from sqlalchemy.ext.asyncio import async_sessionmaker
 
 from sursis import AgentDefinition, Category, DeclaredTool, Service, ToolSpec
 from sursis.infra.db import driver_statements, event_repositories
 from sursis.infra.db.driver_statements import fetch_rows
 from sursis.infra.db.engine import create_engine
-from sursis.infra.db.held import UnitSession
 from sursis.infra.db.repositories import base
+from sursis.infra.db.unit_connection import UnitConnection
 from sursis.testing import ScriptedModel, resolve_and_settle, settle
 
 XID = sa.text("SELECT txid_current() AS xid, pg_backend_pid() AS pid")
@@ -22,7 +23,7 @@ DIVIDED = sa.text("SELECT 1 / CAST(:zero AS integer)")
 
 async def test_a_driver_statement_runs_in_the_sessions_transaction(pg_migrated: str) -> None:
     engine = create_engine(pg_migrated, pool_size=1)
-    sessions = async_sessionmaker(engine, sync_session_class=UnitSession)
+    sessions = functools.partial(UnitConnection, engine)
     try:
         async with sessions() as session:  # the driver's first: it sends the BEGIN
             [first] = await fetch_rows(session, XID, {})
@@ -42,7 +43,7 @@ async def test_a_driver_statement_runs_in_the_sessions_transaction(pg_migrated: 
 async def test_a_driver_statement_raises_sqlalchemys_errors(pg_migrated: str) -> None:
     engine = create_engine(pg_migrated, pool_size=1)
     admin = create_engine(pg_migrated)
-    sessions = async_sessionmaker(engine, sync_session_class=UnitSession)
+    sessions = functools.partial(UnitConnection, engine)
     try:
         async with sessions() as session:
             with pytest.raises(sa.exc.DBAPIError) as by_sqlalchemy:

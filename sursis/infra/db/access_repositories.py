@@ -8,7 +8,6 @@ from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.ext.asyncio import AsyncSession
 
 from sursis.domain.access import Role
 from sursis.domain.approvals.decision_seal import pre_approval_facts
@@ -17,6 +16,7 @@ from sursis.infra.db import tables as t
 from sursis.infra.db.repositories.base import SqlRepository
 from sursis.infra.db.rows import row_values
 from sursis.infra.db.sealing import AUTHORIZATIONS
+from sursis.infra.db.unit_connection import UnitConnection
 from sursis.infra.encryption.decision_seal import sealer_of
 
 KEY_CHANNEL = "sursis_keys"
@@ -31,7 +31,7 @@ def _key_from_row(row: Any) -> ApiKey:
 
 
 class SqlApiKeyRepository:
-    def __init__(self, session: AsyncSession) -> None:
+    def __init__(self, session: UnitConnection) -> None:
         self._session = session
 
     async def add(self, key: ApiKey) -> None:

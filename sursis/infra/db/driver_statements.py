@@ -1,17 +1,18 @@
 """The statements every approval turn sends on PostgreSQL, executed on the asyncpg connection under
-the session's own, past SQLAlchemy's execution of a statement.
+the unit of work's own, past SQLAlchemy's execution of a statement.
 
-A one-row read through `AsyncSession.execute` costs about 140 Python calls, half of them in
-SQLAlchemy (the session's and the connection's execution, a switch into its sync core and back,
-the cursor, the result); the same statement prepared on the driver connection, about 60, most of
-them asyncpg's and asyncio's own (docs/performance-history.md, eighth pass). The statements of a turn
+A one-row read through SQLAlchemy's execution cost about 140 Python calls when the units of work
+were ORM sessions, half of them in SQLAlchemy (the session's and the connection's execution, a
+switch into its sync core and back, the cursor, the result); the same statement prepared on the
+driver connection, about 60, most of them asyncpg's and asyncio's own
+(docs/performance-history.md, eighth pass). The statements of a turn
 (the claims, the reads and the decision of a resolve, the conversation taken, the statement that
 writes what a transaction held) are compiled once from their SQLAlchemy construct, with the
 engine's dialect (postgresql+asyncpg: `$n` parameters, the casts SQLAlchemy renders), and sent on
-the driver connection of the session's connection, keeping everything SQLAlchemy's execution guarantees:
+the driver connection of the unit of work's connection, keeping everything SQLAlchemy's execution guarantees:
 
-- the same transaction: the session's connection, its `BEGIN` sent first if nothing sent it yet
-  (none on a connection in autocommit), committed or rolled back by the session;
+- the same transaction: the unit of work's connection, its `BEGIN` sent first if nothing sent it
+  yet (none on a connection in autocommit), committed or rolled back by the unit of work;
 - the same prepared statements: the adapter's per-connection cache, so a session of its own names
   its statements and prepares each once, and a connection behind a pooler prepares them unnamed and
   caches none (`sessions.py`);
@@ -33,8 +34,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sqlalchemy.engine import Connection, Dialect
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
+from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlalchemy.sql.compiler import SQLCompiler
+
+from sursis.infra.db.unit_connection import UnitConnection
 
 Processor = Callable[[Any], Any]
 
@@ -112,8 +115,8 @@ def compiled_statement(statement: Any, dialect: Dialect) -> CompiledStatement:
     return made
 
 
-async def fetch_rows(session: AsyncSession, statement: Any, params: Mapping[str, Any]) -> list[DriverRow]:
-    """The rows `statement` answers, executed with `params` in the session's transaction (PostgreSQL)."""
+async def fetch_rows(session: UnitConnection, statement: Any, params: Mapping[str, Any]) -> list[DriverRow]:
+    """The rows `statement` answers, executed with `params` in the unit of work's transaction (PostgreSQL)."""
     compiled, dialect, prepared, records = await _execute(session, statement, params)
     results = compiled.results
     if results is None:
@@ -125,14 +128,14 @@ async def fetch_rows(session: AsyncSession, statement: Any, params: Mapping[str,
     return [_row(record, keys, results) for record in records]
 
 
-async def count_rows(session: AsyncSession, statement: Any, params: Mapping[str, Any]) -> int:
+async def count_rows(session: UnitConnection, statement: Any, params: Mapping[str, Any]) -> int:
     """The rows `statement` (an `UPDATE`, a `DELETE`) changed, executed as `fetch_rows` executes."""
     _, _, prepared, _ = await _execute(session, statement, params)
     return int((prepared.get_statusmsg() or "0").rsplit(" ", 1)[-1])
 
 
 async def _execute(
-    session: AsyncSession, statement: Any, params: Mapping[str, Any]
+    session: UnitConnection, statement: Any, params: Mapping[str, Any]
 ) -> tuple[CompiledStatement, Dialect, Any, list[Any]]:
     connection = await session.connection()
     sync = connection.sync_connection

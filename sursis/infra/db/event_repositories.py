@@ -10,7 +10,6 @@ from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.ext.asyncio import AsyncSession
 
 from sursis.domain.encryption import Cipher
 from sursis.domain.events.events import PENDING_EVENT_TYPES, EventType
@@ -35,6 +34,7 @@ from sursis.infra.db.held_write import held_write
 from sursis.infra.db.repositories.base import session_cipher
 from sursis.infra.db.rows import row_values
 from sursis.infra.db.sealing import EVENTS
+from sursis.infra.db.unit_connection import UnitConnection
 
 WORK_CHANNEL = "sursis_work"
 """A run was queued: workers wake and claim (and the run's waiters re-read it)."""
@@ -108,7 +108,7 @@ DELIVERY_INFO_KEY = "sursis.may_deliver"
 webhook or a channel binding drops it (`forget_delivery_targets`)."""
 
 
-def forget_delivery_targets(session: AsyncSession) -> None:
+def forget_delivery_targets(session: UnitConnection) -> None:
     session.info.pop(DELIVERY_INFO_KEY, None)
 
 
@@ -128,7 +128,7 @@ class SqlEventRepository:
     that a webhook or a channel binding may hear of wait in `take_undelivered` for the unit of work.
     """
 
-    def __init__(self, session: AsyncSession) -> None:
+    def __init__(self, session: UnitConnection) -> None:
         self._session = session
         self._cipher = session_cipher(session)
         self.published: set[uuid.UUID] = set()
@@ -344,7 +344,7 @@ _WORKSPACE_WEBHOOKS = (
 
 
 class SqlWebhookRepository:
-    def __init__(self, session: AsyncSession) -> None:
+    def __init__(self, session: UnitConnection) -> None:
         self._session = session
         self._subscriptions: dict[str, list[Webhook]] = {}
         """A workspace's webhooks as this transaction read them (one look-up per transaction)."""

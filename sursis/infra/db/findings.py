@@ -14,13 +14,13 @@ from typing import Any
 
 import sqlalchemy as sa
 import structlog
-from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from sursis.domain.clock import utcnow
 from sursis.domain.encryption import UnsealedValue
 from sursis.infra.db import tables as t
 from sursis.infra.db.repositories.audit import SqlAuditRepository
 from sursis.infra.db.sealing import SEALED_TABLES
+from sursis.infra.db.unit_connection import UnitConnection, UnitConnections
 
 log = structlog.get_logger("sursis.integrity")
 
@@ -28,7 +28,7 @@ FALLBACK_WORKSPACE = "default"
 """The workspace of a finding whose row names none (a digest item, a legal hold)."""
 
 
-async def _owner(session: AsyncSession, exc: UnsealedValue) -> tuple[str, uuid.UUID | None]:
+async def _owner(session: UnitConnection, exc: UnsealedValue) -> tuple[str, uuid.UUID | None]:
     """The workspace (and conversation) of the row holding the refused value, read from its
     plaintext columns."""
     address = exc.address
@@ -74,7 +74,7 @@ class FindingLog:
 
 
 async def record_unsealed(
-    sessions: async_sessionmaker[AsyncSession],
+    sessions: UnitConnections,
     exc: UnsealedValue,
     written: FindingLog,
     now: datetime | None = None,

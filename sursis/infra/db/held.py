@@ -31,22 +31,19 @@ from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy import event
 from sqlalchemy.dialects import postgresql
-from sqlalchemy.ext.asyncio import AsyncSession
-from sqlalchemy.orm import Session
 
 from sursis.domain.ports import HeldConditionFailed
+from sursis.infra.db.unit_connection import BEGUN_KEY, UnitConnection
 
 HELD_KEY = "sursis.held"
 GUARD_KEY = "sursis.guard"
 GUARD_FAILED_KEY = "sursis.guard_failed"
-BEGUN_KEY = "sursis.begun"
 READ_AHEAD_KEY = "sursis.log_read_ahead"
 _DIALECT = postgresql.dialect()  # type: ignore[no-untyped-call]
 
 
-def holds(session: AsyncSession) -> bool:
+def holds(session: UnitConnection) -> bool:
     """Whether this session's inserts may be held (PostgreSQL)."""
     return session.get_bind().dialect.name == "postgresql"
 
@@ -63,33 +60,24 @@ class HeldUpdate:
 Held = dict[sa.Table | HeldUpdate, list[dict[str, Any]]]
 
 
-def hold(session: AsyncSession, target: sa.Table | HeldUpdate, rows: Sequence[dict[str, Any]]) -> None:
+def hold(session: UnitConnection, target: sa.Table | HeldUpdate, rows: Sequence[dict[str, Any]]) -> None:
     """Hold `rows` for `target` (a table's inserts, or an update) until the commit."""
     held: Held = session.info.setdefault(HELD_KEY, {})
     held.setdefault(target, []).extend(rows)
 
 
-def held(session: AsyncSession) -> bool:
+def held(session: UnitConnection) -> bool:
     """Whether the transaction holds a write (or a guard) it has not sent yet."""
     return bool(session.info.get(HELD_KEY)) or GUARD_KEY in session.info
 
 
-def take_held(session: AsyncSession) -> Held:
+def take_held(session: UnitConnection) -> Held:
     held: Held = session.info.pop(HELD_KEY, {})
     return held
 
 
-class UnitSession(Session):
-    """The sessions of units of work: they remember whether a statement was sent (`begun`)."""
-
-
-@event.listens_for(UnitSession, "after_begin")
-def _on_begin(session: Session, _transaction: Any, _connection: Any) -> None:
-    session.info[BEGUN_KEY] = True
-
-
-def begun(session: AsyncSession) -> bool:
-    """Whether the session's transaction has sent anything (taken a connection) yet."""
+def begun(session: UnitConnection) -> bool:
+    """Whether the unit of work's transaction has sent anything (taken a connection) yet."""
     return bool(session.info.get(BEGUN_KEY))
 
 
@@ -112,7 +100,7 @@ class Guard:
     types: tuple[tuple[str, Any], ...]
 
 
-def may_guard(session: AsyncSession) -> bool:
+def may_guard(session: UnitConnection) -> bool:
     """Whether a conditional update may be held as this transaction's guard: on PostgreSQL, as its
     first statement (nothing sent, nothing held before it)."""
     return (
@@ -123,16 +111,16 @@ def may_guard(session: AsyncSession) -> bool:
     )
 
 
-def hold_guard(session: AsyncSession, guard: Guard) -> None:
+def hold_guard(session: UnitConnection, guard: Guard) -> None:
     session.info[GUARD_KEY] = guard
 
 
-def take_guard(session: AsyncSession) -> Guard | None:
+def take_guard(session: UnitConnection) -> Guard | None:
     guard: Guard | None = session.info.pop(GUARD_KEY, None)
     return guard
 
 
-def failed_guard(session: AsyncSession) -> bool:
+def failed_guard(session: UnitConnection) -> bool:
     """Whether the transaction's held guard matched no row (`flush_held`): it may write nothing."""
     return bool(session.info.get(GUARD_FAILED_KEY))
 
@@ -144,7 +132,7 @@ def guard_statement(guard: Guard, cte: bool) -> Any:
     return sa.text(guard.sql).bindparams(*(sa.bindparam(n, type_=t) for n, t in guard.types))
 
 
-async def flush_held(session: AsyncSession) -> None:
+async def flush_held(session: UnitConnection) -> None:
     """Write everything held now, in the order first held, before the transaction reads or changes
     a table that may be held. A held guard runs first, as a statement of its own; one that matches
     no row raises `GuardFailed` (the caller's transaction rolls back)."""
@@ -210,7 +198,7 @@ def held_params(
 
 
 def read_ahead(
-    session: AsyncSession, conversation_id: uuid.UUID, after_seq: int, rows: list[dict[str, Any]]
+    session: UnitConnection, conversation_id: uuid.UUID, after_seq: int, rows: list[dict[str, Any]]
 ) -> None:
     """Keep a conversation's log rows after `after_seq`, read by another statement of the
     transaction (the claim's, on PostgreSQL), for the transaction's next read of that log."""
@@ -218,7 +206,7 @@ def read_ahead(
 
 
 def take_read_ahead(
-    session: AsyncSession, conversation_id: uuid.UUID, after_seq: int
+    session: UnitConnection, conversation_id: uuid.UUID, after_seq: int
 ) -> list[dict[str, Any]] | None:
     """The log rows after `after_seq` already read in this transaction, or None (read them)."""
     kept = session.info.pop(READ_AHEAD_KEY, None)

@@ -6,11 +6,11 @@ from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.ext.asyncio import AsyncSession
 
 from sursis.infra.db import tables as t
 from sursis.infra.db.repositories.base import session_cipher
 from sursis.infra.db.sealing import DEAD_LETTERS, FAILURE_CLUSTERS, OUTBOX
+from sursis.infra.db.unit_connection import UnitConnection
 
 
 def _iso(row: dict[str, Any]) -> dict[str, Any]:
@@ -18,7 +18,7 @@ def _iso(row: dict[str, Any]) -> dict[str, Any]:
 
 
 class SqlOpsRepository:
-    def __init__(self, session: AsyncSession) -> None:
+    def __init__(self, session: UnitConnection) -> None:
         self._session = session
         self._cipher = session_cipher(session)
 

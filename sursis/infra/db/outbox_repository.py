@@ -5,12 +5,12 @@ from __future__ import annotations
 from datetime import datetime
 
 import sqlalchemy as sa
-from sqlalchemy.ext.asyncio import AsyncSession
 
 from sursis.domain.records.event_records import OutboxItem, Outgoing
 from sursis.infra.db import tables as t
 from sursis.infra.db.repositories.base import session_cipher
 from sursis.infra.db.sealing import DEAD_LETTERS, OUTBOX
+from sursis.infra.db.unit_connection import UnitConnection
 
 DELIVERED = "delivered"
 PENDING = "pending"
@@ -19,7 +19,7 @@ DISCARDED = "discarded"
 
 
 class SqlOutboxRepository:
-    def __init__(self, session: AsyncSession) -> None:
+    def __init__(self, session: UnitConnection) -> None:
         self._session = session
         self._cipher = session_cipher(session)
 

@@ -1,4 +1,5 @@
-"""The SQL unit of work: one session, one transaction, rolled back unless committed."""
+"""The SQL unit of work: one connection, one transaction, rolled back unless committed
+(`unit_connection.UnitConnection`: SQLAlchemy Core, no ORM session)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from collections.abc import Callable, Set
 from types import TracebackType
 from typing import Self
 
-from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 from sursis.domain.encryption import Cipher, UnsealedValue
 from sursis.domain.notifications.delivery import deliver
@@ -21,7 +22,7 @@ from sursis.infra.db.delegation_repository import SqlDelegationRepository
 from sursis.infra.db.engine import reader_options
 from sursis.infra.db.event_repositories import SqlEventRepository, SqlWebhookRepository
 from sursis.infra.db.findings import FindingLog, record_unsealed
-from sursis.infra.db.held import UnitSession, begun, holds
+from sursis.infra.db.held import begun, holds
 from sursis.infra.db.ops_repository import SqlOpsRepository
 from sursis.infra.db.outbox_repository import SqlOutboxRepository
 from sursis.infra.db.people_repository import SqlPersonSessionRepository, SqlProvisioningRuleRepository
@@ -38,6 +39,7 @@ from sursis.infra.db.repositories.audit_chain import SqlAuditChainRepository
 from sursis.infra.db.retention_repository import SqlRetentionRepository
 from sursis.infra.db.review_repository import SqlReviewRepository
 from sursis.infra.db.sessions import pinned_sessions
+from sursis.infra.db.unit_connection import UnitConnection, UnitConnections
 
 REPOSITORIES = (
     "conversations",
@@ -77,14 +79,14 @@ RunsListener = Callable[[Set[uuid.UUID]], None]
 class SqlUnitOfWork:
     def __init__(
         self,
-        sessions: async_sessionmaker[AsyncSession],
+        sessions: UnitConnections,
         on_events: EventsListener | None = None,
         on_pending: PendingListener | None = None,
         on_runs: RunsListener | None = None,
         *,
         read_only: bool = False,
         engine: AsyncEngine | None = None,
-        writers: async_sessionmaker[AsyncSession] | None = None,
+        writers: UnitConnections | None = None,
         findings: FindingLog | None = None,
     ) -> None:
         """`engine`: the engine whose connections tell whether a transaction may be sent as one
@@ -101,7 +103,7 @@ class SqlUnitOfWork:
         self._engine = engine
 
     async def __aenter__(self) -> Self:
-        self.session = self._sessions()
+        self.session: UnitConnection = self._sessions()
         for name in REPOSITORIES:  # a unit of work entered again starts with repositories of its new session
             self.__dict__.pop(name, None)
         return self
@@ -203,11 +205,7 @@ class SqlUnitOfWork:
     async def __aexit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
-        try:
-            if not self._committed:
-                await self.session.rollback()
-        finally:
-            await self.session.close()
+        await self.session.close()  # rolls back what was not committed
         if isinstance(exc, UnsealedValue):
             await record_unsealed(self._writers, exc, self._findings)
 
@@ -267,13 +265,9 @@ class SqlUnitOfWorkFactory:
         self.cipher = cipher
         self.findings = FindingLog()
         info = {"cipher": cipher} if cipher is not None else None
-        self._sessions = async_sessionmaker(
-            engine, expire_on_commit=False, info=info, sync_session_class=UnitSession
-        )
+        self._sessions: UnitConnections = functools.partial(UnitConnection, engine, info)
         reader = engine.execution_options(**reader_options(engine))
-        self._readers = async_sessionmaker(
-            reader, expire_on_commit=False, info=info, sync_session_class=UnitSession
-        )
+        self._readers: UnitConnections = functools.partial(UnitConnection, reader, info)
 
     def __call__(self) -> SqlUnitOfWork:
         return SqlUnitOfWork(

@@ -8,7 +8,6 @@ from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.ext.asyncio import AsyncSession
 
 from sursis.domain.worlds.rules import (
     Citation,
@@ -24,6 +23,7 @@ from sursis.domain.worlds.rules import (
     check_transition,
 )
 from sursis.infra.db.repositories.base import dialect_insert, rowcount
+from sursis.infra.db.unit_connection import UnitConnection
 from sursis.infra.db.world_tables import world_decisions, world_flags, world_rules, world_sessions, worlds
 
 
@@ -104,7 +104,7 @@ def _flag(row: Any) -> Flag:
 class SqlWorldRepository:
     """Reads and writes of the worlds context inside one caller-owned transaction."""
 
-    def __init__(self, session: AsyncSession) -> None:
+    def __init__(self, session: UnitConnection) -> None:
         self._session = session
 
     async def add_world(self, world: World) -> bool:

@@ -7,7 +7,6 @@ from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.ext.asyncio import AsyncSession
 
 from sursis.domain.encryption import Cipher
 from sursis.domain.records import AuditEntry, AuditQuery
@@ -16,6 +15,7 @@ from sursis.infra.db.held import Guard, hold_guard, may_guard
 from sursis.infra.db.repositories.base import SqlRepository
 from sursis.infra.db.rows import record_from_row, row_values
 from sursis.infra.db.sealing import AUDIT_LOG
+from sursis.infra.db.unit_connection import UnitConnection
 from sursis.infra.telemetry import current_trace_id, span_event
 
 
@@ -27,7 +27,7 @@ class SqlAuditRepository(SqlRepository):
     the order they were appended, when the transaction commits (`flush`).
     """
 
-    def __init__(self, session: AsyncSession) -> None:
+    def __init__(self, session: UnitConnection) -> None:
         super().__init__(session)
         self._held: list[dict[str, Any]] = []
 

@@ -7,16 +7,16 @@ from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
-from sqlalchemy.ext.asyncio import AsyncSession
 
 from sursis.domain.encryption import Cipher
 from sursis.infra.db.driver_statements import AVAILABLE, count_rows, fetch_rows
 from sursis.infra.db.held import flush_held
+from sursis.infra.db.unit_connection import UnitConnection
 from sursis.infra.encryption import PLAINTEXT
 
 
 class SqlRepository:
-    def __init__(self, session: AsyncSession) -> None:
+    def __init__(self, session: UnitConnection) -> None:
         self._session = session
         self._cipher = session_cipher(session)
 
@@ -62,7 +62,7 @@ class HeldSqlRepository(SqlRepository):
         return rowcount(await self._session.execute(statement, params))
 
 
-def session_cipher(session: AsyncSession) -> Cipher:
+def session_cipher(session: UnitConnection) -> Cipher:
     """The cipher a session's unit of work seals content with (`SqlUnitOfWorkFactory(cipher=)`)."""
     cipher: Cipher = session.info.get("cipher", PLAINTEXT)
     return cipher

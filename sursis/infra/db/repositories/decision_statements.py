@@ -10,7 +10,6 @@ from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.dialects.postgresql import ARRAY, JSONB
-from sqlalchemy.ext.asyncio import AsyncSession
 
 from sursis.domain.encryption import Cipher
 from sursis.domain.ports import LeaseAhead, SeenDecision
@@ -20,6 +19,7 @@ from sursis.infra.db import tables as t
 from sursis.infra.db.held import Guard, HeldUpdate, hold, hold_guard, may_guard
 from sursis.infra.db.repositories.run_statements import LOG_COLUMNS, lease_on_last_awaiting_statement
 from sursis.infra.db.repositories.runs import keep_leased, run_from_row
+from sursis.infra.db.unit_connection import UnitConnection
 
 OUTCOMES_AHEAD_KEY = "sursis.outcomes_ahead"
 
@@ -250,7 +250,7 @@ def seen_decision(call: PendingCall, rows: list[Any], cipher: Cipher) -> SeenDec
 
 
 def hold_decision(
-    session: AsyncSession, cipher: Cipher, seen: SeenDecision, lease: LeaseAhead, params: dict[str, Any]
+    session: UnitConnection, cipher: Cipher, seen: SeenDecision, lease: LeaseAhead, params: dict[str, Any]
 ) -> bool:
     """The decision (`params`: the transition's) and the run's lease held to the commit as the
     transaction's one statement (`DECISION_GUARD`, `LEASE_AFTER_DECISION`), when the reader saw the

@@ -10,7 +10,6 @@ from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.ext.asyncio import AsyncSession
 
 from sursis.domain.encryption import Cipher
 from sursis.domain.records import (
@@ -39,13 +38,14 @@ from sursis.infra.db.repositories.run_statements import (
 )
 from sursis.infra.db.rows import record_from_row, row_values
 from sursis.infra.db.sealing import RUNS
+from sursis.infra.db.unit_connection import UnitConnection
 from sursis.infra.telemetry import current_trace_context
 
 LEASED_KEY = "sursis.leased_ahead"
 
 
 def keep_leased(
-    session: AsyncSession,
+    session: UnitConnection,
     rows: list[Any],
     cipher: Cipher,
     *,
@@ -76,7 +76,7 @@ def run_from_row(row: Any, cipher: Cipher) -> Run:
     return _run_from_row(row, cipher)
 
 
-def _with_read_ahead(session: AsyncSession, rows: list[Any], cipher: Cipher) -> Run:
+def _with_read_ahead(session: UnitConnection, rows: list[Any], cipher: Cipher) -> Run:
     run = _run_from_row(rows[0], cipher)
     log = [
         {
