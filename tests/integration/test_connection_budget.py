@@ -6,10 +6,11 @@ from __future__ import annotations
 from litestar.testing import AsyncTestClient
 
 from sursis.app.main import create_app
-from tests.conftest import admin_headers, make_settings
+from tests.conftest import _truncate_pg, admin_headers, make_settings
 
 
 async def test_a_request_that_finds_no_free_connection_is_a_503_with_retry_after(pg_migrated: str) -> None:
+    await _truncate_pg(pg_migrated)  # what earlier tests stored (encrypted values) is not this test's
     headers = await admin_headers(pg_migrated)
     settings = make_settings(
         pg_migrated,
