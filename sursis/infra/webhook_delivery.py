@@ -74,7 +74,8 @@ class WebhookDeliverer:
         self._uow = uow
         self._hearing = hearing
         self._retry_at: datetime | None = None
-        """The first retry this process scheduled since its last pass: the loop wakes for it."""
+        """The first retry this process scheduled that no pass has reached yet: the loop wakes for it.
+        A pass that began before it (woken early by an event) leaves it in place."""
         self._policy = policy
         self._clock = clock
         self._poll = poll_seconds
@@ -95,7 +96,7 @@ class WebhookDeliverer:
                         log.exception("webhooks.loop_error")
                         delivered = 0
                     if delivered == 0:
-                        retry_at, self._retry_at = self._retry_at, None
+                        retry_at = self._retry_at
                         due_in = None if retry_at is None else (retry_at - self._clock()).total_seconds()
                         await wakeup.wait(stopping, due_in=due_in)
         finally:
@@ -105,6 +106,8 @@ class WebhookDeliverer:
         """Attempt every due delivery once, through `client()` (asked only when one is due);
         returns how many were attempted."""
         now = self._clock()
+        if self._retry_at is not None and self._retry_at <= now:
+            self._retry_at = None  # this pass claims it (or another process did)
         lease_until = now + timedelta(seconds=self._policy.timeout + 30)
         async with self._uow() as uow:
             items = await uow.outbox.claim_due(WEBHOOK_TOPIC_PREFIX, now, lease_until, self._batch)

@@ -192,6 +192,36 @@ async def test_deliveries_are_signed_and_link_to_the_approval_endpoint(live: Liv
     assert len(receiver.requests) == 3
 
 
+async def test_a_retry_is_kept_when_the_loop_is_woken_before_it_falls_due(live: LiveFactory) -> None:
+    """Other work wakes the delivery loop between a failed attempt and its retry: the pass it makes
+    then finds nothing due, and the loop still wakes for the retry instead of sleeping until its
+    safety poll (30 s on PostgreSQL, where the process hears the others)."""
+    receiver = Receiver(status=500)
+    settings = {
+        "webhook_allow_private_hosts": True,
+        "webhook_max_attempts": 3,
+        "webhook_backoff_seconds": 2.0,
+    }
+    async with serve(receiver, lifespan="off") as receiver_url, live(**settings) as app:
+        await app.http.post(
+            "/v1/webhooks", json={"url": receiver_url + "/hooks", "events": ["run.completed"]}
+        )
+        first = await create_conversation(app.http)  # type: ignore[arg-type]
+        await post_message(app.http, first, script("nothing to do"))  # type: ignore[arg-type]
+        await receiver.wait_for(1)
+        failed_at = time.monotonic()
+        # A run in another conversation that stops at an approval (no run.completed, so nothing
+        # to deliver): its commits wake the loop well before the retry (1.6 to 2.4 s after the
+        # failure) falls due.
+        other = await create_conversation(app.http)  # type: ignore[arg-type]
+        gated = script([call("replay_dlq_event", event_id="evt_1001", reason="wake the loops")])
+        suspended = await post_message(app.http, other, gated)  # type: ignore[arg-type]
+        assert suspended["pending"], suspended
+        assert time.monotonic() - failed_at < 1.5, "the second run stopped after the retry fell due"
+        await receiver.wait_for(2, within=10.0)
+        assert [headers["sursis-delivery-attempt"] for headers, _ in receiver.requests] == ["1", "2"]
+
+
 async def test_failing_receiver_ends_in_dead_letters_and_ops_replays_it(live: LiveFactory) -> None:
     receiver = Receiver(status=500)
     settings = {
