@@ -106,12 +106,12 @@ class WebhookDeliverer:
         """Attempt every due delivery once, through `client()` (asked only when one is due);
         returns how many were attempted."""
         now = self._clock()
-        if self._retry_at is not None and self._retry_at <= now:
-            self._retry_at = None  # this pass claims it (or another process did)
         lease_until = now + timedelta(seconds=self._policy.timeout + 30)
         async with self._uow() as uow:
             items = await uow.outbox.claim_due(WEBHOOK_TOPIC_PREFIX, now, lease_until, self._batch)
             await uow.commit()
+        if self._retry_at is not None and self._retry_at <= now:
+            self._retry_at = None  # this pass claimed it (or another process did)
         if items:
             http = client()
             outcomes = await asyncio.gather(
