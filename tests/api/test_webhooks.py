@@ -192,17 +192,21 @@ async def test_deliveries_are_signed_and_link_to_the_approval_endpoint(live: Liv
     assert len(receiver.requests) == 3
 
 
+def three_attempts(backoff_seconds: float) -> dict[str, Any]:
+    """Settings for a receiver on 127.0.0.1 that is tried three times, `backoff_seconds` apart at first."""
+    return {
+        "webhook_allow_private_hosts": True,
+        "webhook_max_attempts": 3,
+        "webhook_backoff_seconds": backoff_seconds,
+    }
+
+
 async def test_a_retry_is_kept_when_the_loop_is_woken_before_it_falls_due(live: LiveFactory) -> None:
     """Other work wakes the delivery loop between a failed attempt and its retry: the pass it makes
     then finds nothing due, and the loop still wakes for the retry instead of sleeping until its
     safety poll (30 s on PostgreSQL, where the process hears the others)."""
     receiver = Receiver(status=500)
-    settings = {
-        "webhook_allow_private_hosts": True,
-        "webhook_max_attempts": 3,
-        "webhook_backoff_seconds": 2.0,
-    }
-    async with serve(receiver, lifespan="off") as receiver_url, live(**settings) as app:
+    async with serve(receiver, lifespan="off") as receiver_url, live(**three_attempts(2.0)) as app:
         await app.http.post(
             "/v1/webhooks", json={"url": receiver_url + "/hooks", "events": ["run.completed"]}
         )
@@ -224,12 +228,7 @@ async def test_a_retry_is_kept_when_the_loop_is_woken_before_it_falls_due(live: 
 
 async def test_failing_receiver_ends_in_dead_letters_and_ops_replays_it(live: LiveFactory) -> None:
     receiver = Receiver(status=500)
-    settings = {
-        "webhook_allow_private_hosts": True,
-        "webhook_max_attempts": 3,
-        "webhook_backoff_seconds": 0.05,
-    }
-    async with serve(receiver, lifespan="off") as receiver_url, live(**settings) as app:
+    async with serve(receiver, lifespan="off") as receiver_url, live(**three_attempts(0.05)) as app:
         hook = (
             await app.http.post(
                 "/v1/webhooks", json={"url": receiver_url + "/hooks", "events": ["run.completed"]}
