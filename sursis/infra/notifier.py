@@ -11,6 +11,7 @@ from typing import TypeVar
 
 K = TypeVar("K")
 _NOTIFIED_KEPT = 1_000
+_CHANGES_KEPT = 10_000
 
 
 class LocalRunNotifier:
@@ -23,15 +24,49 @@ class LocalRunNotifier:
         self._pending: dict[str | None, set[asyncio.Event]] = defaultdict(set)
         self._activity: set[asyncio.Event] = set()
         self._notified: OrderedDict[uuid.UUID, None] = OrderedDict()
+        self._changes = 0
+        self._changed: OrderedDict[uuid.UUID, int] = OrderedDict()
+        self._forgotten = 0
 
     async def run_queued(self, run_id: uuid.UUID) -> None:
         self._work.set()
         self.stir()
-        await self.run_changed(run_id)
+        self._wake_run_waiters(run_id)
 
     async def run_changed(self, run_id: uuid.UUID) -> None:
+        self.note_change(run_id)
+        self._wake_run_waiters(run_id)
+
+    def _wake_run_waiters(self, run_id: uuid.UUID) -> None:
         for event in self._runs.get(run_id, ()):
             event.set()
+
+    def mark(self) -> int:
+        """Where this process's record of run changes stands (`changed_since`)."""
+        return self._changes
+
+    def changed_since(self, run_id: uuid.UUID, mark: int) -> bool:
+        """Whether the run may have changed since `mark`: False only when this process has heard of
+        no change of it since, other than its being queued here (a queued run is not settled). A
+        change it has forgotten (more than `_CHANGES_KEPT` runs changed since) counts as heard."""
+        if self._changes == mark:
+            return False
+        if self._forgotten > mark:
+            return True
+        return self._changed.get(run_id, 0) > mark
+
+    def note_change(self, run_id: uuid.UUID) -> None:
+        """The run changed (here, or heard from another process)."""
+        self._changes += 1
+        self._changed[run_id] = self._changes
+        self._changed.move_to_end(run_id)
+        while len(self._changed) > _CHANGES_KEPT:
+            _, self._forgotten = self._changed.popitem(last=False)
+
+    def note_changes_unknown(self) -> None:
+        """Something may have changed any run (a wake-up that names none): every run counts as changed."""
+        self._changes += 1
+        self._forgotten = self._changes
 
     def runs_notified(self, run_ids: Set[uuid.UUID]) -> None:
         """These runs' changes were announced to other processes by the transaction that made them
@@ -100,7 +135,8 @@ class LocalRunNotifier:
 
     @contextlib.contextmanager
     def watch(self, run_id: uuid.UUID) -> Iterator[asyncio.Event]:
-        """An event set whenever the run changes; register it before reading, then wait on it."""
+        """An event set whenever the run changes or is queued; register it before reading (or after
+        `changed_since` said no change was heard since a mark taken before), then wait on it."""
         with _registered(self._runs, run_id) as event:
             yield event
 

@@ -52,7 +52,7 @@ class PostgresRunNotifier(LocalRunNotifier):
     async def run_queued(self, run_id: uuid.UUID) -> None:
         crash_point("notify_queued")
         self._work.set()
-        await LocalRunNotifier.run_changed(self, run_id)
+        self._wake_run_waiters(run_id)
         # One notification: listeners of the work channel also wake the run's waiters.
         if not self._already_notified(run_id):
             await self._notify(WORK_CHANNEL, run_id)
@@ -90,6 +90,7 @@ class PostgresRunNotifier(LocalRunNotifier):
         missed notifications, so everyone re-checks."""
         if self._authorizations is not None:
             self._authorizations.resume()
+        self.note_changes_unknown()
         self._work.set()
         self.stir()
 
@@ -112,5 +113,6 @@ class PostgresRunNotifier(LocalRunNotifier):
 
     def _wake_run(self, payload: str) -> None:
         with contextlib.suppress(ValueError):
-            for event in self._runs.get(uuid.UUID(payload), ()):
-                event.set()
+            run_id = uuid.UUID(payload)
+            self.note_change(run_id)
+            self._wake_run_waiters(run_id)

@@ -219,7 +219,7 @@ async def test_a_committed_message_is_accepted_even_if_the_wait_cannot_read_the_
     settings = make_settings(seeded, run_worker=False)
     container = build_container(settings)
 
-    async def pool_exhausted(*_: Any) -> Any:
+    async def pool_exhausted(*_: Any, **__: Any) -> Any:
         raise PoolTimeout("QueuePool limit of size 10 overflow 10 reached, connection timed out")
 
     container.runs.wait_for_run = pool_exhausted  # type: ignore[method-assign]

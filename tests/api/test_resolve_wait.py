@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from litestar.testing import AsyncTestClient
 
+from sursis.domain.runs.runs import RunService
 from tests.api.conftest import LiveFactory
 from tests.api.http_calls import create_conversation, post_message, resolve
 from tests.api.test_client import client_of
@@ -44,6 +46,33 @@ async def test_a_resolve_that_waits_answers_with_the_run_it_resumed(client: Asyn
         "replayed",
         [],
     )
+
+
+async def test_a_message_and_a_decision_that_wait_each_read_their_run_once(
+    client: AsyncTestClient[Any], database_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The run a commit just queued is not read before something is heard of it: each long-poll
+    reads it once, when it has settled (PostgreSQL: a run's waiters hear of its changes alone)."""
+    if database_url.startswith("sqlite"):
+        pytest.skip("SQLite's file watch wakes every waiter at any commit: its reads are not fixed")
+    reads: list[str] = []
+    get_run = RunService.get_run
+
+    async def counted(self: RunService, principal: Any, run_id: Any) -> Any:
+        reads.append(str(run_id))
+        return await get_run(self, principal, run_id)
+
+    monkeypatch.setattr(RunService, "get_run", counted)
+    run = await suspended(client, REPLAY)
+    assert reads == [run["id"]]
+    [pending] = run["pending"]
+
+    response = await client.post(
+        f"/v1/pending/{pending['correlation_id']}/resolve", params={"wait": 15}, json={"decision": "approve"}
+    )
+
+    assert response.json()["run"]["status"] == "completed", response.text
+    assert reads == [run["id"], run["id"]]
 
 
 async def test_without_wait_the_answer_has_no_run(client: AsyncTestClient[Any]) -> None:

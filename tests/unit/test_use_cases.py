@@ -29,6 +29,7 @@ from sursis.domain.sanitize import args_hash
 from sursis.domain.states import Decision, PendingStatus, RunStatus
 from sursis.domain.tools import Category, Executor, PendingKind, ToolApprovalRequest, ToolSpec
 from sursis.infra.agents.declarations import AgentDefinition, DeclaredTool, DeclaredToolCatalog
+from sursis.infra.notifier import LocalRunNotifier
 from tests.unit.fakes import FakeStore
 
 USER = Principal(id="user-1", role=Role.USER, workspace="acme")
@@ -102,6 +103,12 @@ class Watcher:
 
     def watch(self, run_id: uuid.UUID) -> AbstractContextManager[asyncio.Event]:
         return nullcontext(asyncio.Event())
+
+    def mark(self) -> int:
+        return 0
+
+    def changed_since(self, run_id: uuid.UUID, mark: int) -> bool:
+        return True
 
 
 @dataclass
@@ -208,11 +215,13 @@ async def test_a_run_is_requeued_by_the_last_of_its_calls_only(world: World) -> 
     )
     first, second = await world.awaiting(run)
 
-    await world.pending.resolve_pending(ALICE, first.correlation_id, Resolution(Decision.APPROVE))
+    decided = await world.pending.decide_pending(ALICE, first.correlation_id, Resolution(Decision.APPROVE))
+    assert not decided.run_queued
     assert (await world.runs.get_run(ALICE, run.id)).run.status is RunStatus.SUSPENDED
     assert run.id not in world.notifier.queued[1:]
 
-    await world.pending.resolve_pending(BOB, second.correlation_id, Resolution(Decision.DENY))
+    decided = await world.pending.decide_pending(BOB, second.correlation_id, Resolution(Decision.DENY))
+    assert decided.run_queued and decided.call.status is PendingStatus.DENIED
     view = await world.runs.get_run(ALICE, run.id)
     assert view.run.status is RunStatus.QUEUED and view.run.awaiting_count == 0
     assert world.metrics.runs[-1] is RunStatus.QUEUED
@@ -417,3 +426,85 @@ async def test_a_refused_decision_commits_nothing(world: World) -> None:
         )
     assert world.store.commits == commits
     assert world.metrics.resolved == []
+
+
+class CountedRuns(RunService):
+    """The world's runs, watched by a real notifier, counting the reads of a run."""
+
+    reads = 0
+
+    async def get_run(self, principal: Principal, run_id: uuid.UUID) -> Any:
+        self.reads += 1
+        return await super().get_run(principal, run_id)
+
+
+async def _suspend_queued(world: World, run: Run) -> None:
+    """What a worker does to a queued run: claims it and suspends it on one call."""
+    now = world.clock()
+    async with world.store() as uow:
+        claimed = await uow.runs.claim_next(WORKER, now, now + timedelta(seconds=30))
+        assert claimed is not None and claimed.id == run.id
+        call = world._call(claimed, "transfer", {"amount": 1, "to": "a"}, now, 60)
+        assert await run_lifecycle.suspend(uow, claimed, WORKER, [call], Usage(), now, actor=WORKER)
+        await uow.commit()
+
+
+async def test_a_wait_after_queueing_reads_the_run_once_a_change_is_heard(world: World) -> None:
+    notifier = LocalRunNotifier()
+    runs = CountedRuns(world.store, notifier, notifier, clock=world.clock)
+    conversation = await world.conversations.create_conversation(USER, "bank", None)
+    since = runs.mark()
+    run = await world.conversations.post_message(USER, conversation.id, "pay")
+    await notifier.run_queued(run.id)  # this process queueing it is no change that settles it
+
+    waiting = asyncio.create_task(runs.wait_after_queueing(USER, run, 10, queued_since=since))
+    await asyncio.sleep(0.05)
+    assert runs.reads == 0, "nothing was heard of the run since it was queued: no read"
+    await _suspend_queued(world, run)
+    await notifier.run_changed(run.id)
+
+    view = await asyncio.wait_for(waiting, 5)
+    assert view.run.status is RunStatus.SUSPENDED
+    assert runs.reads == 1
+
+
+async def test_a_run_that_changed_before_the_wait_began_is_read_at_once(world: World) -> None:
+    notifier = LocalRunNotifier()
+    runs = CountedRuns(world.store, notifier, notifier, clock=world.clock)
+    conversation = await world.conversations.create_conversation(USER, "bank", None)
+    since = runs.mark()
+    run = await world.conversations.post_message(USER, conversation.id, "pay")
+    await _suspend_queued(world, run)
+    await notifier.run_changed(run.id)  # heard before the wait registered its watch
+
+    view = await asyncio.wait_for(runs.wait_after_queueing(USER, run, 30, queued_since=since), 5)
+    assert view.run.status is RunStatus.SUSPENDED
+    assert runs.reads == 1
+
+
+async def test_a_wait_that_hears_nothing_reads_the_run_at_its_deadline(world: World) -> None:
+    notifier = LocalRunNotifier()
+    runs = CountedRuns(world.store, notifier, notifier, clock=world.clock)
+    conversation = await world.conversations.create_conversation(USER, "bank", None)
+    since = runs.mark()
+    run = await world.conversations.post_message(USER, conversation.id, "pay")
+
+    view = await runs.wait_after_queueing(USER, run, 0.2, queued_since=since)
+    assert view.run.status is RunStatus.QUEUED
+    assert runs.reads == 1
+
+
+def test_changes_heard_of_other_runs_or_forgotten_count_as_they_should() -> None:
+    notifier = LocalRunNotifier()
+    mine, other = uuid.uuid4(), uuid.uuid4()
+    since = notifier.mark()
+    notifier.note_change(other)
+    assert not notifier.changed_since(mine, since)
+    assert notifier.changed_since(other, since)
+    for _ in range(10_000):  # more runs changed than are remembered: `mine` may be among them
+        notifier.note_change(uuid.uuid4())
+    assert notifier.changed_since(mine, since)
+    later = notifier.mark()
+    assert not notifier.changed_since(mine, later)
+    notifier.note_changes_unknown()  # a wake-up that names no run (SQLite's file watch, a LISTEN reconnect)
+    assert notifier.changed_since(mine, later)

@@ -73,7 +73,8 @@ class ConversationController(Controller):
         Once the message is committed the answer is never an error: if the database cannot be
         read while waiting (busy pool, outage), the queued run comes back with 202.
         """
+        queued_since = runs.mark()
         run = await conversations.post_message(principal, conversation_id, data.content, stream=data.stream)
-        view = await runs.wait_after_queueing(principal, run, wait)
+        view = await runs.wait_after_queueing(principal, run, wait, queued_since=queued_since)
         status = HTTP_200_OK if view.run.status.settled else HTTP_202_ACCEPTED
         return Response(run_out(view, principal), status_code=status)

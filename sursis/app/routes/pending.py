@@ -90,7 +90,8 @@ class PendingController(Controller):
         Once the decision is committed the answer is never an error: if the run cannot be read
         while waiting, `run` is null.
         """
-        call = await pending_calls.resolve_pending(
+        queued_since = runs.mark()
+        decided = await pending_calls.decide_pending(
             principal,
             correlation_id,
             Resolution(
@@ -101,5 +102,11 @@ class PendingController(Controller):
                 args_hash=data.args_hash,
             ),
         )
-        view = await runs.wait_after_commit(principal, call.run_id, wait) if wait > 0 else None
+        call = decided.call
+        since = queued_since if decided.run_queued else None
+        view = (
+            await runs.wait_after_commit(principal, call.run_id, wait, queued_since=since)
+            if wait > 0
+            else None
+        )
         return resolved_out(pending_out(call, principal), run_out(view, principal) if view else None)

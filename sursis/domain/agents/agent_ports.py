@@ -42,3 +42,10 @@ class RunWatcher(Protocol):
     """What a long-poll waits on: an event set when the run may have changed (best effort)."""
 
     def watch(self, run_id: uuid.UUID) -> AbstractContextManager[asyncio.Event]: ...
+    def mark(self) -> int:
+        """Where the process's record of run changes stands now."""
+        ...
+
+    def changed_since(self, run_id: uuid.UUID, mark: int) -> bool:
+        """False only when no change of the run (other than its queueing here) was heard since `mark`."""
+        ...

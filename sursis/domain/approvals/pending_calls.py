@@ -57,13 +57,24 @@ class Resolution:
     args_hash: str | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class Decided:
+    """A committed decision: the call as decided, and whether the decision queued its run again
+    (the run's last awaiting call was decided, so the run resumes)."""
+
+    call: PendingCall
+    run_queued: bool
+
+
 @dataclass
 class _Handing:
-    """A decision's hand-off: the reserved slot, and the run it leased with what it starts from."""
+    """A decision's hand-off: the reserved slot, and the run it leased with what it starts from;
+    whether the committed decision queued the run."""
 
     lease: SlotLease | None
     run: Run | None = None
     start: SegmentStartRead | None = None
+    requeued: bool = False
 
 
 @dataclass
@@ -117,6 +128,12 @@ class PendingCallService:
         Answered as soon as the decision is committed: the resume happens in a worker (a free slot
         of this process's worker when there is one: `hand_off.py`).
         """
+        return (await self.decide_pending(principal, correlation_id, resolution)).call
+
+    async def decide_pending(
+        self, principal: Principal, correlation_id: uuid.UUID, resolution: Resolution
+    ) -> Decided:
+        """`resolve_pending`, also telling whether the decision queued the call's run again."""
         handing = _Handing(self.hand_off.reserve() if self.hand_off is not None else None)
         try:
             seen = await self._seen(correlation_id, handing)
@@ -134,7 +151,7 @@ class PendingCallService:
             # is free again. A lease committed but never handed runs out and is swept.
             if handing.lease is not None and self.hand_off is not None:
                 self.hand_off.cancel(handing.lease)
-        return resolved
+        return Decided(resolved, handing.requeued)
 
     async def _seen(self, correlation_id: uuid.UUID, handing: _Handing) -> SeenDecision | None:
         """The call read before the decision's transaction, where a slot of this process waits to
@@ -188,6 +205,7 @@ class PendingCallService:
                 handing,
                 seen if ballot is None else None,
             )
+            handing.requeued = requeued
             approval = None
             if route is not None and ballot is not None:
                 await record_vote(uow, call, ballot, route.quorum, now)

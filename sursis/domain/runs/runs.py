@@ -49,33 +49,54 @@ class RunService:
             pending = await uow.pending.for_run(run.id, PendingStatus.AWAITING) if run.awaiting_count else []
             return RunView(run=run, pending=await with_approval(uow, principal, pending, self.clock()))
 
-    async def wait_for_run(self, principal: Principal, run_id: uuid.UUID, wait: float) -> RunView:
+    async def wait_for_run(
+        self, principal: Principal, run_id: uuid.UUID, wait: float, *, queued_since: int | None = None
+    ) -> RunView:
         """Long-poll: the run once it is settled, or as it is when `wait` seconds have passed
-        (at most `max_wait_seconds`)."""
+        (at most `max_wait_seconds`).
+
+        `queued_since`: a `watcher.mark()` taken before the commit that queued the run. While no
+        change of the run was heard since, it is still queued or running (nothing else settles it
+        unheard for longer than a poll): the first read is skipped and the wait starts at once."""
         deadline = time.monotonic() + min(wait, self.max_wait_seconds)
+        unheard_since = queued_since
         while True:
             with self.watcher.watch(run_id) as changed:
-                view = await self.get_run(principal, run_id)
+                view = None
+                if unheard_since is None or self.watcher.changed_since(run_id, unheard_since):
+                    view = await self.get_run(principal, run_id)
+                    if view.run.status.settled:
+                        return view
+                unheard_since = None
                 remaining = deadline - time.monotonic()
-                if view.run.status.settled or remaining <= 0:
-                    return view
+                if remaining <= 0:
+                    return view or await self.get_run(principal, run_id)
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(changed.wait(), min(remaining, 1.0))
 
-    async def wait_after_commit(self, principal: Principal, run_id: uuid.UUID, wait: float) -> RunView | None:
+    def mark(self) -> int:
+        """A mark to take before a commit that queues a run, for `wait_after_commit(queued_since=)`."""
+        return self.watcher.mark()
+
+    async def wait_after_commit(
+        self, principal: Principal, run_id: uuid.UUID, wait: float, *, queued_since: int | None = None
+    ) -> RunView | None:
         """`wait_for_run` after a commit that queued the run (a message, a decision): what was asked
         is done, so the answer is never an error; None if the store cannot be read while waiting
         (busy pool, outage)."""
         try:
-            return await self.wait_for_run(principal, run_id, wait)
+            return await self.wait_for_run(principal, run_id, wait, queued_since=queued_since)
         except Exception as exc:
             if not self.store_unreachable(exc):
                 raise
             return None
 
-    async def wait_after_queueing(self, principal: Principal, run: Run, wait: float) -> RunView:
+    async def wait_after_queueing(
+        self, principal: Principal, run: Run, wait: float, *, queued_since: int | None = None
+    ) -> RunView:
         """`wait_after_commit` for a run just queued: the run as queued if it cannot be read."""
-        return await self.wait_after_commit(principal, run.id, wait) or RunView(run, [])
+        view = await self.wait_after_commit(principal, run.id, wait, queued_since=queued_since)
+        return view or RunView(run, [])
 
     async def list_tool_calls(self, principal: Principal, run_id: uuid.UUID) -> list[ToolCallRecord]:
         async with self.uow.reader() as uow:

@@ -94,6 +94,7 @@ class SqliteRunNotifier(LocalRunNotifier):
 
     def wake_everyone(self) -> None:
         """Another connection committed: every waiter re-checks the database."""
+        self.note_changes_unknown()
         self.wake_all()
         for waiters in (self._runs, self._conversations, self._pending):
             for events in waiters.values():
