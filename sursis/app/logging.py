@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import sys
 from functools import lru_cache
-from typing import TextIO
+from typing import Any, TextIO
 
 import structlog
 from opentelemetry import trace
@@ -109,15 +109,20 @@ def configure_logging(
         if json_logs
         else structlog.dev.ConsoleRenderer(exception_formatter=console_traceback)
     )
+    handler = logging.StreamHandler(stream)
+    # The service's own lines are rendered by structlog and written to the handler's stream at once
+    # (`LineLogger`); the libraries' records go through the handler, formatted the same way.
+    _LINES.handler = handler
     structlog.configure(
         processors=[
             # A line below the logger's level is dropped before anything is built for it.
             structlog.stdlib.filter_by_level,
             *shared,
             structlog.processors.format_exc_info,
-            structlog.stdlib.ProcessorFormatter.wrap_for_formatter,
+            redact_secrets,
+            renderer,
         ],
-        logger_factory=structlog.stdlib.LoggerFactory(),
+        logger_factory=LineLogger,
         wrapper_class=structlog.stdlib.BoundLogger,
         cache_logger_on_first_use=True,
     )
@@ -125,7 +130,6 @@ def configure_logging(
     if json_logs:
         # Tracebacks of library records become a string field rather than breaking the JSON line.
         final.append(structlog.processors.format_exc_info)
-    handler = logging.StreamHandler(stream)
     handler.setFormatter(
         structlog.stdlib.ProcessorFormatter(
             foreign_pre_chain=shared, processors=[*final, redact_secrets, renderer]
@@ -138,6 +142,73 @@ def configure_logging(
     for name in ("uvicorn", "uvicorn.error", "uvicorn.access", "sqlalchemy"):
         logging.getLogger(name).handlers = []
         logging.getLogger(name).propagate = True
+
+
+class _Lines:
+    """The handler `configure_logging` last installed: the stream the service's lines go to."""
+
+    handler: logging.StreamHandler[Any] | None = None
+
+
+_LINES = _Lines()
+
+
+class LineLogger:
+    """What structlog hands a rendered line of the service's to: written to the stream of the
+    handler `configure_logging` installed, under its lock, as that handler writes a record (one line,
+    flushed), without building a `logging.LogRecord` for it. The logger of the same name decides
+    the level (`filter_by_level` asks it), so levels set with `logging` still apply. Once that
+    handler is no longer the root logger's (a host program or a test replaced it), or the stream
+    fails, the line goes through `logging` instead, to whatever handles it there."""
+
+    __slots__ = ("_logger", "name")
+
+    def __init__(self, name: str | None = None, *_: Any) -> None:
+        self._logger = logging.getLogger(name)
+        self.name = self._logger.name
+
+    @property
+    def disabled(self) -> bool:
+        return self._logger.disabled
+
+    def getEffectiveLevel(self) -> int:
+        return self._logger.getEffectiveLevel()
+
+    def isEnabledFor(self, level: int) -> bool:
+        return self._logger.isEnabledFor(level)
+
+    def _write(self, level: int, line: str) -> None:
+        handler = _LINES.handler
+        if handler is not None and handler in logging.root.handlers:
+            try:
+                with handler.lock:  # type: ignore[union-attr]
+                    handler.stream.write(line + handler.terminator)
+                    handler.flush()
+                return
+            except Exception:  # as `logging` does: a failing stream never fails the caller
+                pass
+        self._logger.log(level, line)
+
+    def debug(self, line: str) -> None:
+        self._write(logging.DEBUG, line)
+
+    def info(self, line: str) -> None:
+        self._write(logging.INFO, line)
+
+    def warning(self, line: str) -> None:
+        self._write(logging.WARNING, line)
+
+    warn = warning
+
+    def error(self, line: str) -> None:
+        self._write(logging.ERROR, line)
+
+    exception = error
+
+    def critical(self, line: str) -> None:
+        self._write(logging.CRITICAL, line)
+
+    fatal = critical
 
 
 _ERROR_FIELDS = ("run_id", "agent", "error_class", "error")

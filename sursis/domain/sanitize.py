@@ -174,8 +174,20 @@ def _url_password(match: re.Match[str]) -> str:
     return f"{match['scheme']}{match['user']}:{MASK}@"
 
 
+# Text no pattern above can match: lowercase letters, `_`, `.` and `-` only (no digit, capital,
+# space, `:`, `=` or `@`), without the prefix of a provider key that may be written in lowercase.
+_PLAIN_TEXT = re.compile(r"[a-z_.-]*")
+_LOWERCASE_KEY_PREFIXES = ("srs_", "gh", "github", "glpat", "xox", "akia", "eyj")
+
+
 def mask_text(text: str) -> str:
     """Credentials and personal data in free text replaced by `***` or a `[kind]` placeholder."""
+    if _PLAIN_TEXT.fullmatch(text) and not any(p in text for p in _LOWERCASE_KEY_PREFIXES):
+        return text  # a name (`run.completed`, `issue_refund`): the patterns below would find nothing
+    return _mask_patterns(text)
+
+
+def _mask_patterns(text: str) -> str:
     text = _CREDENTIAL_TEXT.sub(MASK, text)
     text = _URL_PASSWORD.sub(_url_password, text)
     text = _BARE_USERINFO.sub(lambda m: f"{m['user']}:{MASK}@", text)

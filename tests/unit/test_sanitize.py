@@ -5,7 +5,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from sursis.app.logging import redact_secrets
+from sursis.domain import sanitize as sanitize_module
 from sursis.domain.sanitize import (
     ELLIPSIS,
     MASK,
@@ -238,3 +242,26 @@ def test_log_fields_are_masked_at_every_depth() -> None:
     redacted = redact(deep)
     assert "hunter2" not in repr(redacted)
     assert ELLIPSIS in repr(redacted)
+
+
+@settings(max_examples=3000, deadline=None)
+@given(
+    st.lists(
+        st.one_of(
+            st.text(alphabet="abcdefghijklmnopqrstuvwxyz_.-", max_size=12),
+            st.sampled_from(
+                ["srs_", "ghp_", "gho_", "github_pat_", "glpat-", "xoxb-", "akia", "eyj", "sk_live_", "-----"]
+            ),
+        ),
+        max_size=6,
+    ).map("".join)
+)
+def test_names_left_alone_without_the_patterns_are_what_the_patterns_leave(text: str) -> None:
+    """`mask_text` answers lowercase names without running its patterns: that shortcut must give what
+    the patterns give, provider-key prefixes written in lowercase included."""
+    assert mask_text(text) == sanitize_module._mask_patterns(text)
+
+
+def test_lowercase_provider_keys_are_still_masked() -> None:
+    for key in ("srs_" + "k" * 20, "ghp_" + "x" * 12, "xoxb-" + "y" * 12, "akia" + "z" * 16):
+        assert mask_text(key) == "***", key
