@@ -11,7 +11,7 @@ from typing import TypeVar
 
 K = TypeVar("K")
 _NOTIFIED_KEPT = 1_000
-_CHANGES_KEPT = 10_000
+_CHANGES_KEPT = 1_000
 
 
 class LocalRunNotifier:

@@ -29,7 +29,7 @@ from sursis.domain.sanitize import args_hash
 from sursis.domain.states import Decision, PendingStatus, RunStatus
 from sursis.domain.tools import Category, Executor, PendingKind, ToolApprovalRequest, ToolSpec
 from sursis.infra.agents.declarations import AgentDefinition, DeclaredTool, DeclaredToolCatalog
-from sursis.infra.notifier import LocalRunNotifier
+from sursis.infra.notifier import _CHANGES_KEPT, LocalRunNotifier
 from tests.unit.fakes import FakeStore
 
 USER = Principal(id="user-1", role=Role.USER, workspace="acme")
@@ -501,7 +501,7 @@ def test_changes_heard_of_other_runs_or_forgotten_count_as_they_should() -> None
     notifier.note_change(other)
     assert not notifier.changed_since(mine, since)
     assert notifier.changed_since(other, since)
-    for _ in range(10_000):  # more runs changed than are remembered: `mine` may be among them
+    for _ in range(_CHANGES_KEPT):  # more runs changed than are remembered: `mine` may be among them
         notifier.note_change(uuid.uuid4())
     assert notifier.changed_since(mine, since)
     later = notifier.mark()
