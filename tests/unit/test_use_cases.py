@@ -449,12 +449,18 @@ async def _suspend_queued(world: World, run: Run) -> None:
         await uow.commit()
 
 
-async def test_a_wait_after_queueing_reads_the_run_once_a_change_is_heard(world: World) -> None:
+async def _queued_after_a_mark(world: World) -> tuple[LocalRunNotifier, CountedRuns, int, Run]:
+    """A message's run queued after a mark of a real notifier, whose runs count their reads."""
     notifier = LocalRunNotifier()
     runs = CountedRuns(world.store, notifier, notifier, clock=world.clock)
     conversation = await world.conversations.create_conversation(USER, "bank", None)
     since = runs.mark()
     run = await world.conversations.post_message(USER, conversation.id, "pay")
+    return notifier, runs, since, run
+
+
+async def test_a_wait_after_queueing_reads_the_run_once_a_change_is_heard(world: World) -> None:
+    notifier, runs, since, run = await _queued_after_a_mark(world)
     await notifier.run_queued(run.id)  # this process queueing it is no change that settles it
 
     waiting = asyncio.create_task(runs.wait_after_queueing(USER, run, 10, queued_since=since))
@@ -469,11 +475,7 @@ async def test_a_wait_after_queueing_reads_the_run_once_a_change_is_heard(world:
 
 
 async def test_a_run_that_changed_before_the_wait_began_is_read_at_once(world: World) -> None:
-    notifier = LocalRunNotifier()
-    runs = CountedRuns(world.store, notifier, notifier, clock=world.clock)
-    conversation = await world.conversations.create_conversation(USER, "bank", None)
-    since = runs.mark()
-    run = await world.conversations.post_message(USER, conversation.id, "pay")
+    notifier, runs, since, run = await _queued_after_a_mark(world)
     await _suspend_queued(world, run)
     await notifier.run_changed(run.id)  # heard before the wait registered its watch
 
@@ -483,11 +485,7 @@ async def test_a_run_that_changed_before_the_wait_began_is_read_at_once(world: W
 
 
 async def test_a_wait_that_hears_nothing_reads_the_run_at_its_deadline(world: World) -> None:
-    notifier = LocalRunNotifier()
-    runs = CountedRuns(world.store, notifier, notifier, clock=world.clock)
-    conversation = await world.conversations.create_conversation(USER, "bank", None)
-    since = runs.mark()
-    run = await world.conversations.post_message(USER, conversation.id, "pay")
+    _, runs, since, run = await _queued_after_a_mark(world)
 
     view = await runs.wait_after_queueing(USER, run, 0.2, queued_since=since)
     assert view.run.status is RunStatus.QUEUED
