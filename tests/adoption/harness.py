@@ -113,6 +113,7 @@ def install(root: Path, packages: list[str] | None = None) -> Path:
         root / "venv",
         [str(wheel), *(str(PACKAGES / name) for name in names)],
         ["--no-deps", "-r", str(UPSTREAM_EXAMPLES)],
+        uv=True,
     )
 
 
