@@ -88,6 +88,32 @@ async def test_an_untouched_chain_verifies_and_sealing_is_in_bounded_batches(
     assert alpha.ok and alpha.checked == 10 and alpha.unsealed == 2
 
 
+async def test_a_batch_is_sealed_by_one_update_on_postgresql(
+    engine: AsyncEngine, chain: AuditChainService
+) -> None:
+    """PostgreSQL writes a batch's links in one statement (one executor start, not one a row);
+    SQLite executes the row's update once a row. Either way the chain verifies and a sealed row
+    is never sealed again."""
+    await write_rows(engine, "alpha", 4)
+    updates: list[int] = []
+
+    def seen(
+        _conn: object, _cursor: object, statement: str, params: object, _context: object, many: bool
+    ) -> None:
+        if statement.lstrip().upper().startswith("UPDATE AUDIT_LOG"):
+            updates.append(len(params) if many and isinstance(params, list | tuple) else 1)
+
+    sa.event.listen(engine.sync_engine, "before_cursor_execute", seen)
+    try:
+        assert await chain.seal() == 4
+    finally:
+        sa.event.remove(engine.sync_engine, "before_cursor_execute", seen)
+    assert updates == ([1] if engine.dialect.name == "postgresql" else [4])
+    [alpha] = await chain.verify("alpha")
+    assert alpha.ok and alpha.checked == 4 and alpha.unsealed == 0
+    assert await chain.seal() == 0
+
+
 @pytest.mark.parametrize(
     ("statement", "breach", "seq"),
     [

@@ -13,10 +13,26 @@ from sursis.domain.encryption import EncryptedValueUnreadable, EncryptionKeyUnav
 from sursis.domain.records import AuditEntry
 from sursis.infra.db import retention_tables as r
 from sursis.infra.db import tables as t
+from sursis.infra.db.held import encode_rows
 from sursis.infra.db.repositories.audit import audit_entry
 from sursis.infra.db.repositories.base import SqlRepository, rowcount
 
 UNSEALED = t.audit_log.c.seq.is_(None)
+
+_SEAL_ROW = (
+    t.audit_log.update()
+    .where(t.audit_log.c.id == sa.bindparam("row_id"), UNSEALED)
+    .values(seq=sa.bindparam("seq"), prev_hash=sa.bindparam("prev_hash"), hash=sa.bindparam("hash"))
+)
+"""SQLite: one row's link, executed once a row."""
+_SEAL_ROWS = sa.text(
+    "UPDATE audit_log a SET seq = x.seq, prev_hash = x.prev_hash, hash = x.hash "
+    "FROM jsonb_to_recordset(CAST(:links AS JSONB)) "
+    "AS x(row_id integer, seq bigint, prev_hash varchar, hash varchar) "
+    "WHERE a.id = x.row_id AND a.seq IS NULL"
+).bindparams(sa.bindparam("links", type_=sa.Text()))
+"""PostgreSQL: a batch's links as one statement, one JSON document of rows, instead of one
+execution a row (each its own executor start: about a tenth of a turn's statement time)."""
 
 
 def _opened(row: Any, cipher: Any) -> tuple[AuditEntry, str | None]:
@@ -97,12 +113,10 @@ class SqlAuditChainRepository(SqlRepository):
             prev, newest = digest, entry.at if newest is None else max(newest, entry.at)
         if not links:
             return 0
-        await self._session.execute(
-            t.audit_log.update()
-            .where(c.id == sa.bindparam("row_id"), UNSEALED)
-            .values(seq=sa.bindparam("seq"), prev_hash=sa.bindparam("prev_hash"), hash=sa.bindparam("hash")),
-            links,
-        )
+        if self._postgres:
+            await self._session.execute(_SEAL_ROWS, {"links": encode_rows(links)})
+        else:
+            await self._session.execute(_SEAL_ROW, links)
         await self._session.execute(
             h.update()
             .where(h.c.workspace == workspace)
