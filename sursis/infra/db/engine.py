@@ -55,6 +55,13 @@ def create_engine(
 
     SQL parameters (key hashes, message text) are never put in an error's text (`hide_parameters`).
 
+    On PostgreSQL the pool hands out the connection returned last (`pool_use_lifo`): a process then
+    works on the few connections its load needs, and each prepared statement reaches PostgreSQL's
+    cached plan after its first executions on those (the first five of a statement on a connection
+    are planned at each bind). Handed out in turn (SQLAlchemy's default), the ten connections of the
+    pool each planned each statement again for its first five executions there: at two hundred
+    turns, more planning than execution on the server (docs/performance.md, the database's share).
+
     On PostgreSQL a new connection prepares only unnamed statements and caches none until it is
     known to be a session of its own (`sessions.watch_sessions`): behind a transaction pooler
     (PgBouncer in transaction mode) no prepared statement outlives its transaction. Every host of a
@@ -90,6 +97,7 @@ def create_engine(
         pool_size=limits.size,
         max_overflow=limits.overflow,
         pool_timeout=limits.timeout,
+        pool_use_lifo=True,
         connect_args={
             "timeout": 5,
             "command_timeout": 30,
