@@ -4,7 +4,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 SERVE_STAMP := $(VENV)/.serve-installed
 
-.PHONY: help install lock run test test-latest test-compat test-compat-all test-mcp1 soak ha-drill lint migrate bench bench-calls bench-profile bench-peers bench-durability bench-volume image-smoke clean
+.PHONY: help install lock run test test-latest test-compat test-compat-examples test-compat-all test-mcp1 soak ha-drill lint migrate bench bench-calls bench-profile bench-peers bench-durability bench-volume image-smoke clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-17s %s\n", $$1, $$2}'
@@ -106,7 +106,8 @@ COMPAT_TESTS := tests/adoption tests/agents/test_adopted_agent.py tests/agents/t
 
 test-compat: $(COMPAT_STAMP) ## the adoption tests on the lowest supported pydantic-ai, with pydantic-ai-harness (.venv-compat; part of .ci/run)
 	PIP_CONSTRAINT=$(COMPAT_CONSTRAINTS) $(COMPAT_VENV)/bin/pytest -q -n 2 --dist loadfile -m "not slow and not packaging" $(COMPAT_TESTS)
-	# pydantic-ai's own examples, served from a fresh venv that installs the wheel beside them on 2.62
+
+test-compat-examples: $(COMPAT_STAMP) ## pydantic-ai's own examples served from a fresh venv on the lowest supported pydantic-ai (.venv-compat; not in .ci/run: make test serves them on the newest)
 	PIP_CONSTRAINT=$(COMPAT_CONSTRAINTS) $(COMPAT_VENV)/bin/pytest -q -n 2 --dist loadfile -m packaging tests/adoption/test_upstream_examples.py
 
 test-compat-all: $(COMPAT_STAMP) ## tests/adoption, tests/agents and tests/attacks on the lowest supported pydantic-ai (.venv-compat; not in .ci/run)
