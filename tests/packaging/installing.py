@@ -49,7 +49,10 @@ def fresh_venv(root: Path, *installs: Sequence[str], uv: bool = False) -> Path:
 def _uv_venv(uv: Path, root: Path, installs: Sequence[Sequence[str]]) -> Path:
     env = clean_env(root / "bin")
     made = subprocess.run(
-        [str(uv), "venv", "--quiet", "--seed", str(root)], capture_output=True, text=True, env=env
+        [str(uv), "venv", "--quiet", "--seed", "--python", sys.executable, str(root)],
+        capture_output=True,
+        text=True,
+        env=env,
     )
     assert made.returncode == 0, made.stdout + made.stderr
     constraints = [
