@@ -8,17 +8,29 @@ import os
 import re
 import shutil
 import signal
+import string
 import subprocess
 import sys
 import time
 from pathlib import Path
+from urllib.parse import quote
 
 import httpx
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from sqlalchemy.engine import make_url
 
 from sursis.infra.db.listen_target import connect_for_listening, listen_url
-from sursis.infra.db.urls import InvalidDatabaseUrl, asyncpg_connect_kwargs, normalized, shown_url
+from sursis.infra.db.urls import (
+    InvalidDatabaseUrl,
+    asyncpg_connect_kwargs,
+    database_url,
+    normalized,
+    plain_postgres_kwargs,
+    plain_sqlite_file,
+    shown_url,
+)
 from tests.faults.patroni_cluster import PatroniCluster
 from tests.pg_servers import PgBouncer, free_port
 
@@ -229,3 +241,79 @@ def test_an_unreadable_listen_url_is_one_line_at_start(command: str, tmp_path: P
     [line] = done.stderr.strip().splitlines()
     assert line.startswith("sursis: SURSIS_DATABASE_LISTEN_URL: the database URL cannot be read")
     assert "p@ss" not in done.stdout + done.stderr
+
+
+NAME = st.text(alphabet=string.ascii_letters + string.digits + "_.-", min_size=1, max_size=12)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    user=st.none() | NAME,
+    password=st.none() | st.text(alphabet=string.printable.replace("\n", ""), min_size=1, max_size=12),
+    host=st.from_regex(r"[a-z][a-z0-9.\-]{0,11}", fullmatch=True),
+    port=st.none() | st.integers(min_value=1, max_value=65535),
+    database=NAME,
+    driver=st.sampled_from(["sqlite", "sqlite+aiosqlite"]),
+    path=st.text(alphabet=string.ascii_letters + string.digits + "/._- ", min_size=1, max_size=20),
+)
+def test_a_plain_url_is_read_without_sqlalchemy_as_sqlalchemy_reads_it(
+    user: str | None,
+    password: str | None,
+    host: str,
+    port: int | None,
+    database: str,
+    driver: str,
+    path: str,
+) -> None:
+    """`migrate` at the head and `db-check` read a plain URL (one PostgreSQL host and no options, or
+    an SQLite file) without SQLAlchemy: what they read is what the engine reads, and what they print
+    is what SQLAlchemy prints; any other URL is left to SQLAlchemy."""
+    userinfo = (
+        "" if user is None else user + ("" if password is None else f":{quote(password, safe='')}") + "@"
+    )
+    url = f"postgresql+asyncpg://{userinfo}{host}{'' if port is None else f':{port}'}/{database}"
+    assert plain_postgres_kwargs(url) == asyncpg_connect_kwargs(url)
+    assert shown_url(url) == database_url(url).render_as_string(hide_password=True)
+    sqlite_url = f"{driver}:///{path}"
+    file = plain_sqlite_file(sqlite_url)
+    assert file is not None
+    assert file == make_url(sqlite_url).database
+    assert shown_url(sqlite_url) == make_url(sqlite_url).render_as_string(hide_password=True)
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "postgresql+asyncpg://app:pw@db1:5432,db2:5433/sursis",
+        "postgresql+asyncpg://app:pw@db/sursis?ssl=require",
+        "postgresql+asyncpg://app:p@ss@db/sursis",
+        "postgresql://app@db/sursis",
+        "sqlite+aiosqlite:///:memory:",
+        "sqlite+aiosqlite:///file:x.db?mode=ro&uri=true",
+        "sqlite+aiosqlite:///name%20with%20escape.db",
+        "postgresql+asyncpg://app:@db/sursis",
+    ],
+)
+def test_a_url_with_options_or_several_hosts_is_left_to_sqlalchemy(url: str) -> None:
+    assert plain_postgres_kwargs(url) is None
+    assert plain_sqlite_file(url) is None
+
+
+def test_migrate_at_the_head_loads_neither_sqlalchemy_nor_alembic(pg_migrated: str, tmp_path: Path) -> None:
+    """What a deploy runs before every start: on a database at the head, `migrate` only reads its
+    revision (asyncpg alone on PostgreSQL, the standard library's sqlite3 on SQLite)."""
+    probe = (
+        "import atexit, sys\n"
+        "atexit.register(lambda: print('LOADED', *sorted(m for m in ('sqlalchemy', 'alembic', 'aiosqlite')"
+        " if m in sys.modules)))\n"
+        "from sursis.app.cli import main\n"
+        "sys.exit(main(['migrate']))\n"
+    )
+    sqlite_url = f"sqlite+aiosqlite:///{tmp_path / 'sursis.db'}"
+    assert sursis("migrate", url=sqlite_url).returncode == 0
+    for url in (pg_migrated, sqlite_url):
+        env = {k: v for k, v in os.environ.items() if not k.startswith("SURSIS_")}
+        env["SURSIS_DATABASE_URL"] = url
+        done = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.splitlines() == [f"migrated {url} to head", "LOADED"]

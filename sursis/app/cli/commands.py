@@ -206,17 +206,21 @@ def _at_head(url: str, current: Any, head: Any) -> bool:
 
 
 def _migrate(settings: Settings, _: argparse.Namespace) -> int:
-    from sqlalchemy import exc
-
-    from sursis.infra.db.migrations import upgrade
     from sursis.infra.db.readiness import current_revision, head_revision
 
     require_location(settings.database_url)
+    # A database at the head (what a deploy meets before almost every start) is only read: Alembic,
+    # its script directory and every migration script are not loaded for it, nor SQLAlchemy for a
+    # plain SQLite file.
+    if _at_head(settings.database_url, current_revision, head_revision):
+        print(f"migrated {shown_url(settings.database_url)} to head")
+        return 0
+    from sqlalchemy import exc
+
+    from sursis.infra.db.migrations import upgrade
+
     try:
-        # A database at the head (what a deploy meets before almost every start) is only read: Alembic,
-        # its script directory and every migration script are not loaded for it.
-        if not _at_head(settings.database_url, current_revision, head_revision):
-            upgrade(settings.database_url)
+        upgrade(settings.database_url)
     except (OSError, exc.DBAPIError) as error:
         reason = str(getattr(error, "orig", None) or error).splitlines()[0][:200]
         print(f"sursis: cannot migrate {shown_url(settings.database_url)}: {reason}", file=sys.stderr)

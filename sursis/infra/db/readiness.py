@@ -7,11 +7,18 @@ a long traceback ("no such table api_keys"), and on SQLite it would leave an emp
 from __future__ import annotations
 
 import re
+from contextlib import closing
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from sursis.domain.errors import Error
-from sursis.infra.db.urls import InvalidDatabaseUrl, database_url, shown_url
+from sursis.infra.db.urls import (
+    InvalidDatabaseUrl,
+    database_url,
+    plain_postgres_kwargs,
+    plain_sqlite_file,
+    shown_url,
+)
 
 if TYPE_CHECKING:
     from sqlalchemy.engine import Connection
@@ -38,10 +45,11 @@ class DatabaseNotReady(Error):
 def require_location(url: str) -> None:
     """Raise `DatabaseNotReady` when the URL cannot be read, or names an SQLite file in a folder
     that does not exist (SQLite makes the file, never its folder)."""
-    try:
-        database_url(url)
-    except InvalidDatabaseUrl as error:
-        raise DatabaseNotReady(str(error)) from None
+    if plain_sqlite_file(url) is None and plain_postgres_kwargs(url) is None:
+        try:
+            database_url(url)
+        except InvalidDatabaseUrl as error:
+            raise DatabaseNotReady(str(error)) from None
     path = _sqlite_file(url) if url.startswith("sqlite") else None
     if path is not None and not path.parent.is_dir():
         raise DatabaseNotReady(
@@ -69,6 +77,8 @@ def head_revision() -> str:
 
 
 def _sqlite_file(url: str) -> Path | None:
+    if (plain := plain_sqlite_file(url)) is not None:
+        return Path(plain)
     from sqlalchemy.engine import make_url
 
     database = make_url(url).database
@@ -90,13 +100,17 @@ def _current_revision(connection: Connection) -> str | None:
 async def current_revision(url: str) -> str | None:
     """The revision the database is at (None: never migrated); `DatabaseNotReady` when it cannot
     be reached. Never creates an SQLite file."""
+    require_location(url)
+    if url.startswith("sqlite") and (path := _sqlite_file(url)) is not None and not path.exists():
+        return None
+    if plain_sqlite_file(url) is not None:
+        return _sqlite_revision(url)
+    if (kwargs := plain_postgres_kwargs(url)) is not None:
+        return await _postgres_revision(url, kwargs)
     from sqlalchemy import exc
 
-    from sursis.infra.db.engine import create_engine, is_sqlite
+    from sursis.infra.db.engine import create_engine
 
-    require_location(url)
-    if is_sqlite(url) and (path := _sqlite_file(url)) is not None and not path.exists():
-        return None
     engine = create_engine(url)
     try:
         async with engine.connect() as connection:
@@ -105,6 +119,43 @@ async def current_revision(url: str) -> str | None:
         raise DatabaseNotReady(f"cannot reach the database {shown_url(url)}: {_reason(error)}") from None
     finally:
         await engine.dispose()
+
+
+def _sqlite_revision(url: str) -> str | None:
+    """`_current_revision` of a plain SQLite file, read by the standard library's driver, read-only:
+    a deploy's `migrate` at the head then loads neither SQLAlchemy nor aiosqlite."""
+    import sqlite3
+
+    file = Path(plain_sqlite_file(url) or "").resolve()
+    try:
+        with closing(sqlite3.connect(f"{file.as_uri()}?mode=ro", uri=True, timeout=30)) as connection:
+            if not connection.execute(_HAS_VERSION_TABLE).fetchone():
+                return None
+            found = connection.execute("SELECT version_num FROM alembic_version").fetchone()
+    except sqlite3.Error as error:
+        raise DatabaseNotReady(f"cannot reach the database {shown_url(url)}: {_reason(error)}") from None
+    return None if found is None else str(found[0])
+
+
+async def _postgres_revision(url: str, kwargs: dict[str, Any]) -> str | None:
+    """`_current_revision` of a plain PostgreSQL URL, on one asyncpg connection with the engine's
+    timeouts: `migrate` at the head and `db-check` then do not load SQLAlchemy."""
+    import asyncpg
+
+    try:
+        connection = await asyncpg.connect(**kwargs, timeout=5, command_timeout=30, statement_cache_size=0)
+        try:
+            if not await connection.fetchval("SELECT to_regclass('alembic_version') IS NOT NULL"):
+                return None
+            found = await connection.fetchval("SELECT version_num FROM alembic_version")
+        finally:
+            await connection.close()
+    except (TimeoutError, OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as error:
+        raise DatabaseNotReady(f"cannot reach the database {shown_url(url)}: {_reason(error)}") from None
+    return None if found is None else str(found)
+
+
+_HAS_VERSION_TABLE = "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'alembic_version'"
 
 
 def _reason(error: BaseException) -> str:

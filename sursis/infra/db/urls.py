@@ -26,6 +26,11 @@ if TYPE_CHECKING:
 DEFAULT_PORT = 5432
 _HOST_PART = re.compile(r"[A-Za-z0-9._\-:,\[\]%]*(?=[/?]|$)")
 _ONE_HOST = re.compile(r"^(?:\[(?P<v6>[^\]]+)\]|(?P<name>[^:]*))(?::(?P<port>[^:]*))?$")
+_PLAIN_SQLITE = re.compile(r"sqlite(?:\+[A-Za-z0-9_]+)?:///(?P<path>[^?#%:]+)")
+_PLAIN_POSTGRES = re.compile(
+    r"postgresql\+asyncpg://(?:(?P<user>[A-Za-z0-9_.\-]+)(?::(?P<password>[^@/?#\[\]]+))?@)?"
+    r"(?P<host>[A-Za-z0-9.\-]+)(?::(?P<port>[0-9]{1,5}))?/(?P<database>[A-Za-z0-9_.\-]+)"
+)
 SQLALCHEMY_ONLY = ("prepared_statement_cache_size", "prepared_statement_name_func")
 """Connection arguments SQLAlchemy's asyncpg adapter takes for itself; asyncpg refuses them."""
 
@@ -91,6 +96,30 @@ def normalized(url: str) -> str:
     return f"{scheme}://{prefix}{hosts}{path}{query_text}"
 
 
+def plain_sqlite_file(url: str) -> str | None:
+    """The file an SQLite URL in its plain form names (`sqlite+aiosqlite:///path`: no options, no
+    escapes, no `:memory:`), read without loading SQLAlchemy, exactly as SQLAlchemy reads it; None for
+    every other URL, which only SQLAlchemy reads."""
+    match = _PLAIN_SQLITE.fullmatch(url)
+    return match["path"] if match else None
+
+
+def plain_postgres_kwargs(url: str) -> dict[str, Any] | None:
+    """`asyncpg_connect_kwargs` of a PostgreSQL URL in its plain form (`postgresql+asyncpg://user:pw@
+    host:port/db`: one host, no options), read without loading SQLAlchemy; None for any other URL."""
+    match = _PLAIN_POSTGRES.fullmatch(url)
+    if match is None or (match["port"] and not 0 < int(match["port"]) < 65536):
+        return None
+    kwargs: dict[str, Any] = {"host": match["host"], "database": match["database"]}
+    if match["user"]:
+        kwargs["user"] = match["user"]
+    if match["password"] is not None:
+        kwargs["password"] = unquote(match["password"])
+    if match["port"]:
+        kwargs["port"] = int(match["port"])
+    return kwargs
+
+
 def database_url(url: str) -> URL:
     """The SQLAlchemy URL of `url` (any accepted form); `InvalidDatabaseUrl` when it cannot be read."""
     from sqlalchemy import exc
@@ -134,6 +163,12 @@ def asyncpg_connect_kwargs(url: str) -> dict[str, Any]:
 
 def shown_url(url: str) -> str:
     """The URL as the service prints it: the password masked (`***`)."""
+    if plain_sqlite_file(url) is not None:
+        return url
+    if (match := _PLAIN_POSTGRES.fullmatch(url)) is not None and match["password"] is not None:
+        return url[: match.start("password")] + "***" + url[match.end("password") :]
+    if match is not None:
+        return url
     try:
         shown = database_url(url).render_as_string(hide_password=True)
     except InvalidDatabaseUrl:
