@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -111,7 +112,30 @@ def create_engine(
     watch_sessions(engine)
     ping_idle_connections(engine)
     drop_standby_connections(engine)
+    decode_jsonb_in_c(engine)
     return engine
+
+
+def decode_jsonb_in_c(engine: AsyncEngine) -> None:
+    """`jsonb` values cross asyncpg in its text format, encoded by `str` and decoded by `json.loads`
+    themselves: no Python function per value.
+
+    SQLAlchemy's asyncpg dialect registers a binary codec for `jsonb` on each new connection, with a
+    Python encoder and decoder that add and strip the format's version byte around the same JSON
+    text; decoding the rows of a turn through it was SQLAlchemy's largest frame in a turn's profile
+    (docs/performance.md). The dialect names the method as the one to override; the values the
+    repositories read and bind are the same (SQLAlchemy's JSON types serialize to text before the
+    codec, and its deserializer is `json.loads`)."""
+    dialect = engine.sync_engine.dialect
+    if not hasattr(dialect, "setup_asyncpg_jsonb_codec") or getattr(dialect, "_json_deserializer", None):
+        return
+
+    async def jsonb_as_text(connection: Any) -> None:
+        await connection._connection.set_type_codec(
+            "jsonb", encoder=str, decoder=json.loads, schema="pg_catalog", format="text"
+        )
+
+    dialect.setup_asyncpg_jsonb_codec = jsonb_as_text
 
 
 def drop_standby_connections(engine: AsyncEngine) -> None:
