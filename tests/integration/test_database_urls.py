@@ -292,11 +292,13 @@ def test_a_plain_url_is_read_without_sqlalchemy_as_sqlalchemy_reads_it(
         "sqlite+aiosqlite:///file:x.db?mode=ro&uri=true",
         "sqlite+aiosqlite:///name%20with%20escape.db",
         "postgresql+asyncpg://app:@db/sursis",
+        "postgresql+asyncpg://app:pw@db:99999/sursis",
     ],
 )
 def test_a_url_with_options_or_several_hosts_is_left_to_sqlalchemy(url: str) -> None:
     assert plain_postgres_kwargs(url) is None
     assert plain_sqlite_file(url) is None
+    assert ":pw@" not in shown_url(url)
 
 
 def test_migrate_at_the_head_loads_neither_sqlalchemy_nor_alembic(pg_migrated: str, tmp_path: Path) -> None:

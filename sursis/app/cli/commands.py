@@ -211,7 +211,7 @@ def _migrate(settings: Settings, _: argparse.Namespace) -> int:
     require_location(settings.database_url)
     # A database at the head (what a deploy meets before almost every start) is only read: Alembic,
     # its script directory and every migration script are not loaded for it, nor SQLAlchemy for a
-    # plain SQLite file.
+    # plain URL (an SQLite file, one PostgreSQL host without options: `readiness.current_revision`).
     if _at_head(settings.database_url, current_revision, head_revision):
         print(f"migrated {shown_url(settings.database_url)} to head")
         return 0

@@ -165,10 +165,12 @@ def shown_url(url: str) -> str:
     """The URL as the service prints it: the password masked (`***`)."""
     if plain_sqlite_file(url) is not None:
         return url
-    if (match := _PLAIN_POSTGRES.fullmatch(url)) is not None and match["password"] is not None:
+    if plain_postgres_kwargs(url) is not None:
+        match = _PLAIN_POSTGRES.fullmatch(url)
+        assert match is not None
+        if match["password"] is None:
+            return url
         return url[: match.start("password")] + "***" + url[match.end("password") :]
-    if match is not None:
-        return url
     try:
         shown = database_url(url).render_as_string(hide_password=True)
     except InvalidDatabaseUrl:
