@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import socket
 from types import FrameType
 
 import uvicorn
+
+from sursis.app.loop_thread import asyncio_declared
 
 TICK_SECONDS = 1.0
 """Between two ticks: the `date` header changes once a second."""
@@ -25,6 +28,10 @@ class QuietServer(uvicorn.Server):
 
     _loop: asyncio.AbstractEventLoop | None = None
     _stirred: asyncio.Event | None = None
+
+    async def serve(self, sockets: list[socket.socket] | None = None) -> None:
+        with asyncio_declared():
+            await super().serve(sockets)
 
     async def main_loop(self) -> None:
         self._loop = asyncio.get_running_loop()

@@ -146,12 +146,18 @@ def run_event_loop(main: Coroutine[Any, Any, None]) -> None:
     asyncio's own loop. A worker spends a share of each turn in the event loop itself."""
     import asyncio
 
+    from sursis.app.loop_thread import asyncio_declared
+
+    async def declared() -> None:
+        with asyncio_declared():
+            await main
+
     try:
         import uvloop
     except ImportError:
-        asyncio.run(main)
+        asyncio.run(declared())
         return
-    uvloop.run(main)
+    uvloop.run(declared())
 
 
 def _worker(settings: Settings, args: argparse.Namespace) -> int:
