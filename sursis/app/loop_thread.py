@@ -7,7 +7,8 @@ a fork): 2.4-2.7 % of a serving process's busy CPU went to that question
 (docs/performance.md). sniffio reads the thread's declared library first (`thread_local.name`, which
 it keeps for event loops to set), so the processes that own their loop declare it for as long as it
 runs; a thread of the worker pool (sync tools) declares nothing and is asked as before. An embedded
-`Service` runs on its host's loop and leaves the host's threads alone.
+`Service` runs on its host's loop and leaves the host's threads alone: its worker loops declare in
+their own tasks' context instead (`sursis/infra/supervisor.py`).
 """
 
 from __future__ import annotations

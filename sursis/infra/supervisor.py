@@ -6,6 +6,13 @@ retention loop and the reviewer. Each is a loop object with its own settings and
 (`wakeup.py`); the supervisor starts them by name, restarts one that crashed or ended before the
 worker stopped (after a pause, so a loop failing at once does not spin), stops them together within
 a grace and reports each one's state (`report`).
+
+Each loop's task tells sniffio it runs asyncio, in the task's own context
+(`sniffio.current_async_library_cvar`), which the tasks it starts inherit: the agent runs of an
+embedded `Service` happen there, on the host's loop, and anyio and pydantic-graph ask sniffio dozens
+of times a turn. Undeclared, sniffio asks asyncio for the current task, a `getpid` system call each
+on Python 3.11 (`sursis/app/loop_thread.py` declares the whole thread where Sursis owns the loop).
+The host's own tasks and threads are left as they were.
 """
 
 from __future__ import annotations
@@ -16,6 +23,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+import sniffio
 import structlog
 
 log = structlog.get_logger("sursis.worker")
@@ -86,6 +94,7 @@ class Supervisor:
         ]
 
     async def _keep(self, supervised: _Supervised) -> None:
+        sniffio.current_async_library_cvar.set("asyncio")  # this task's context and its children's
         while not self.stopping.is_set():
             try:
                 await supervised.loop.run(self.stopping)

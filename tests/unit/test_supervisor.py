@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import asyncio
 
+import sniffio
+
 from sursis.infra.supervisor import Supervisor
 from tests.conftest import eventually
 
@@ -94,3 +96,36 @@ async def test_the_worker_reports_its_loops_by_name(database_url: str) -> None:
         assert worker.loops() == []
     finally:
         await container.close()
+
+
+class Asker:
+    """Records what sniffio's task-local declaration says inside the loop and in a task it starts."""
+
+    def __init__(self) -> None:
+        self.seen: list[str | None] = []
+
+    async def run(self, stopping: asyncio.Event) -> None:
+        self.seen.append(sniffio.current_async_library_cvar.get())
+        child = asyncio.create_task(self._child())
+        await child
+        await stopping.wait()
+
+    async def _child(self) -> None:
+        self.seen.append(sniffio.current_async_library_cvar.get())
+        self.seen.append(sniffio.current_async_library())
+
+
+async def test_each_loop_declares_asyncio_in_its_own_task_context_and_not_in_the_hosts() -> None:
+    supervisor = Supervisor(restart_pause=0.01)
+    asker = Asker()
+    supervisor.start([("asker", asker)])
+
+    async def asked() -> bool:
+        return len(asker.seen) == 3
+
+    await eventually(asked, limit=2)
+    assert asker.seen == ["asyncio", "asyncio", "asyncio"]
+    # The host's task (this test's) declared nothing: sniffio still finds asyncio by asking it.
+    assert sniffio.current_async_library_cvar.get() is None
+    assert sniffio.thread_local.name is None
+    assert await supervisor.stop(grace=1) == 0
