@@ -176,8 +176,11 @@ async def test_slack_approval_through_worker_kills_then_http_then_a_digest(clust
         ack, update = await setup.slack.wait_for("chat.update", 2, within=30)
         assert ack["ts"] == ts and "approved by <@U1>" in ack["text"]
         assert update["ts"] == ts and "approved by slack U1" in update["text"]
-        [ephemeral] = setup.slack.of("chat.postEphemeral")
-        assert ephemeral["user"] == "U2" and "already approved" in ephemeral["text"]
+        # Ephemeral notices are at least once (docs/channels.md): the worker killed at the resume may
+        # have posted U2's before recording it, and the next one posts it again.
+        ephemerals = await setup.slack.wait_for("chat.postEphemeral", 1, within=30)
+        assert 1 <= len(ephemerals) <= 2, ephemerals
+        assert all(e["user"] == "U2" and "already approved" in e["text"] for e in ephemerals), ephemerals
         call_row = (await setup.http.get(f"{setup.base}/v1/pending/{correlation_id}")).json()
         assert call_row["status"] == "approved" and call_row["resolved_by"] == operator_key
 

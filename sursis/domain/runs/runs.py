@@ -26,6 +26,10 @@ class RunView:
     pending: list[PendingCall]
 
 
+RECHECK_SECONDS = 1.0
+"""A long-poll reads its run at least this often, for a change whose notification was lost."""
+
+
 def never_unreachable(exc: BaseException) -> bool:
     return False
 
@@ -72,7 +76,7 @@ class RunService:
                 if remaining <= 0:
                     return view or await self.get_run(principal, run_id)
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(changed.wait(), min(remaining, 1.0))
+                    await asyncio.wait_for(changed.wait(), min(remaining, RECHECK_SECONDS))
 
     def mark(self) -> int:
         """A mark to take before a commit that queues a run, for `wait_after_commit(queued_since=)`."""
