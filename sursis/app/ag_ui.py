@@ -310,7 +310,8 @@ class AgUiRun:
                 if view.run.status.settled:
                     return
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(changed.wait(), self.poll_seconds)
+                    async with asyncio.timeout(self.poll_seconds):
+                        await changed.wait()
 
     def _translate(self, event: StoredEvent) -> list[str]:
         data = event.data

@@ -292,7 +292,8 @@ class Service:
                 if not follow:
                     return
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(changed.wait(), self.settings.events_poll_seconds)
+                    async with asyncio.timeout(self.settings.events_poll_seconds):
+                        await changed.wait()
 
     # Administration: what `sursis keys create`, `sursis demo seed` and the agents' `recall` do
 

@@ -101,7 +101,8 @@ class LocalRunNotifier:
 
     async def wait_for_work(self, seconds: float) -> None:
         try:
-            await asyncio.wait_for(self._work.wait(), seconds)
+            async with asyncio.timeout(seconds):
+                await self._work.wait()
         except TimeoutError:
             return
         finally:

@@ -107,4 +107,5 @@ class Supervisor:
                 log.warning("worker.loop_ended", loop=supervised.name)
             supervised.restarts += 1
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.stopping.wait(), self._pause)
+                async with asyncio.timeout(self._pause):
+                    await self.stopping.wait()

@@ -76,7 +76,8 @@ class Wakeup:
 
 async def _until(stopping: asyncio.Event, seconds: float) -> None:
     with contextlib.suppress(TimeoutError):
-        await asyncio.wait_for(stopping.wait(), seconds)
+        async with asyncio.timeout(seconds):
+            await stopping.wait()
 
 
 async def _first(stopping: asyncio.Event, stirred: asyncio.Event, seconds: float) -> None:

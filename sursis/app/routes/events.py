@@ -149,7 +149,8 @@ async def stream_events(
                 next_keep_alive - now,
             )
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(changed.wait(), max(0.0, timeout))
+                async with asyncio.timeout(max(0.0, timeout)):
+                    await changed.wait()
 
 
 @get(
@@ -208,7 +209,8 @@ async def stream_pending_events(
                 last_sent = now
             timeout = min(settings.events_poll_seconds, settings.events_heartbeat_seconds - (now - last_sent))
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(changed.wait(), max(0.0, timeout))
+                async with asyncio.timeout(max(0.0, timeout)):
+                    await changed.wait()
 
 
 @get("/v1/pending/events", tags=["events"], media_type=STREAM, dependencies=FEEDS)

@@ -76,7 +76,8 @@ class RunService:
                 if remaining <= 0:
                     return view or await self.get_run(principal, run_id)
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(changed.wait(), min(remaining, RECHECK_SECONDS))
+                    async with asyncio.timeout(min(remaining, RECHECK_SECONDS)):
+                        await changed.wait()
 
     def mark(self) -> int:
         """A mark to take before a commit that queues a run, for `wait_after_commit(queued_since=)`."""

@@ -115,7 +115,8 @@ class DigestSender:
             except Exception:
                 log.exception("digest.loop_error")
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stopping.wait(), self._poll)
+                async with asyncio.timeout(self._poll):
+                    await stopping.wait()
 
     async def run_once(self) -> int:
         """Open what finished windows hold, send what is due; returns how many digests were sent."""

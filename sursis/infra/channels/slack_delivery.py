@@ -73,7 +73,8 @@ class SlackDeliverer:
                 sent = 0
             if sent == 0:
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(stopping.wait(), self._poll)
+                    async with asyncio.timeout(self._poll):
+                        await stopping.wait()
 
     async def run_once(self) -> int:
         """Attempt every due delivery once; returns how many were attempted."""
