@@ -310,8 +310,7 @@ class AgUiRun:
                 if view.run.status.settled:
                     return
                 with contextlib.suppress(TimeoutError):
-                    async with asyncio.timeout(self.poll_seconds):
-                        await changed.wait()
+                    await asyncio.wait_for(changed.wait(), self.poll_seconds)
 
     def _translate(self, event: StoredEvent) -> list[str]:
         data = event.data

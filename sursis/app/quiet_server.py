@@ -41,8 +41,7 @@ class QuietServer(uvicorn.Server):
         while not should_exit:
             counter = (counter + _TICKS_PER_SECOND) % 864000
             with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(TICK_SECONDS):
-                    await self._stirred.wait()
+                await asyncio.wait_for(self._stirred.wait(), TICK_SECONDS)
             self._stirred.clear()
             should_exit = await self.on_tick(counter)
 

@@ -292,8 +292,7 @@ class Service:
                 if not follow:
                     return
                 with contextlib.suppress(TimeoutError):
-                    async with asyncio.timeout(self.settings.events_poll_seconds):
-                        await changed.wait()
+                    await asyncio.wait_for(changed.wait(), self.settings.events_poll_seconds)
 
     # Administration: what `sursis keys create`, `sursis demo seed` and the agents' `recall` do
 

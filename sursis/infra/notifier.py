@@ -101,8 +101,7 @@ class LocalRunNotifier:
 
     async def wait_for_work(self, seconds: float) -> None:
         try:
-            async with asyncio.timeout(seconds):
-                await self._work.wait()
+            await asyncio.wait_for(self._work.wait(), seconds)
         except TimeoutError:
             return
         finally:

@@ -107,5 +107,4 @@ class Supervisor:
                 log.warning("worker.loop_ended", loop=supervised.name)
             supervised.restarts += 1
             with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(self._pause):
-                    await self.stopping.wait()
+                await asyncio.wait_for(self.stopping.wait(), self._pause)

@@ -76,8 +76,7 @@ class Wakeup:
 
 async def _until(stopping: asyncio.Event, seconds: float) -> None:
     with contextlib.suppress(TimeoutError):
-        async with asyncio.timeout(seconds):
-            await stopping.wait()
+        await asyncio.wait_for(stopping.wait(), seconds)
 
 
 async def _first(stopping: asyncio.Event, stirred: asyncio.Event, seconds: float) -> None:

@@ -5,6 +5,7 @@ loops (claims, dispatcher, sweeper, deliveries, and those the wiring adds) run u
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import socket
 import uuid
@@ -32,7 +33,7 @@ from sursis.infra.sweeper import Sweeper
 from sursis.infra.telemetry import Telemetry, current_trace_context, trace_id_of
 from sursis.infra.wakeup import Hearing
 from sursis.infra.webhook_delivery import WebhookDeliverer
-from sursis.infra.worker_slots import Handed, Heartbeat, Slots
+from sursis.infra.worker_slots import Handed, Slots
 
 log = structlog.get_logger("sursis.worker")
 StartRead = tuple[SegmentStart | None, EncryptionKeyUnavailable | EncryptedValueUnreadable | None]
@@ -165,7 +166,7 @@ class Worker:
             run = replace(run, trace_context=current_trace_context())
         read: StartRead = start if isinstance(start, tuple) else (None, None)
         # The lease is kept from now on, even if the run waits a moment for a loop.
-        self._slots.hand(Handed(run, read, self._heartbeat(run.id)))
+        self._slots.hand(Handed(run, read, asyncio.create_task(self._heartbeat(run.id))))
 
     async def run_once(self) -> bool:
         """Claim and run one segment; False when there was nothing to do."""
@@ -245,15 +246,19 @@ class Worker:
                 self._running.discard(claimed)
                 self._slots.done()
 
-    async def _drive(self, run: Run, start: SegmentStart | None, heartbeat: Heartbeat | None = None) -> None:
+    async def _drive(
+        self, run: Run, start: SegmentStart | None, heartbeat: asyncio.Task[None] | None = None
+    ) -> None:
         """One segment of a run this worker holds the lease of, with the lease's heartbeat."""
         self._telemetry.metrics.run_status(RunStatus.RUNNING)
-        heartbeat = heartbeat or self._heartbeat(run.id)
+        heartbeat = heartbeat or asyncio.create_task(self._heartbeat(run.id))
         try:
             with structlog.contextvars.bound_contextvars(worker=self.id):
                 await self._runner.run_segment(run, self.id, self._stopping, start)
         finally:
-            await heartbeat.stop()
+            heartbeat.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await heartbeat
 
     async def _release_unsure_claims(self) -> None:
         """After a claim whose commit went unanswered: give back any run this worker holds but
@@ -305,18 +310,15 @@ class Worker:
             trace_id=trace_id_of(run.trace_context),
         )
 
-    def _heartbeat(self, run_id: uuid.UUID) -> Heartbeat:
-        """The lease renewed every third of it until the segment ends or another worker owns the run."""
-        interval = self._lease.total_seconds() / 3
-        return Heartbeat(lambda: self._renewals(run_id, interval), interval)
-
-    async def _renewals(self, run_id: uuid.UUID, interval: float) -> None:
-        """Renew the lease now, then every `interval` seconds, until another worker owns the run.
+    async def _heartbeat(self, run_id: uuid.UUID) -> None:
+        """Renew the lease every third of it until the segment ends or another worker owns the run.
 
         A failed renewal (the database briefly unreachable) is logged and retried at the next beat:
         ending here would let a long segment lose its lease to a blip.
         """
+        interval = self._lease.total_seconds() / 3
         while True:
+            await asyncio.sleep(interval)
             now = self._clock()
             try:
                 async with self._uow() as uow:
@@ -329,10 +331,9 @@ class Worker:
                     error_class=type(exc).__name__,
                     error=str(exc)[:200],
                 )
-            else:
-                if not renewed:
-                    return
-            await asyncio.sleep(interval)
+                continue
+            if not renewed:
+                return
 
     async def sweep(self) -> int:
         """One sweeper pass now (`Sweeper.sweep`)."""

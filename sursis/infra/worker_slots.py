@@ -5,8 +5,7 @@ for it (`sursis/domain/hand_off.py`) until a loop takes the run it was handed (o
 is given back). A loop claims from the queue only while a slot is neither; an empty claim
 attempt holds none, so a transaction is not refused a slot because loops were merely looking.
 A handed run may wait a moment for a loop (when a claim that raced with its reservation won): its
-lease's heartbeat starts when it is handed, not when a loop takes it. A heartbeat is a timer until
-its first renewal is due: a segment that ends sooner (most do) costs no task.
+lease's heartbeat starts when it is handed, not when a loop takes it.
 
 Idle loops are woken one at a time: by a hand-off, by the worker's dispatcher (one loop per
 wake-up from the queue's notifications, or per poll interval), or by a loop that just claimed a
@@ -19,38 +18,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections import deque
-from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any
 
 from sursis.domain.records import Run
-
-
-class Heartbeat:
-    """A lease's renewals: `renewals` (a coroutine that renews at once, then every `interval`) runs
-    from the first renewal's due time until `stop`; until then it is only a timer of the loop."""
-
-    __slots__ = ("_handle", "_renewals", "_task")
-
-    def __init__(self, renewals: Callable[[], Coroutine[Any, Any, None]], interval: float) -> None:
-        self._renewals = renewals
-        self._task: asyncio.Task[None] | None = None
-        self._handle = asyncio.get_running_loop().call_later(interval, self._start)
-
-    def _start(self) -> None:
-        self._task = asyncio.create_task(self._renewals())
-
-    def cancel(self) -> None:
-        self._handle.cancel()
-        if self._task is not None:
-            self._task.cancel()
-
-    async def stop(self) -> None:
-        """Cancelled, and its renewal ended if one was under way."""
-        self.cancel()
-        if self._task is not None:
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,7 +31,7 @@ class Handed:
     run: Run
     start: Any
     """What the leasing transaction read for the segment (the worker's `StartRead`)."""
-    heartbeat: Heartbeat
+    heartbeat: asyncio.Task[None]
 
 
 class Slots:
@@ -169,6 +140,5 @@ class Slots:
             if remaining <= 0:
                 return False
             with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(remaining):
-                    await self._slot_freed.wait()
+                await asyncio.wait_for(self._slot_freed.wait(), remaining)
         return True

@@ -149,8 +149,7 @@ async def stream_events(
                 next_keep_alive - now,
             )
             with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(max(0.0, timeout)):
-                    await changed.wait()
+                await asyncio.wait_for(changed.wait(), max(0.0, timeout))
 
 
 @get(
@@ -209,8 +208,7 @@ async def stream_pending_events(
                 last_sent = now
             timeout = min(settings.events_poll_seconds, settings.events_heartbeat_seconds - (now - last_sent))
             with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(max(0.0, timeout)):
-                    await changed.wait()
+                await asyncio.wait_for(changed.wait(), max(0.0, timeout))
 
 
 @get("/v1/pending/events", tags=["events"], media_type=STREAM, dependencies=FEEDS)

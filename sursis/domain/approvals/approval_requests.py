@@ -124,8 +124,7 @@ class ApprovalRequestService:
                 return found
             # Woken by a decision in this process; one made elsewhere is seen by polling.
             with self.watcher.watch_pending(found.request.workspace) as event, suppress(TimeoutError):
-                async with asyncio.timeout(min(left, 1.0)):
-                    await event.wait()
+                await asyncio.wait_for(event.wait(), min(left, 1.0))
 
     async def abandoned(self, principal: Principal, limit: int = 50) -> list[FiledApproval]:
         """The requests whose agent took an approval (or was given one) and never said what became of

@@ -76,8 +76,7 @@ class RunService:
                 if remaining <= 0:
                     return view or await self.get_run(principal, run_id)
                 with contextlib.suppress(TimeoutError):
-                    async with asyncio.timeout(min(remaining, RECHECK_SECONDS)):
-                        await changed.wait()
+                    await asyncio.wait_for(changed.wait(), min(remaining, RECHECK_SECONDS))
 
     def mark(self) -> int:
         """A mark to take before a commit that queues a run, for `wait_after_commit(queued_since=)`."""

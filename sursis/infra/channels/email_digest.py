@@ -115,8 +115,7 @@ class DigestSender:
             except Exception:
                 log.exception("digest.loop_error")
             with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(self._poll):
-                    await stopping.wait()
+                await asyncio.wait_for(stopping.wait(), self._poll)
 
     async def run_once(self) -> int:
         """Open what finished windows hold, send what is due; returns how many digests were sent."""

@@ -73,8 +73,7 @@ class SlackDeliverer:
                 sent = 0
             if sent == 0:
                 with contextlib.suppress(TimeoutError):
-                    async with asyncio.timeout(self._poll):
-                        await stopping.wait()
+                    await asyncio.wait_for(stopping.wait(), self._poll)
 
     async def run_once(self) -> int:
         """Attempt every due delivery once; returns how many were attempted."""
